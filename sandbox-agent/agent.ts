@@ -1,0 +1,74 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { systemClock, type Clock } from "../src/clock.js";
+import { uuidIds, type Ids } from "../src/ids.js";
+import { silentLogger, type Logger } from "../src/logging.js";
+import { migrate, openDatabase, type Db } from "../src/sqlite.js";
+import type { AgentConfig } from "./config.js";
+import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
+import { MultipartService } from "./multipart/service.js";
+import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
+import { SandboxPaths } from "./paths/sandbox-path.js";
+
+/** What createApp needs: the agent's services, built once from the config. */
+export interface AgentDeps {
+  config: AgentConfig;
+  paths: SandboxPaths;
+  db: Db;
+  clock: Clock;
+  ids: Ids;
+  logger: Logger;
+  multipart: MultipartService;
+  startedAt: number;
+}
+
+export interface AgentRuntime {
+  deps: AgentDeps;
+  /** Stops background work and closes the database. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface AgentOverrides {
+  clock?: Clock;
+  ids?: Ids;
+  logger?: Logger;
+}
+
+/**
+ * Opens the agent's state in its data dir (the SQLite database, upload parts),
+ * repairs what a crash may have left, and starts background work.
+ */
+export async function openAgent(config: AgentConfig, overrides: AgentOverrides = {}): Promise<AgentRuntime> {
+  const clock = overrides.clock ?? systemClock;
+  const ids = overrides.ids ?? uuidIds;
+  const logger = overrides.logger ?? silentLogger();
+  mkdirSync(config.dataDir, { recursive: true });
+  const db = openDatabase(join(config.dataDir, "agent.db"));
+  migrate(db, [...MULTIPART_MIGRATIONS]);
+  const paths = new SandboxPaths(config.root);
+
+  const multipart = new MultipartService({
+    store: new UploadStore(db),
+    dir: join(config.dataDir, "uploads"),
+    paths,
+    clock,
+    ids,
+    logger,
+    expiryMs: config.uploadExpiryMs,
+    maxOpenUploads: config.maxOpenUploads,
+  });
+  await recoverUploads(multipart);
+  const sweeper = startUploadSweeper(multipart, clock);
+
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, startedAt: clock.now() };
+  let closed = false;
+  return {
+    deps,
+    async close() {
+      if (closed) return;
+      closed = true;
+      sweeper.stop();
+      db.close();
+    },
+  };
+}

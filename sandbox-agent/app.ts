@@ -1,0 +1,41 @@
+import express, { type Express } from "express";
+import { errorMiddleware, accessLog, notFoundHandler } from "../src/http.js";
+import type { AgentDeps } from "./agent.js";
+import { filesystemRouter } from "./filesystem/routes.js";
+import { cors, noCache, requireToken } from "./http/middleware.js";
+import { multipartRouter } from "./multipart/routes.js";
+import { AGENT_VERSION } from "./version.js";
+
+/**
+ * Builds the sandbox-local HTTP API from its dependencies. Never listens:
+ * main.ts does, and tests use supertest or listen(0).
+ */
+export function createApp(deps: AgentDeps): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  // Order matters: CORS answers preflights before auth (browsers send no
+  // credentials on OPTIONS); no-cache and the access log apply to everything.
+  app.use(cors());
+  app.use(noCache());
+  app.use(accessLog(deps.logger));
+  app.use(requireToken(deps.config.token));
+
+  app.get("/health", (_req, res) => {
+    const now = deps.clock.now();
+    res.json({
+      status: "ok",
+      version: AGENT_VERSION,
+      sandbox: deps.config.sandboxName,
+      startedAt: new Date(deps.startedAt).toISOString(),
+      uptimeSeconds: (now - deps.startedAt) / 1000,
+    });
+  });
+
+  app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));
+  app.use("/filesystem", filesystemRouter(deps.paths));
+
+  app.use(notFoundHandler());
+  app.use(errorMiddleware((err) => ({ error: err.message }), deps.logger));
+  return app;
+}

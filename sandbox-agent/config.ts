@@ -1,0 +1,102 @@
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+import { z } from "zod";
+import { isLoopbackHost } from "../src/auth.js";
+import { parseDuration, parseSize } from "../src/units.js";
+
+/**
+ * The agent's configuration: command-line options, then environment
+ * fallbacks, validated into one frozen object. Nothing else reads argv or env.
+ */
+export const AGENT_OPTIONS = {
+  host: { type: "string" },
+  port: { type: "string" },
+  root: { type: "string" },
+  "data-dir": { type: "string" },
+  token: { type: "string" },
+  "no-auth": { type: "boolean" },
+  "upload-expiry": { type: "string" },
+  "max-open-uploads": { type: "string" },
+  "max-part-size": { type: "string" },
+  "sandbox-name": { type: "string" },
+  "log-level": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const duration = z.string().transform((v, ctx) => {
+  try { return parseDuration(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+});
+const size = z.string().transform((v, ctx) => {
+  try { return parseSize(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+});
+
+export const AgentConfigSchema = z.object({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  root: z.string().min(1).default("/").transform((p) => resolve(p)),
+  dataDir: z.string().min(1).default("./.sandbox-agent").transform((p) => resolve(p)),
+  token: z.string().min(1).optional(),
+  noAuth: z.boolean().default(false),
+  uploadExpiryMs: duration.default(parseDuration("24h")),
+  maxOpenUploads: z.coerce.number().int().min(1).default(100),
+  maxPartSize: size.default(5 * 2 ** 30),
+  sandboxName: z.string().min(1).default("local"),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type AgentConfig = Readonly<z.infer<typeof AgentConfigSchema>>;
+
+export const AGENT_USAGE = `Usage: sandbox-agent [options]
+
+  --host <addr>              listen address (default 127.0.0.1; env SANDBOX_AGENT_HOST)
+  --port <n>                 listen port, 0 picks a free one (default 8080; env PORT)
+  --root <dir>               sandbox root every API path is confined under (default /; env SANDBOX_AGENT_ROOT)
+  --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox-agent; env SANDBOX_AGENT_DATA_DIR)
+  --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
+  --no-auth                  allow listening on a non-loopback address without a token
+  --upload-expiry <dur>      abandoned multipart uploads expire after this idle time (default 24h)
+  --max-open-uploads <n>     cap on open multipart uploads, 429 beyond (default 100)
+  --max-part-size <size>     largest accepted part, 413 beyond (default 5GiB)
+  --sandbox-name <name>      this sandbox's name, recorded in schedules (default local; env SANDBOX_NAME)
+  --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+`;
+
+const FLAG_OF: Record<string, string> = {
+  dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
+  maxPartSize: "max-part-size", sandboxName: "sandbox-name", logLevel: "log-level",
+};
+
+export class ConfigError extends Error {}
+
+export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig | "help" {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: AGENT_OPTIONS, strict: true, allowPositionals: false }));
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  if (values.help) return "help";
+  const raw = {
+    host: values.host ?? env.SANDBOX_AGENT_HOST,
+    port: values.port ?? env.PORT,
+    root: values.root ?? env.SANDBOX_AGENT_ROOT,
+    dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
+    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    noAuth: values["no-auth"] ?? false,
+    uploadExpiryMs: values["upload-expiry"],
+    maxOpenUploads: values["max-open-uploads"],
+    maxPartSize: values["max-part-size"],
+    sandboxName: values["sandbox-name"] ?? env.SANDBOX_NAME,
+    logLevel: values["log-level"] ?? env.LOG_LEVEL,
+  };
+  const parsed = AgentConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`--${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message}`);
+  }
+  const config = parsed.data;
+  if (!config.token && !config.noAuth && !isLoopbackHost(config.host)) {
+    throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
+  }
+  return Object.freeze(config);
+}

@@ -1,0 +1,121 @@
+import { Router, json, type Request, type Response } from "express";
+import { promises as fsp } from "node:fs";
+import { posix } from "node:path";
+import { z } from "zod";
+import { errors, fromFsError } from "../../src/errors.js";
+import { parse, queryBool } from "../../src/http.js";
+import { receiveFormFile } from "../http/form-file.js";
+import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
+import { fileEntry, listDirectory } from "./entries.js";
+import { OwnerNames } from "./owners.js";
+import { parsePermissions } from "./permissions.js";
+import { writeDirectory, writeFile } from "./write.js";
+
+/** Reading a file into a JSON string beyond this is refused: download it instead. */
+export const MAX_JSON_READ_BYTES = 64 * 1024 * 1024;
+
+const WriteBody = z.object({
+  content: z.string().optional(),
+  isDirectory: z.boolean().optional(),
+  permissions: z.union([z.string(), z.number()]).optional(),
+});
+
+/**
+ * Download mode as the reference daemon decides it: `?download=true`, an
+ * Accept naming application/octet-stream, or an Accept that names none of the
+ * JSON types (e.g. text/plain). No Accept at all means JSON.
+ */
+function wantsDownload(req: Request): boolean {
+  if (queryBool(req.query.download)) return true;
+  const accept = req.headers.accept;
+  if (!accept) return false;
+  if (accept.includes("application/octet-stream")) return true;
+  return !accept.includes("application/json") && !accept.includes("*/*");
+}
+
+function isMultipart(req: Request): boolean {
+  return /^multipart\/form-data/i.test(req.headers["content-type"] ?? "");
+}
+
+/** GET, PUT and DELETE of `/filesystem/{path}`, as @blaxel/core's sandbox.fs uses them. */
+export function filesystemRouter(paths: SandboxPaths): Router {
+  const router = Router();
+  const owners = new OwnerNames();
+  const jsonBody = json({ limit: "100mb", type: () => true });
+  const pathOf = (req: Request) => paths.normalize(sandboxPathFromUrl(req.path));
+
+  router.get("/{*rest}", async (req, res) => {
+    const path = pathOf(req);
+    const host = await paths.resolve(path);
+    const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot read", path); });
+    if (stat.isDirectory()) {
+      res.json(await listDirectory(path, host, owners).catch((err) => { throw fromFsError(err, "cannot list", path); }));
+      return;
+    }
+    if (!stat.isFile()) throw errors.badRequest(`${path} is not a regular file`);
+    if (wantsDownload(req)) return download(res, host, path);
+    if (stat.size > MAX_JSON_READ_BYTES) {
+      throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large for a JSON read: download it with Accept: application/octet-stream`);
+    }
+    const content = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    res.json({ ...fileEntry(path, stat, owners), content });
+  });
+
+  router.put("/{*rest}", (req, res, next) => (isMultipart(req) ? next() : jsonBody(req, res, next)), async (req, res) => {
+    const path = pathOf(req);
+    if (path === "/") throw errors.badRequest("path: cannot write the sandbox root");
+    const host = await paths.resolve(path);
+    if (isMultipart(req)) {
+      let mode: number | undefined;
+      const size = await receiveFormFile(req, {
+        field: "file",
+        onField: (name, value) => { if (name === "permissions") mode = parsePermissions(value, 0o644); },
+        write: (file) => writeFile(host, path, file, mode),
+      });
+      res.json({ message: "Binary file uploaded successfully", path, size });
+      return;
+    }
+    const body = parse(WriteBody, req.body ?? {}, "body");
+    if (body.isDirectory) {
+      await writeDirectory(host, path, parsePermissions(body.permissions, 0o755));
+      res.json({ message: "Directory created successfully", path });
+      return;
+    }
+    const mode = body.permissions === undefined ? undefined : parsePermissions(body.permissions, 0o644);
+    const size = await writeFile(host, path, body.content ?? "", mode);
+    res.json({ message: "File created/updated successfully", path, size });
+  });
+
+  router.delete("/{*rest}", async (req, res) => {
+    const path = pathOf(req);
+    if (path === "/") throw errors.forbidden("path: cannot delete the sandbox root");
+    const host = await paths.resolveParent(path);
+    const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+    if (stat.isDirectory()) {
+      if (queryBool(req.query.recursive)) await fsp.rm(host, { recursive: true, force: true }).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+      else await fsp.rmdir(host).catch((err) => {
+        if ((err as NodeJS.ErrnoException).code === "ENOTEMPTY") throw errors.conflict(`cannot delete ${path}: directory not empty (pass recursive=true)`);
+        throw fromFsError(err, "cannot delete", path);
+      });
+      res.json({ message: "Directory deleted successfully", path });
+      return;
+    }
+    await fsp.unlink(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+    res.json({ message: "File deleted successfully", path });
+  });
+
+  return router;
+}
+
+/** Streams the file with Range, Last-Modified and Content-Length support. */
+function download(res: Response, host: string, path: string): Promise<void> {
+  res.attachment(posix.basename(path));
+  return new Promise((resolve, reject) => {
+    res.sendFile(host, { dotfiles: "allow", cacheControl: false, lastModified: true, acceptRanges: true }, (err) => {
+      if (!err) return resolve();
+      if (res.headersSent) return resolve(); // client went away mid-stream; nothing to answer
+      reject(fromFsError(err, "cannot read", path));
+    });
+  });
+}

@@ -1,0 +1,58 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AgentConfigSchema, type AgentConfig } from "../../sandbox-agent/config.js";
+import { openAgent, type AgentOverrides, type AgentRuntime } from "../../sandbox-agent/agent.js";
+import { createApp } from "../../sandbox-agent/app.js";
+import { listen, type Serving } from "../../src/serve.js";
+
+export interface TestAgent {
+  url: string;
+  root: string;
+  dataDir: string;
+  config: AgentConfig;
+  runtime: AgentRuntime;
+  serving: Serving;
+  /** Stops the server and closes the agent; `keepFiles` leaves root and data dir for a restart. */
+  stop(options?: { keepFiles?: boolean }): Promise<void>;
+}
+
+/** A temp dir removed by the caller (or by TestAgent.stop). */
+export function tempDir(prefix = "sandbox-kit-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * Starts a real agent on 127.0.0.1:0 with its own temp root and data dir.
+ * `config` overrides any option (raw, as on the command line after parsing).
+ */
+export async function startTestAgent(
+  config: Partial<Record<keyof AgentConfig, unknown>> = {},
+  overrides: AgentOverrides = {},
+): Promise<TestAgent> {
+  const base = tempDir();
+  const parsed = Object.freeze(
+    AgentConfigSchema.parse({
+      port: 0,
+      root: join(base, "root"),
+      dataDir: join(base, "data"),
+      logLevel: "silent",
+      ...config,
+    }),
+  );
+  const runtime = await openAgent(parsed, overrides);
+  const serving = await listen(createApp(runtime.deps), "127.0.0.1", 0);
+  return {
+    url: serving.url,
+    root: runtime.deps.paths.hostRoot,
+    dataDir: parsed.dataDir,
+    config: parsed,
+    runtime,
+    serving,
+    async stop({ keepFiles = false } = {}) {
+      await serving.stop(1_000);
+      await runtime.close();
+      if (!keepFiles) rmSync(base, { recursive: true, force: true });
+    },
+  };
+}
