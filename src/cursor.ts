@@ -1,0 +1,71 @@
+import { createHmac, randomBytes } from "node:crypto";
+import { errors } from "./errors.js";
+import { secretsEqual } from "./auth.js";
+
+/**
+ * Opaque, tamper-proof pagination cursors. A cursor carries the position
+ * (whatever the list needs: last sort key, offset...), the hash of the query
+ * it belongs to and its issue time, signed with HMAC-SHA256. Reusing it with
+ * another query, editing it, or presenting it after `maxAgeMs` is a 400.
+ */
+export interface CursorCodecOptions {
+  /** HMAC key; random per process when absent (cursors then die with the process). */
+  secret?: string | Buffer;
+  maxAgeMs?: number;
+  now?: () => number;
+}
+
+export class CursorCodec {
+  readonly #secret: Buffer;
+  readonly #maxAgeMs: number;
+  readonly #now: () => number;
+
+  constructor(options: CursorCodecOptions = {}) {
+    this.#secret = options.secret === undefined ? randomBytes(32) : Buffer.from(options.secret);
+    this.#maxAgeMs = options.maxAgeMs ?? 24 * 3_600_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** `binding` is any JSON value describing the query (workspace, filters, sort...). */
+  encode(position: unknown, binding: unknown): string {
+    const payload = Buffer.from(JSON.stringify({ p: position, b: this.#bindingHash(binding), t: this.#now() })).toString("base64url");
+    return `${payload}.${this.#sign(payload)}`;
+  }
+
+  decode<T = unknown>(cursor: string, binding: unknown, field = "cursor"): T {
+    const [payload, signature, extra] = cursor.split(".");
+    if (!payload || !signature || extra !== undefined || !secretsEqual(signature, this.#sign(payload))) {
+      throw errors.badRequest(`${field}: invalid cursor`);
+    }
+    let body: { p: T; b: string; t: number };
+    try {
+      body = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
+    } catch {
+      throw errors.badRequest(`${field}: invalid cursor`);
+    }
+    if (body.b !== this.#bindingHash(binding)) throw errors.badRequest(`${field}: cursor belongs to a different query`);
+    if (this.#now() - body.t > this.#maxAgeMs) throw errors.badRequest(`${field}: cursor expired`);
+    return body.p;
+  }
+
+  #sign(payload: string): string {
+    return createHmac("sha256", this.#secret).update(payload).digest("base64url");
+  }
+
+  #bindingHash(binding: unknown): string {
+    return createHmac("sha256", this.#secret).update(stableStringify(binding)).digest("base64url").slice(0, 22);
+  }
+}
+
+/** JSON with object keys sorted, so equal queries hash equally. */
+export function stableStringify(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value as object)
+      .sort()
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${stableStringify((value as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
