@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { CursorCodec } from "../../src/cursor.js";
+
+describe("CursorCodec", () => {
+  let now = 1_000_000;
+  const codec = new CursorCodec({ secret: "k", now: () => now });
+  const query = { workspace: "w", sort: "createdAt:desc", q: "x" };
+
+  it("round-trips a position for the same query (key order irrelevant)", () => {
+    const c = codec.encode({ after: "b" }, query);
+    expect(codec.decode(c, { q: "x", sort: "createdAt:desc", workspace: "w" })).toEqual({ after: "b" });
+  });
+  it("rejects a cursor reused with another query", () => {
+    const c = codec.encode(1, query);
+    expect(() => codec.decode(c, { ...query, workspace: "other" })).toThrow(/different query/);
+  });
+  it("rejects a tampered cursor", () => {
+    const c = codec.encode(1, query);
+    const [payload, sig] = c.split(".");
+    const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, "base64url").toString()), p: 99 })).toString("base64url");
+    expect(() => codec.decode(`${forged}.${sig}`, query)).toThrow(/invalid cursor/);
+    expect(() => codec.decode("garbage", query)).toThrow(/invalid cursor/);
+  });
+  it("rejects a cursor older than 24 h", () => {
+    const c = codec.encode(1, query);
+    now += 24 * 3_600_000 + 1;
+    expect(() => codec.decode(c, query)).toThrow(/expired/);
+  });
+  it("rejects cursors signed with another secret", () => {
+    const other = new CursorCodec({ secret: "other", now: () => now });
+    expect(() => codec.decode(other.encode(1, query), query)).toThrow(/invalid cursor/);
+  });
+});
