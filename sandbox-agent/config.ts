@@ -23,11 +23,12 @@ export const AGENT_OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const;
 
-const duration = z.string().transform((v, ctx) => {
-  try { return parseDuration(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+// Numbers are taken as already converted (milliseconds, bytes): tests and programmatic callers pass them.
+const duration = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
+  try { return typeof v === "number" ? v : parseDuration(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
 });
-const size = z.string().transform((v, ctx) => {
-  try { return parseSize(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+const size = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
+  try { return typeof v === "number" ? v : parseSize(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
 });
 
 export const AgentConfigSchema = z.object({

@@ -14,7 +14,6 @@ export interface FormFileOptions<T> {
   write: (file: Readable) => Promise<T>;
 }
 
-class TooLarge extends Error {}
 class Aborted extends Error {}
 
 /**
@@ -30,7 +29,10 @@ export function receiveFormFile<T>(req: Request, options: FormFileOptions<T>): P
   }
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: req.headers, limits: { fileSize: options.maxFileSize, fields: 32, fieldSize: 64 * 1024, parts: 64 } });
+    // busboy signals 'limit' on *reaching* fileSize, so a file of exactly the
+    // maximum would be refused: allow one byte more, and any file that gets there is too large.
+    const fileSize = options.maxFileSize === undefined ? undefined : options.maxFileSize + 1;
+    parser = busboy({ headers: req.headers, limits: { fileSize, fields: 32, fieldSize: 64 * 1024, parts: 64 } });
   } catch (err) {
     return Promise.reject(errors.badRequest(`invalid multipart body: ${(err as Error).message}`));
   }
@@ -61,6 +63,9 @@ export function receiveFormFile<T>(req: Request, options: FormFileOptions<T>): P
         return;
       }
       file = stream;
+      // Errors reach the caller through `fail`/`writing`; this listener only keeps an
+      // error raised before `write` attaches its pipeline from crashing the process.
+      stream.on("error", () => undefined);
       stream.on("limit", () => fail(errors.payloadTooLarge(`file exceeds the maximum size of ${options.maxFileSize} bytes`)));
       writing = options.write(stream);
       writing.catch((err) => fail(err));
@@ -78,7 +83,6 @@ export function receiveFormFile<T>(req: Request, options: FormFileOptions<T>): P
   }).catch((err) => {
     if (err instanceof ApiError) throw err;
     if (err instanceof Aborted) throw errors.badRequest(err.message);
-    if (err instanceof TooLarge) throw errors.payloadTooLarge(err.message);
     throw err;
   });
 }
