@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream, promises as fsp } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fsyncDir, removeQuietly } from "../../src/atomic-file.js";
@@ -8,6 +8,7 @@ import type { Clock } from "../../src/clock.js";
 import { errors, fromFsError } from "../../src/errors.js";
 import type { Ids } from "../../src/ids.js";
 import type { Logger } from "../../src/logging.js";
+import { ensureParentDir } from "../filesystem/write.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { assembleParts } from "./assemble.js";
 import { UploadClaims } from "./claims.js";
@@ -168,7 +169,7 @@ export class MultipartService {
     try {
       const existing = await fsp.stat(target).catch(() => undefined);
       if (existing?.isDirectory()) throw errors.conflict(`${upload.path} is a directory`);
-      await fsp.mkdir(dirname(target), { recursive: true, mode: 0o755 });
+      await ensureParentDir(target, upload.path);
       const dir = this.uploadDir(upload.id);
       const files = parts.map((p) => ({ partNumber: p.partNumber, path: join(dir, p.file), size: p.size }));
       return await assembleParts(files, target, upload.permissions, upload.id);
