@@ -5,10 +5,13 @@ import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import type { AgentConfig } from "./config.js";
+import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.js";
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
+import { ProcessManager } from "./process/manager.js";
+import { PROCESS_MIGRATIONS } from "./process/store.js";
 
 /** What createApp needs: the agent's services, built once from the config. */
 export interface AgentDeps {
@@ -19,6 +22,8 @@ export interface AgentDeps {
   ids: Ids;
   logger: Logger;
   multipart: MultipartService;
+  drives: DriveService;
+  processes: ProcessManager;
   startedAt: number;
 }
 
@@ -44,7 +49,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const logger = overrides.logger ?? silentLogger();
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, "agent.db"));
-  migrate(db, [...MULTIPART_MIGRATIONS]);
+  migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS]);
   const paths = new SandboxPaths(config.root);
 
   const multipart = new MultipartService({
@@ -60,7 +65,24 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   await recoverUploads(multipart);
   const sweeper = startUploadSweeper(multipart, clock);
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, startedAt: clock.now() };
+  // Processes outlive the agent (as the reference daemon's do): recover() adopts
+  // the survivors and marks the vanished ones failed with "agent restarted".
+  const processes = new ProcessManager({
+    db,
+    paths,
+    clock,
+    logger,
+    logDir: join(config.dataDir, "process-logs"),
+    logMaxBytes: config.processLogMaxBytes,
+    stopGraceMs: config.processStopGraceMs,
+    maxFinished: config.processHistory,
+  });
+  processes.recover();
+
+  // Drives stay mounted across agent restarts; openDrives adopts them.
+  const drives = await openDrives(config, db, paths, clock, logger);
+
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -68,6 +90,8 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       if (closed) return;
       closed = true;
       sweeper.stop();
+      processes.close(); // stops watching; the processes themselves keep running
+      // Drives are left mounted on purpose: processes may still use them.
       db.close();
     },
   };

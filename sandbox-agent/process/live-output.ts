@@ -1,0 +1,156 @@
+import { promises as fsp } from "node:fs";
+import { capLog, readFully, readLast, STREAMS, type LogFiles, type StreamName } from "./output.js";
+
+export interface OutputListener {
+  chunk(stream: StreamName, data: Buffer): void;
+  /** The process ended and its last output has been delivered. */
+  end(): void;
+}
+
+export interface LiveOutputOptions {
+  /** Per-stream cap: a reader sees at most this many bytes; the live file is capped at half of it. */
+  capBytes: number;
+  /** Persists the running count of discarded bytes. */
+  onDropped(dropped: Record<StreamName, number>): void;
+  dropped?: Record<StreamName, number>;
+  /** Offsets already delivered (an adopted process after a restart: its current sizes). */
+  offsets?: Record<StreamName, number>;
+}
+
+const FAST_POLL_MS = 100; // while someone follows the output
+const SLOW_POLL_MS = 1_000; // otherwise: only to enforce the cap
+
+/**
+ * Follows the output files of one running process: delivers new bytes to
+ * listeners and enforces the size cap. Every file operation runs on one serial
+ * queue, so a capping never races a read and no byte is delivered twice.
+ */
+export class LiveOutput {
+  readonly #files: LogFiles;
+  readonly #options: LiveOutputOptions;
+  readonly #offsets: Record<StreamName, number>;
+  readonly #dropped: Record<StreamName, number>;
+  readonly #listeners = new Set<OutputListener>();
+  #queue: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
+  #ended = false;
+
+  constructor(files: LogFiles, options: LiveOutputOptions) {
+    this.#files = files;
+    this.#options = options;
+    this.#offsets = { ...(options.offsets ?? { stdout: 0, stderr: 0 }) };
+    this.#dropped = { ...(options.dropped ?? { stdout: 0, stderr: 0 }) };
+    this.#schedule();
+  }
+
+  get dropped(): Readonly<Record<StreamName, number>> {
+    return this.#dropped;
+  }
+
+  /**
+   * Adds a listener and returns what was written so far (up to `backlogBytes`
+   * per stream), with no gap and no overlap between backlog and live chunks.
+   */
+  subscribe(listener: OutputListener, backlogBytes: number): Promise<{ backlog: Record<StreamName, { data: Buffer; dropped: number }>; unsubscribe(): void }> {
+    return this.#enqueue(async () => {
+      await this.#pumpAll();
+      const backlog = {} as Record<StreamName, { data: Buffer; dropped: number }>;
+      for (const s of STREAMS) backlog[s] = await this.#files.readTail(s, backlogBytes, this.#dropped[s], this.#offsets[s]);
+      if (this.#ended) listener.end();
+      else this.#listeners.add(listener);
+      this.#reschedule();
+      return { backlog, unsubscribe: () => { this.#listeners.delete(listener); } };
+    });
+  }
+
+  /** Stops polling after a last read and capping, then tells listeners the output is complete. */
+  finish(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    return this.#enqueue(async () => {
+      if (this.#ended) return;
+      await this.#pumpAll();
+      await this.#capAll();
+      this.#ended = true;
+      for (const l of this.#listeners) l.end();
+      this.#listeners.clear();
+    });
+  }
+
+  /** Stops polling without a final read (agent shutdown: the process keeps running). */
+  abandon(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#ended = true;
+    this.#listeners.clear();
+  }
+
+  #enqueue<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(task);
+    this.#queue = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  #schedule(): void {
+    if (this.#ended) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#enqueue(async () => {
+        await this.#pumpAll();
+        await this.#capAll();
+      })
+        .catch(() => undefined) // a vanished file (process pruned) ends nothing; the next tick retries
+        .finally(() => { if (!this.#ended && !this.#timer) this.#schedule(); });
+    }, this.#listeners.size > 0 ? FAST_POLL_MS : SLOW_POLL_MS);
+    this.#timer.unref();
+  }
+
+  /** A new follower wants fast polling now, not after the current slow tick. */
+  #reschedule(): void {
+    if (this.#ended || !this.#timer) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#schedule();
+  }
+
+  async #pumpAll(): Promise<void> {
+    for (const s of STREAMS) await this.#pump(s);
+  }
+
+  async #pump(stream: StreamName): Promise<void> {
+    const size = (await fsp.stat(this.#files.live(stream)).catch(() => undefined))?.size ?? 0;
+    const from = this.#offsets[stream];
+    if (size <= from) return;
+    if (this.#listeners.size > 0) {
+      const fh = await fsp.open(this.#files.live(stream), "r");
+      try {
+        const buf = Buffer.alloc(size - from);
+        const got = await readFully(fh, buf, from);
+        this.#emit(stream, buf.subarray(0, got));
+      } finally {
+        await fh.close();
+      }
+    }
+    this.#offsets[stream] = size;
+  }
+
+  async #capAll(): Promise<void> {
+    let changed = false;
+    for (const s of STREAMS) {
+      const result = await capLog(this.#files.live(s), this.#files.old(s), Math.max(1, Math.floor(this.#options.capBytes / 2)));
+      if (!result) continue;
+      // Bytes appended after the last pump are now at the end of the old file.
+      const missing = result.cutAt - this.#offsets[s];
+      if (missing > 0 && this.#listeners.size > 0) this.#emit(s, (await readLast(this.#files.old(s), missing)).data);
+      this.#offsets[s] = 0;
+      this.#dropped[s] += result.dropped;
+      changed = true;
+    }
+    if (changed) this.#options.onDropped({ ...this.#dropped });
+  }
+
+  #emit(stream: StreamName, data: Buffer): void {
+    if (data.length === 0) return;
+    for (const l of this.#listeners) l.chunk(stream, data);
+  }
+}

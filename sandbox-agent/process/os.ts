@@ -1,0 +1,51 @@
+import { readFileSync } from "node:fs";
+
+/**
+ * Signals a process group (every process the command started, as the
+ * reference daemon does with `-pid`), falling back to the single pid when the
+ * group is gone. False when nothing received it.
+ */
+export function signalGroup(pid: number, signal: NodeJS.Signals): boolean {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, signal);
+      return true;
+    } catch {
+      // ESRCH: try the next target; EPERM cannot happen for our own children.
+    }
+  }
+  return false;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * The kernel's start time of a pid (field 22 of /proc/<pid>/stat, clock ticks
+ * since boot): with the pid it identifies a process for good, so a pid reused
+ * after an agent restart is not mistaken for ours. Null where there is no /proc.
+ */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may contain spaces and parentheses: split after the last ")".
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return fields[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether `pid` is still the process that was started with `startTime` (when known). */
+export function isSameProcessAlive(pid: number, startTime: string | null): boolean {
+  if (!isAlive(pid)) return false;
+  if (startTime === null) return true;
+  const now = processStartTime(pid);
+  return now === null || now === startTime;
+}

@@ -1,0 +1,152 @@
+import { closeSync, openSync, promises as fsp } from "node:fs";
+import { join } from "node:path";
+import { isErrno } from "../../src/errors.js";
+
+export type StreamName = "stdout" | "stderr";
+export const STREAMS: readonly StreamName[] = ["stdout", "stderr"];
+
+/**
+ * A process's output on disk. The child writes `<id>.<stream>.log` itself
+ * (O_APPEND), so output keeps being captured while the agent is down, as the
+ * reference daemon's does. To bound the size the agent moves the newest half
+ * of the cap into `<id>.<stream>.old` and truncates the live file (see
+ * capLog); a reader sees old + live, cut to the cap, tail kept.
+ */
+export class LogFiles {
+  constructor(readonly dir: string, readonly id: string) {}
+
+  live(stream: StreamName): string {
+    return join(this.dir, `${this.id}.${stream}.log`);
+  }
+
+  old(stream: StreamName): string {
+    return join(this.dir, `${this.id}.${stream}.old`);
+  }
+
+  /** File descriptors to hand to the child as its stdout and stderr (caller closes them after spawn). */
+  openForChild(): { stdout: number; stderr: number } {
+    const stdout = openSync(this.live("stdout"), "a");
+    try {
+      return { stdout, stderr: openSync(this.live("stderr"), "a") };
+    } catch (err) {
+      closeSync(stdout);
+      throw err;
+    }
+  }
+
+  /**
+   * The last `maxBytes` of a stream (old + live). `dropped` counts the bytes
+   * lost before it: `droppedBefore` (already discarded by capping) plus what
+   * this read cut. `liveLimit` reads the live file only up to that offset.
+   */
+  async readTail(stream: StreamName, maxBytes: number, droppedBefore = 0, liveLimit?: number): Promise<{ data: Buffer; dropped: number }> {
+    const live = await readLast(this.live(stream), maxBytes, liveLimit);
+    let data = live.data;
+    let dropped = droppedBefore + live.size - live.data.length;
+    const room = maxBytes - live.data.length;
+    const old = await readLast(this.old(stream), room);
+    if (old.size > 0) {
+      data = Buffer.concat([old.data, live.data]);
+      dropped += old.size - old.data.length;
+    }
+    if (dropped > 0) {
+      // Do not start inside a multi-byte UTF-8 character.
+      let skip = 0;
+      while (skip < data.length && skip < 3 && (data[skip]! & 0xc0) === 0x80) skip++;
+      data = data.subarray(skip);
+      dropped += skip;
+    }
+    return { data, dropped };
+  }
+
+  async remove(): Promise<void> {
+    await Promise.all(
+      STREAMS.flatMap((s) => [this.live(s), this.old(s)]).map((p) => fsp.rm(p, { force: true })),
+    );
+  }
+}
+
+/** The text a reader sees in front of a stream whose head was dropped. */
+export function truncationMarker(dropped: number): string {
+  return dropped > 0 ? `[output truncated: ${dropped} earlier bytes dropped]\n` : "";
+}
+
+export interface CapResult {
+  /** Bytes discarded for good by this capping. */
+  dropped: number;
+  /** Size of the live file when it was truncated: its last bytes up to here are now the end of the old file. */
+  cutAt: number;
+}
+
+/**
+ * Keeps a live log file (which a child may be appending to) small: when it
+ * holds more than `keep` bytes, its last `keep` bytes replace the old file
+ * and it is truncated to zero. The child's O_APPEND writes then start again at
+ * offset 0. Bytes appended while this runs are carried over into the old file;
+ * only a write landing between the last check and the truncate itself (a few
+ * microseconds) can be lost — the price of not owning the child's pipe, which
+ * is what lets processes outlive the agent.
+ */
+export async function capLog(livePath: string, oldPath: string, keep: number): Promise<CapResult | null> {
+  let fh: fsp.FileHandle;
+  try {
+    fh = await fsp.open(livePath, "r+");
+  } catch (err) {
+    if (isErrno(err, "ENOENT")) return null;
+    throw err;
+  }
+  try {
+    const firstSize = (await fh.stat()).size;
+    if (firstSize <= keep) return null;
+    const previousOld = (await fsp.stat(oldPath).catch(() => undefined))?.size ?? 0;
+    const tail = Buffer.alloc(keep);
+    await readFully(fh, tail, firstSize - keep);
+    const tmp = `${oldPath}.tmp`;
+    await fsp.writeFile(tmp, tail);
+    await fsp.rename(tmp, oldPath);
+    let size = firstSize;
+    for (;;) {
+      const now = (await fh.stat()).size;
+      if (now <= size) break;
+      const extra = Buffer.alloc(now - size);
+      await readFully(fh, extra, size);
+      await fsp.appendFile(oldPath, extra);
+      size = now;
+    }
+    await fh.truncate(0);
+    return { dropped: previousOld + firstSize - keep, cutAt: size };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The last `maxBytes` of a file (up to `limit` if given); a missing file is empty. */
+export async function readLast(path: string, maxBytes: number, limit?: number): Promise<{ data: Buffer; size: number }> {
+  let fh: fsp.FileHandle;
+  try {
+    fh = await fsp.open(path, "r");
+  } catch (err) {
+    if (isErrno(err, "ENOENT")) return { data: Buffer.alloc(0), size: 0 };
+    throw err;
+  }
+  try {
+    const size = Math.min((await fh.stat()).size, limit ?? Infinity);
+    const length = Math.max(0, Math.min(size, maxBytes));
+    const data = Buffer.alloc(length);
+    const got = await readFully(fh, data, size - length);
+    return { data: data.subarray(0, got), size };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Reads `[position, position + buf.length)`; returns the byte count actually read (short at EOF). */
+export async function readFully(fh: fsp.FileHandle, buf: Buffer, position: number): Promise<number> {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesRead } = await fh.read(buf, done, buf.length - done, position + done);
+    if (bytesRead === 0) break;
+    done += bytesRead;
+  }
+  return done;
+}

@@ -1,0 +1,34 @@
+import { z } from "zod";
+import { parse } from "../../src/http.js";
+import type { StartProcessRequest } from "./manager.js";
+
+/** Characters that would make a name unusable in a URL path segment or a log line. */
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export const StartProcessSchema = z.object({
+  command: z.string().min(1, "is required and must not be empty").refine((c) => !c.includes("\0"), "must not contain NUL bytes"),
+  name: z
+    .string()
+    .min(1, "must not be empty")
+    .max(256, "must be at most 256 characters")
+    .refine((n) => !CONTROL.test(n), "must not contain control characters")
+    .refine((n) => !n.includes("/"), "must not contain '/'")
+    // An all-digit identifier is looked up as a pid only (reference rule), so such a name could never be found.
+    .refine((n) => !/^\d+$/.test(n), "must not be all digits (an all-digit identifier is a pid)")
+    .optional(),
+  workingDir: z.string().optional(),
+  env: z
+    .record(
+      z.string().min(1).refine((k) => !k.includes("=") && !k.includes("\0"), "environment variable names must not contain '=' or NUL"),
+      z.string().refine((v) => !v.includes("\0"), "must not contain NUL bytes"),
+    )
+    .optional(),
+  timeout: z.number().int("must be a whole number of seconds").min(0, "must be 0 (none) or a positive number of seconds").optional(),
+  keepAlive: z.boolean().optional(),
+});
+
+/** Checks a start request (from HTTP or from the scheduler) and drops empty optional fields. */
+export function validateStartRequest(req: StartProcessRequest): StartProcessRequest {
+  const parsed = parse(StartProcessSchema, req, "");
+  return { ...parsed, workingDir: parsed.workingDir || undefined };
+}
