@@ -1,0 +1,40 @@
+export type BackendName = "bind" | "command" | "symlink";
+export const BACKEND_NAMES: readonly BackendName[] = ["bind", "command", "symlink"];
+
+/** What a backend is asked to attach, with the mount point as a host path. */
+export interface MountSpec {
+  driveName: string;
+  /** Normalized: leading `/`, no trailing `/`. */
+  drivePath: string;
+  readOnly: boolean;
+  hostMountPath: string;
+}
+
+export interface Mounted {
+  /** Set by backends that attach a symlink instead of a kernel mount. */
+  linkTarget?: string;
+}
+
+/**
+ * One way of attaching drives. Backends do the attaching only; validation,
+ * locking, mount-point creation and bookkeeping live in DriveService.
+ */
+export interface DriveBackend {
+  readonly name: BackendName;
+  /** One line for the start-up log and the README. */
+  readonly description: string;
+  /**
+   * `directory`: the service prepares a directory and the backend mounts on it
+   * (a kernel mount that shows in the mount table). `absent`: the path must
+   * not exist and the backend creates the entry itself.
+   */
+  readonly mountPoint: "directory" | "absent";
+  readonly supportsReadOnly: boolean;
+  /** Throws an ApiError (500) when the mount fails; leaves nothing mounted. */
+  mount(spec: MountSpec): Promise<Mounted>;
+  /** Throws DriveBusyError when the kernel refuses because the mount is in use. */
+  unmount(spec: MountSpec, lazy: boolean): Promise<void>;
+}
+
+/** The mount is in use (EBUSY); the reason is the unmount program's own words. */
+export class DriveBusyError extends Error {}

@@ -1,0 +1,37 @@
+import { join } from "node:path";
+import type { Clock } from "../../src/clock.js";
+import type { Logger } from "../../src/logging.js";
+import type { Db } from "../../src/sqlite.js";
+import type { AgentConfig } from "../config.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
+import { createBackend } from "./backends/index.js";
+import { DriveService } from "./service.js";
+import { DriveStore } from "./store.js";
+
+export { DRIVE_MIGRATIONS } from "./store.js";
+export { DriveService } from "./service.js";
+
+/**
+ * Builds the drive service, reports its backend, and adopts the drives a
+ * previous agent left mounted (shutdown never unmounts: processes may still
+ * be using them).
+ */
+export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPaths, clock: Clock, logger: Logger): Promise<DriveService> {
+  const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
+  const backend = createBackend({
+    backend: config.driveBackend,
+    drivesDir,
+    mountCommand: config.driveMountCommand,
+    unmountCommand: config.driveUnmountCommand,
+    readinessTimeoutMs: config.driveMountTimeoutMs,
+    logDir: join(config.dataDir, "drive-logs"),
+    clock,
+    logger,
+  });
+  const service = new DriveService({ backend, store: new DriveStore(db), paths, drivesDir, dataDir: config.dataDir, clock, logger });
+  const { adopted, forgotten } = await service.adopt();
+  const line = { backend: backend.name, description: backend.description, adopted, forgotten };
+  if (backend.name === "symlink") logger.warn(line, "drives: symlink backend, for unprivileged local development only (not real mounts)");
+  else logger.info(line, "drives backend");
+  return service;
+}

@@ -1,0 +1,240 @@
+import { promises as fsp, realpathSync } from "node:fs";
+import type { Clock } from "../../src/clock.js";
+import { ApiError, errors } from "../../src/errors.js";
+import type { Logger } from "../../src/logging.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
+import { backendFor } from "./backends/index.js";
+import { DriveBusyError, type BackendName, type DriveBackend, type MountSpec } from "./backends/types.js";
+import { KeyedLock } from "./keyed-lock.js";
+import { prepareMountPoint, removeCreated } from "./mount-point.js";
+import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";
+import type { DriveRecord, DriveStore } from "./store.js";
+import { checkMountTarget, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "./validate.js";
+
+export interface MountRequest {
+  driveName: string;
+  mountPath: string;
+  drivePath?: string;
+  readOnly?: boolean;
+}
+
+export interface DriveMountInfo {
+  driveName: string;
+  mountPath: string;
+  drivePath: string;
+  readOnly: boolean;
+  backend: BackendName;
+}
+
+export interface DriveServiceOptions {
+  backend: DriveBackend;
+  store: DriveStore;
+  paths: SandboxPaths;
+  drivesDir: string;
+  dataDir: string;
+  clock: Clock;
+  logger: Logger;
+  readTable?: () => Promise<MountEntry[]>;
+}
+
+/**
+ * Mount, unmount and list drives. One lock per mount point (host path, so
+ * two sandbox spellings of one directory share it) serialises mount and
+ * unmount there; what is mounted always comes from the kernel's mount table
+ * joined with the agent's records.
+ */
+export class DriveService {
+  readonly backend: DriveBackend;
+  readonly #o: DriveServiceOptions;
+  readonly #lock = new KeyedLock();
+  /** Host paths being mounted right now: they count for the nesting rule before their record exists. */
+  readonly #inFlight = new Set<string>();
+  readonly #readTable: () => Promise<MountEntry[]>;
+
+  constructor(options: DriveServiceOptions) {
+    this.#o = options;
+    this.backend = options.backend;
+    this.#readTable = options.readTable ?? (() => readMountTable());
+  }
+
+  async mount(request: MountRequest): Promise<DriveMountInfo & { success: true; message: string }> {
+    const driveName = validateDriveName(request.driveName);
+    const drivePath = normalizeDrivePath(request.drivePath);
+    const mountPath = normalizeMountPath(request.mountPath);
+    const readOnly = request.readOnly ?? false;
+    if (readOnly && !this.backend.supportsReadOnly) throw errors.badRequest(`readOnly: the ${this.backend.name} drive backend cannot make a drive read-only`);
+    const hostPath = await this.#hostPathOf(mountPath);
+    const reply = (message: string, info: DriveMountInfo) => ({ success: true as const, message, ...info });
+
+    return this.#lock.run(hostPath, async () => {
+      const table = await this.#readTable();
+      const { live, stale } = await this.#join(table);
+      const here = live.get(hostPath);
+      if (here) {
+        const info = this.#info(here, table);
+        if (here.driveName !== driveName || here.drivePath !== drivePath) {
+          throw errors.conflict(`mountPath: ${mountPath} is already in use: drive ${here.driveName} (drivePath=${here.drivePath}) is mounted there`);
+        }
+        if (info.readOnly !== readOnly) {
+          throw errors.conflict(`mountPath: drive ${driveName} is already mounted at ${mountPath} with readOnly=${info.readOnly}; unmount it first to change that`);
+        }
+        return reply("Drive already mounted", { ...info, mountPath });
+      }
+      // Only this path's stale record: others are cleaned under their own lock.
+      for (const record of stale) if (record.hostPath === hostPath) await this.#forget(record);
+      // Synchronous from here to the reservation: no other mount can slip in between.
+      for (const other of [...live.keys(), ...this.#inFlight]) {
+        if (overlaps(hostPath, other)) {
+          const shown = live.get(other)?.sandboxPath ?? this.#o.paths.toSandboxPath(other);
+          throw errors.badRequest(`mountPath: ${mountPath} is ${hostPath.length < other.length ? "above" : "inside"} ${shown}, where the agent already mounts a drive`);
+        }
+      }
+      const foreign = topMountAt(table, hostPath);
+      if (foreign) throw errors.conflict(`mountPath: ${mountPath} is occupied by a ${foreign.fsType} mount the agent does not manage`);
+      this.#inFlight.add(hostPath);
+      try {
+        const record = await this.#attach({ driveName, drivePath, readOnly, hostMountPath: hostPath }, mountPath);
+        this.#o.store.put(record);
+        this.#o.logger.info({ driveName, drivePath, mountPath, readOnly, backend: record.backend }, "drive mounted");
+        return reply("Drive mounted successfully", { driveName, mountPath, drivePath, readOnly, backend: record.backend });
+      } finally {
+        this.#inFlight.delete(hostPath);
+      }
+    });
+  }
+
+  async unmount(rawMountPath: string, force: boolean): Promise<{ success: true; message: string; mountPath: string }> {
+    const mountPath = normalizeMountPath(rawMountPath);
+    const hostPath = await this.#hostPathOf(mountPath);
+    return this.#lock.run(hostPath, async () => {
+      const record = this.#o.store.get(hostPath);
+      if (!record || !(await this.#isLive(record, await this.#readTable()))) {
+        if (record) await this.#forget(record);
+        throw errors.notFound(`mountPath: no drive is mounted at ${mountPath}`);
+      }
+      const backend = backendFor(record.backend, this.backend, this.#o.drivesDir);
+      try {
+        await backend.unmount(specOf(record), force);
+      } catch (e) {
+        if (e instanceof DriveBusyError) {
+          throw errors.conflict(`mountPath: ${mountPath} is busy (${this.#scrub(e.message, hostPath, mountPath)}): a process has a file open or its working directory inside it; stop it, or retry with ?force=true for a lazy unmount`);
+        }
+        throw this.#scrubError(e, hostPath, mountPath);
+      }
+      await this.#forget(record);
+      this.#o.logger.info({ driveName: record.driveName, mountPath, lazy: force }, "drive unmounted");
+      return { success: true as const, message: "Drive unmounted successfully", mountPath };
+    });
+  }
+
+  async list(): Promise<DriveMountInfo[]> {
+    const table = await this.#readTable();
+    const { live } = await this.#join(table);
+    return [...live.values()].map((r) => this.#info(r, table)).sort((a, b) => a.mountPath.localeCompare(b.mountPath));
+  }
+
+  /**
+   * At start-up: keeps (adopts) every recorded drive still mounted — a
+   * previous agent left them in place for the processes using them — and
+   * forgets the ones that are gone.
+   */
+  async adopt(): Promise<{ adopted: number; forgotten: number }> {
+    const { live, stale } = await this.#join(await this.#readTable());
+    for (const record of stale) await this.#forget(record);
+    for (const r of live.values()) this.#o.logger.info({ driveName: r.driveName, mountPath: r.sandboxPath, backend: r.backend }, "adopted drive mount");
+    return { adopted: live.size, forgotten: stale.length };
+  }
+
+  async #attach(spec: MountSpec, mountPath: string): Promise<DriveRecord> {
+    const createdDir = await prepareMountPoint(spec.hostMountPath, this.backend.mountPoint, mountPath);
+    try {
+      const mounted = await this.backend.mount(spec);
+      let entry: MountEntry | undefined;
+      if (this.backend.mountPoint === "directory") {
+        entry = topMountAt(await this.#readTable(), spec.hostMountPath);
+        if (!entry) throw errors.internal(`Failed to mount drive: ${mountPath} is not in the mount table after mounting`);
+      }
+      return {
+        hostPath: spec.hostMountPath, sandboxPath: mountPath, driveName: spec.driveName, drivePath: spec.drivePath,
+        readOnly: spec.readOnly, backend: this.backend.name, mountId: entry?.mountId ?? null, device: entry?.device ?? null,
+        linkTarget: mounted.linkTarget ?? null, createdDir: createdDir ?? null, mountedAt: this.#o.clock.now(),
+      };
+    } catch (e) {
+      await removeCreated(spec.hostMountPath, createdDir);
+      throw this.#scrubError(e, spec.hostMountPath, mountPath);
+    }
+  }
+
+  /** Splits the records into mounted (by host path) and gone. */
+  async #join(table: readonly MountEntry[]): Promise<{ live: Map<string, DriveRecord>; stale: DriveRecord[] }> {
+    const live = new Map<string, DriveRecord>();
+    const stale: DriveRecord[] = [];
+    for (const record of this.#o.store.all()) {
+      if (this.#inFlight.has(record.hostPath)) continue;
+      if (await this.#isLive(record, table)) live.set(record.hostPath, record);
+      else stale.push(record);
+    }
+    return { live, stale };
+  }
+
+  /** Ours only if the mount on top of the path is the very one we made. */
+  async #isLive(record: DriveRecord, table: readonly MountEntry[]): Promise<boolean> {
+    if (record.linkTarget !== null) {
+      return (await fsp.readlink(record.hostPath).catch(() => undefined)) === record.linkTarget;
+    }
+    const top = topMountAt(table, record.hostPath);
+    return top !== undefined && top.mountId === record.mountId && top.device === record.device;
+  }
+
+  async #forget(record: DriveRecord): Promise<void> {
+    this.#o.store.delete(record.hostPath);
+    await removeCreated(record.hostPath, record.createdDir);
+  }
+
+  #info(record: DriveRecord, table: readonly MountEntry[]): DriveMountInfo {
+    const top = record.linkTarget === null ? topMountAt(table, record.hostPath) : undefined;
+    return { driveName: record.driveName, mountPath: record.sandboxPath, drivePath: record.drivePath, readOnly: top ? top.readOnly : record.readOnly, backend: record.backend };
+  }
+
+  /**
+   * The mount point on the host: parents resolved through symlinks and
+   * confined under --root; the resolved path must pass the same rules, and may
+   * not overlap the agent's own state.
+   */
+  async #hostPathOf(mountPath: string): Promise<string> {
+    let hostPath: string;
+    try {
+      hostPath = await this.#o.paths.resolveParent(mountPath);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 403) throw errors.badRequest(`mountPath: ${mountPath} resolves outside the sandbox root`);
+      throw e;
+    }
+    checkMountTarget(this.#o.paths.toSandboxPath(hostPath), mountPath);
+    for (const [dir, what] of [[this.#o.dataDir, "data directory"], [this.#o.drivesDir, "drives directory"]] as const) {
+      if (overlaps(hostPath, realpathOrSelf(dir))) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's ${what}`);
+    }
+    return hostPath;
+  }
+
+  /** Error text from mount(8) names host paths; clients see sandbox paths only. */
+  #scrub(message: string, hostPath: string, mountPath: string): string {
+    return message.split(hostPath).join(mountPath).split(realpathOrSelf(this.#o.drivesDir)).join("<drives-dir>");
+  }
+
+  #scrubError(e: unknown, hostPath: string, mountPath: string): unknown {
+    if (!(e instanceof ApiError)) return e;
+    return new ApiError(e.code, this.#scrub(e.message, hostPath, mountPath), { status: e.status });
+  }
+}
+
+function specOf(record: DriveRecord): MountSpec {
+  return { driveName: record.driveName, drivePath: record.drivePath, readOnly: record.readOnly, hostMountPath: record.hostPath };
+}
+
+function realpathOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
