@@ -5,6 +5,7 @@ import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import type { AgentConfig } from "./config.js";
+import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.js";
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
@@ -21,6 +22,7 @@ export interface AgentDeps {
   ids: Ids;
   logger: Logger;
   multipart: MultipartService;
+  drives: DriveService;
   processes: ProcessManager;
   startedAt: number;
 }
@@ -47,7 +49,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const logger = overrides.logger ?? silentLogger();
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, "agent.db"));
-  migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS]);
+  migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS]);
   const paths = new SandboxPaths(config.root);
 
   const multipart = new MultipartService({
@@ -77,7 +79,10 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   });
   processes.recover();
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, startedAt: clock.now() };
+  // Drives stay mounted across agent restarts; openDrives adopts them.
+  const drives = await openDrives(config, db, paths, clock, logger);
+
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -86,6 +91,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       closed = true;
       sweeper.stop();
       processes.close(); // stops watching; the processes themselves keep running
+      // Drives are left mounted on purpose: processes may still use them.
       db.close();
     },
   };

@@ -2,6 +2,7 @@ import express, { type Express } from "express";
 import { errorMiddleware, accessLog, notFoundHandler } from "../src/http.js";
 import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
+import { drivesRouter } from "./drives/routes.js";
 import { cors, noCache, requireToken } from "./http/middleware.js";
 import { multipartRouter } from "./multipart/routes.js";
 import { processRouter } from "./process/routes.js";
@@ -35,6 +36,7 @@ export function createApp(deps: AgentDeps): Express {
 
   app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));
   app.use("/filesystem", filesystemRouter(deps.paths));
+  app.use("/drives", drivesRouter(deps.drives));
   app.use("/process", processRouter(deps.processes));
 
   app.use(notFoundHandler());

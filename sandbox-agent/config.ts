@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import { isLoopbackHost } from "../src/auth.js";
 import { parseDuration, parseSize } from "../src/units.js";
+import { parseCommandTemplate } from "./drives/command-template.js";
 
 /**
  * The agent's configuration: command-line options, then environment
@@ -22,6 +23,11 @@ export const AGENT_OPTIONS = {
   "process-log-max": { type: "string" },
   "process-stop-grace": { type: "string" },
   "process-history": { type: "string" },
+  "drive-backend": { type: "string" },
+  "drives-dir": { type: "string" },
+  "drive-mount-command": { type: "string" },
+  "drive-unmount-command": { type: "string" },
+  "drive-mount-timeout": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -32,6 +38,10 @@ const duration = z.union([z.number().int().positive(), z.string()]).transform((v
 });
 const size = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
   try { return typeof v === "number" ? v : parseSize(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+});
+
+const commandTemplate = z.string().transform((v, ctx) => {
+  try { return parseCommandTemplate(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
 });
 
 export const AgentConfigSchema = z.object({
@@ -48,6 +58,12 @@ export const AgentConfigSchema = z.object({
   processLogMaxBytes: size.default(4 * 2 ** 20),
   processStopGraceMs: duration.default(parseDuration("5s")),
   processHistory: z.coerce.number().int().min(1).default(1000),
+  driveBackend: z.enum(["auto", "bind", "command", "symlink"]).default("auto"),
+  /** Default: <dataDir>/drives (resolved in openAgent). */
+  drivesDir: z.string().min(1).transform((p) => resolve(p)).optional(),
+  driveMountCommand: commandTemplate.optional(),
+  driveUnmountCommand: commandTemplate.optional(),
+  driveMountTimeoutMs: duration.default(parseDuration("30s")),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -68,6 +84,11 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --process-log-max <size>   output kept per process stream, oldest dropped beyond (default 4MiB)
   --process-stop-grace <dur> DELETE /process/{id}: SIGTERM, then SIGKILL after this (default 5s)
   --process-history <n>      finished processes remembered, with their output (default 1000)
+  --drive-backend <name>     auto|bind|command|symlink; auto = bind where the agent may mount, else symlink (default auto)
+  --drives-dir <dir>         bind/symlink backends: drive N is <dir>/N (default <data-dir>/drives)
+  --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
+  --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
+  --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
@@ -75,6 +96,8 @@ const FLAG_OF: Record<string, string> = {
   dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
+  driveBackend: "drive-backend", drivesDir: "drives-dir", driveMountCommand: "drive-mount-command",
+  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
 };
 
 export class ConfigError extends Error {}
@@ -101,6 +124,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     processLogMaxBytes: values["process-log-max"],
     processStopGraceMs: values["process-stop-grace"],
     processHistory: values["process-history"],
+    driveBackend: values["drive-backend"],
+    drivesDir: values["drives-dir"],
+    driveMountCommand: values["drive-mount-command"],
+    driveUnmountCommand: values["drive-unmount-command"],
+    driveMountTimeoutMs: values["drive-mount-timeout"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   };
   const parsed = AgentConfigSchema.safeParse(raw);
@@ -109,6 +137,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     throw new ConfigError(`--${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message}`);
   }
   const config = parsed.data;
+  if (config.driveBackend === "command" && !config.driveMountCommand) {
+    throw new ConfigError("--drive-backend command needs --drive-mount-command");
+  }
   if (!config.token && !config.noAuth && !isLoopbackHost(config.host)) {
     throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
   }
