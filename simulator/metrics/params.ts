@@ -1,0 +1,112 @@
+import { z } from "zod";
+import { errors } from "../../src/errors.js";
+import { parse } from "../../src/http.js";
+import { autoResolution, RESOLUTION_CAP_MS, RESOLUTIONS, YEAR_MS, type Resolution } from "./buckets.js";
+import { BILLING_DIMENSION_NAMES, GROUP_BY_VALUES, isGroupBy, RESOURCE_TYPES, type GroupByDimension, type ResourceType } from "./dimensions.js";
+
+/** A validated, normalized metrics query: what the SQL runs and what the cursor is bound to. */
+export interface MetricsQuery {
+  start: number;
+  end: number;
+  resolution: Resolution;
+  /** Canonical order (GROUP_BY_VALUES): groupBy is order-insensitive. */
+  groupBy: GroupByDimension[];
+  workspace?: string;
+  resourceType?: ResourceType;
+  billingDimension?: string;
+  resourceName?: string;
+  resourceUuid?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export const MAX_GROUP_BY = 3;
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 100;
+/** A monthly window has no cap in the reference; 100 years keeps a response bounded (1,200 buckets). */
+const MAX_WINDOW_MS = 100 * YEAR_MS;
+
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/** Parses an RFC 3339 date-time (offset required, calendar-checked) to epoch ms, or undefined. */
+export function parseRfc3339(value: string): number | undefined {
+  const m = RFC3339.exec(value);
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s, , oh, om] = m.map((x) => (x === undefined ? undefined : Number(x.startsWith(".") ? 0 : x)));
+  const daysInMonth = new Date(Date.UTC(y!, mo!, 0)).getUTCDate();
+  if (mo! < 1 || mo! > 12 || d! < 1 || d! > daysInMonth || h! > 23 || mi! > 59 || s! > 59) return undefined;
+  if (oh !== undefined && (oh > 23 || om! > 59)) return undefined;
+  const ms = Date.parse(value.toUpperCase());
+  return Number.isNaN(ms) || ms < 0 ? undefined : ms;
+}
+
+const single = (name: string) =>
+  z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be given once`) });
+const optionalSingle = (name: string) => z.string({ error: `${name} must be given once` }).optional();
+
+const querySchema = z.object({
+  startTime: single("startTime").refine((v) => parseRfc3339(v) !== undefined, "startTime must be an RFC 3339 date-time with offset, e.g. 2026-01-01T00:00:00Z"),
+  endTime: single("endTime").refine((v) => parseRfc3339(v) !== undefined, "endTime must be an RFC 3339 date-time with offset, e.g. 2026-01-31T00:00:00Z"),
+  groupBy: optionalSingle("groupBy"),
+  resolution: z.enum(RESOLUTIONS, { error: `resolution must be one of ${RESOLUTIONS.join(", ")}` }).optional(),
+  resourceType: z.enum(RESOURCE_TYPES, { error: `resourceType must be one of ${RESOURCE_TYPES.join(", ")}` }).optional(),
+  billingDimension: z.enum(BILLING_DIMENSION_NAMES as [string, ...string[]], { error: "billingDimension must be a billing dimension" }).optional(),
+  workspace: optionalSingle("workspace"),
+  resourceName: optionalSingle("resourceName"),
+  resourceUuid: optionalSingle("resourceUuid"),
+  limit: optionalSingle("limit").refine((v) => v === undefined || /^[1-9]\d{0,8}$/.test(v), "limit must be a positive integer"),
+  cursor: optionalSingle("cursor"),
+});
+
+/** The window parameters alone (the resource-types enum takes only these). */
+export function parseWindow(raw: unknown): { start: number; end: number } {
+  const q = parse(querySchema.pick({ startTime: true, endTime: true }), raw, "query");
+  return checkWindow(q.startTime, q.endTime);
+}
+
+function checkWindow(startTime: string, endTime: string): { start: number; end: number } {
+  const start = parseRfc3339(startTime)!;
+  const end = parseRfc3339(endTime)!;
+  if (start >= end) throw errors.badRequest("query.endTime: endTime must be after startTime");
+  if (end - start > MAX_WINDOW_MS) throw errors.badRequest("query.endTime: the window may span at most 100 years");
+  return { start, end };
+}
+
+export function parseGroupBy(value: string | undefined): GroupByDimension[] {
+  if (value === undefined || value.trim() === "") return [];
+  const parts = value.split(",").map((p) => p.trim());
+  if (parts.length > MAX_GROUP_BY) throw errors.badRequest(`query.groupBy: at most ${MAX_GROUP_BY} dimensions, got ${parts.length}`);
+  const seen = new Set<string>();
+  for (const p of parts) {
+    if (!isGroupBy(p)) throw errors.badRequest(`query.groupBy: unknown dimension "${p}" (valid: ${GROUP_BY_VALUES.join(", ")})`);
+    if (seen.has(p)) throw errors.badRequest(`query.groupBy: duplicate dimension "${p}"`);
+    seen.add(p);
+  }
+  return GROUP_BY_VALUES.filter((g) => seen.has(g));
+}
+
+/** Validates the metrics query string; every failure is a 400 naming the parameter. */
+export function parseMetricsQuery(raw: unknown): MetricsQuery {
+  const q = parse(querySchema, raw, "query");
+  const { start, end } = checkWindow(q.startTime, q.endTime);
+  const groupBy = parseGroupBy(q.groupBy);
+  const windowMs = end - start;
+  if (q.resolution && windowMs > RESOLUTION_CAP_MS[q.resolution]) {
+    const days = RESOLUTION_CAP_MS[q.resolution] / 86_400_000;
+    throw errors.badRequest(`query.resolution: ${q.resolution} allows a window of at most ${days} days`);
+  }
+  return {
+    start,
+    end,
+    resolution: q.resolution ?? autoResolution(windowMs),
+    groupBy,
+    workspace: q.workspace,
+    resourceType: q.resourceType,
+    billingDimension: q.billingDimension,
+    resourceName: q.resourceName,
+    resourceUuid: q.resourceUuid,
+    // Larger values are silently clamped, as the reference service does.
+    limit: Math.min(q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit), MAX_LIMIT),
+    cursor: q.cursor,
+  };
+}

@@ -1,0 +1,255 @@
+import { errors } from "../../src/errors.js";
+import { migrate, type Db, type Migration } from "../../src/sqlite.js";
+import { DAY_MS } from "./buckets.js";
+import { BILLING_DIMENSIONS, DIMENSION_BY_NAME, RESOURCE_TYPES, resourceTypeId, type ResourceType } from "./dimensions.js";
+
+/** One usage record as the simulator (or the test hook) reports it. */
+export interface UsageEvent {
+  /** Milliseconds since the epoch. */
+  ts: number;
+  workspace: string;
+  resourceType: ResourceType;
+  resourceName: string;
+  resourceUuid: string;
+  billingDimension: string;
+  /** In the dimension's unit: GB-seconds, a count or hours. */
+  usage: number;
+}
+
+/** Costs are stored as integer nano-dollars: see README "Account metrics" for the rounding rule. */
+export const NANOS_PER_USD = 1e9;
+/** One event may not cost more than this: keeps every sum far inside int64 and exact in JS. */
+const MAX_EVENT_COST_NANOS = 1e6 * NANOS_PER_USD;
+
+/**
+ * Strings are interned into small integer ids so the event rows (and the sort
+ * behind every GROUP BY) stay narrow. Two daily rollups are maintained in the
+ * same transaction as the raw events: per resource (serves resource_name /
+ * resource_uuid groupings and filters) and per workspace (serves everything
+ * else); a query reads whole days from a rollup and only the partial edge
+ * days, or hourly windows (≤ 7 d), from the raw events.
+ */
+export const METRICS_MIGRATIONS: readonly Migration[] = [
+  {
+    id: "metrics/001-usage",
+    sql: `
+      CREATE TABLE metrics_workspaces (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+      CREATE TABLE metrics_resource_types (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+      CREATE TABLE metrics_billing_dimensions (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, type_id INTEGER NOT NULL, unit TEXT NOT NULL);
+      CREATE TABLE metrics_resource_names (
+        id INTEGER PRIMARY KEY, ws_id INTEGER NOT NULL, type_id INTEGER NOT NULL, name TEXT NOT NULL,
+        UNIQUE (ws_id, type_id, name));
+      CREATE TABLE metrics_resources (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL UNIQUE, rn_id INTEGER NOT NULL);
+      CREATE TABLE metrics_usage_events (
+        ts INTEGER NOT NULL, ws_id INTEGER NOT NULL, type_id INTEGER NOT NULL, rn_id INTEGER NOT NULL,
+        res_id INTEGER NOT NULL, dim_id INTEGER NOT NULL, usage REAL NOT NULL, cost_nanos INTEGER NOT NULL);
+      CREATE INDEX metrics_usage_events_ts ON metrics_usage_events (ts);
+      CREATE TABLE metrics_daily_resource (
+        day INTEGER NOT NULL, res_id INTEGER NOT NULL, dim_id INTEGER NOT NULL,
+        ws_id INTEGER NOT NULL, type_id INTEGER NOT NULL, rn_id INTEGER NOT NULL,
+        usage REAL NOT NULL, cost_nanos INTEGER NOT NULL,
+        PRIMARY KEY (day, res_id, dim_id)) WITHOUT ROWID;
+      CREATE TABLE metrics_daily_workspace (
+        day INTEGER NOT NULL, ws_id INTEGER NOT NULL, dim_id INTEGER NOT NULL, type_id INTEGER NOT NULL,
+        usage REAL NOT NULL, cost_nanos INTEGER NOT NULL,
+        PRIMARY KEY (day, ws_id, dim_id)) WITHOUT ROWID;
+      CREATE TABLE metrics_price_overrides (dim_id INTEGER PRIMARY KEY, usd_per_unit REAL NOT NULL);
+    `,
+  },
+];
+
+interface Resource {
+  id: number;
+  rnId: number;
+  wsId: number;
+  typeId: number;
+  name: string;
+}
+
+export class UsageStore {
+  readonly db: Db;
+  #workspaces = new Map<string, number>();
+  #names = new Map<string, number>();
+  #resources = new Map<string, Resource>();
+  #prices = new Map<number, number>();
+  readonly #stmt;
+
+  constructor(db: Db) {
+    this.db = db;
+    migrate(db, METRICS_MIGRATIONS);
+    const seedType = db.prepare("INSERT OR IGNORE INTO metrics_resource_types (id, name) VALUES (?, ?)");
+    const seedDim = db.prepare("INSERT OR IGNORE INTO metrics_billing_dimensions (id, name, type_id, unit) VALUES (?, ?, ?, ?)");
+    db.transaction(() => {
+      RESOURCE_TYPES.forEach((t) => seedType.run(resourceTypeId(t), t));
+      for (const d of BILLING_DIMENSIONS) seedDim.run(d.id, d.name, resourceTypeId(d.resourceType), d.unit);
+    })();
+    this.#stmt = {
+      insertWorkspace: db.prepare("INSERT INTO metrics_workspaces (name) VALUES (?)"),
+      insertName: db.prepare("INSERT INTO metrics_resource_names (ws_id, type_id, name) VALUES (?, ?, ?)"),
+      insertResource: db.prepare("INSERT INTO metrics_resources (uuid, rn_id) VALUES (?, ?)"),
+      insertEvent: db.prepare(
+        "INSERT INTO metrics_usage_events (ts, ws_id, type_id, rn_id, res_id, dim_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      ),
+      upsertDailyResource: db.prepare(`
+        INSERT INTO metrics_daily_resource (day, res_id, dim_id, ws_id, type_id, rn_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (day, res_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos`),
+      upsertDailyWorkspace: db.prepare(`
+        INSERT INTO metrics_daily_workspace (day, ws_id, dim_id, type_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (day, ws_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos`),
+      upsertPrice: db.prepare(
+        "INSERT INTO metrics_price_overrides (dim_id, usd_per_unit) VALUES (?, ?) ON CONFLICT (dim_id) DO UPDATE SET usd_per_unit = excluded.usd_per_unit",
+      ),
+      deletePrice: db.prepare("DELETE FROM metrics_price_overrides WHERE dim_id = ?"),
+    };
+    this.#loadCaches();
+  }
+
+  /**
+   * Records a batch in one transaction: all or nothing. Identity conflicts (a
+   * resourceUuid already seen with another workspace, type or name) and a
+   * billing dimension that does not belong to the resource type are 400s
+   * naming the event (`${label}[i]`), checked before anything is written.
+   */
+  record(events: readonly UsageEvent[], label = "events"): number {
+    const pending = new Map<string, { wsName: string; typeId: number; name: string; index: number }>();
+    const dimIds = new Int32Array(events.length);
+    const costs = new Float64Array(events.length);
+    events.forEach((e, i) => {
+      const dim = DIMENSION_BY_NAME.get(e.billingDimension);
+      if (!dim) throw errors.badRequest(`${label}[${i}].billingDimension: unknown billing dimension "${e.billingDimension}"`);
+      if (dim.resourceType !== e.resourceType) {
+        throw errors.badRequest(`${label}[${i}].billingDimension: ${dim.name} belongs to resource type ${dim.resourceType}, not ${e.resourceType}`);
+      }
+      dimIds[i] = dim.id;
+      const cost = Math.round(e.usage * (this.#prices.get(dim.id) ?? 0) * NANOS_PER_USD);
+      if (!(cost <= MAX_EVENT_COST_NANOS)) throw errors.badRequest(`${label}[${i}].usage: one event may cost at most 1000000 USD`);
+      costs[i] = cost;
+      const typeId = resourceTypeId(e.resourceType);
+      const known = this.#resources.get(e.resourceUuid);
+      const wsId = this.#workspaces.get(e.workspace);
+      if (known) {
+        if (known.wsId !== wsId || known.typeId !== typeId || known.name !== e.resourceName) {
+          throw errors.badRequest(`${label}[${i}].resourceUuid: ${e.resourceUuid} is already recorded for another workspace, type or name`);
+        }
+        return;
+      }
+      const seen = pending.get(e.resourceUuid);
+      if (!seen) pending.set(e.resourceUuid, { wsName: e.workspace, typeId, name: e.resourceName, index: i });
+      else if (seen.wsName !== e.workspace || seen.typeId !== typeId || seen.name !== e.resourceName) {
+        throw errors.badRequest(`${label}[${i}].resourceUuid: ${e.resourceUuid} appears with another workspace, type or name at ${label}[${seen.index}]`);
+      }
+    });
+    try {
+      this.db.transaction(() => this.#write(events, dimIds, costs))();
+    } catch (err) {
+      this.#loadCaches(); // interned rows of the failed batch were rolled back
+      throw err;
+    }
+    return events.length;
+  }
+
+  #write(events: readonly UsageEvent[], dimIds: Int32Array, costs: Float64Array): void {
+    const s = this.#stmt;
+    const byResource = new Map<string, [number, Resource, number, number, number]>();
+    const byWorkspace = new Map<string, [number, number, number, number, number, number]>();
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!;
+      const r = this.#resource(e);
+      const dimId = dimIds[i]!;
+      const cost = costs[i]!;
+      s.insertEvent.run(e.ts, r.wsId, r.typeId, r.rnId, r.id, dimId, e.usage, cost);
+      const day = Math.floor(e.ts / DAY_MS) * DAY_MS;
+      const rk = `${day}:${r.id}:${dimId}`;
+      const ra = byResource.get(rk);
+      if (ra) {
+        ra[3] += e.usage;
+        ra[4] += cost;
+      } else byResource.set(rk, [day, r, dimId, e.usage, cost]);
+      const wk = `${day}:${r.wsId}:${dimId}`;
+      const wa = byWorkspace.get(wk);
+      if (wa) {
+        wa[4] += e.usage;
+        wa[5] += cost;
+      } else byWorkspace.set(wk, [day, r.wsId, dimId, r.typeId, e.usage, cost]);
+    }
+    for (const [day, r, dimId, usage, cost] of byResource.values()) s.upsertDailyResource.run(day, r.id, dimId, r.wsId, r.typeId, r.rnId, usage, cost);
+    for (const row of byWorkspace.values()) s.upsertDailyWorkspace.run(...row);
+  }
+
+  #resource(e: UsageEvent): Resource {
+    const known = this.#resources.get(e.resourceUuid);
+    if (known) return known;
+    const typeId = resourceTypeId(e.resourceType);
+    let wsId = this.#workspaces.get(e.workspace);
+    if (wsId === undefined) {
+      wsId = Number(this.#stmt.insertWorkspace.run(e.workspace).lastInsertRowid);
+      this.#workspaces.set(e.workspace, wsId);
+    }
+    const nameKey = `${wsId}:${typeId}:${e.resourceName}`;
+    let rnId = this.#names.get(nameKey);
+    if (rnId === undefined) {
+      rnId = Number(this.#stmt.insertName.run(wsId, typeId, e.resourceName).lastInsertRowid);
+      this.#names.set(nameKey, rnId);
+    }
+    const id = Number(this.#stmt.insertResource.run(e.resourceUuid, rnId).lastInsertRowid);
+    const r: Resource = { id, rnId, wsId, typeId, name: e.resourceName };
+    this.#resources.set(e.resourceUuid, r);
+    return r;
+  }
+
+  /** Workspace names → ids, for the ones that have usage (others simply match nothing). */
+  workspaceIds(names: readonly string[]): number[] {
+    return names.map((n) => this.#workspaces.get(n)).filter((id): id is number => id !== undefined);
+  }
+
+  /** Effective price table, USD per unit, with the default beside each. */
+  prices(): Record<string, { usdPerUnit: number; defaultUsdPerUnit: number; unit: string; overridden: boolean }> {
+    return Object.fromEntries(
+      BILLING_DIMENSIONS.map((d) => {
+        const usd = this.#prices.get(d.id)!;
+        return [d.name, { usdPerUnit: usd, defaultUsdPerUnit: d.defaultUsdPerUnit, unit: d.unit, overridden: usd !== d.defaultUsdPerUnit }];
+      }),
+    );
+  }
+
+  /**
+   * Overrides prices (null restores the default). Prices apply to usage
+   * recorded afterwards: like a real bill, past usage keeps the price it was
+   * recorded at.
+   */
+  setPrices(overrides: Record<string, number | null>, label = "body"): void {
+    const entries = Object.entries(overrides).map(([name, usd]) => {
+      const dim = DIMENSION_BY_NAME.get(name);
+      if (!dim) throw errors.badRequest(`${label}.${name}: unknown billing dimension`);
+      if (usd !== null && !(Number.isFinite(usd) && usd >= 0)) throw errors.badRequest(`${label}.${name}: expected a price >= 0 or null`);
+      return [dim.id, usd] as const;
+    });
+    this.db.transaction(() => {
+      for (const [id, usd] of entries) {
+        if (usd === null) this.#stmt.deletePrice.run(id);
+        else this.#stmt.upsertPrice.run(id, usd);
+      }
+    })();
+    this.#loadPrices();
+  }
+
+  #loadCaches(): void {
+    this.#workspaces = new Map((this.db.prepare("SELECT name, id FROM metrics_workspaces").all() as { name: string; id: number }[]).map((r) => [r.name, r.id]));
+    const names = this.db.prepare("SELECT id, ws_id, type_id, name FROM metrics_resource_names").all() as { id: number; ws_id: number; type_id: number; name: string }[];
+    this.#names = new Map(names.map((r) => [`${r.ws_id}:${r.type_id}:${r.name}`, r.id]));
+    const byId = new Map(names.map((r) => [r.id, r]));
+    const resources = this.db.prepare("SELECT id, uuid, rn_id FROM metrics_resources").all() as { id: number; uuid: string; rn_id: number }[];
+    this.#resources = new Map(
+      resources.map((r) => {
+        const n = byId.get(r.rn_id)!;
+        return [r.uuid, { id: r.id, rnId: r.rn_id, wsId: n.ws_id, typeId: n.type_id, name: n.name }];
+      }),
+    );
+    this.#loadPrices();
+  }
+
+  #loadPrices(): void {
+    const overrides = new Map((this.db.prepare("SELECT dim_id, usd_per_unit FROM metrics_price_overrides").all() as { dim_id: number; usd_per_unit: number }[]).map((r) => [r.dim_id, r.usd_per_unit]));
+    this.#prices = new Map(BILLING_DIMENSIONS.map((d) => [d.id, overrides.get(d.id) ?? d.defaultUsdPerUnit]));
+  }
+}
