@@ -1,0 +1,87 @@
+import { z } from "zod";
+import { randomToken } from "../../src/ids.js";
+import { errors } from "../../src/errors.js";
+import type { SimDeps } from "../deps.js";
+import { iso } from "../clock.js";
+import { digest } from "../auth/credentials.js";
+import { NAME_PATTERN } from "../resources/metadata.js";
+
+/** Body of POST /_sim/seed and of the --seed file. */
+export const SeedSchema = z.strictObject({
+  accounts: z.array(z.strictObject({ id: z.string().min(1), name: z.string().min(1).optional() })).default([]),
+  workspaces: z.array(z.strictObject({ name: z.string().regex(NAME_PATTERN), accountId: z.string().min(1), displayName: z.string().optional() })).default([]),
+  users: z
+    .array(
+      z.strictObject({
+        email: z.email(),
+        accountId: z.string().min(1),
+        role: z.enum(["admin", "member"]).default("member"),
+        workspaces: z.array(z.string()).default([]),
+        apiKey: z.string().min(8).optional(),
+      }),
+    )
+    .default([]),
+});
+export type Seed = z.infer<typeof SeedSchema>;
+
+export function createWorkspace(deps: SimDeps, input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string }): Record<string, unknown> {
+  const now = deps.clock.now();
+  if (deps.accounts.workspace(input.name)) throw errors.conflict(`workspace "${input.name}" already exists`);
+  if (!deps.accounts.account(input.accountId)) throw errors.badRequest(`accountId: account "${input.accountId}" does not exist`);
+  const doc = {
+    name: input.name,
+    displayName: input.displayName ?? input.name,
+    id: deps.ids(),
+    accountId: input.accountId,
+    region: input.region ?? "us-pdx-1",
+    labels: input.labels ?? {},
+    status: "ready",
+    createdAt: iso(now),
+    updatedAt: iso(now),
+    createdBy: input.createdBy ?? "",
+    updatedBy: input.createdBy ?? "",
+  };
+  deps.accounts.insertWorkspace({ name: input.name, accountId: input.accountId, createdMs: now, doc });
+  return doc;
+}
+
+/** Creates (or extends) accounts, workspaces and users; each user's apiKey becomes a working Bearer credential. */
+export function applySeed(deps: SimDeps, seed: Seed): { accounts: number; workspaces: number; users: number } {
+  const run = deps.db.transaction(() => {
+    const now = deps.clock.now();
+    for (const a of seed.accounts) deps.accounts.putAccount(a.id, a.name ?? a.id, now);
+    for (const w of seed.workspaces) if (!deps.accounts.workspace(w.name)) createWorkspace(deps, w);
+    for (const u of seed.users) {
+      if (!deps.accounts.account(u.accountId)) throw errors.badRequest(`users.accountId: account "${u.accountId}" does not exist`);
+      const email = u.email.toLowerCase();
+      let user = deps.accounts.userByEmail(email);
+      if (!user) {
+        user = { sub: deps.ids(), email, account_id: u.accountId, role: u.role, created_at: iso(now) };
+        deps.accounts.insertUser(user);
+      }
+      for (const ws of u.workspaces) {
+        if (!deps.accounts.workspace(ws)) throw errors.badRequest(`users.workspaces: workspace "${ws}" does not exist`);
+        deps.accounts.setMembership(user.sub, ws, u.role);
+      }
+      if (u.apiKey && !deps.credentials.apiKeyBySecret(u.apiKey)) {
+        deps.credentials.insertApiKey({ id: deps.ids(), key_hash: digest(u.apiKey), name: "seed", sub: user.sub, sub_type: "user", expires_in: null, expires_ms: null, created_at: iso(now), created_by: user.sub });
+      }
+    }
+  });
+  run();
+  return { accounts: seed.accounts.length, workspaces: seed.workspaces.length, users: seed.users.length };
+}
+
+export const DEFAULT_ACCOUNT = "local";
+export const DEFAULT_ADMIN_EMAIL = "admin@local.test";
+
+/** The state every fresh simulator starts from: account `local`, the default workspace, an admin with the API key. */
+export function bootstrap(deps: SimDeps, workspace: string, apiKey: string): void {
+  applySeed(deps, {
+    accounts: [{ id: DEFAULT_ACCOUNT, name: "Local account" }],
+    workspaces: [{ name: workspace, accountId: DEFAULT_ACCOUNT }],
+    users: [{ email: DEFAULT_ADMIN_EMAIL, accountId: DEFAULT_ACCOUNT, role: "admin", workspaces: [workspace], apiKey }],
+  });
+}
+
+export const generateApiKey = (): string => `sim_${randomToken(24)}`;

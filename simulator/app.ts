@@ -1,0 +1,46 @@
+import express, { type Express, type Router } from "express";
+import { accessLog, errorMiddleware, notFoundHandler } from "../src/http.js";
+import { accountRouterDeps, type AccountRouterDeps } from "./auth/access.js";
+import { oauthRouter } from "./auth/oauth-routes.js";
+import type { SimDeps } from "./deps.js";
+import { apiVersion, jsonContentType } from "./http/middleware.js";
+import { buildRouter } from "./http/operation.js";
+import { allOperations } from "./operations.js";
+import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
+
+export interface SimulatorAppOptions {
+  /** Routers mounted under /v0/accounts/:accountId/<name> (e.g. metrics, issue 6). */
+  accountRouters?: Record<string, (deps: AccountRouterDeps) => Router>;
+}
+
+/**
+ * Builds the control-plane HTTP API from its dependencies. Never listens:
+ * main.ts does, tests use supertest or listen(0).
+ */
+export function createSimulatorApp(deps: SimDeps, options: SimulatorAppOptions = {}): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.set("query parser", "extended");
+  app.use(jsonContentType());
+  app.use(accessLog(deps.logger));
+  if (deps.testHooks.enabled) {
+    app.use(faultInjection(deps));
+    app.use("/_sim", express.json(), testHooksRouter(deps));
+  }
+  app.get("/health", (_req, res) => {
+    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString() }));
+  });
+  const v0 = express.Router();
+  v0.use(express.json({ limit: "10mb" }));
+  v0.use(apiVersion());
+  v0.use(oauthRouter(deps));
+  for (const [name, factory] of Object.entries(options.accountRouters ?? {})) {
+    v0.use(`/accounts/:accountId/${name}`, factory(accountRouterDeps(deps)));
+  }
+  v0.use(buildRouter(deps, allOperations()));
+  app.use("/v0", v0);
+  app.use(notFoundHandler());
+  app.use(errorMiddleware((err) => ({ error: err.code, code: err.status, message: err.message, ...err.details }), deps.logger));
+  return app;
+}

@@ -1,0 +1,52 @@
+/**
+ * OAuth scopes of the seed (exact values). `admin` covers every operation.
+ * Operations whose resource has no scope of its own in this list (drives,
+ * images, VPCs, ...) need no particular scope: any credential that may see the
+ * workspace may call them.
+ */
+export const SCOPES = [
+  "admin",
+  "agents:create", "agents:delete", "agents:get", "agents:list", "agents:update",
+  "apiKey:list", "apiKey:write",
+  "applications:create", "applications:delete", "applications:get", "applications:list", "applications:update",
+  "configurations:list",
+  "customdomains:create", "customdomains:delete", "customdomains:get", "customdomains:list", "customdomains:update",
+  "functions:create", "functions:delete", "functions:get", "functions:list", "functions:update",
+  "integrations:create", "integrations:list",
+  "invitations:list",
+  "jobs:create", "jobs:delete", "jobs:get", "jobs:list", "jobs:update",
+  "locations:list", "mcphub:list",
+  "models:create", "models:delete", "models:get", "models:list", "models:update",
+  "policies:create", "policies:delete", "policies:get", "policies:list", "policies:update",
+  "sandboxes:control", "sandboxes:create", "sandboxes:delete", "sandboxes:get", "sandboxes:list", "sandboxes:update",
+  "sandboxhub:list",
+  "templates:get", "templates:list",
+  "volumeTemplates:create", "volumeTemplates:delete", "volumeTemplates:get", "volumeTemplates:list", "volumeTemplates:upsert",
+  "volumes:create", "volumes:delete", "volumes:get", "volumes:list",
+  "workspaces:accept", "workspaces:create", "workspaces:decline", "workspaces:delete", "workspaces:get", "workspaces:invite",
+  "workspaces:leave", "workspaces:list", "workspaces:remove", "workspaces:update",
+] as const;
+
+export type Scope = (typeof SCOPES)[number];
+const KNOWN = new Set<string>(SCOPES);
+
+export function isScope(value: string): value is Scope {
+  return KNOWN.has(value);
+}
+
+/** `resource:verb` when the seed lists it, else undefined (no particular scope needed). */
+export function scopeFor(resource: string | undefined, verb: string): Scope | undefined {
+  if (!resource) return undefined;
+  const candidate = `${resource}:${verb}`;
+  return isScope(candidate) ? candidate : undefined;
+}
+
+export function grants(scopes: ReadonlySet<string>, needed: Scope | undefined): boolean {
+  return needed === undefined || scopes.has("admin") || scopes.has(needed);
+}
+
+/** Parses a space-separated scope request; unknown values are reported by name. */
+export function parseScopeList(value: string | undefined): { scopes: string[]; unknown: string[] } {
+  const requested = (value ?? "").split(/[\s,]+/).filter(Boolean);
+  return { scopes: requested.filter(isScope), unknown: requested.filter((s) => !isScope(s)) };
+}

@@ -1,0 +1,78 @@
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+import { z } from "zod";
+
+/** Command-line options, then environment fallbacks, validated into one frozen object. */
+export const SIM_OPTIONS = {
+  host: { type: "string" },
+  port: { type: "string" },
+  data: { type: "string" },
+  seed: { type: "string" },
+  workspace: { type: "string" },
+  "api-key": { type: "string" },
+  "test-hooks": { type: "boolean" },
+  "public-url": { type: "string" },
+  "log-level": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const NAME = /^[a-z0-9]([a-z0-9-]{0,47}[a-z0-9])?$/;
+
+export const SimConfigSchema = z.object({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.coerce.number().int().min(0).max(65535).default(8081),
+  /** ":memory:" unless --data names a file; both take the same code path. */
+  data: z.string().min(1).default(":memory:").transform((p) => (p === ":memory:" ? p : resolve(p))),
+  seed: z.string().min(1).optional().transform((p) => (p ? resolve(p) : undefined)),
+  workspace: z.string().regex(NAME, "lowercase letters, digits and '-', at most 49 characters").default("default"),
+  apiKey: z.string().min(8, "at least 8 characters").optional(),
+  testHooks: z.boolean().default(false),
+  /** Base URL written into resource `metadata.url`; defaults to the listen address. */
+  publicUrl: z.url().optional(),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
+
+export const SIM_USAGE = `Usage: sandbox-sim [options]
+
+  --port <n>            listen port, 0 picks a free one (default 8081; env PORT)
+  --host <addr>         listen address (default 127.0.0.1; env SANDBOX_SIM_HOST)
+  --data <file.db>      keep state in this SQLite file (default: in memory; env SANDBOX_SIM_DATA)
+  --seed <file.json>    accounts, workspaces and users to create at start (same shape as POST /_sim/seed)
+  --workspace <name>    the default workspace (default "default"; env SANDBOX_SIM_WORKSPACE)
+  --api-key <key>       the admin API key (env SANDBOX_SIM_API_KEY; generated when absent)
+  --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
+  --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
+  --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+`;
+
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level" };
+
+export class ConfigError extends Error {}
+
+export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfig | "help" {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: SIM_OPTIONS, strict: true, allowPositionals: false }));
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  if (values.help) return "help";
+  const parsed = SimConfigSchema.safeParse({
+    host: values.host ?? env.SANDBOX_SIM_HOST,
+    port: values.port ?? env.PORT,
+    data: values.data ?? env.SANDBOX_SIM_DATA,
+    seed: values.seed,
+    workspace: values.workspace ?? env.SANDBOX_SIM_WORKSPACE,
+    apiKey: values["api-key"] ?? (env.SANDBOX_SIM_API_KEY || undefined),
+    testHooks: values["test-hooks"] ?? false,
+    publicUrl: values["public-url"],
+    logLevel: values["log-level"] ?? env.LOG_LEVEL,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`--${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message}`);
+  }
+  return Object.freeze(parsed.data);
+}

@@ -1,0 +1,82 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { CursorCodec } from "../src/cursor.js";
+import { uuidIds, type Ids } from "../src/ids.js";
+import { silentLogger, type Logger } from "../src/logging.js";
+import { migrate, openDatabase, type Db } from "../src/sqlite.js";
+import { AccountStore } from "./accounts/store.js";
+import { applySeed, bootstrap, generateApiKey, SeedSchema } from "./accounts/seed.js";
+import { CredentialStore } from "./auth/credentials.js";
+import { SimClock } from "./clock.js";
+import type { SimConfig } from "./config.js";
+import { SimConfigSchema } from "./config.js";
+import { ResourceStore } from "./store/resources.js";
+import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
+import { initialHooksState, type TestHooksState } from "./test-hooks/state.js";
+
+/** Everything a handler may use; built once by openSimulator, passed to createSimulatorApp. */
+export interface SimDeps {
+  config: SimConfig;
+  db: Db;
+  accounts: AccountStore;
+  credentials: CredentialStore;
+  resources: ResourceStore;
+  clock: SimClock;
+  ids: Ids;
+  logger: Logger;
+  cursors: CursorCodec;
+  jwtSecret: Buffer;
+  testHooks: TestHooksState;
+  /** Base URL of this simulator (set by main after listening); used for metadata.url. */
+  urls: { base: string };
+  /** The admin API key of the default workspace. */
+  adminApiKey: string;
+}
+
+export interface SimOverrides {
+  clock?: SimClock;
+  ids?: Ids;
+  logger?: Logger;
+}
+
+export interface SimRuntime {
+  deps: SimDeps;
+  close(): void;
+}
+
+export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
+  const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
+  const db = openDatabase(config.data);
+  migrate(db, SIMULATOR_MIGRATIONS);
+  const clock = overrides.clock ?? new SimClock();
+  const deps: SimDeps = {
+    config,
+    db,
+    accounts: new AccountStore(db),
+    credentials: new CredentialStore(db),
+    resources: new ResourceStore(db),
+    clock,
+    ids: overrides.ids ?? uuidIds,
+    logger: overrides.logger ?? silentLogger(),
+    cursors: new CursorCodec({ now: () => clock.now() }),
+    jwtSecret: randomBytes(32),
+    testHooks: initialHooksState(config.testHooks),
+    urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
+    adminApiKey: config.apiKey ?? generateApiKey(),
+  };
+  bootstrap(deps, config.workspace, deps.adminApiKey);
+  if (config.seed) applySeed(deps, SeedSchema.parse(JSON.parse(readFileSync(config.seed, "utf8"))));
+  return { deps, close: () => db.close() };
+}
+
+/** Wipes every table and re-creates the start state (POST /_sim/reset). */
+export function resetState(deps: SimDeps): void {
+  deps.db.transaction(() => {
+    for (const table of ["resources", "oauth_grants", "api_keys", "service_accounts", "memberships", "users", "workspaces", "accounts"]) deps.db.exec(`DELETE FROM ${table}`);
+    bootstrap(deps, deps.config.workspace, deps.adminApiKey);
+  })();
+  deps.clock.reset();
+  deps.testHooks.transitions = "timed";
+  deps.testHooks.faults.length = 0;
+  deps.testHooks.dns.clear();
+}

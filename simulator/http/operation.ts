@@ -1,0 +1,102 @@
+import express, { type Request, type Response, type Router } from "express";
+import { ApiError, errors } from "../../src/errors.js";
+import { paginates, type ApiVersion } from "../../src/versioning.js";
+import type { Role } from "../accounts/store.js";
+import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal } from "../auth/principal.js";
+import { grants, type Scope } from "../auth/scopes.js";
+import type { SimDeps } from "../deps.js";
+
+/**
+ * The operations table: every route is one entry `{id, method, path, scope,
+ * handler}`. Handlers return data (or a Reply for another status); one adapter
+ * authenticates, checks the scope and workspace, and writes the JSON.
+ */
+export type Method = "get" | "post" | "put" | "delete";
+
+export interface OpContext {
+  deps: SimDeps;
+  req: Request;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  version: ApiVersion;
+  /** True from 2026-04-28: lists answer {data, meta}. */
+  paginated: boolean;
+  principal: Principal;
+  /** The selected workspace ("" for account-level operations). */
+  workspace: string;
+  role: Role | undefined;
+  /** Admin of the selected workspace (account admins and service accounts included). */
+  isAdmin: boolean;
+  /** Who to write in createdBy/updatedBy. */
+  actor: string;
+}
+
+export interface Operation {
+  /** SDK function name, e.g. `listSandboxes`. */
+  id: string;
+  method: Method;
+  /** Express path under /v0, e.g. `/sandboxes/:sandboxName`. */
+  path: string;
+  scope?: Scope;
+  /** "workspace" (default): needs a selected workspace; "account": any authenticated caller. */
+  level?: "workspace" | "account";
+  handler: (ctx: OpContext) => unknown;
+  /** Rewrites every error of this operation (POST /sandboxes answers SandboxError). */
+  errorShape?: (err: ApiError, req: Request) => ApiError;
+}
+
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body?: unknown,
+  ) {}
+}
+
+export function buildRouter(deps: SimDeps, operations: readonly Operation[]): Router {
+  const router = express.Router();
+  for (const op of operations) {
+    router[op.method](op.path, (req: Request, res: Response) => {
+      if (!op.errorShape) return run(op, req, res);
+      try {
+        run(op, req, res);
+      } catch (err) {
+        throw op.errorShape(err instanceof ApiError ? err : errors.internal("internal error"), req);
+      }
+    });
+  }
+  return router;
+
+  function run(op: Operation, req: Request, res: Response): void {
+    const principal = authenticateHeaders(deps, req.headers);
+    if (!grants(principal.scopes, op.scope)) throw errors.forbidden(`missing scope ${op.scope}`);
+    const query = req.query as Record<string, unknown>;
+    let workspace = "";
+    let role: Role | undefined;
+    if ((op.level ?? "workspace") === "workspace") ({ workspace, role } = selectWorkspace(principal, requestedWorkspace(req.headers, query)));
+    const version = res.locals.apiVersion as ApiVersion;
+    const ctx: OpContext = {
+      deps,
+      req,
+      params: req.params as Record<string, string>,
+      query,
+      body: req.body,
+      version,
+      paginated: paginates(version),
+      principal,
+      workspace,
+      role,
+      isAdmin: role === "admin",
+      actor: principal.email ?? principal.sub,
+    };
+    send(res, op.handler(ctx));
+  }
+}
+
+export function send(res: Response, result: unknown): void {
+  const reply = result instanceof Reply ? result : new Reply(200, result);
+  res.status(reply.status);
+  res.type("application/json");
+  if (reply.status === 204 || reply.body === undefined) res.end();
+  else res.send(JSON.stringify(reply.body));
+}

@@ -1,0 +1,164 @@
+import { z } from "zod";
+import { errors, ApiError } from "../../src/errors.js";
+import { parse, queryBool } from "../../src/http.js";
+import { scopeFor } from "../auth/scopes.js";
+import type { Operation, OpContext } from "../http/operation.js";
+import type { StoredResource } from "../store/resources.js";
+import type { ResourceDoc, ResourceKind } from "./kind.js";
+import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
+import { listResources } from "./listing.js";
+import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
+import { publicView } from "./render.js";
+
+/** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
+const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
+
+export function bodySchema(kind: ResourceKind) {
+  return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadataInput.default({}), spec: kind.spec.optional() });
+}
+
+export function parentKey(kind: ResourceKind, ctx: OpContext): string {
+  if (!kind.parent) return "";
+  const parts = kind.parent.params.map((p) => ctx.params[p]!);
+  // The direct parent (the last param) must exist: /vpcs/x/egressgateways needs VPC x.
+  const parentName = parts[parts.length - 1]!;
+  const grandParent = parts.slice(0, -1).join("/");
+  if (!ctx.deps.resources.get(ctx.workspace, kind.parent.kind, parentName, grandParent)) throw errors.notFound(`${kind.parent.label} "${parentName}" not found`);
+  return parts.join("/");
+}
+
+/** Loads an item, settling due status moves (and saving them). */
+export function loadItem(kind: ResourceKind, ctx: OpContext, name: string, parent: string): StoredResource<ResourceDoc> {
+  const item = ctx.deps.resources.get<ResourceDoc>(ctx.workspace, kind.kind, name, parent);
+  if (!item) throw errors.notFound(`${kind.kind.replace(/-/g, " ")} "${name}" not found`);
+  settleItem(ctx, item);
+  return item;
+}
+
+export function settleItem(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
+  if (settle(item.doc as Deployable, ctx.deps.clock.now())) save(ctx, item);
+}
+
+export function save(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
+  item.status = item.doc.status ?? "";
+  ctx.deps.resources.update(item);
+}
+
+export function showSecrets(ctx: OpContext): boolean {
+  return ctx.isAdmin && queryBool(ctx.query.show_secrets);
+}
+
+export function renderDoc(kind: ResourceKind, doc: ResourceDoc, show: boolean): ResourceDoc {
+  const view = publicView(doc);
+  return kind.mask ? kind.mask(view, show) : view;
+}
+
+/** Builds a new document from a create body; shared with kinds that add their own create routes. */
+export function buildNew(kind: ResourceKind, ctx: OpContext, parent: string): ResourceDoc {
+  const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
+  const name = body.metadata.name ?? kind.generateName?.(ctx);
+  if (!name) throw errors.badRequest("metadata.name: required");
+  const now = ctx.deps.clock.now();
+  const doc: ResourceDoc = { metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now), spec: (body.spec ?? {}) as Record<string, unknown> };
+  for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
+  kind.prepare?.(doc, ctx);
+  if (kind.lifecycle === "deployment") startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
+  if (kind.lifecycle === "synchronous") startPlan(doc as Deployable, ["DEPLOYED"], now, "immediate");
+  return doc;
+}
+
+export function insertNew(kind: ResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
+  const item = { workspace: ctx.workspace, kind: kind.kind, parent, name: doc.metadata.name, createdMs: ctx.deps.clock.now(), status: doc.status ?? "", doc };
+  if (!ctx.deps.resources.tryInsert(item)) {
+    throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
+  }
+}
+
+const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };
+
+export function crudOperations(kind: ResourceKind): Operation[] {
+  const item = `${kind.collection}/:${kind.param}`;
+  const ops: Operation[] = [];
+  const { list, create, get, update, delete: del } = kind.ops;
+  if (list) {
+    ops.push({
+      id: list, method: "get", path: kind.collection, scope: scopeFor(kind.scope, "list"),
+      handler: (ctx) => {
+        const parent = parentKey(kind, ctx);
+        const statuses = kind.statusFilter ? statusFilter(ctx.query.status) : undefined;
+        const show = showSecrets(ctx);
+        return listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses }, (row) => {
+          settleItem(ctx, row as StoredResource<ResourceDoc>);
+          const doc = renderDoc(kind, row.doc as ResourceDoc, show);
+          return kind.listItem ? kind.listItem(doc) : doc;
+        });
+      },
+    });
+  }
+  if (create) {
+    ops.push({
+      id: create, method: "post", path: kind.collection, scope: scopeFor(kind.scope, "create"),
+      handler: (ctx) => {
+        const parent = parentKey(kind, ctx);
+        const doc = buildNew(kind, ctx, parent);
+        insertNew(kind, ctx, parent, doc);
+        return renderDoc(kind, doc, false);
+      },
+    });
+  }
+  if (get) {
+    ops.push({
+      id: get, method: "get", path: item, scope: scopeFor(kind.scope, "get"),
+      handler: (ctx) => renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx)),
+    });
+  }
+  if (update) {
+    ops.push({
+      id: update, method: "put", path: item, scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
+      handler: (ctx) => {
+        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx));
+        const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
+        if (body.metadata.name !== undefined && body.metadata.name !== found.name) throw errors.badRequest("metadata.name: cannot be changed (names are immutable)");
+        const now = ctx.deps.clock.now();
+        const previous = found.doc;
+        const doc: ResourceDoc = { ...previous, metadata: updatedMetadata(previous.metadata, body.metadata, ctx.actor, now), spec: (body.spec ?? previous.spec) as Record<string, unknown> };
+        for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
+        kind.prepare?.(doc, ctx, previous);
+        if (kind.lifecycle === "deployment") {
+          (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
+          startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, ctx.deps.testHooks.transitions);
+        }
+        found.doc = doc;
+        save(ctx, found);
+        return renderDoc(kind, doc, false);
+      },
+    });
+  }
+  if (del) {
+    ops.push({
+      id: del, method: "delete", path: item, scope: scopeFor(kind.scope, "delete"),
+      handler: (ctx) => {
+        const parent = parentKey(kind, ctx);
+        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parent);
+        kind.beforeDelete?.(found, ctx);
+        ctx.deps.db.transaction(() => {
+          ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
+          if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
+        })();
+        if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
+        const rendered = renderDoc(kind, found.doc, false);
+        return kind.deleteReply ? kind.deleteReply(rendered) : rendered;
+      },
+    });
+  }
+  return ops;
+}
+
+/** `?status=` values, comma-separated; unknown values are a 400 on every version. */
+export function statusFilter(value: unknown): string[] | undefined {
+  if (typeof value !== "string" || value === "") return undefined;
+  const statuses = value.split(",").map((s) => s.trim().toUpperCase());
+  const bad = statuses.find((s) => !(DEPLOYMENT_STATUSES as readonly string[]).includes(s));
+  if (bad) throw errors.badRequest(`query.status: unknown status "${bad}"`);
+  return statuses;
+}

@@ -1,0 +1,61 @@
+import type { z } from "zod";
+import type { PageLimits } from "../../src/pagination.js";
+import type { OpContext } from "../http/operation.js";
+import type { StoredResource } from "../store/resources.js";
+import type { ListShape } from "./listing.js";
+import type { Metadata } from "./metadata.js";
+
+/**
+ * One workspace resource kind, declared as data: the generic CRUD layer
+ * (crud.ts) turns it into list/create/get/update/delete operations. Adding a
+ * kind = one file in resources/kinds/ exporting a ResourceKind, listed in
+ * resources/kinds/index.ts. See docs/simulator.md.
+ */
+export interface ResourceDoc {
+  metadata: Metadata;
+  spec: Record<string, unknown>;
+  status?: string;
+  events?: unknown[];
+  [key: string]: unknown;
+}
+
+export interface ResourceKind {
+  /** Store key, singular: "agent", "egress-gateway". */
+  kind: string;
+  /** Express path of the collection under /v0, with parent params: "/vpcs/:vpcName/egressgateways". */
+  collection: string;
+  /** Item path param: "agentName". */
+  param: string;
+  /** Params that identify the parent, in order; their values joined by "/" form the stored parent key. */
+  parent?: { params: string[]; kind: string; label: string };
+  /** SDK operation ids; an absent one is not served by the generic layer. */
+  ops: { list?: string; create?: string; get?: string; update?: string; delete?: string };
+  /** Scope resource ("agents" → agents:list, agents:create ...); undefined = no particular scope. */
+  scope?: string;
+  /** Writable `spec` schema. Unknown spec fields → 400 unless the schema is loose. */
+  spec: z.ZodType<Record<string, unknown>>;
+  /** Other writable top-level fields kept on the document (e.g. volume `state`); read-only ones are always accepted and dropped. */
+  extra?: Record<string, z.ZodType>;
+  /** "deployment": UPLOADING → … → DEPLOYED on the clock; "synchronous": DEPLOYED at once; "none": no status. */
+  lifecycle: "deployment" | "synchronous" | "none";
+  list: ListShape;
+  listLimits?: PageLimits;
+  /** `?status=` filter on the list (validated against the deployment statuses). */
+  statusFilter?: boolean;
+  /** Name generated when metadata.name is absent; without it the name is required. */
+  generateName?: (ctx: OpContext) => string;
+  /** Fills defaults and derived fields (url, region...) on create and update. */
+  prepare?: (doc: ResourceDoc, ctx: OpContext, previous?: ResourceDoc) => void;
+  /** Secret masking; `show` is true only for an admin passing show_secrets=true. */
+  mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
+  /** The list item form (e.g. lite sandboxes without events). */
+  listItem?: (doc: ResourceDoc) => unknown;
+  /** Error details for a duplicate name (e.g. {code: "VOLUME_ALREADY_EXISTS"}). */
+  conflictDetails?: Record<string, unknown>;
+  /** Child kinds stored under this resource, deleted with it. */
+  children?: string[];
+  /** Throws (409) when the resource may not be deleted now. */
+  beforeDelete?: (item: StoredResource<ResourceDoc>, ctx: OpContext) => void;
+  /** What DELETE answers; default: the resource (status DELETING for deployed kinds). */
+  deleteReply?: (doc: ResourceDoc) => unknown;
+}

@@ -1,0 +1,89 @@
+import { z } from "zod";
+import { randomBytes } from "node:crypto";
+import type { ResourceKind } from "../kind.js";
+import { maskEnvs } from "../render.js";
+import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
+
+/** Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). */
+export const sandboxKind: ResourceKind = {
+  kind: "sandbox",
+  collection: "/sandboxes",
+  param: "sandboxName",
+  ops: { list: "listSandboxes", get: "getSandbox", update: "updateSandbox", delete: "deleteSandbox" },
+  scope: "sandboxes",
+  spec: z.strictObject({
+    enabled: z.boolean().optional(),
+    region: z.string().optional(),
+    runtime: runtimeSchema.optional(),
+    volumes: z.array(volumeAttachmentSchema).optional(),
+    lifecycle: z.looseObject({}).optional(),
+    network: z.looseObject({}).optional(),
+    vpc: z.string().optional(),
+  }),
+  lifecycle: "synchronous",
+  list: "versioned",
+  statusFilter: true,
+  generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
+  children: ["preview", "preview-token", "schedule", "schedule-execution"],
+  conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
+  prepare(doc, ctx) {
+    const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
+    doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
+    doc.spec.region ??= "us-pdx-1";
+    // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
+    doc.metadata.url = `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
+    doc.state = "RUNNING";
+  },
+  mask(doc, show) {
+    const runtime = doc.spec.runtime as { envs?: unknown } | undefined;
+    if (!runtime?.envs || show) return doc;
+    return { ...doc, spec: { ...doc.spec, runtime: { ...runtime, envs: maskEnvs(runtime.envs, false) } } };
+  },
+  // Lists carry the lite form: no events (control-plane.md §3.2).
+  listItem: ({ events: _events, ...rest }) => rest,
+};
+
+export const previewKind: ResourceKind = {
+  kind: "preview",
+  collection: "/sandboxes/:sandboxName/previews",
+  param: "previewName",
+  parent: { params: ["sandboxName"], kind: "sandbox", label: "sandbox" },
+  ops: { list: "listSandboxPreviews", get: "getSandboxPreview", update: "updateSandboxPreview", delete: "deleteSandboxPreview" },
+  scope: "sandboxes",
+  spec: z.strictObject({
+    port: z.number().int().min(1).max(65535).optional(),
+    public: z.boolean().optional(),
+    url: z.string().optional(),
+    prefixUrl: z.string().optional(),
+    customDomain: z.string().optional(),
+    region: z.string().optional(),
+    expires: z.string().optional(),
+    ttl: z.string().optional(),
+    requestHeaders: z.record(z.string(), z.string()).optional(),
+    responseHeaders: z.record(z.string(), z.string()).optional(),
+  }),
+  lifecycle: "synchronous",
+  list: "bare",
+  children: ["preview-token"],
+  prepare(doc, ctx) {
+    doc.metadata.resourceName = ctx.params.sandboxName;
+    doc.metadata.resourceType = "sandbox";
+    doc.spec.port ??= 80;
+    doc.spec.public ??= false;
+    doc.spec.url = `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${ctx.params.sandboxName}/previews/${doc.metadata.name}`;
+  },
+};
+
+export const previewTokenKind: ResourceKind = {
+  kind: "preview-token",
+  collection: "/sandboxes/:sandboxName/previews/:previewName/tokens",
+  param: "tokenName",
+  parent: { params: ["sandboxName", "previewName"], kind: "preview", label: "preview" },
+  ops: { list: "listSandboxPreviewTokens", delete: "deleteSandboxPreviewToken" },
+  scope: "sandboxes",
+  spec: z.strictObject({ expiresAt: z.string().optional(), token: z.string().optional(), expired: z.boolean().optional() }),
+  lifecycle: "none",
+  list: "bare",
+  generateName: () => `token-${randomBytes(4).toString("hex")}`,
+  deleteReply: (doc) => ({ message: `preview token ${doc.metadata.name} deleted` }),
+};

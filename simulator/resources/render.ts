@@ -1,0 +1,29 @@
+/** Removes the simulator's bookkeeping (keys starting with "__") before a document leaves the server. */
+export function publicView<T>(doc: T): T {
+  if (!doc || typeof doc !== "object") return doc;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(doc as Record<string, unknown>)) if (!k.startsWith("__")) out[k] = v;
+  return out as T;
+}
+
+export const MASK = "***";
+
+/** Env arrays `[{name, value, secret}]`: values of secret entries masked unless shown. */
+export function maskEnvs(envs: unknown, show: boolean): unknown {
+  if (show || !Array.isArray(envs)) return envs;
+  return envs.map((e) => (e && typeof e === "object" && (e as { secret?: boolean }).secret ? { ...e, value: MASK } : e));
+}
+
+/** Maps `{key: value}`: every value masked unless shown. */
+export function maskMap(map: unknown, show: boolean): unknown {
+  if (show || !map || typeof map !== "object") return map;
+  return Object.fromEntries(Object.keys(map).map((k) => [k, MASK]));
+}
+
+/** `configurations {key: {secret, value}}`: secret values masked unless shown. */
+export function maskConfigurations(map: unknown, show: boolean): unknown {
+  if (show || !map || typeof map !== "object") return map;
+  return Object.fromEntries(
+    Object.entries(map as Record<string, { secret?: boolean; value?: string }>).map(([k, v]) => [k, v?.secret ? { ...v, value: MASK } : v]),
+  );
+}

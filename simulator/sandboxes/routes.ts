@@ -1,0 +1,89 @@
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { ApiError, errors } from "../../src/errors.js";
+import { parse, queryBool } from "../../src/http.js";
+import { iso } from "../clock.js";
+import type { Operation, OpContext } from "../http/operation.js";
+import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
+import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
+import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
+
+/** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), previews, tokens, archive. */
+
+const NOT_REUSABLE = new Set(["FAILED", "TERMINATED", "TERMINATING"]);
+
+/** POST /sandboxes answers errors in the SandboxError shape (control-plane.md §6): string `code`, `status_code`. */
+function sandboxError(err: ApiError, req: { body?: unknown; headers: Record<string, unknown> }): ApiError {
+  const name = (req.body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
+  const code = typeof err.details?.code === "string" ? err.details.code : err.code.toUpperCase();
+  return new ApiError(err.code, err.message, {
+    status: err.status,
+    headers: err.headers,
+    details: { ...err.details, code, status_code: err.status, sandbox_name: typeof name === "string" ? name : undefined, timestamp: new Date().toISOString() },
+  });
+}
+
+function createSandbox(ctx: OpContext): unknown {
+  const doc = buildNew(sandboxKind, ctx, "");
+  if (queryBool(ctx.query.createIfNotExist)) {
+    const existing = ctx.deps.resources.get(ctx.workspace, "sandbox", doc.metadata.name);
+    if (existing && !NOT_REUSABLE.has(existing.status)) return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, doc.metadata.name, "").doc, false);
+  }
+  insertNew(sandboxKind, ctx, "", doc);
+  return renderDoc(sandboxKind, doc, false);
+}
+
+function moveSandbox(ctx: OpContext, plan: "archive" | "unarchive"): unknown {
+  const item = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+  const allowed = plan === "archive" ? ["DEPLOYED", "DEACTIVATED"] : ["ARCHIVED"];
+  if (!allowed.includes(item.status)) throw errors.conflict(`sandbox "${item.name}" is ${item.status}; ${plan} needs ${allowed.join(" or ")}`);
+  startPlan(item.doc as Deployable, PLANS[plan], ctx.deps.clock.now(), ctx.deps.testHooks.transitions);
+  save(ctx, item);
+  return renderDoc(sandboxKind, item.doc, false);
+}
+
+const TokenBody = z.strictObject({
+  metadata: z.looseObject({ name: z.string().optional() }).optional(),
+  spec: z.strictObject({ expiresAt: z.iso.datetime({ offset: true }).optional(), token: z.string().optional(), expired: z.boolean().optional() }).optional(),
+});
+
+export const sandboxOperations: Operation[] = [
+  { id: "createSandbox", method: "post", path: "/sandboxes", scope: "sandboxes:create", handler: createSandbox, errorShape: sandboxError },
+  {
+    id: "getSandboxByExternalId", method: "get", path: "/sandboxes/by-external-id/:externalId", scope: "sandboxes:get",
+    handler: (ctx) => {
+      const found = ctx.deps.resources.list({ workspace: ctx.workspace, kind: "sandbox", sort: "createdAt:desc" }).find((i) => (i.doc as { metadata?: { externalId?: string } }).metadata?.externalId === ctx.params.externalId);
+      if (!found) throw errors.notFound(`no sandbox with externalId "${ctx.params.externalId}"`);
+      return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, found.name, "").doc, showSecrets(ctx));
+    },
+  },
+  { id: "archiveSandbox", method: "post", path: "/sandboxes/:sandboxName/archive", scope: "sandboxes:control", handler: (ctx) => moveSandbox(ctx, "archive") },
+  { id: "unarchiveSandbox", method: "post", path: "/sandboxes/:sandboxName/unarchive", scope: "sandboxes:control", handler: (ctx) => moveSandbox(ctx, "unarchive") },
+  {
+    id: "createSandboxPreview", method: "post", path: "/sandboxes/:sandboxName/previews", scope: "sandboxes:update",
+    handler: (ctx) => {
+      loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+      const doc = buildNew(previewKind, ctx, ctx.params.sandboxName!);
+      // ?force=true replaces an existing preview of the same name.
+      if (queryBool(ctx.query.force)) ctx.deps.resources.delete(ctx.workspace, "preview", doc.metadata.name, ctx.params.sandboxName!);
+      insertNew(previewKind, ctx, ctx.params.sandboxName!, doc);
+      return renderDoc(previewKind, doc, false);
+    },
+  },
+  {
+    id: "createSandboxPreviewToken", method: "post", path: "/sandboxes/:sandboxName/previews/:previewName/tokens", scope: "sandboxes:update",
+    handler: (ctx) => {
+      loadItem(previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
+      const body = parse(TokenBody, ctx.body ?? {}, "body");
+      const now = ctx.deps.clock.now();
+      const name = body.metadata?.name ?? `token-${randomBytes(4).toString("hex")}`;
+      const expiresAt = body.spec?.expiresAt ?? iso(now + 24 * 3_600_000);
+      const doc = {
+        metadata: { name, previewName: ctx.params.previewName!, resourceName: ctx.params.sandboxName!, resourceType: "sandbox", workspace: ctx.workspace, createdAt: iso(now), updatedAt: iso(now), createdBy: ctx.actor, updatedBy: ctx.actor, displayName: name, labels: {} },
+        spec: { token: randomBytes(24).toString("base64url"), expiresAt, expired: Date.parse(expiresAt) <= now },
+      };
+      insertNew(previewTokenKind, ctx, `${ctx.params.sandboxName}/${ctx.params.previewName}`, doc);
+      return doc;
+    },
+  },
+];

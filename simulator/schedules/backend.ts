@@ -1,0 +1,151 @@
+import { randomBytes } from "node:crypto";
+import { errors } from "../../src/errors.js";
+import { iso } from "../clock.js";
+import type { OpContext } from "../http/operation.js";
+import type { StoredResource } from "../store/resources.js";
+import { dueFirings, normalizeScheduleValue, type StoredType } from "./parse.js";
+
+/**
+ * Where a sandbox's schedules live. The simulator keeps them itself
+ * (LocalScheduleBackend, in the resources table) until a later issue lets it
+ * delegate to the sandbox's agent: that backend implements the same interface.
+ */
+export interface ScheduleInput {
+  id?: string;
+  type: "cron" | "at" | "sleep";
+  value: string;
+  input?: Record<string, unknown>;
+  maxExecutions?: number;
+}
+
+export interface ScheduleEntry {
+  id: string;
+  sandbox: string;
+  type: StoredType;
+  value: string;
+  input: Record<string, unknown>;
+  maxExecutions: number;
+  createdAt: string;
+  /** Last catch-up point (bookkeeping, never rendered). */
+  __firedUntilMs?: number;
+}
+
+export interface ScheduleExecution {
+  id: string;
+  scheduleId: string;
+  sandbox: string;
+  createdAt: string;
+  executedAt: string;
+  status: "succeeded" | "failed";
+  statusCode: number;
+  error: string;
+  processName: string;
+  timeout: number;
+}
+
+export interface ScheduleBackend {
+  create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry;
+  get(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
+  update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry;
+  delete(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
+  /** Records the executions that fell due up to now (for every sandbox when `sandbox` is null). */
+  catchUp(ctx: OpContext, sandbox: string | null): void;
+}
+
+export const DEFAULT_MAX_EXECUTIONS = 100;
+export const SCHEDULE_KIND = "schedule";
+export const EXECUTION_KIND = "schedule-execution";
+
+export class LocalScheduleBackend implements ScheduleBackend {
+  create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry {
+    const now = ctx.deps.clock.now();
+    const { type, value } = normalizeScheduleValue(input.type, input.value, now);
+    const entry: ScheduleEntry = {
+      id: input.id ?? `sched-${randomBytes(4).toString("hex")}`,
+      sandbox,
+      type,
+      value,
+      input: input.input ?? {},
+      maxExecutions: input.maxExecutions ?? DEFAULT_MAX_EXECUTIONS,
+      createdAt: iso(now),
+      __firedUntilMs: now,
+    };
+    const stored = { workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, name: entry.id, createdMs: now, status: type, doc: entry as never };
+    if (!ctx.deps.resources.tryInsert(stored)) throw errors.conflict(`schedule "${entry.id}" already exists on sandbox "${sandbox}"`);
+    return entry;
+  }
+
+  get(ctx: OpContext, sandbox: string, id: string): ScheduleEntry {
+    this.catchUp(ctx, sandbox);
+    return this.#load(ctx, sandbox, id).doc;
+  }
+
+  update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry {
+    const item = this.#load(ctx, sandbox, id);
+    const { type, value } = normalizeScheduleValue(input.type, input.value, ctx.deps.clock.now());
+    item.doc = { ...item.doc, type, value, input: input.input ?? item.doc.input, maxExecutions: input.maxExecutions ?? item.doc.maxExecutions };
+    item.status = type;
+    ctx.deps.resources.update(item as never);
+    return item.doc;
+  }
+
+  delete(ctx: OpContext, sandbox: string, id: string): ScheduleEntry {
+    const item = this.#load(ctx, sandbox, id);
+    ctx.deps.resources.delete(ctx.workspace, SCHEDULE_KIND, id, sandbox);
+    return item.doc;
+  }
+
+  catchUp(ctx: OpContext, sandbox: string | null): void {
+    const { resources, clock } = ctx.deps;
+    const now = clock.now();
+    const schedules = resources.list<ScheduleEntry>({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, sort: "createdAt:asc" });
+    ctx.deps.db.transaction(() => {
+      for (const item of schedules) {
+        const entry = item.doc;
+        const from = entry.__firedUntilMs ?? Date.parse(entry.createdAt);
+        if (from >= now) continue;
+        const firings = dueFirings(entry.type, entry.value, from, now, entry.maxExecutions);
+        for (const at of firings) this.#record(ctx, item, at);
+        if (entry.type === "at" && firings.length) {
+          // A one-off entry is removed once it has fired (control-plane.md §3.3).
+          resources.delete(ctx.workspace, SCHEDULE_KIND, item.name, item.parent);
+          continue;
+        }
+        entry.__firedUntilMs = now;
+        resources.update(item as never);
+      }
+    })();
+  }
+
+  /**
+   * Records one firing. No sandbox-agent runs behind the simulator yet, so
+   * the submission is simulated as accepted (statusCode 200).
+   */
+  #record(ctx: OpContext, schedule: StoredResource<ScheduleEntry>, atMs: number): void {
+    const { resources, ids } = ctx.deps;
+    const entry = schedule.doc;
+    const id = ids();
+    const execution: ScheduleExecution = {
+      id,
+      scheduleId: entry.id,
+      sandbox: entry.sandbox,
+      createdAt: iso(atMs),
+      executedAt: iso(atMs),
+      status: "succeeded",
+      statusCode: 200,
+      error: "",
+      processName: typeof entry.input.name === "string" ? entry.input.name : `${entry.id}-${atMs}`,
+      timeout: typeof entry.input.timeout === "number" ? entry.input.timeout : 600,
+    };
+    resources.insert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: entry.sandbox, name: id, createdMs: atMs, status: "succeeded", doc: execution as never });
+    // maxExecutions: recording beyond the cap deletes the oldest record of this schedule.
+    const mine = resources.list<ScheduleExecution>({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: entry.sandbox, sort: "createdAt:asc" }).filter((e) => e.doc.scheduleId === entry.id);
+    for (const old of mine.slice(0, Math.max(0, mine.length - entry.maxExecutions))) resources.delete(ctx.workspace, EXECUTION_KIND, old.name, old.parent);
+  }
+
+  #load(ctx: OpContext, sandbox: string, id: string): StoredResource<ScheduleEntry> {
+    const item = ctx.deps.resources.get<ScheduleEntry>(ctx.workspace, SCHEDULE_KIND, id, sandbox);
+    if (!item) throw errors.notFound(`schedule "${id}" not found on sandbox "${sandbox}"`);
+    return item;
+  }
+}

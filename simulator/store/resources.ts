@@ -1,0 +1,181 @@
+import type { Statement } from "better-sqlite3";
+import type { Db } from "../../src/sqlite.js";
+import type { Sort } from "../../src/pagination.js";
+
+/** One stored workspace resource: its key, list-order columns and JSON document. */
+export interface StoredResource<D = Record<string, unknown>> {
+  workspace: string;
+  kind: string;
+  parent: string;
+  name: string;
+  createdMs: number;
+  status: string;
+  doc: D;
+}
+
+interface Row {
+  workspace: string;
+  kind: string;
+  parent: string;
+  name: string;
+  created_ms: number;
+  status: string;
+  doc: string;
+}
+
+export interface ListFilter {
+  workspace: string;
+  kind: string;
+  /** Parent key; null lists the kind under every parent (e.g. /schedules across sandboxes). */
+  parent?: string | null;
+  sort: Sort;
+  /** Keyset position: the last item of the previous page. */
+  after?: { createdMs: number; name: string };
+  q?: string;
+  statuses?: string[];
+  excludeStatuses?: string[];
+  limit?: number;
+}
+
+const ORDER: Record<Sort, { by: string; cmp: string }> = {
+  "createdAt:desc": { by: "created_ms DESC, name DESC", cmp: "(created_ms < @afterMs OR (created_ms = @afterMs AND name < @afterName))" },
+  "createdAt:asc": { by: "created_ms ASC, name ASC", cmp: "(created_ms > @afterMs OR (created_ms = @afterMs AND name > @afterName))" },
+  "name:asc": { by: "name ASC", cmp: "name > @afterName" },
+  "name:desc": { by: "name DESC", cmp: "name < @afterName" },
+};
+
+/**
+ * The generic resource table. Statements are prepared once (list statements
+ * once per filter combination, cached by their SQL).
+ */
+export class ResourceStore {
+  readonly #db: Db;
+  readonly #get: Statement;
+  readonly #insert: Statement;
+  readonly #update: Statement;
+  readonly #delete: Statement;
+  readonly #deleteChildren: Statement;
+  readonly #count: Statement;
+  readonly #countAll: Statement;
+  readonly #byStatement = new Map<string, Statement>();
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#get = db.prepare("SELECT * FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
+    this.#insert = db.prepare(
+      "INSERT INTO resources (workspace, kind, parent, name, created_ms, status, search, doc) VALUES (@workspace, @kind, @parent, @name, @createdMs, @status, @search, @doc)",
+    );
+    this.#update = db.prepare(
+      "UPDATE resources SET status = @status, search = @search, doc = @doc WHERE workspace = @workspace AND kind = @kind AND parent = @parent AND name = @name",
+    );
+    this.#delete = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
+    // Children of a resource live under parent = "<name>" or "<name>/<child>".
+    this.#deleteChildren = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?)) AND (parent = ? OR parent LIKE ? ESCAPE '\\')");
+    this.#count = db.prepare("SELECT COUNT(*) AS n FROM resources WHERE workspace = ? AND kind = ? AND parent = ?");
+    this.#countAll = db.prepare("SELECT COUNT(*) AS n FROM resources WHERE workspace = ? AND kind = ?");
+  }
+
+  get<D = Record<string, unknown>>(workspace: string, kind: string, name: string, parent = ""): StoredResource<D> | undefined {
+    const row = this.#get.get(workspace, kind, parent, name) as Row | undefined;
+    return row ? toStored<D>(row) : undefined;
+  }
+
+  /** Inserts; returns false when the key exists already. */
+  insert(item: StoredResource): boolean {
+    const result = this.#insert.run({ ...keyOf(item), createdMs: item.createdMs, status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
+    return result.changes === 1;
+  }
+
+  tryInsert(item: StoredResource): boolean {
+    try {
+      return this.insert(item);
+    } catch (err) {
+      if ((err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") return false;
+      throw err;
+    }
+  }
+
+  update(item: StoredResource): void {
+    this.#update.run({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
+  }
+
+  delete(workspace: string, kind: string, name: string, parent = ""): boolean {
+    return this.#delete.run(workspace, kind, parent, name).changes === 1;
+  }
+
+  /** Removes the child resources (previews, schedules, ...) of `parentKey` of the given kinds. */
+  deleteChildren(workspace: string, kinds: string[], parentKey: string): void {
+    const escaped = parentKey.replace(/[\\%_]/g, (c) => `\\${c}`);
+    this.#deleteChildren.run(workspace, JSON.stringify(kinds), parentKey, `${escaped}/%`);
+  }
+
+  count(workspace: string, kind: string, parent: string | null = ""): number {
+    if (parent === null) return (this.#countAll.get(workspace, kind) as { n: number }).n;
+    return (this.#count.get(workspace, kind, parent) as { n: number }).n;
+  }
+
+  list<D = Record<string, unknown>>(filter: ListFilter): StoredResource<D>[] {
+    const where = ["workspace = @workspace", "kind = @kind"];
+    const params: Record<string, unknown> = { workspace: filter.workspace, kind: filter.kind };
+    if (filter.parent !== null) {
+      where.push("parent = @parent");
+      params.parent = filter.parent ?? "";
+    }
+    if (filter.after) {
+      where.push(ORDER[filter.sort].cmp);
+      params.afterMs = filter.after.createdMs;
+      params.afterName = filter.after.name;
+    }
+    if (filter.q) {
+      where.push("instr(search, @q) > 0");
+      params.q = filter.q;
+    }
+    if (filter.statuses?.length) {
+      where.push("status IN (SELECT value FROM json_each(@statuses))");
+      params.statuses = JSON.stringify(filter.statuses);
+    }
+    if (filter.excludeStatuses?.length) {
+      where.push("status NOT IN (SELECT value FROM json_each(@excluded))");
+      params.excluded = JSON.stringify(filter.excludeStatuses);
+    }
+    let sql = `SELECT * FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
+    if (filter.limit !== undefined) {
+      sql += " LIMIT @limit";
+      params.limit = filter.limit;
+    }
+    let statement = this.#byStatement.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#byStatement.set(sql, statement);
+    }
+    return (statement.all(params) as Row[]).map((row) => toStored<D>(row));
+  }
+
+  /** Every resource of a kind across workspaces (lifecycle sweeps, usages). */
+  allOfKind<D = Record<string, unknown>>(workspace: string, kinds: string[]): StoredResource<D>[] {
+    const sql = "SELECT * FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?))";
+    let statement = this.#byStatement.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#byStatement.set(sql, statement);
+    }
+    return (statement.all(workspace, JSON.stringify(kinds)) as Row[]).map((row) => toStored<D>(row));
+  }
+}
+
+function keyOf(item: StoredResource) {
+  return { workspace: item.workspace, kind: item.kind, parent: item.parent, name: item.name };
+}
+
+function toStored<D>(row: Row): StoredResource<D> {
+  return { workspace: row.workspace, kind: row.kind, parent: row.parent, name: row.name, createdMs: row.created_ms, status: row.status, doc: JSON.parse(row.doc) as D };
+}
+
+/** What `q` searches: name, displayName, label keys and values (control-plane.md §4), lower-cased. */
+export function searchText(doc: unknown): string {
+  const d = doc as { metadata?: { name?: unknown; displayName?: unknown; labels?: Record<string, unknown> }; name?: unknown; id?: unknown };
+  const meta = d?.metadata ?? {};
+  const parts = [meta.name ?? d?.name ?? d?.id, meta.displayName];
+  for (const [k, v] of Object.entries(meta.labels ?? {})) parts.push(k, v);
+  return parts.filter((p) => typeof p === "string").join("\n").toLowerCase();
+}

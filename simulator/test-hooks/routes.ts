@@ -1,0 +1,131 @@
+import express, { type RequestHandler, type Router } from "express";
+import { z } from "zod";
+import { ApiError, ERROR_CODES, errors, type ErrorCode } from "../../src/errors.js";
+import { parse } from "../../src/http.js";
+import { applySeed, SeedSchema } from "../accounts/seed.js";
+import { resetState, type SimDeps } from "../deps.js";
+import { iso } from "../clock.js";
+import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
+
+/**
+ * Control routes, mounted only with --test-hooks (never by default). They
+ * take no credential: the flag itself is the opt-in.
+ */
+const ClockBody = z.union([
+  z.strictObject({ advanceMs: z.number().int().min(0) }),
+  z.strictObject({ freeze: z.boolean() }),
+  z.strictObject({ set: z.iso.datetime({ offset: true }) }),
+]);
+
+const TransitionsBody = z.strictObject({ mode: z.enum(["timed", "immediate", "manual"]) });
+
+const StepBody = z.strictObject({
+  workspace: z.string().optional(),
+  kind: z.string().min(1),
+  name: z.string().min(1),
+  parent: z.string().default(""),
+  /** Set this status at once instead of applying the next planned move. */
+  status: z.enum(DEPLOYMENT_STATUSES as [DeploymentStatus, ...DeploymentStatus[]]).optional(),
+});
+
+const FaultRule = z.strictObject({
+  method: z.string().optional(),
+  path: z.string().optional(),
+  status: z.number().int().min(400).max(599),
+  times: z.number().int().min(1).optional(),
+});
+const FaultsBody = z.strictObject({ rules: z.array(FaultRule) });
+
+const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(), cname: z.string().optional() });
+
+export function testHooksRouter(deps: SimDeps): Router {
+  const router = express.Router();
+  const ok = (body: unknown) => JSON.stringify(body);
+
+  router.post("/reset", (_req, res) => {
+    resetState(deps);
+    res.send(ok({ reset: true, workspace: deps.config.workspace }));
+  });
+
+  router.post("/seed", (req, res) => {
+    res.send(ok(applySeed(deps, parse(SeedSchema, req.body ?? {}, "body"))));
+  });
+
+  router.post("/clock", (req, res) => {
+    const body = parse(ClockBody, req.body ?? {}, "body");
+    if ("advanceMs" in body) deps.clock.advance(body.advanceMs);
+    else if ("freeze" in body) deps.clock.freeze(body.freeze);
+    else deps.clock.set(Date.parse(body.set));
+    res.send(ok({ now: iso(deps.clock.now()), frozen: deps.clock.frozen }));
+  });
+  router.get("/clock", (_req, res) => {
+    res.send(ok({ now: iso(deps.clock.now()), frozen: deps.clock.frozen }));
+  });
+
+  router.post("/transitions", (req, res) => {
+    deps.testHooks.transitions = parse(TransitionsBody, req.body ?? {}, "body").mode;
+    res.send(ok({ mode: deps.testHooks.transitions }));
+  });
+
+  router.post("/transitions/step", (req, res) => {
+    const body = parse(StepBody, req.body ?? {}, "body");
+    const workspace = body.workspace ?? deps.config.workspace;
+    const item = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent);
+    if (!item) throw errors.notFound(`${body.kind} "${body.name}" not found in workspace "${workspace}"`);
+    const now = deps.clock.now();
+    settle(item.doc, now);
+    const moved = body.status ? (forceStatus(item.doc, body.status, now), true) : stepOnce(item.doc, now);
+    item.status = item.doc.status ?? "";
+    deps.resources.update(item as never);
+    res.send(ok({ moved, status: item.doc.status, pending: (item.doc.__pending ?? []).map((p) => p.status) }));
+  });
+
+  router.put("/faults", (req, res) => {
+    const { rules } = parse(FaultsBody, req.body ?? {}, "body");
+    deps.testHooks.faults.splice(0, deps.testHooks.faults.length, ...rules);
+    res.send(ok({ rules: deps.testHooks.faults }));
+  });
+  router.delete("/faults", (_req, res) => {
+    deps.testHooks.faults.length = 0;
+    res.send(ok({ rules: [] }));
+  });
+
+  router.put("/dns/:domain", (req, res) => {
+    const records = parse(DnsBody, req.body ?? {}, "body");
+    deps.testHooks.dns.set(req.params.domain!.toLowerCase(), records);
+    res.send(ok({ domain: req.params.domain, ...records }));
+  });
+
+  return router;
+}
+
+const CODE_BY_STATUS = new Map<number, ErrorCode>(Object.entries(ERROR_CODES).filter(([code]) => code !== "invalid_api_version").map(([code, status]) => [status, code as ErrorCode]));
+
+function injected(status: number): ApiError {
+  const code = CODE_BY_STATUS.get(status) ?? (status >= 500 ? "internal" : "bad_request");
+  return new ApiError(code, `injected fault (status ${status})`, { status });
+}
+
+/**
+ * Fault injection: `Prefer: code=503` fails that one request (Prism's
+ * convention); rules `{method, path, status, times}` fail matching requests.
+ */
+export function faultInjection(deps: SimDeps): RequestHandler {
+  return (req, _res, next) => {
+    if (req.path.startsWith("/_sim/") || req.path === "/health") return next();
+    const prefer = /(?:^|[,;\s])code=(\d{3})/.exec(String(req.headers.prefer ?? ""));
+    if (prefer) {
+      const status = Number(prefer[1]);
+      if (status >= 400 && status <= 599) throw injected(status);
+    }
+    const rules = deps.testHooks.faults;
+    const index = rules.findIndex((r) => (!r.method || r.method.toUpperCase() === req.method) && (!r.path || (r.path.endsWith("*") ? req.path.startsWith(r.path.slice(0, -1)) : r.path === req.path)));
+    if (index < 0) return next();
+    const rule = rules[index]!;
+    if (rule.times !== undefined) {
+      rule.times -= 1;
+      if (rule.times <= 0) rules.splice(index, 1);
+    }
+    throw injected(rule.status);
+  };
+}
