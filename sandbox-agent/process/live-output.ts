@@ -8,7 +8,7 @@ export interface OutputListener {
 }
 
 export interface LiveOutputOptions {
-  /** Per-stream cap: a reader sees at most this many bytes; the live file is capped at half of it. */
+  /** Per-stream cap: a reader sees the last this many bytes; on disk old ≤ cap and live is capped past half of it. */
   capBytes: number;
   /** Persists the running count of discarded bytes. */
   onDropped(dropped: Record<StreamName, number>): void;
@@ -137,7 +137,8 @@ export class LiveOutput {
   async #capAll(): Promise<void> {
     let changed = false;
     for (const s of STREAMS) {
-      const result = await capLog(this.#files.live(s), this.#files.old(s), Math.max(1, Math.floor(this.#options.capBytes / 2)));
+      const cap = this.#options.capBytes;
+      const result = await capLog(this.#files.live(s), this.#files.old(s), cap, Math.max(1, Math.floor(cap / 2)));
       if (!result) continue;
       // Bytes appended after the last pump are now at the end of the old file.
       const missing = result.cutAt - this.#offsets[s];

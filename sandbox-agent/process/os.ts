@@ -17,12 +17,28 @@ export function signalGroup(pid: number, signal: NodeJS.Signals): boolean {
   return false;
 }
 
+/** Whether the pid runs. A zombie (exited, not yet reaped: an init that does not reap, in containers) counts as ended. */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+    if ((err as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  return procState(pid) !== "Z";
+}
+
+function procState(pid: number): string | null {
+  return procStatFields(pid)?.[0] ?? null;
+}
+
+/** Fields 3.. of /proc/<pid>/stat, or null where there is no /proc. */
+function procStatFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may contain spaces and parentheses: split after the last ")".
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
   }
 }
 
@@ -32,14 +48,7 @@ export function isAlive(pid: number): boolean {
  * after an agent restart is not mistaken for ours. Null where there is no /proc.
  */
 export function processStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command name (field 2) may contain spaces and parentheses: split after the last ")".
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[19] ?? null;
-  } catch {
-    return null;
-  }
+  return procStatFields(pid)?.[19] ?? null;
 }
 
 /** Whether `pid` is still the process that was started with `startTime` (when known). */

@@ -8,9 +8,9 @@ export const STREAMS: readonly StreamName[] = ["stdout", "stderr"];
 /**
  * A process's output on disk. The child writes `<id>.<stream>.log` itself
  * (O_APPEND), so output keeps being captured while the agent is down, as the
- * reference daemon's does. To bound the size the agent moves the newest half
- * of the cap into `<id>.<stream>.old` and truncates the live file (see
- * capLog); a reader sees old + live, cut to the cap, tail kept.
+ * reference daemon's does. To bound the size the agent moves the last cap's
+ * worth into `<id>.<stream>.old` and truncates the live file (see capLog); a
+ * reader sees old + live, cut to the cap, tail kept.
  */
 export class LogFiles {
   constructor(readonly dir: string, readonly id: string) {}
@@ -79,15 +79,16 @@ export interface CapResult {
 }
 
 /**
- * Keeps a live log file (which a child may be appending to) small: when it
- * holds more than `keep` bytes, its last `keep` bytes replace the old file
- * and it is truncated to zero. The child's O_APPEND writes then start again at
- * offset 0. Bytes appended while this runs are carried over into the old file;
- * only a write landing between the last check and the truncate itself (a few
- * microseconds) can be lost — the price of not owning the child's pipe, which
- * is what lets processes outlive the agent.
+ * Keeps a live log file (which a child may be appending to) small: once it
+ * holds more than `trigger` bytes, the last `keep` bytes of old + live become
+ * the new old file and the live file is truncated to zero, so a reader (old +
+ * live) still sees at least the last `keep` bytes. The child's O_APPEND
+ * writes then start again at offset 0. Bytes appended while this runs are
+ * carried over into the old file; only a write landing between the last check
+ * and the truncate itself (a few microseconds) can be lost — the price of not
+ * owning the child's pipe, which is what lets processes outlive the agent.
  */
-export async function capLog(livePath: string, oldPath: string, keep: number): Promise<CapResult | null> {
+export async function capLog(livePath: string, oldPath: string, keep: number, trigger = keep): Promise<CapResult | null> {
   let fh: fsp.FileHandle;
   try {
     fh = await fsp.open(livePath, "r+");
@@ -97,12 +98,12 @@ export async function capLog(livePath: string, oldPath: string, keep: number): P
   }
   try {
     const firstSize = (await fh.stat()).size;
-    if (firstSize <= keep) return null;
-    const previousOld = (await fsp.stat(oldPath).catch(() => undefined))?.size ?? 0;
-    const tail = Buffer.alloc(keep);
-    await readFully(fh, tail, firstSize - keep);
+    if (firstSize <= trigger) return null;
+    const tail = Buffer.alloc(Math.min(firstSize, keep));
+    await readFully(fh, tail, firstSize - tail.length);
+    const previous = await readLast(oldPath, keep - tail.length);
     const tmp = `${oldPath}.tmp`;
-    await fsp.writeFile(tmp, tail);
+    await fsp.writeFile(tmp, Buffer.concat([previous.data, tail]));
     await fsp.rename(tmp, oldPath);
     let size = firstSize;
     for (;;) {
@@ -114,7 +115,7 @@ export async function capLog(livePath: string, oldPath: string, keep: number): P
       size = now;
     }
     await fh.truncate(0);
-    return { dropped: previousOld + firstSize - keep, cutAt: size };
+    return { dropped: previous.size - previous.data.length + firstSize - tail.length, cutAt: size };
   } finally {
     await fh.close();
   }
