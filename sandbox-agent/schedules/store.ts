@@ -1,0 +1,237 @@
+import type { Migration, Db } from "../../src/sqlite.js";
+import type { Statement } from "better-sqlite3";
+
+/**
+ * Schedules and their execution records in the agent's SQLite database.
+ * Statements are prepared once. Retention lives here: recording an execution
+ * and deleting the oldest beyond the schedule's maxExecutions happen in the
+ * same transaction, so the count never exceeds the limit, whoever records.
+ */
+export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
+  {
+    id: "schedules/001-init",
+    sql: `
+      CREATE TABLE schedules (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        sandbox TEXT NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('cron', 'at')),
+        value TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        concurrency_policy TEXT NOT NULL,
+        input TEXT NOT NULL,
+        max_executions INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        next_due_at INTEGER,
+        last_due_at INTEGER
+      );
+      CREATE TABLE schedule_executions (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        schedule_id TEXT NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,
+        sandbox TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        due_at INTEGER,
+        created_at INTEGER NOT NULL,
+        executed_at INTEGER,
+        completed_at INTEGER,
+        status TEXT NOT NULL,
+        status_code INTEGER,
+        exit_code INTEGER,
+        process_name TEXT,
+        timeout INTEGER NOT NULL,
+        error TEXT NOT NULL DEFAULT '',
+        output TEXT NOT NULL DEFAULT ''
+      );
+      CREATE INDEX schedule_executions_by_schedule ON schedule_executions (schedule_id, seq);
+      CREATE INDEX schedule_executions_by_status ON schedule_executions (status, seq);
+    `,
+  },
+];
+
+export interface ScheduleRow {
+  seq: number;
+  id: string;
+  sandbox: string;
+  type: "cron" | "at";
+  value: string;
+  timezone: string;
+  concurrency_policy: "Forbid" | "Allow" | "Replace";
+  input: string;
+  max_executions: number;
+  created_at: number;
+  updated_at: number;
+  next_due_at: number | null;
+  last_due_at: number | null;
+}
+
+export type ExecutionStatus = "running" | "succeeded" | "failed" | "skipped";
+export type ExecutionTrigger = "schedule" | "catch-up" | "manual";
+
+export interface ExecutionRow {
+  seq: number;
+  id: string;
+  schedule_id: string;
+  sandbox: string;
+  trigger: ExecutionTrigger;
+  due_at: number | null;
+  created_at: number;
+  executed_at: number | null;
+  completed_at: number | null;
+  status: ExecutionStatus;
+  status_code: number | null;
+  exit_code: number | null;
+  process_name: string | null;
+  timeout: number;
+  error: string;
+  output: string;
+}
+
+export type NewExecution = Omit<ExecutionRow, "seq">;
+export type ExecutionPatch = Partial<Pick<ExecutionRow, "executed_at" | "completed_at" | "status" | "status_code" | "exit_code" | "error" | "output">>;
+
+export interface ListQuery {
+  sort: "asc" | "desc";
+  /** seq of the last row of the previous page. */
+  after?: number;
+  limit: number;
+}
+
+const SCHEDULE_COLUMNS = "id, sandbox, type, value, timezone, concurrency_policy, input, max_executions, created_at, updated_at, next_due_at, last_due_at";
+const EXECUTION_COLUMNS = "id, schedule_id, sandbox, trigger, due_at, created_at, executed_at, completed_at, status, status_code, exit_code, process_name, timeout, error, output";
+const PATCHABLE = ["executed_at", "completed_at", "status", "status_code", "exit_code", "error", "output"] as const;
+
+export class ScheduleStore {
+  readonly #db: Db;
+  readonly #s: Record<string, Statement>;
+  readonly #lists = new Map<string, Statement>();
+
+  constructor(db: Db) {
+    this.#db = db;
+    const named = (cols: string) => cols.split(", ").map((c) => `@${c}`).join(", ");
+    this.#s = {
+      insertSchedule: db.prepare(`INSERT INTO schedules (${SCHEDULE_COLUMNS}) VALUES (${named(SCHEDULE_COLUMNS)})`),
+      replaceSchedule: db.prepare(
+        `UPDATE schedules SET type = @type, value = @value, timezone = @timezone, concurrency_policy = @concurrency_policy, input = @input,
+         max_executions = @max_executions, updated_at = @updated_at, next_due_at = @next_due_at, last_due_at = @last_due_at WHERE id = @id`,
+      ),
+      getSchedule: db.prepare("SELECT * FROM schedules WHERE id = ?"),
+      deleteSchedule: db.prepare("DELETE FROM schedules WHERE id = ?"),
+      armed: db.prepare("SELECT id, type, value, timezone, next_due_at FROM schedules WHERE next_due_at IS NOT NULL"),
+      setDue: db.prepare("UPDATE schedules SET next_due_at = ?, last_due_at = ? WHERE id = ?"),
+      insertExecution: db.prepare(`INSERT INTO schedule_executions (${EXECUTION_COLUMNS}) VALUES (${named(EXECUTION_COLUMNS)})`),
+      countExecutions: db.prepare("SELECT COUNT(*) AS n FROM schedule_executions WHERE schedule_id = ?"),
+      deleteOldest: db.prepare(
+        "DELETE FROM schedule_executions WHERE seq IN (SELECT seq FROM schedule_executions WHERE schedule_id = ? ORDER BY seq LIMIT ?)",
+      ),
+      getExecution: db.prepare("SELECT * FROM schedule_executions WHERE id = ?"),
+      running: db.prepare("SELECT * FROM schedule_executions WHERE schedule_id = ? AND status = 'running' ORDER BY seq"),
+      failRunning: db.prepare("UPDATE schedule_executions SET status = 'failed', error = ?, completed_at = ? WHERE status = 'running'"),
+    };
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.#db.transaction(fn)();
+  }
+
+  insertSchedule(row: Omit<ScheduleRow, "seq">): void {
+    this.#s.insertSchedule!.run(row);
+  }
+
+  /** Replaces a schedule's definition and trims its history to the new maxExecutions. */
+  replaceSchedule(row: Omit<ScheduleRow, "seq" | "sandbox" | "created_at">): void {
+    this.transaction(() => {
+      this.#s.replaceSchedule!.run(row);
+      this.#trim(row.id, row.max_executions);
+    });
+  }
+
+  getSchedule(id: string): ScheduleRow | undefined {
+    return this.#s.getSchedule!.get(id) as ScheduleRow | undefined;
+  }
+
+  /** Deletes a schedule and (cascade) its executions; returns what was deleted. */
+  deleteSchedule(id: string): ScheduleRow | undefined {
+    return this.transaction(() => {
+      const row = this.getSchedule(id);
+      if (row) this.#s.deleteSchedule!.run(id);
+      return row;
+    });
+  }
+
+  /** Schedules that still have a next due time (everything but fired one-offs). */
+  armedSchedules(): Pick<ScheduleRow, "id" | "type" | "value" | "timezone" | "next_due_at">[] {
+    return this.#s.armed!.all() as Pick<ScheduleRow, "id" | "type" | "value" | "timezone" | "next_due_at">[];
+  }
+
+  setDue(id: string, nextDueAt: number | null, lastDueAt: number | null): void {
+    this.#s.setDue!.run(nextDueAt, lastDueAt, id);
+  }
+
+  /** Inserts an execution and deletes the oldest beyond `maxExecutions`, atomically. */
+  recordExecution(execution: NewExecution, maxExecutions: number): void {
+    this.transaction(() => {
+      this.#s.insertExecution!.run(execution);
+      this.#trim(execution.schedule_id, maxExecutions);
+    });
+  }
+
+  #trim(scheduleId: string, maxExecutions: number): void {
+    const { n } = this.#s.countExecutions!.get(scheduleId) as { n: number };
+    if (n > maxExecutions) this.#s.deleteOldest!.run(scheduleId, n - maxExecutions);
+  }
+
+  getExecution(id: string): ExecutionRow | undefined {
+    return this.#s.getExecution!.get(id) as ExecutionRow | undefined;
+  }
+
+  runningExecutions(scheduleId: string): ExecutionRow[] {
+    return this.#s.running!.all(scheduleId) as ExecutionRow[];
+  }
+
+  /**
+   * Patches an execution; a no-op when retention (or a delete) already removed
+   * it. `onlyIfRunning` settles a run once: a run marked replaced or failed at
+   * start-up is not overwritten when its process finally reports.
+   */
+  updateExecution(id: string, patch: ExecutionPatch, onlyIfRunning = false): boolean {
+    const keys = PATCHABLE.filter((k) => patch[k] !== undefined);
+    if (keys.length === 0) return false;
+    const sql = `UPDATE schedule_executions SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id${onlyIfRunning ? " AND status = 'running'" : ""}`;
+    const values: Record<string, unknown> = { id };
+    for (const k of keys) values[k] = patch[k];
+    return this.#prepared(sql).run(values).changes > 0;
+  }
+
+  /** Start-up repair: executions left running by a dead agent become failed. */
+  failRunning(error: string, now: number): number {
+    return this.#s.failRunning!.run(error, now).changes;
+  }
+
+  listSchedules(filter: { type?: "cron" | "at" }, q: ListQuery): { rows: ScheduleRow[]; total: number } {
+    return this.#list<ScheduleRow>("schedules", filter.type ? { type: filter.type } : {}, q);
+  }
+
+  listExecutions(filter: { schedule_id?: string; status?: ExecutionStatus }, q: ListQuery): { rows: ExecutionRow[]; total: number } {
+    return this.#list<ExecutionRow>("schedule_executions", filter, q);
+  }
+
+  #list<T>(table: string, filter: Record<string, string | undefined>, q: ListQuery): { rows: T[]; total: number } {
+    const where = Object.keys(filter).filter((k) => filter[k] !== undefined);
+    const params: Record<string, unknown> = Object.fromEntries(where.map((k) => [k, filter[k]]));
+    const conditions = where.map((k) => `${k} = @${k}`);
+    const countSql = `SELECT COUNT(*) AS n FROM ${table}${conditions.length ? ` WHERE ${conditions.join(" AND ")}` : ""}`;
+    if (q.after !== undefined) conditions.push(q.sort === "desc" ? "seq < @after" : "seq > @after");
+    const sql = `SELECT * FROM ${table}${conditions.length ? ` WHERE ${conditions.join(" AND ")}` : ""} ORDER BY seq ${q.sort === "desc" ? "DESC" : "ASC"} LIMIT @limit`;
+    const rows = this.#prepared(sql).all({ ...params, after: q.after, limit: q.limit }) as T[];
+    const { n } = this.#prepared(countSql).get(params) as { n: number };
+    return { rows, total: n };
+  }
+
+  #prepared(sql: string): Statement {
+    let stmt = this.#lists.get(sql);
+    if (!stmt) this.#lists.set(sql, (stmt = this.#db.prepare(sql)));
+    return stmt;
+  }
+}
