@@ -1,4 +1,4 @@
-import { promises as fsp } from "node:fs";
+import { constants, promises as fsp } from "node:fs";
 import { dirname } from "node:path";
 import { fsyncDir, removeQuietly, tempPathBeside } from "../../src/atomic-file.js";
 import { errors } from "../../src/errors.js";
@@ -6,6 +6,8 @@ import { errors } from "../../src/errors.js";
 export interface PartFile {
   partNumber: number;
   path: string;
+  /** Where the part starts in `path` (parts written in place share one file). */
+  offset: number;
   size: number;
 }
 
@@ -29,14 +31,15 @@ export async function assembleParts(parts: PartFile[], target: string, mode: num
     let total = 0;
     try {
       const buffer = Buffer.allocUnsafe(COPY_BUFFER);
-      for (const part of parts) total += await appendFile(out, part, buffer);
+      for (const part of parts) {
+        await copyRange(part, out, total, buffer);
+        total += part.size;
+      }
       await out.sync();
     } finally {
       await out.close();
     }
-    await fsp.chmod(tmp, mode);
-    await fsp.rename(tmp, target);
-    await fsyncDir(dirname(target));
+    await commit(tmp, target, mode);
     return total;
   } catch (err) {
     await removeQuietly(tmp);
@@ -44,22 +47,72 @@ export async function assembleParts(parts: PartFile[], target: string, mode: num
   }
 }
 
-async function appendFile(out: fsp.FileHandle, part: PartFile, buffer: Buffer): Promise<number> {
+export interface InPlaceLayout {
+  /** The upload's data file, holding parts written at (N-1) * stride. */
+  dataFile: string;
+  stride: number;
+  /** The listed parts, 1..k; those with a file of their own are copied into place first. */
+  parts: PartFile[];
+}
+
+/**
+ * The no-copy complete: when the listed parts are exactly 1..k, all but the
+ * last of the stride's size, the data file already is the object. Parts that
+ * were written to files of their own (the first few, before the stride was
+ * known, or re-uploads) are copied into their slots, the file is cut to size,
+ * fsynced and renamed over the target. Returns undefined when the layout does
+ * not fit or the data file is on another filesystem than the target, and the
+ * caller assembles by copying instead.
+ */
+export async function completeInPlace(layout: InPlaceLayout, target: string, mode: number): Promise<number | undefined> {
+  const { dataFile, stride, parts } = layout;
+  const last = parts.length - 1;
+  const fits = parts.every((p, i) => p.partNumber === i + 1 && (i < last ? p.size === stride : p.size <= stride));
+  if (!fits) return undefined;
+  const [data, targetDir] = await Promise.all([fsp.stat(dataFile).catch(() => undefined), fsp.stat(dirname(target))]);
+  if (!data || data.dev !== targetDir.dev) return undefined;
+
+  const total = last * stride + parts[last]!.size;
+  const out = await fsp.open(dataFile, constants.O_RDWR);
+  try {
+    const buffer = Buffer.allocUnsafe(COPY_BUFFER);
+    for (const part of parts) {
+      const slot = (part.partNumber - 1) * stride;
+      if (part.path === dataFile && part.offset === slot) continue;
+      await copyRange(part, out, slot, buffer);
+    }
+    await out.truncate(total);
+    await out.sync();
+  } finally {
+    await out.close();
+  }
+  await commit(dataFile, target, mode);
+  return total;
+}
+
+async function commit(file: string, target: string, mode: number): Promise<void> {
+  await fsp.chmod(file, mode);
+  await fsp.rename(file, target);
+  await fsyncDir(dirname(target));
+}
+
+/** Copies one part's bytes to `out` at `position`, checking the count acknowledged for it. */
+async function copyRange(part: PartFile, out: fsp.FileHandle, position: number, buffer: Buffer): Promise<void> {
   const src = await fsp.open(part.path, "r").catch((err) => {
     throw (err as NodeJS.ErrnoException).code === "ENOENT" ? errors.internal(`part ${part.partNumber} is missing from the agent's storage`) : err;
   });
   let copied = 0;
   try {
-    for (;;) {
-      const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
+    while (copied < part.size) {
+      const { bytesRead } = await src.read(buffer, 0, Math.min(buffer.length, part.size - copied), part.offset + copied);
       if (bytesRead === 0) break;
-      let written = 0;
-      while (written < bytesRead) written += (await out.write(buffer, written, bytesRead - written)).bytesWritten;
+      for (let written = 0; written < bytesRead; ) {
+        written += (await out.write(buffer, written, bytesRead - written, position + copied + written)).bytesWritten;
+      }
       copied += bytesRead;
     }
   } finally {
     await src.close();
   }
   if (copied !== part.size) throw errors.internal(`part ${part.partNumber} on disk has ${copied} bytes, ${part.size} were acknowledged`);
-  return copied;
 }

@@ -1,18 +1,18 @@
-import { createHash, randomBytes } from "node:crypto";
-import { createWriteStream, promises as fsp } from "node:fs";
+import { createHash } from "node:crypto";
+import { promises as fsp } from "node:fs";
 import { join } from "node:path";
-import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { fsyncDir, removeQuietly } from "../../src/atomic-file.js";
+import type { Readable } from "node:stream";
+import { removeQuietly } from "../../src/atomic-file.js";
 import type { Clock } from "../../src/clock.js";
 import { errors, fromFsError } from "../../src/errors.js";
 import type { Ids } from "../../src/ids.js";
 import type { Logger } from "../../src/logging.js";
 import { ensureParentDir } from "../filesystem/write.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
-import { assembleParts } from "./assemble.js";
+import { assembleParts, completeInPlace } from "./assemble.js";
 import { UploadClaims } from "./claims.js";
-import type { PartRow, UploadRow, UploadStore } from "./store.js";
+import { writeInPlace, writeOwnFile, type WrittenPart } from "./part-writer.js";
+import { DATA_FILE, type PartRow, type UploadRow, type UploadStore } from "./store.js";
 
 export interface MultipartOptions {
   store: UploadStore;
@@ -46,6 +46,8 @@ export function multipartEtag(partEtags: string[]): string {
 export class MultipartService {
   readonly claims = new UploadClaims();
   readonly #o: MultipartOptions;
+  /** `${uploadId}:${partNumber}` of parts being written into the data file right now. */
+  readonly #inPlaceWriters = new Set<string>();
 
   constructor(options: MultipartOptions) {
     this.#o = options;
@@ -85,55 +87,40 @@ export class MultipartService {
   }
 
   /**
-   * Streams one part to its own file (MD5 and size computed on the way),
-   * fsyncs it, then records it. The row is written only once the bytes are
-   * durable, so a cut-short body leaves nothing behind, and a re-upload of the
-   * same number replaces the row and deletes the file it replaced.
+   * Streams one part, MD5 and size computed on the way, then records it. The
+   * row is written only once every byte is written, so a cut-short body
+   * leaves nothing behind; a re-upload of the same number replaces the row.
+   *
+   * Once part 1 has fixed the stride, a part's first upload goes straight into
+   * the data file at (N-1) * stride, so complete needs no copy. A re-upload, or
+   * a second concurrent upload of the same number, gets a file of its own: a
+   * slot that a recorded row points at is never overwritten.
    */
   async putPart(
     id: string,
     partNumber: number,
-    receive: (write: (file: Readable) => Promise<PartRow>) => Promise<PartRow>,
+    receive: (write: (file: Readable) => Promise<WrittenPart>) => Promise<WrittenPart>,
   ): Promise<{ partNumber: number; etag: string; size: number }> {
     const upload = this.#require(id);
     const finished = this.claims.beginPart(id);
+    const slot = `${id}:${partNumber}`;
+    const inPlace = upload.stride !== null && !this.#inPlaceWriters.has(slot) && !this.#o.store.part(id, partNumber);
+    if (inPlace) this.#inPlaceWriters.add(slot);
     try {
       const dir = this.uploadDir(id);
-      const part = await receive((file) => this.#writePart(dir, partNumber, file).catch((err) => {
-        throw fromFsError(err, `cannot store part ${partNumber} of`, upload.path);
-      }));
-      const replaced = this.#o.store.recordPart(id, part);
-      if (replaced && replaced !== part.file) await removeQuietly(join(dir, replaced));
-      return { partNumber, etag: part.etag, size: part.size };
+      await fsp.mkdir(dir, { recursive: true });
+      const written = await receive((file) =>
+        (inPlace ? writeInPlace(dir, partNumber, upload.stride!, file) : writeOwnFile(dir, partNumber, file)).catch((err) => {
+          throw fromFsError(err, `cannot store part ${partNumber} of`, upload.path);
+        }),
+      );
+      const replaced = this.#o.store.recordPart(id, { partNumber, ...written, uploadedAt: this.#o.clock.now() });
+      if (replaced && replaced.file !== DATA_FILE && replaced.file !== written.file) await removeQuietly(join(dir, replaced.file));
+      return { partNumber, etag: written.etag, size: written.size };
     } finally {
+      if (inPlace) this.#inPlaceWriters.delete(slot);
       finished();
     }
-  }
-
-  async #writePart(dir: string, partNumber: number, file: Readable): Promise<PartRow> {
-    const name = `part-${partNumber}.${randomBytes(6).toString("hex")}`;
-    const path = join(dir, name);
-    const md5 = createHash("md5");
-    let size = 0;
-    const hashing = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        md5.update(chunk);
-        size += chunk.length;
-        done(null, chunk);
-      },
-    });
-    try {
-      await fsp.mkdir(dir, { recursive: true });
-      const out = createWriteStream(path, { flags: "wx", highWaterMark: 1024 * 1024 });
-      await pipeline(file, hashing, out);
-      const handle = await fsp.open(path, "r");
-      try { await handle.sync(); } finally { await handle.close(); }
-      await fsyncDir(dir);
-    } catch (err) {
-      await removeQuietly(path);
-      throw err;
-    }
-    return { partNumber, etag: md5.digest("hex"), size, file: name, uploadedAt: this.#o.clock.now() };
   }
 
   async complete(id: string, listed: CompletePart[]): Promise<{ message: string; path: string; size: number; etag: string }> {
@@ -171,7 +158,15 @@ export class MultipartService {
       if (existing?.isDirectory()) throw errors.conflict(`${upload.path} is a directory`);
       await ensureParentDir(target, upload.path);
       const dir = this.uploadDir(upload.id);
-      const files = parts.map((p) => ({ partNumber: p.partNumber, path: join(dir, p.file), size: p.size }));
+      const files = parts.map((p) => ({ partNumber: p.partNumber, path: join(dir, p.file), offset: p.offset ?? 0, size: p.size }));
+      // In place only if no recorded part beyond the listed ones lives in the
+      // data file: cutting the file to size must not destroy a part a retry may need.
+      const listedMax = parts[parts.length - 1]!.partNumber;
+      const beyond = this.#o.store.parts(upload.id).some((p) => p.partNumber > listedMax && p.offset !== null);
+      if (upload.stride !== null && !beyond) {
+        const size = await completeInPlace({ dataFile: join(dir, DATA_FILE), stride: upload.stride, parts: files }, target, upload.permissions);
+        if (size !== undefined) return size;
+      }
       return await assembleParts(files, target, upload.permissions, upload.id);
     } catch (err) {
       throw fromFsError(err, "cannot complete upload to", upload.path);

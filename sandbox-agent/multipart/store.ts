@@ -23,7 +23,19 @@ export const MULTIPART_MIGRATIONS: Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // Parts written in place into one data file: the upload's stride is the
+    // size of part 1, part N lives at (N-1) * stride. NULL = its own file.
+    id: "multipart/002-in-place-parts",
+    sql: `
+      ALTER TABLE multipart_uploads ADD COLUMN stride INTEGER;
+      ALTER TABLE multipart_parts ADD COLUMN offset INTEGER;
+    `,
+  },
 ];
+
+/** The file inside an upload's directory that holds the parts written in place. */
+export const DATA_FILE = "data";
 
 export interface UploadRow {
   id: string;
@@ -31,14 +43,18 @@ export interface UploadRow {
   permissions: number;
   initiatedAt: number;
   lastActivityAt: number;
+  /** Size of part 1 once known: later parts are written in place at (N-1) * stride. */
+  stride: number | null;
 }
 
 export interface PartRow {
   partNumber: number;
   etag: string;
   size: number;
-  /** File name inside the upload's directory. */
+  /** File name inside the upload's directory (DATA_FILE for a part written in place). */
   file: string;
+  /** Byte offset in DATA_FILE for a part written in place, else null. */
+  offset: number | null;
   uploadedAt: number;
 }
 
@@ -54,10 +70,11 @@ export class UploadStore {
   readonly #listParts;
   readonly #expired;
   readonly #replacePart;
+  readonly #setStride;
 
   constructor(db: Db) {
-    const cols = "id, path, permissions, initiated_at AS initiatedAt, last_activity_at AS lastActivityAt";
-    const partCols = "part_number AS partNumber, etag, size, file, uploaded_at AS uploadedAt";
+    const cols = "id, path, permissions, initiated_at AS initiatedAt, last_activity_at AS lastActivityAt, stride";
+    const partCols = "part_number AS partNumber, etag, size, file, offset, uploaded_at AS uploadedAt";
     this.#insertUpload = db.prepare("INSERT INTO multipart_uploads (id, path, permissions, initiated_at, last_activity_at) VALUES (@id, @path, @permissions, @initiatedAt, @initiatedAt)");
     this.#getUpload = db.prepare(`SELECT ${cols} FROM multipart_uploads WHERE id = ?`);
     this.#listUploads = db.prepare(`SELECT ${cols} FROM multipart_uploads ORDER BY initiated_at, id`);
@@ -66,22 +83,25 @@ export class UploadStore {
     this.#touch = db.prepare("UPDATE multipart_uploads SET last_activity_at = ? WHERE id = ?");
     this.#getPart = db.prepare(`SELECT ${partCols} FROM multipart_parts WHERE upload_id = ? AND part_number = ?`);
     this.#upsertPart = db.prepare(`
-      INSERT INTO multipart_parts (upload_id, part_number, etag, size, file, uploaded_at)
-      VALUES (@uploadId, @partNumber, @etag, @size, @file, @uploadedAt)
-      ON CONFLICT (upload_id, part_number) DO UPDATE SET etag = excluded.etag, size = excluded.size, file = excluded.file, uploaded_at = excluded.uploaded_at`);
+      INSERT INTO multipart_parts (upload_id, part_number, etag, size, file, offset, uploaded_at)
+      VALUES (@uploadId, @partNumber, @etag, @size, @file, @offset, @uploadedAt)
+      ON CONFLICT (upload_id, part_number) DO UPDATE SET etag = excluded.etag, size = excluded.size, file = excluded.file, offset = excluded.offset, uploaded_at = excluded.uploaded_at`);
+    this.#setStride = db.prepare("UPDATE multipart_uploads SET stride = ? WHERE id = ? AND stride IS NULL");
     this.#listParts = db.prepare(`SELECT ${partCols} FROM multipart_parts WHERE upload_id = ? ORDER BY part_number`);
     this.#expired = db.prepare(`SELECT ${cols} FROM multipart_uploads WHERE last_activity_at <= ? ORDER BY last_activity_at`);
     // Recording a part and learning which file it replaced is one transaction,
     // so two uploads of the same part number can never disagree with the row.
-    this.#replacePart = db.transaction((uploadId: string, part: PartRow): string | undefined => {
+    this.#replacePart = db.transaction((uploadId: string, part: PartRow): PartRow | undefined => {
       const previous = this.#getPart.get(uploadId, part.partNumber) as PartRow | undefined;
       this.#upsertPart.run({ uploadId, ...part });
       this.#touch.run(part.uploadedAt, uploadId);
-      return previous?.file;
+      // Part 1 fixes the stride (the SDK and S3 clients use equal parts but the last).
+      if (part.partNumber === 1 && part.size > 0) this.#setStride.run(part.size, uploadId);
+      return previous;
     });
   }
 
-  insert(upload: Omit<UploadRow, "lastActivityAt">): void {
+  insert(upload: Omit<UploadRow, "lastActivityAt" | "stride">): void {
     this.#insertUpload.run(upload);
   }
 
@@ -101,9 +121,13 @@ export class UploadStore {
     this.#deleteUpload.run(id);
   }
 
-  /** Records a part; returns the file of the part it replaced, if any. */
-  recordPart(uploadId: string, part: PartRow): string | undefined {
+  /** Records a part; returns the part it replaced, if any. */
+  recordPart(uploadId: string, part: PartRow): PartRow | undefined {
     return this.#replacePart(uploadId, part);
+  }
+
+  part(uploadId: string, partNumber: number): PartRow | undefined {
+    return this.#getPart.get(uploadId, partNumber) as PartRow | undefined;
   }
 
   parts(uploadId: string): PartRow[] {
