@@ -12,6 +12,7 @@ import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
+import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
 
 /** What createApp needs: the agent's services, built once from the config. */
 export interface AgentDeps {
@@ -24,6 +25,7 @@ export interface AgentDeps {
   multipart: MultipartService;
   drives: DriveService;
   processes: ProcessManager;
+  schedules: Schedules;
   startedAt: number;
 }
 
@@ -49,7 +51,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const logger = overrides.logger ?? silentLogger();
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, "agent.db"));
-  migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS]);
+  migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS, ...SCHEDULE_MIGRATIONS]);
   const paths = new SandboxPaths(config.root);
 
   const multipart = new MultipartService({
@@ -82,7 +84,12 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   // Drives stay mounted across agent restarts; openDrives adopts them.
   const drives = await openDrives(config, db, paths, clock, logger);
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, startedAt: clock.now() };
+  // Schedules fire here even when the control plane is unreachable; start()
+  // marks runs a dead agent left behind and fires what was missed, once.
+  const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
+  schedules.scheduler.start();
+
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, schedules, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -90,6 +97,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       if (closed) return;
       closed = true;
       sweeper.stop();
+      schedules.scheduler.stop();
       processes.close(); // stops watching; the processes themselves keep running
       // Drives are left mounted on purpose: processes may still use them.
       db.close();

@@ -1,4 +1,5 @@
 import express, { type Express } from "express";
+import { CursorCodec } from "../src/cursor.js";
 import { errorMiddleware, accessLog, notFoundHandler } from "../src/http.js";
 import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
@@ -6,6 +7,7 @@ import { drivesRouter } from "./drives/routes.js";
 import { cors, noCache, requireToken } from "./http/middleware.js";
 import { multipartRouter } from "./multipart/routes.js";
 import { processRouter } from "./process/routes.js";
+import { scheduleExecutionsRouter, schedulesRouter } from "./schedules/routes.js";
 import { AGENT_VERSION } from "./version.js";
 
 /**
@@ -38,6 +40,9 @@ export function createApp(deps: AgentDeps): Express {
   app.use("/filesystem", filesystemRouter(deps.paths));
   app.use("/drives", drivesRouter(deps.drives));
   app.use("/process", processRouter(deps.processes));
+  const scheduleRoutes = { cursors: new CursorCodec({ now: () => deps.clock.now() }), tokenRequired: Boolean(deps.config.token) };
+  app.use("/schedules", schedulesRouter(deps.schedules.service, scheduleRoutes));
+  app.use("/schedule-executions", scheduleExecutionsRouter(deps.schedules.service, scheduleRoutes));
 
   app.use(notFoundHandler());
   app.use(errorMiddleware((err) => ({ error: err.message }), deps.logger));
