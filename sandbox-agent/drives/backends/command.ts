@@ -116,6 +116,13 @@ export class CommandBackend implements DriveBackend {
 
   async #cleanUp(child: ChildProcess, hostPath: string): Promise<void> {
     killGroup(child, "SIGKILL");
+    // Answer only once the program is really gone (reaped), not just signalled.
+    if (child.exitCode === null && child.signalCode === null) {
+      await new Promise<void>((resolve) => {
+        child.once("exit", () => resolve());
+        this.options.clock.setTimer(EXIT_GRACE_MS, resolve);
+      });
+    }
     if (topMountAt(await readMountTable(), hostPath)) await umount(hostPath, true).catch(() => undefined);
   }
 }
