@@ -315,8 +315,8 @@ export class ProcessManager {
     this.#running.delete(running.row.id);
     this.#o.logger.info({ pid: running.row.pid, name: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
     const record = toRecord(this.#store.byId(running.row.id)!);
-    for (const w of running.waiters) w.resolve(record);
     await this.#prune();
+    for (const w of running.waiters) w.resolve(record);
   }
 
   /** Forgets the oldest finished processes beyond the history size, with their output files. */

@@ -1,0 +1,126 @@
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FakeClock } from "../../../src/clock.js";
+import { ApiError } from "../../../src/errors.js";
+import { silentLogger } from "../../../src/logging.js";
+import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
+import { SandboxPaths } from "../../../sandbox-agent/paths/sandbox-path.js";
+import { ProcessManager } from "../../../sandbox-agent/process/manager.js";
+import { isAlive } from "../../../sandbox-agent/process/os.js";
+import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
+import { tempDir } from "../../helpers/agent.js";
+
+let dir: string;
+let db: Db;
+let clock: FakeClock;
+let manager: ProcessManager;
+
+function makeManager(options: { maxFinished?: number; stopGraceMs?: number } = {}): ProcessManager {
+  return new ProcessManager({
+    db,
+    paths: new SandboxPaths(join(dir, "root")),
+    clock,
+    logger: silentLogger(),
+    logDir: join(dir, "logs"),
+    logMaxBytes: 1024,
+    stopGraceMs: options.stopGraceMs ?? 1_000,
+    maxFinished: options.maxFinished ?? 100,
+  });
+}
+
+beforeEach(() => {
+  dir = tempDir("process-manager-");
+  db = openDatabase(join(dir, "agent.db"));
+  migrate(db, PROCESS_MIGRATIONS);
+  clock = new FakeClock("2026-03-01T12:00:00Z");
+  manager = makeManager();
+});
+afterEach(() => {
+  manager.close();
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function eventually(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(check()).toBe(true);
+}
+
+describe("ProcessManager", () => {
+  it("records start and end on the injected clock", async () => {
+    const started = await manager.start({ command: "exit 0", name: "clocked" });
+    expect(started).toMatchObject({ status: "running", startedAt: "2026-03-01T12:00:00.000Z", completedAt: null, exitCode: null, timeout: 0, keepAlive: false });
+    const ended = await manager.waitForExit("clocked");
+    expect(ended).toMatchObject({ status: "completed", exitCode: 0, error: null, completedAt: "2026-03-01T12:00:00.000Z" });
+    expect(await manager.waitForExit(started.pid)).toEqual(ended); // at once when already ended
+  });
+
+  it("a timeout kills the whole process group when it expires, status killed", async () => {
+    const p = await manager.start({ command: "sleep 30 & echo $!; sleep 30", timeout: 2 });
+    let child = 0;
+    for (let i = 0; i < 200 && !child; i++) {
+      child = Number((await manager.logs(p.pid)).stdout.trim());
+      if (!child) await new Promise((r) => setTimeout(r, 10));
+    }
+    clock.advance(1_999);
+    expect(manager.get(p.pid)!.status).toBe("running");
+    clock.advance(1);
+    const ended = await manager.waitForExit(p.pid);
+    expect(ended).toMatchObject({ status: "killed", error: "timed out after 2 seconds", exitCode: null });
+    await eventually(() => !isAlive(child));
+  });
+
+  it("no timeout, no timer", async () => {
+    const p = await manager.start({ command: "true", timeout: 0 });
+    expect(clock.pendingTimers).toBe(0);
+    await manager.waitForExit(p.pid);
+  });
+
+  it("stop sends SIGTERM, then SIGKILL once the grace period has passed on the clock", async () => {
+    const p = await manager.start({ command: "trap '' TERM; echo ready; while true; do sleep 0.05; done" });
+    for (let i = 0; i < 200 && !(await manager.logs(p.pid)).stdout; i++) await new Promise((r) => setTimeout(r, 10));
+    const stopping = manager.stop(p.pid);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(manager.get(p.pid)!.status).toBe("running"); // SIGTERM ignored
+    clock.advance(1_000);
+    await stopping;
+    expect(manager.get(p.pid)).toMatchObject({ status: "stopped", error: "stopped on request" });
+  });
+
+  it("two concurrent starts with one name: one wins, the other is a 409", async () => {
+    const results = await Promise.allSettled([manager.start({ command: "sleep 5", name: "once" }), manager.start({ command: "sleep 5", name: "once" })]);
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const rejected = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
+    expect(rejected.reason).toBeInstanceOf(ApiError);
+    expect((rejected.reason as ApiError).status).toBe(409);
+    await manager.kill("once");
+  });
+
+  it("validates requests from code as the API does", async () => {
+    await expect(manager.start({ command: "" })).rejects.toMatchObject({ status: 400 });
+    await expect(manager.start({ command: "true", timeout: -3 })).rejects.toMatchObject({ status: 400, message: /timeout/ });
+    await expect(manager.start({ command: "true", workingDir: "/absent" })).rejects.toMatchObject({ status: 422 });
+    await expect(manager.stop("absent")).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("keeps only the newest finished processes (history), deleting their output files", async () => {
+    manager.close();
+    manager = makeManager({ maxFinished: 2 });
+    const first = await manager.start({ command: "echo 1", name: "h1" });
+    await manager.waitForExit(first.pid);
+    for (const name of ["h2", "h3"]) await manager.waitForExit((await manager.start({ command: "echo x", name })).pid);
+    expect(manager.get("h1")).toBeUndefined();
+    expect(manager.list().map((p) => p.name)).toEqual(["h2", "h3"]);
+    expect(readdirSync(join(dir, "logs")).filter((f) => f.endsWith(".log"))).toHaveLength(4);
+  });
+
+  it("after close, start is refused with 503 and pending waits are rejected; the process keeps running", async () => {
+    const p = await manager.start({ command: "sleep 0.3" });
+    const waiting = manager.waitForExit(p.pid);
+    manager.close();
+    await expect(waiting).rejects.toMatchObject({ status: 503 });
+    await expect(manager.start({ command: "true" })).rejects.toMatchObject({ status: 503 });
+    expect(isAlive(Number(p.pid))).toBe(true);
+  });
+});
