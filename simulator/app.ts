@@ -1,23 +1,21 @@
-import express, { type Express, type Router } from "express";
+import express, { type Express } from "express";
 import { accessLog, errorMiddleware, notFoundHandler } from "../src/http.js";
-import { accountRouterDeps, type AccountRouterDeps } from "./auth/access.js";
+import { callerAccess } from "./auth/access.js";
 import { oauthRouter } from "./auth/oauth-routes.js";
 import type { SimDeps } from "./deps.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { buildRouter } from "./http/operation.js";
+import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
+import { UsageStore } from "./metrics/store.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
-
-export interface SimulatorAppOptions {
-  /** Routers mounted under /v0/accounts/:accountId/<name> (e.g. metrics, issue 6). */
-  accountRouters?: Record<string, (deps: AccountRouterDeps) => Router>;
-}
 
 /**
  * Builds the control-plane HTTP API from its dependencies. Never listens:
  * main.ts does, tests use supertest or listen(0).
  */
-export function createSimulatorApp(deps: SimDeps, options: SimulatorAppOptions = {}): Express {
+export function createSimulatorApp(deps: SimDeps): Express {
+  const usage = new UsageStore(deps.db);
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -26,6 +24,7 @@ export function createSimulatorApp(deps: SimDeps, options: SimulatorAppOptions =
   app.use(accessLog(deps.logger));
   if (deps.testHooks.enabled) {
     app.use(faultInjection(deps));
+    app.use(createMetricsTestHooksRouter({ usage }));
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
@@ -35,9 +34,8 @@ export function createSimulatorApp(deps: SimDeps, options: SimulatorAppOptions =
   v0.use(express.json({ limit: "10mb" }));
   v0.use(apiVersion());
   v0.use(oauthRouter(deps));
-  for (const [name, factory] of Object.entries(options.accountRouters ?? {})) {
-    v0.use(`/accounts/:accountId/${name}`, factory(accountRouterDeps(deps)));
-  }
+  // Account metrics (simulator/metrics, issue 6): the caller's account, admin flag and visible workspaces come from auth.
+  v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
   v0.use(buildRouter(deps, allOperations()));
   app.use("/v0", v0);
   app.use(notFoundHandler());

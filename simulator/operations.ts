@@ -1,3 +1,5 @@
+import { accountOperations } from "./accounts/routes.js";
+import { serviceAccountOperations } from "./accounts/service-accounts.js";
 import type { Operation } from "./http/operation.js";
 import { crudOperations } from "./resources/crud.js";
 import { RESOURCE_KINDS } from "./resources/kinds/index.js";
@@ -10,5 +12,5 @@ import { scheduleOperations } from "./schedules/routes.js";
  * must win over /sandboxes/:name), then the table-driven CRUD of every kind.
  */
 export function allOperations(): Operation[] {
-  return [...sandboxOperations, ...scheduleOperations(), ...RESOURCE_KINDS.flatMap(crudOperations)];
+  return [...accountOperations, ...serviceAccountOperations, ...sandboxOperations, ...scheduleOperations(), ...RESOURCE_KINDS.flatMap(crudOperations)];
 }

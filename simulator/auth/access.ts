@@ -1,6 +1,4 @@
 import type { Request } from "express";
-import type { Db } from "../../src/sqlite.js";
-import type { SimClock } from "../clock.js";
 import { authenticateHeaders, type PrincipalSources } from "./principal.js";
 
 /**
@@ -16,17 +14,7 @@ export interface CallerAccess {
 
 export function callerAccess(src: PrincipalSources, req: Request): CallerAccess {
   const p = authenticateHeaders(src, req.headers);
-  return { accountId: p.accountId, isAccountAdmin: p.accountAdmin, workspaces: [...p.workspaces.keys()] };
-}
-
-/** Everything a router factory mounted under /v0/accounts/{accountId}/... receives. */
-export interface AccountRouterDeps {
-  db: Db;
-  clock: SimClock;
-  testHooks: boolean;
-  access: (req: Request) => CallerAccess;
-}
-
-export function accountRouterDeps(deps: PrincipalSources & { db: Db; testHooks: { enabled: boolean } }): AccountRouterDeps {
-  return { db: deps.db, clock: deps.clock, testHooks: deps.testHooks.enabled, access: (req) => callerAccess(deps, req) };
+  // Only workspaces of the caller's own account: a membership elsewhere does not show in this account's metrics.
+  const workspaces = [...p.workspaces.keys()].filter((name) => src.accounts.workspace(name)?.accountId === p.accountId);
+  return { accountId: p.accountId, isAccountAdmin: p.accountAdmin, workspaces };
 }

@@ -2,7 +2,7 @@ import request from "supertest";
 import type { Express } from "express";
 import { FakeClock } from "../../src/clock.js";
 import { sequentialIds } from "../../src/ids.js";
-import { createSimulatorApp, type SimulatorAppOptions } from "../../simulator/app.js";
+import { createSimulatorApp } from "../../simulator/app.js";
 import { SimClock } from "../../simulator/clock.js";
 import type { SimConfig } from "../../simulator/config.js";
 import { openSimulator, type SimDeps } from "../../simulator/deps.js";
@@ -22,11 +22,11 @@ export interface TestSim {
 }
 
 /** A simulator on a fake clock (time moves only when told), in memory, test hooks on. */
-export function startTestSim(config: Partial<SimConfig> = {}, options: SimulatorAppOptions = {}): TestSim {
+export function startTestSim(config: Partial<SimConfig> = {}): TestSim {
   const base = new FakeClock("2026-05-01T10:00:00Z");
   const clock = new SimClock(base);
   const runtime = openSimulator({ apiKey: ADMIN_KEY, testHooks: true, publicUrl: "http://127.0.0.1:8081", ...config }, { clock, ids: sequentialIds("id") });
-  const app = createSimulatorApp(runtime.deps, options);
+  const app = createSimulatorApp(runtime.deps);
   return { deps: runtime.deps, app, base, clock, api: api(app), close: runtime.close };
 }
 
