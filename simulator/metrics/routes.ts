@@ -7,6 +7,7 @@ import { GROUP_BY_VALUES } from "./dimensions.js";
 import { parseUsageEvents } from "./ingest.js";
 import { parseMetricsQuery, parseWindow, type MetricsQuery } from "./params.js";
 import { MetricsQueries, usd, type Scope } from "./query.js";
+import type { UsageMeter } from "./meter.js";
 import type { UsageStore } from "./store.js";
 
 /** What the metrics API needs to know about the caller (the simulator's auth answers it). */
@@ -24,6 +25,8 @@ export interface MetricsRouterDeps {
   cursors: CursorCodec;
   /** Throws the catalogue's 401 for a missing or bad credential. */
   access: (req: Request) => MetricsAccess;
+  /** Open spans of live resources, recorded up to now before each answer. */
+  meter?: UsageMeter;
 }
 
 // The reference service answers these with exactly this message.
@@ -52,6 +55,7 @@ export function createMetricsRouter(deps: MetricsRouterDeps): Router {
     const scope: Scope = { workspaces: q.workspace === undefined ? visible : visible.filter((w) => w === q.workspace) };
     const binding = cursorBinding(q, access, visible);
     const position = q.cursor ? deps.cursors.decode<string[]>(q.cursor, binding, "query.cursor") : undefined;
+    deps.meter?.flush();
     const page = queries.run(q, scope, position);
     const withUsage = q.groupBy.includes("billing_dimension");
     res.json({
@@ -76,6 +80,7 @@ export function createMetricsRouter(deps: MetricsRouterDeps): Router {
 
   router.get("/enums/resource-types", (req, res) => {
     const access = caller(req);
+    deps.meter?.flush();
     res.json({ values: queries.resourceTypes(parseWindow(req.query), { workspaces: access.workspaces }) });
   });
 

@@ -197,6 +197,14 @@ export class UsageStore {
     return r;
   }
 
+  /** Forgets all usage, resources and price overrides (the simulator's POST /_sim/reset). */
+  clear(): void {
+    this.db.transaction(() => {
+      for (const t of ["usage_events", "daily_resource", "daily_workspace", "resources", "resource_names", "workspaces", "price_overrides"]) this.db.exec(`DELETE FROM metrics_${t}`);
+    })();
+    this.#loadCaches();
+  }
+
   /** Workspace names → ids, for the ones that have usage (others simply match nothing). */
   workspaceIds(names: readonly string[]): number[] {
     return names.map((n) => this.#workspaces.get(n)).filter((id): id is number => id !== undefined);
