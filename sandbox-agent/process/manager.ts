@@ -1,16 +1,17 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { randomBytes, randomUUID } from "node:crypto";
-import { closeSync, mkdirSync, promises as fsp } from "node:fs";
-import { errors, isErrno } from "../../src/errors.js";
-import { toIso, type Clock, type Timer } from "../../src/clock.js";
+import { randomUUID } from "node:crypto";
+import { closeSync, mkdirSync } from "node:fs";
+import { errors } from "../../src/errors.js";
+import type { Clock, Timer } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { LiveOutput } from "./live-output.js";
 import { isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
+import { exitMeaning, randomName, toRecord } from "./record.js";
 import { ProcessStore, type ProcessRow, type ProcessStatus } from "./store.js";
-import { validateStartRequest } from "./validate.js";
+import { resolveWorkingDir, validateStartRequest } from "./validate.js";
 
 export type { ProcessStatus } from "./store.js";
 
@@ -126,7 +127,7 @@ export class ProcessManager {
     this.#starting.add(name);
     try {
       const sandboxDir = this.#o.paths.normalize(input.workingDir ?? "/", "workingDir");
-      const cwd = await this.#workingDir(input.command, input.workingDir ?? "/", sandboxDir);
+      const cwd = await resolveWorkingDir(this.#o.paths, input.command, input.workingDir ?? "/", sandboxDir);
       return await this.#spawn(input, name, sandboxDir, cwd);
     } finally {
       this.#starting.delete(name);
@@ -214,18 +215,6 @@ export class ProcessManager {
 
   // --- internals ---------------------------------------------------------
 
-  async #workingDir(command: string, raw: string, sandboxDir: string): Promise<string> {
-    const host = await this.#o.paths.resolve(sandboxDir);
-    const stat = await fsp.stat(host).catch((err: unknown) => {
-      if (isErrno(err, "ENOENT", "ENOTDIR")) return undefined;
-      throw err;
-    });
-    // Same wording as the reference daemon, whose integration tests look for the command and the folder.
-    if (!stat) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because folder '${raw}' does not exist`);
-    if (!stat.isDirectory()) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because '${raw}' is not a folder`);
-    return host;
-  }
-
   async #spawn(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
     const files = new LogFiles(this.#o.logDir, randomUUID());
     const fds = files.openForChild();
@@ -233,7 +222,7 @@ export class ProcessManager {
     try {
       child = spawn("/bin/sh", ["-c", input.command], {
         cwd,
-        env: { ...(this.#o.baseEnv ?? process.env), ...input.env },
+        env: { ...inheritedEnv(this.#o.baseEnv ?? process.env), ...input.env },
         detached: true, // own process group: stop/kill/timeout reach everything it starts
         stdio: ["ignore", fds.stdout, fds.stderr],
       });
@@ -362,31 +351,8 @@ export class ProcessManager {
   }
 }
 
-function exitMeaning(code: number | null, signal: NodeJS.Signals | null, adopted: boolean): { status: ProcessStatus; error: string | null } {
-  if (adopted) return { status: "failed", error: "agent restarted while the process ran: its exit status is unknown" };
-  if (code === 0) return { status: "completed", error: null };
-  if (code !== null) return { status: "failed", error: `exited with code ${code}` };
-  return { status: "failed", error: `terminated by signal ${signal ?? "unknown"}` };
-}
-
-function toRecord(row: ProcessRow): ProcessRecord {
-  return {
-    pid: String(row.pid),
-    name: row.name,
-    command: row.command,
-    status: row.status,
-    exitCode: row.exitCode,
-    error: row.error,
-    startedAt: toIso(row.startedAt),
-    completedAt: row.completedAt === null ? null : toIso(row.completedAt),
-    workingDir: row.workingDir,
-    keepAlive: row.keepAlive,
-    timeout: row.timeout,
-  };
-}
-
-/** Reference default names: `proc-` + 8 characters from [a-z0-9]. */
-function randomName(): string {
-  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
-  return [...randomBytes(8)].map((b) => alphabet[b % alphabet.length]).join("");
+/** The agent's environment minus its own API token: a command in the sandbox should not learn it for free. */
+function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { SANDBOX_AGENT_TOKEN: _token, ...rest } = env;
+  return rest;
 }

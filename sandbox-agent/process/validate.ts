@@ -1,5 +1,8 @@
+import { promises as fsp } from "node:fs";
 import { z } from "zod";
+import { errors, isErrno } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
 import type { StartProcessRequest } from "./manager.js";
 
 /** Characters that would make a name unusable in a URL path segment or a log line. */
@@ -31,4 +34,20 @@ export const StartProcessSchema = z.object({
 export function validateStartRequest(req: StartProcessRequest): StartProcessRequest {
   const parsed = parse(StartProcessSchema, req, "");
   return { ...parsed, workingDir: parsed.workingDir || undefined };
+}
+
+/**
+ * The host directory a command runs in: `sandboxDir` resolved under the root
+ * (403 if a symlink leads outside), which must exist and be a directory.
+ */
+export async function resolveWorkingDir(paths: SandboxPaths, command: string, raw: string, sandboxDir: string): Promise<string> {
+  const host = await paths.resolve(sandboxDir);
+  const stat = await fsp.stat(host).catch((err: unknown) => {
+    if (isErrno(err, "ENOENT", "ENOTDIR")) return undefined;
+    throw err;
+  });
+  // Same wording as the reference daemon, whose integration tests look for the command and the folder.
+  if (!stat) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because folder '${raw}' does not exist`);
+  if (!stat.isDirectory()) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because '${raw}' is not a folder`);
+  return host;
 }

@@ -16,7 +16,7 @@ let db: Db;
 let clock: FakeClock;
 let manager: ProcessManager;
 
-function makeManager(options: { maxFinished?: number; stopGraceMs?: number } = {}): ProcessManager {
+function makeManager(options: { maxFinished?: number; stopGraceMs?: number; baseEnv?: NodeJS.ProcessEnv } = {}): ProcessManager {
   return new ProcessManager({
     db,
     paths: new SandboxPaths(join(dir, "root")),
@@ -26,6 +26,7 @@ function makeManager(options: { maxFinished?: number; stopGraceMs?: number } = {
     logMaxBytes: 1024,
     stopGraceMs: options.stopGraceMs ?? 1_000,
     maxFinished: options.maxFinished ?? 100,
+    baseEnv: options.baseEnv,
   });
 }
 
@@ -69,6 +70,14 @@ describe("ProcessManager", () => {
     const ended = await manager.waitForExit(p.pid);
     expect(ended).toMatchObject({ status: "killed", error: "timed out after 2 seconds", exitCode: null });
     await eventually(() => !isAlive(child));
+  });
+
+  it("commands inherit the agent's environment except its API token; request env wins", async () => {
+    manager.close();
+    manager = makeManager({ baseEnv: { PATH: process.env.PATH, SANDBOX_AGENT_TOKEN: "secret", KEEP: "agent", OVER: "agent" } });
+    const p = await manager.start({ command: 'echo "${SANDBOX_AGENT_TOKEN:-unset} $KEEP $OVER"', env: { OVER: "request" } });
+    await manager.waitForExit(p.pid);
+    expect((await manager.logs(p.pid)).stdout).toBe("unset agent request\n");
   });
 
   it("no timeout, no timer", async () => {
