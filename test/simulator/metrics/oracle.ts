@@ -50,8 +50,8 @@ export function expected(
   return { groups, totalNanos, buckets: bucketStarts(start, end, q.resolution) };
 }
 
-export function groupKey(fields: Record<string, unknown>): string {
-  return ["workspace", "resourceType", "resourceName", "resourceUuid", "billingDimension"].map((f) => String(fields[f] ?? "-")).join("|");
+export function groupKey(fields: object): string {
+  return ["workspace", "resourceType", "resourceName", "resourceUuid", "billingDimension"].map((f) => String((fields as Record<string, unknown>)[f] ?? "-")).join("|");
 }
 
 export const nanos = (usd: number) => Math.round(usd * 1e9);
