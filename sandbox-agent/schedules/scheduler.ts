@@ -30,7 +30,11 @@ export interface SchedulerOptions {
  * jumps (suspend, NTP steps) within this bound, as croner does.
  */
 export const HEARTBEAT_MS = 30_000;
-/** A due time noticed later than this was missed (agent down, clock jump): a catch-up run. */
+/**
+ * A due time that passed before the scheduler started (agent down), or that
+ * is noticed later than this (blocked loop, clock jump), was missed: the run
+ * is recorded with trigger "catch-up".
+ */
 export const CATCH_UP_AFTER_MS = 60_000;
 
 /**
@@ -45,6 +49,7 @@ export class Scheduler {
   readonly #queue = new DueQueue();
   #timer: Timer | undefined;
   #wakeAt = 0;
+  #startedAt = 0;
   #stopped = true;
 
   constructor(options: SchedulerOptions) {
@@ -58,6 +63,7 @@ export class Scheduler {
     if (failed > 0) logger.warn({ executions: failed }, "executions left running by a previous agent marked failed");
     for (const row of store.armedSchedules()) this.#queue.set(row.id, row.next_due_at);
     this.#stopped = false;
+    this.#startedAt = clock.now();
     logger.info({ schedules: this.#queue.size }, "scheduler started");
     this.#tick();
   }
@@ -130,7 +136,7 @@ export class Scheduler {
       for (const { id, at } of due) {
         const schedule = store.getSchedule(id);
         if (!schedule || schedule.next_due_at !== at) continue;
-        const trigger: ExecutionTrigger = now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
+        const trigger: ExecutionTrigger =  at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
         const running = store.runningExecutions(id);
         const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, running.length);
         const execution = this.#newExecution(schedule, trigger, at, now, decision === "skip" ? "skipped" : "running");
