@@ -72,7 +72,7 @@ export class CommandBackend implements DriveBackend {
         const how = exit.code === null ? `was killed by ${exit.signal}` : `exited with status ${exit.code}`;
         throw errors.internal(`Failed to mount drive: mount command ${how}: ${await tail(logFile)}`);
       }
-      if (await isReady(spec.hostMountPath)) break;
+      if (await isReady(spec)) break;
       if (this.options.clock.now() >= deadline) {
         await this.#cleanUp(child, spec.hostMountPath);
         throw errors.internal(`Failed to mount drive: timeout waiting for the mount to be ready after ${this.options.readinessTimeoutMs / 1000}s: ${await tail(logFile)}`);
@@ -131,10 +131,15 @@ function placeholders(spec: MountSpec) {
   return { driveName: spec.driveName, drivePath: spec.drivePath, mountPath: spec.hostMountPath, readOnly: String(spec.readOnly) };
 }
 
-/** Phase 1: the path is a mount point; phase 2: it can be listed (a FUSE client answers). */
-async function isReady(hostPath: string): Promise<boolean> {
-  if (!topMountAt(await readMountTable(), hostPath)) return false;
-  return fsp.readdir(hostPath).then(() => true, () => false);
+/**
+ * Phase 1: the path is a mount point — read-only if that was asked, so a
+ * client still finishing its set-up is never reported as a writable
+ * read-only drive; phase 2: it can be listed (a FUSE client answers).
+ */
+async function isReady(spec: MountSpec): Promise<boolean> {
+  const entry = topMountAt(await readMountTable(), spec.hostMountPath);
+  if (!entry || (spec.readOnly && !entry.readOnly)) return false;
+  return fsp.readdir(spec.hostMountPath).then(() => true, () => false);
 }
 
 /** Signals the program's whole process group (a daemonized child included). */

@@ -1,5 +1,5 @@
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, unlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
@@ -65,11 +65,15 @@ describe("drives, symlink backend", () => {
 
   it("is adopted by a restarted agent", async () => {
     const first = await startTestAgent({ driveBackend: "symlink" });
-    await mount(first, { driveName: "d", mountPath: "/mnt/keep" }).expect(200);
-    await first.stop({ keepFiles: true });
-    const second = await agent({ root: first.root, dataDir: first.dataDir });
-    expect(await list(second)).toEqual([{ driveName: "d", mountPath: "/mnt/keep", drivePath: "/", readOnly: false, backend: "symlink" }]);
-    await request(second.url).delete("/drives/mount/mnt/keep").expect(200);
-    expect(existsSync(host(second, "/mnt/keep"))).toBe(false);
+    try {
+      await mount(first, { driveName: "d", mountPath: "/mnt/keep" }).expect(200);
+      await first.stop({ keepFiles: true });
+      const second = await agent({ root: first.root, dataDir: first.dataDir });
+      expect(await list(second)).toEqual([{ driveName: "d", mountPath: "/mnt/keep", drivePath: "/", readOnly: false, backend: "symlink" }]);
+      await request(second.url).delete("/drives/mount/mnt/keep").expect(200);
+      expect(existsSync(host(second, "/mnt/keep"))).toBe(false);
+    } finally {
+      rmSync(dirname(first.root), { recursive: true, force: true });
+    }
   });
 });
