@@ -1,7 +1,21 @@
-import { describe, expect, it } from "vitest";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { mayMount } from "../../../sandbox-agent/drives/backends/index.js";
+import { tempDir as makeTempDir } from "../../helpers/agent.js";
+
+const made: string[] = [];
+function tempDir(prefix: string): string {
+  const dir = makeTempDir(prefix);
+  made.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
 import { expandTemplate, parseCommandTemplate } from "../../../sandbox-agent/drives/command-template.js";
 import { KeyedLock } from "../../../sandbox-agent/drives/keyed-lock.js";
-import { parseMountInfo, topMountAt, unescapeMountField } from "../../../sandbox-agent/drives/mount-table.js";
+import { parseMountInfo, readMountTable, topMountAt, unescapeMountField } from "../../../sandbox-agent/drives/mount-table.js";
 
 const SAMPLE = [
   "22 27 0:21 / /proc rw,relatime - proc proc rw",
@@ -79,5 +93,28 @@ describe("KeyedLock", () => {
     const lock = new KeyedLock();
     await expect(lock.run("/a", async () => { throw new Error("boom"); })).rejects.toThrow("boom");
     await expect(lock.run("/a", async () => 42)).resolves.toBe(42);
+  });
+});
+
+describe("readMountTable", () => {
+  it("is empty where there is no procfs, and reads a real table", async () => {
+    expect(await readMountTable("/nonexistent/mountinfo")).toEqual([]);
+    const dir = tempDir("drives-mountinfo-");
+    writeFileSync(join(dir, "mountinfo"), SAMPLE);
+    expect((await readMountTable(join(dir, "mountinfo"))).map((m) => m.mountPoint)).toContain("/srv/my mount\ttab");
+  });
+});
+
+describe("mayMount (the auto backend's choice)", () => {
+  function status(capEff: string): string {
+    const file = join(tempDir("drives-status-"), "status");
+    writeFileSync(file, `Name:\tnode\nCapInh:\t0000000000000000\nCapEff:\t${capEff}\nCapBnd:\t000001ffffffffff\n`);
+    return file;
+  }
+  it("needs CAP_SYS_ADMIN (bit 21) in the effective set, and root", () => {
+    expect(mayMount(status("0000000000000000"))).toBe(false);
+    expect(mayMount(status("00000000001fffff"))).toBe(false); // bits 0-20 only
+    expect(mayMount(status("0000000000200000"))).toBe(process.getuid?.() === 0);
+    expect(mayMount("/nonexistent/status")).toBe(false);
   });
 });
