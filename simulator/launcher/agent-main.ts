@@ -1,0 +1,46 @@
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * Where the compiled agent is. From dist/ (npm start) it sits beside this
+ * module's compiled copy; from sources (vitest) it is the repo's dist/, which
+ * `npm test` builds before vitest starts.
+ */
+export function agentMainPath(): string {
+  const candidates = [
+    fileURLToPath(new URL("../../sandbox-agent/main.js", import.meta.url)),
+    fileURLToPath(new URL("../../dist/sandbox-agent/main.js", import.meta.url)),
+  ];
+  const found = candidates.find((c) => existsSync(c));
+  if (!found) throw new Error(`the compiled sandbox-agent is missing (looked at ${candidates.join(", ")}): run npm run build`);
+  return found;
+}
+
+/** The package root holding dist/ and node_modules/ for a given agent main (<root>/dist/sandbox-agent/main.js). */
+export function packageRootOf(agentMain: string): string {
+  return resolve(dirname(agentMain), "../..");
+}
+
+/** The agent's command-line arguments, the same under every launcher but for paths. */
+export function agentArgs(opts: { root: string; dataDir: string; sandbox: string; logLevel?: string; drivesDir?: string }): string[] {
+  const args = ["--host", "127.0.0.1", "--port", "0", "--root", opts.root, "--data-dir", opts.dataDir, "--sandbox-name", opts.sandbox, "--log-level", opts.logLevel ?? "warn"];
+  if (opts.drivesDir) args.push("--drives-dir", opts.drivesDir);
+  return args;
+}
+
+/**
+ * The agent's environment: the sandbox's own variables and the token, plus the
+ * few host variables a shell needs, never the simulator's (its API keys).
+ * The token travels in the environment, not argv, so `ps` on the host does not show it.
+ */
+export function agentEnv(spec: { env?: Record<string, string>; token: string }, home: string): NodeJS.ProcessEnv {
+  const keep = ["PATH", "LANG", "LC_ALL", "TZ", "TERM"];
+  const env: NodeJS.ProcessEnv = {};
+  for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k];
+  env.PATH ??= "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env.HOME = home;
+  Object.assign(env, spec.env ?? {});
+  env.SANDBOX_AGENT_TOKEN = spec.token;
+  return env;
+}

@@ -1,0 +1,139 @@
+import { spawn } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { cmdlineOf, isAlive, signal } from "./proc.js";
+import { LaunchError, type AgentExit, type AgentHandle } from "./types.js";
+
+/** What the process and bwrap launchers share: spawn, wait until healthy, stop with a grace period. */
+
+const READY_LINE = /sandbox-agent listening on (http:\/\/\S+)/;
+const STDERR_TAIL = 4096;
+export const DEFAULT_STOP_GRACE_MS = 5_000;
+
+export interface ChildSpec {
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** The agent's data dir: a pid file there lets the next simulator run reap an agent it orphaned. */
+  dataDir: string;
+  readyTimeoutMs?: number;
+  /** Pids to SIGTERM on stop; default the child itself (bwrap: the agent inside the namespace). */
+  termTargets?: (childPid: number) => number[];
+}
+
+const PID_FILE = "launcher.pid";
+
+/**
+ * An agent left running by a simulator that died without stopping it still
+ * holds the data dir's database: stop it before starting a new one. The pid is
+ * only trusted when that process's command line still names this data dir.
+ */
+export async function reapOrphan(dataDir: string, graceMs = DEFAULT_STOP_GRACE_MS): Promise<boolean> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(dataDir, PID_FILE), "utf8").trim());
+  } catch {
+    return false;
+  }
+  removePidFile(dataDir);
+  if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid) || !cmdlineOf(pid).some((a) => a.includes(dataDir))) return false;
+  signal(pid, "SIGTERM");
+  for (let waited = 0; waited < graceMs && isAlive(pid); waited += 50) await sleep(50);
+  signal(pid, "SIGKILL");
+  for (let waited = 0; waited < 2_000 && isAlive(pid); waited += 20) await sleep(20);
+  return true;
+}
+
+function removePidFile(dataDir: string): void {
+  try {
+    rmSync(join(dataDir, PID_FILE), { force: true });
+  } catch {
+    // The data dir itself is gone or broken: there is no pid file to remove.
+  }
+}
+
+async function healthy(url: string, deadline: number): Promise<void> {
+  let last = "";
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
+      await res.body?.cancel();
+      if (res.ok) return;
+      last = `GET /health answered ${res.status}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await sleep(25);
+  }
+  throw new LaunchError(`agent at ${url} did not become healthy: ${last}`);
+}
+
+export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
+  await reapOrphan(spec.dataDir);
+  const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+    stderr = (stderr + d).slice(-STDERR_TAIL);
+  });
+  const exited = new Promise<AgentExit>((resolve) => {
+    child.once("exit", (code, sig) => {
+      removePidFile(spec.dataDir);
+      // Let stderr drain so the crash event carries the agent's last words.
+      setImmediate(() => resolve({ code, signal: sig, stderr }));
+    });
+  });
+  child.once("error", () => {}); // spawn failures also end in "exit" or are reported below
+
+  const deadline = Date.now() + (spec.readyTimeoutMs ?? 20_000);
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`)), deadline - Date.now());
+    const onData = (d: string) => {
+      out = (out + d).slice(-1024);
+      const match = READY_LINE.exec(out);
+      if (!match?.[1]) return;
+      clearTimeout(timer);
+      child.stdout!.off("data", onData);
+      child.stdout!.resume(); // keep draining: a full pipe would block the agent
+      resolve(match[1]);
+    };
+    child.stdout!.setEncoding("utf8").on("data", onData);
+    child.once("error", (err) => { clearTimeout(timer); reject(new LaunchError(`cannot start ${spec.command}: ${err.message}`)); });
+    void exited.then((exit) => {
+      clearTimeout(timer);
+      reject(new LaunchError(`agent exited before it was ready (code ${exit.code}, signal ${exit.signal}): ${exit.stderr.trim()}`));
+    });
+  }).catch(async (err) => {
+    child.kill("SIGKILL");
+    await exited;
+    throw err;
+  });
+  try {
+    await healthy(url, deadline);
+  } catch (err) {
+    child.kill("SIGKILL");
+    await exited;
+    throw err;
+  }
+  writeFileSync(join(spec.dataDir, PID_FILE), `${child.pid}\n`);
+
+  let stopping: Promise<AgentExit> | undefined;
+  return {
+    url,
+    pid: child.pid,
+    exited,
+    stop(graceMs = DEFAULT_STOP_GRACE_MS) {
+      stopping ??= (async () => {
+        if (child.exitCode !== null || child.signalCode !== null) return exited;
+        const targets = spec.termTargets?.(child.pid!) ?? [child.pid!];
+        for (const pid of targets) signal(pid, "SIGTERM");
+        const force = setTimeout(() => child.kill("SIGKILL"), graceMs);
+        const exit = await exited;
+        clearTimeout(force);
+        return exit;
+      })();
+      return stopping;
+    },
+  };
+}

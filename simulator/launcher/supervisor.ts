@@ -1,0 +1,141 @@
+import { DEFAULT_STOP_GRACE_MS } from "./child.js";
+import type { AgentExit, AgentHandle, LaunchSpec, Launcher } from "./types.js";
+
+/**
+ * Keeps one sandbox's agent running: starts it, restarts it with exponential
+ * backoff when it crashes, and reports every crash and restart so the
+ * simulator can append events and set the sandbox's status truthfully.
+ */
+
+export type AgentState = "starting" | "running" | "restarting" | "stopped" | "failed";
+
+export type SupervisorEvent =
+  | { type: "started"; url: string; pid?: number }
+  | { type: "crashed"; exit: AgentExit; restartInMs: number | null; attempt: number }
+  | { type: "restarted"; url: string; pid?: number; attempt: number }
+  | { type: "restart-failed"; message: string; attempt: number; restartInMs: number | null }
+  | { type: "gave-up"; attempts: number }
+  | { type: "stopped"; exit: AgentExit };
+
+export interface SupervisorOptions {
+  onEvent?: (event: SupervisorEvent) => void;
+  /** First restart delay, doubled per consecutive failure up to maxDelayMs. */
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+  /** Consecutive failed restarts before giving up (status FAILED). */
+  maxAttempts?: number;
+  /** An agent that stayed up this long resets the backoff. */
+  healthyAfterMs?: number;
+  stopGraceMs?: number;
+}
+
+export class AgentSupervisor {
+  private handle: AgentHandle | undefined;
+  private _state: AgentState = "starting";
+  private attempt = 0;
+  private startedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly opts: Required<Omit<SupervisorOptions, "onEvent">> & Pick<SupervisorOptions, "onEvent">;
+
+  constructor(private readonly launcher: Launcher, readonly spec: LaunchSpec, options: SupervisorOptions = {}) {
+    this.opts = {
+      initialDelayMs: 200,
+      maxDelayMs: 30_000,
+      maxAttempts: 8,
+      healthyAfterMs: 60_000,
+      stopGraceMs: DEFAULT_STOP_GRACE_MS,
+      ...options,
+    };
+  }
+
+  get state(): AgentState {
+    return this._state;
+  }
+
+  /** The agent's URL while it is running; undefined while it is down. */
+  get url(): string | undefined {
+    return this._state === "running" ? this.handle?.url : undefined;
+  }
+
+  get pid(): number | undefined {
+    return this._state === "running" ? this.handle?.pid : undefined;
+  }
+
+  /** First start: rejects (state "failed") when the agent cannot be started at all. */
+  async start(): Promise<void> {
+    try {
+      this.adopt(await this.launcher.start(this.spec));
+    } catch (err) {
+      this._state = "failed";
+      throw err;
+    }
+    this.emit({ type: "started", url: this.handle!.url, pid: this.handle!.pid });
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    const wasDown = this._state !== "running" && this._state !== "starting";
+    this._state = "stopped";
+    if (!this.handle || wasDown) return;
+    const exit = await this.handle.stop(this.opts.stopGraceMs);
+    this.emit({ type: "stopped", exit });
+  }
+
+  private adopt(handle: AgentHandle): void {
+    this.handle = handle;
+    this._state = "running";
+    this.startedAt = Date.now();
+    void handle.exited.then((exit) => {
+      if (this.handle !== handle || this._state === "stopped") return;
+      if (Date.now() - this.startedAt >= this.opts.healthyAfterMs) this.attempt = 0;
+      this.attempt += 1;
+      const delay = this.nextDelay();
+      this._state = delay === null ? "failed" : "restarting";
+      this.emit({ type: "crashed", exit, restartInMs: delay, attempt: this.attempt });
+      this.schedule(delay);
+    });
+  }
+
+  /** The wait before the next try, or null once maxAttempts consecutive tries have failed. */
+  private nextDelay(): number | null {
+    if (this.attempt > this.opts.maxAttempts) return null;
+    return Math.min(this.opts.maxDelayMs, this.opts.initialDelayMs * 2 ** (this.attempt - 1));
+  }
+
+  private schedule(delay: number | null): void {
+    if (delay === null) {
+      this._state = "failed";
+      this.emit({ type: "gave-up", attempts: this.attempt - 1 });
+      return;
+    }
+    this._state = "restarting";
+    this.timer = setTimeout(() => void this.restart(), delay);
+  }
+
+  private async restart(): Promise<void> {
+    if (this._state !== "restarting") return;
+    try {
+      const handle = await this.launcher.start(this.spec);
+      if (this._state !== "restarting") {
+        await handle.stop(this.opts.stopGraceMs); // stopped while starting
+        return;
+      }
+      this.adopt(handle);
+      this.emit({ type: "restarted", url: handle.url, pid: handle.pid, attempt: this.attempt });
+    } catch (err) {
+      if (this._state !== "restarting") return;
+      this.attempt += 1;
+      const delay = this.nextDelay();
+      this.emit({ type: "restart-failed", message: (err as Error).message, attempt: this.attempt, restartInMs: delay });
+      this.schedule(delay);
+    }
+  }
+
+  private emit(event: SupervisorEvent): void {
+    try {
+      this.opts.onEvent?.(event);
+    } catch {
+      // A failing listener must not take the supervisor down.
+    }
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The launcher interface: how the simulator gets a running sandbox-agent for a
+ * sandbox, whatever isolates it (a child process, a bubblewrap namespace, a
+ * container, a Kubernetes pod). Everything else (proxy, lifecycle, schedules)
+ * only ever sees an AgentHandle's URL and exit. See docs/launchers.md.
+ */
+
+export interface LaunchSpec {
+  workspace: string;
+  sandbox: string;
+  /** Host directory that is the sandbox's filesystem (`/` inside an isolating launcher). */
+  rootDir: string;
+  /** Host directory for the agent's own state (database, upload parts, process logs). */
+  dataDir: string;
+  /** The per-sandbox secret the agent requires as `Authorization: Bearer <token>`. */
+  token: string;
+  /** The sandbox's environment (spec.runtime.envs), inherited by every process it runs. */
+  env?: Record<string, string>;
+  /** spec.runtime.image: used by launchers that run images (docker, kubernetes). */
+  image?: string;
+  /** Host directory holding the workspace's drives (drive N is <drivesDir>/N), shared between sandboxes. */
+  drivesDir?: string;
+  /** The agent's --log-level (default warn). */
+  logLevel?: string;
+}
+
+export interface AgentExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Last lines the agent wrote to stderr, for the crash event. */
+  stderr: string;
+}
+
+export interface AgentHandle {
+  /** Where the agent answers, e.g. http://127.0.0.1:41234. */
+  url: string;
+  /** Host pid of the agent (or of its isolating wrapper) when there is one. */
+  pid?: number;
+  /** Settles once the agent has exited, however that happened. Never rejects. */
+  exited: Promise<AgentExit>;
+  /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */
+  stop(graceMs?: number): Promise<AgentExit>;
+}
+
+export interface Launcher {
+  readonly name: string;
+  /** Starts an agent for the sandbox; resolves once it answers GET /health. */
+  start(spec: LaunchSpec): Promise<AgentHandle>;
+}
+
+export class LaunchError extends Error {}

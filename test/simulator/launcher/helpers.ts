@@ -1,0 +1,42 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { LaunchSpec } from "../../../simulator/launcher/index.js";
+
+export function tempBase(prefix = "launcher-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function specFor(base: string, sandbox: string, extra: Partial<LaunchSpec> = {}): LaunchSpec {
+  return {
+    workspace: "ws",
+    sandbox,
+    rootDir: join(base, sandbox, "root"),
+    dataDir: join(base, sandbox, "data"),
+    token: `token-${sandbox}-0123456789`,
+    logLevel: "warn",
+    ...extra,
+  };
+}
+
+/** Runs a shell command through the agent's /process API and returns its stdout. */
+export async function exec(url: string, token: string, command: string): Promise<{ stdout: string; exitCode: number }> {
+  const res = await fetch(`${url}/process`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ command, waitForCompletion: true }),
+  });
+  const body = (await res.json()) as { stdout?: string; exitCode?: number; error?: string };
+  if (!res.ok) throw new Error(`exec ${command}: ${res.status} ${body.error}`);
+  return { stdout: body.stdout ?? "", exitCode: body.exitCode ?? -1 };
+}
+
+/** Polls until `check` is true (at most `ms`); for events a real process produces asynchronously. */
+export async function eventually(check: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await sleep(20);
+  }
+}
