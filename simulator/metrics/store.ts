@@ -63,8 +63,24 @@ interface Resource {
   rnId: number;
   wsId: number;
   typeId: number;
+  workspace: string;
+  type: string;
   name: string;
 }
+
+/** A rollup row being summed in JS before its one upsert per batch. */
+interface Sum {
+  day: number;
+  r: Resource;
+  dimId: number;
+  usage: number;
+  cost: number;
+}
+
+// Numeric Map keys for the rollup sums (no string per event): day index and
+// dimension in the high bits, resource or workspace id (< 2^26) in the low ones.
+const ID_SPACE = 2 ** 26;
+const rollupKey = (dayIndex: number, dimId: number, id: number) => (dayIndex * 16 + dimId) * ID_SPACE + id;
 
 export class UsageStore {
   readonly db: Db;
@@ -111,74 +127,72 @@ export class UsageStore {
    * naming the event (`${label}[i]`), checked before anything is written.
    */
   record(events: readonly UsageEvent[], label = "events"): number {
-    const pending = new Map<string, { wsName: string; typeId: number; name: string; index: number }>();
-    const dimIds = new Int32Array(events.length);
-    const costs = new Float64Array(events.length);
-    events.forEach((e, i) => {
+    const n = events.length;
+    const dimIds = new Uint8Array(n);
+    const costs = new Float64Array(n);
+    const pending = new Map<string, { e: UsageEvent; index: number }>();
+    for (let i = 0; i < n; i++) {
+      const e = events[i]!;
       const dim = DIMENSION_BY_NAME.get(e.billingDimension);
       if (!dim) throw errors.badRequest(`${label}[${i}].billingDimension: unknown billing dimension "${e.billingDimension}"`);
       if (dim.resourceType !== e.resourceType) {
         throw errors.badRequest(`${label}[${i}].billingDimension: ${dim.name} belongs to resource type ${dim.resourceType}, not ${e.resourceType}`);
       }
       dimIds[i] = dim.id;
-      const cost = Math.round(e.usage * (this.#prices.get(dim.id) ?? 0) * NANOS_PER_USD);
+      const cost = Math.round(e.usage * this.#prices.get(dim.id)! * NANOS_PER_USD);
       if (!(cost <= MAX_EVENT_COST_NANOS)) throw errors.badRequest(`${label}[${i}].usage: one event may cost at most 1000000 USD`);
       costs[i] = cost;
-      const typeId = resourceTypeId(e.resourceType);
       const known = this.#resources.get(e.resourceUuid);
-      const wsId = this.#workspaces.get(e.workspace);
       if (known) {
-        if (known.wsId !== wsId || known.typeId !== typeId || known.name !== e.resourceName) {
+        if (known.workspace !== e.workspace || known.type !== e.resourceType || known.name !== e.resourceName) {
           throw errors.badRequest(`${label}[${i}].resourceUuid: ${e.resourceUuid} is already recorded for another workspace, type or name`);
         }
-        return;
+        continue;
       }
       const seen = pending.get(e.resourceUuid);
-      if (!seen) pending.set(e.resourceUuid, { wsName: e.workspace, typeId, name: e.resourceName, index: i });
-      else if (seen.wsName !== e.workspace || seen.typeId !== typeId || seen.name !== e.resourceName) {
+      if (!seen) pending.set(e.resourceUuid, { e, index: i });
+      else if (seen.e.workspace !== e.workspace || seen.e.resourceType !== e.resourceType || seen.e.resourceName !== e.resourceName) {
         throw errors.badRequest(`${label}[${i}].resourceUuid: ${e.resourceUuid} appears with another workspace, type or name at ${label}[${seen.index}]`);
       }
-    });
+    }
     try {
       this.db.transaction(() => this.#write(events, dimIds, costs))();
     } catch (err) {
       this.#loadCaches(); // interned rows of the failed batch were rolled back
       throw err;
     }
-    return events.length;
+    return n;
   }
 
-  #write(events: readonly UsageEvent[], dimIds: Int32Array, costs: Float64Array): void {
+  #write(events: readonly UsageEvent[], dimIds: Uint8Array, costs: Float64Array): void {
     const s = this.#stmt;
-    const byResource = new Map<string, [number, Resource, number, number, number]>();
-    const byWorkspace = new Map<string, [number, number, number, number, number, number]>();
+    const byResource = new Map<number, Sum>();
+    const byWorkspace = new Map<number, Sum>();
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
-      const r = this.#resource(e);
+      const r = this.#resources.get(e.resourceUuid) ?? this.#intern(e);
       const dimId = dimIds[i]!;
       const cost = costs[i]!;
       s.insertEvent.run(e.ts, r.wsId, r.typeId, r.rnId, r.id, dimId, e.usage, cost);
-      const day = Math.floor(e.ts / DAY_MS) * DAY_MS;
-      const rk = `${day}:${r.id}:${dimId}`;
+      const dayIndex = Math.floor(e.ts / DAY_MS);
+      const rk = rollupKey(dayIndex, dimId, r.id);
       const ra = byResource.get(rk);
       if (ra) {
-        ra[3] += e.usage;
-        ra[4] += cost;
-      } else byResource.set(rk, [day, r, dimId, e.usage, cost]);
-      const wk = `${day}:${r.wsId}:${dimId}`;
+        ra.usage += e.usage;
+        ra.cost += cost;
+      } else byResource.set(rk, { day: dayIndex * DAY_MS, r, dimId, usage: e.usage, cost });
+      const wk = rollupKey(dayIndex, dimId, r.wsId);
       const wa = byWorkspace.get(wk);
       if (wa) {
-        wa[4] += e.usage;
-        wa[5] += cost;
-      } else byWorkspace.set(wk, [day, r.wsId, dimId, r.typeId, e.usage, cost]);
+        wa.usage += e.usage;
+        wa.cost += cost;
+      } else byWorkspace.set(wk, { day: dayIndex * DAY_MS, r, dimId, usage: e.usage, cost });
     }
-    for (const [day, r, dimId, usage, cost] of byResource.values()) s.upsertDailyResource.run(day, r.id, dimId, r.wsId, r.typeId, r.rnId, usage, cost);
-    for (const row of byWorkspace.values()) s.upsertDailyWorkspace.run(...row);
+    for (const a of byResource.values()) s.upsertDailyResource.run(a.day, a.r.id, a.dimId, a.r.wsId, a.r.typeId, a.r.rnId, a.usage, a.cost);
+    for (const a of byWorkspace.values()) s.upsertDailyWorkspace.run(a.day, a.r.wsId, a.dimId, a.r.typeId, a.usage, a.cost);
   }
 
-  #resource(e: UsageEvent): Resource {
-    const known = this.#resources.get(e.resourceUuid);
-    if (known) return known;
+  #intern(e: UsageEvent): Resource {
     const typeId = resourceTypeId(e.resourceType);
     let wsId = this.#workspaces.get(e.workspace);
     if (wsId === undefined) {
@@ -192,7 +206,8 @@ export class UsageStore {
       this.#names.set(nameKey, rnId);
     }
     const id = Number(this.#stmt.insertResource.run(e.resourceUuid, rnId).lastInsertRowid);
-    const r: Resource = { id, rnId, wsId, typeId, name: e.resourceName };
+    if (id >= ID_SPACE || wsId >= ID_SPACE) throw errors.insufficientStorage("usage store: too many resources");
+    const r: Resource = { id, rnId, wsId, typeId, workspace: e.workspace, type: e.resourceType, name: e.resourceName };
     this.#resources.set(e.resourceUuid, r);
     return r;
   }
@@ -246,11 +261,13 @@ export class UsageStore {
     const names = this.db.prepare("SELECT id, ws_id, type_id, name FROM metrics_resource_names").all() as { id: number; ws_id: number; type_id: number; name: string }[];
     this.#names = new Map(names.map((r) => [`${r.ws_id}:${r.type_id}:${r.name}`, r.id]));
     const byId = new Map(names.map((r) => [r.id, r]));
+    const wsNames = new Map([...this.#workspaces].map(([name, id]) => [id, name]));
     const resources = this.db.prepare("SELECT id, uuid, rn_id FROM metrics_resources").all() as { id: number; uuid: string; rn_id: number }[];
     this.#resources = new Map(
       resources.map((r) => {
         const n = byId.get(r.rn_id)!;
-        return [r.uuid, { id: r.id, rnId: r.rn_id, wsId: n.ws_id, typeId: n.type_id, name: n.name }];
+        const resource: Resource = { id: r.id, rnId: r.rn_id, wsId: n.ws_id, typeId: n.type_id, workspace: wsNames.get(n.ws_id)!, type: RESOURCE_TYPES[n.type_id - 1]!, name: n.name };
+        return [r.uuid, resource];
       }),
     );
     this.#loadPrices();
