@@ -1,9 +1,10 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { constants, createWriteStream, promises as fsp } from "node:fs";
 import { join } from "node:path";
-import { Transform, Writable, type Readable } from "node:stream";
+import { Writable, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { removeQuietly } from "../../src/atomic-file.js";
+import type { Md5Pool } from "./md5-pool.js";
 import { DATA_FILE } from "./store.js";
 
 export interface WrittenPart {
@@ -13,17 +14,6 @@ export interface WrittenPart {
   file: string;
   /** Offset in DATA_FILE when written in place, else null. */
   offset: number | null;
-}
-
-/** Passes bytes through while computing their MD5 and count. */
-class Md5Counter extends Transform {
-  readonly md5 = createHash("md5");
-  size = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void): void {
-    this.md5.update(chunk);
-    this.size += chunk.length;
-    done(null, chunk);
-  }
 }
 
 async function writeAll(handle: fsp.FileHandle, data: Buffer, position: number | null): Promise<void> {
@@ -88,16 +78,16 @@ class InPlaceSink extends Writable {
 }
 
 /** Streams a part into a file of its own. */
-export async function writeOwnFile(dir: string, partNumber: number, stream: Readable): Promise<WrittenPart> {
+export async function writeOwnFile(md5: Md5Pool, dir: string, partNumber: number, stream: Readable): Promise<WrittenPart> {
   const file = `part-${partNumber}.${randomBytes(6).toString("hex")}`;
-  const counter = new Md5Counter();
+  const counter = md5.counter();
   try {
     await pipeline(stream, counter, createWriteStream(join(dir, file), { flags: "wx", mode: 0o600, highWaterMark: 1024 * 1024 }));
   } catch (err) {
     await removeQuietly(join(dir, file));
     throw err;
   }
-  return { etag: counter.md5.digest("hex"), size: counter.size, file, offset: null };
+  return { etag: await counter.digest(), size: counter.size, file, offset: null };
 }
 
 /**
@@ -105,9 +95,9 @@ export async function writeOwnFile(dir: string, partNumber: number, stream: Read
  * equal-size parts needs no copy. Bytes written there before a failure are
  * harmless: no row points at them.
  */
-export async function writeInPlace(dir: string, partNumber: number, stride: number, stream: Readable): Promise<WrittenPart> {
+export async function writeInPlace(md5: Md5Pool, dir: string, partNumber: number, stride: number, stream: Readable): Promise<WrittenPart> {
   const offset = (partNumber - 1) * stride;
-  const counter = new Md5Counter();
+  const counter = md5.counter();
   const sink = new InPlaceSink(dir, partNumber, offset, stride);
   try {
     await pipeline(stream, counter, sink);
@@ -115,7 +105,7 @@ export async function writeInPlace(dir: string, partNumber: number, stride: numb
     if (sink.spilled) await removeQuietly(join(dir, sink.spilled));
     throw err;
   }
-  const etag = counter.md5.digest("hex");
+  const etag = await counter.digest();
   if (sink.spilled) return { etag, size: counter.size, file: sink.spilled, offset: null };
   return { etag, size: counter.size, file: DATA_FILE, offset };
 }
