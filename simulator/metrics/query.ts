@@ -93,6 +93,7 @@ export class MetricsQueries {
 
     const buckets = bucketStarts(q.start, q.end, q.resolution);
     const index = new Map(buckets.map((b, i) => [b, i]));
+    const stamps = buckets.map((b) => new Date(b).toISOString());
     const withUsage = q.groupBy.includes("billing_dimension");
     const entries: MetricsEntry[] = [];
     const positions: string[][] = [];
@@ -103,7 +104,7 @@ export class MetricsQueries {
         const entry: MetricsEntry = { summary: { cost: usd(row.g_cost as number) }, timeseries: [] };
         fields.forEach((f, i) => (entry[f.field] = row[keys[i]!] as string));
         if (withUsage) entry.summary.usage = roundUsage(row.g_usage as number);
-        entry.timeseries = buckets.map((b) => (withUsage ? { timestamp: new Date(b).toISOString(), cost: 0, usage: 0 } : { timestamp: new Date(b).toISOString(), cost: 0 }));
+        entry.timeseries = stamps.map((timestamp) => (withUsage ? { timestamp, cost: 0, usage: 0 } : { timestamp, cost: 0 }));
         current = { entry, key };
         entries.push(entry);
         positions.push(keys.map((k) => row[k] as string));
