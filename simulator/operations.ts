@@ -1,16 +1,22 @@
 import { accountOperations } from "./accounts/routes.js";
 import { serviceAccountOperations } from "./accounts/service-accounts.js";
 import type { Operation } from "./http/operation.js";
+import { imageOperations } from "./images/routes.js";
+import { jobExecutionOperations } from "./jobs/routes.js";
+import { catalogueOperations } from "./resources/catalogue.js";
+import { extraOperations } from "./resources/extras.js";
 import { crudOperations } from "./resources/crud.js";
 import { RESOURCE_KINDS } from "./resources/kinds/index.js";
 import { sandboxOperations } from "./sandboxes/routes.js";
+import { snapshotOperations } from "./sandboxes/snapshots.js";
 import { scheduleOperations } from "./schedules/routes.js";
 
 /**
  * The operations table: every control-plane route, by SDK operation id.
  * Specific routes come first (literal segments such as /sandboxes/by-external-id
- * must win over /sandboxes/:name), then the table-driven CRUD of every kind.
+ * must win over /sandboxes/:name), then the table-driven CRUD of every kind,
+ * then catalogues (GET /integrations/:name must come after /integrations/connections).
  */
 export function allOperations(): Operation[] {
-  return [...accountOperations, ...serviceAccountOperations, ...sandboxOperations, ...scheduleOperations(), ...RESOURCE_KINDS.flatMap(crudOperations)];
+  return [...accountOperations, ...serviceAccountOperations, ...sandboxOperations, ...snapshotOperations, ...scheduleOperations(), ...jobExecutionOperations, ...imageOperations, ...extraOperations, ...RESOURCE_KINDS.flatMap(crudOperations), ...catalogueOperations];
 }

@@ -14,7 +14,8 @@ import { publicView } from "./render.js";
 const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
 
 export function bodySchema(kind: ResourceKind) {
-  return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadataInput.default({}), spec: kind.spec.optional() });
+  const metadata = kind.name ? metadataInput.extend({ name: kind.name.optional() }) : metadataInput;
+  return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadata.default({}), spec: kind.spec.optional() });
 }
 
 export function parentKey(kind: ResourceKind, ctx: OpContext): string {

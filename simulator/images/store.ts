@@ -1,0 +1,103 @@
+import { createHash } from "node:crypto";
+import { errors } from "../../src/errors.js";
+import { iso } from "../clock.js";
+import type { OpContext } from "../http/operation.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { publicView } from "../resources/render.js";
+import type { StoredResource } from "../store/resources.js";
+
+/**
+ * Container images, per workspace and resource type. Storage is modelled as
+ * layers (digest → size): tags reference layers, a shared copy references the
+ * same digests (no duplication), and deleting a tag keeps layers other tags use.
+ */
+export const IMAGE_KIND = "image";
+export const RESOURCE_TYPES = ["agents", "functions", "sandboxes", "jobs"] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+export const SINGULAR: Record<ResourceType, string> = { agents: "agent", functions: "function", sandboxes: "sandbox", jobs: "job" };
+
+export interface Tag {
+  name: string;
+  size: number;
+  createdAt: string;
+  updatedAt: string;
+  __layers: string[];
+}
+
+export interface ImageDoc {
+  metadata: { name: string; displayName: string; resourceType: ResourceType; workspace: string; sourceWorkspace?: string; status: string; events: unknown[]; createdAt: string; updatedAt: string; lastDeployedAt: string };
+  spec: { size: number; tags: Tag[] };
+  __layerSizes: Record<string, number>;
+}
+
+const BASE_LAYER = 50 * 2 ** 20;
+const TOP_LAYER = 5 * 2 ** 20;
+const digest = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+
+export function parseResourceType(value: string | undefined): ResourceType {
+  const plural = (RESOURCE_TYPES as readonly string[]).includes(value ?? "") ? (value as ResourceType) : RESOURCE_TYPES.find((t) => SINGULAR[t] === value);
+  if (!plural) throw errors.badRequest(`resourceType: expected one of ${RESOURCE_TYPES.join(", ")}`);
+  return plural;
+}
+
+export function loadImage(ctx: OpContext, workspace = ctx.workspace): StoredResource<ImageDoc> {
+  const type = parseResourceType(ctx.params.resourceType);
+  const item = ctx.deps.resources.get<ImageDoc>(workspace, IMAGE_KIND, ctx.params.imageName!, type);
+  if (!item) throw errors.notFound(`image ${type}/${ctx.params.imageName} not found`);
+  return item;
+}
+
+/** Recomputes sizes from the layers tags still reference, dropping unreferenced layers. */
+export function recomputeSizes(doc: ImageDoc): void {
+  const used = new Set(doc.spec.tags.flatMap((t) => t.__layers));
+  doc.__layerSizes = Object.fromEntries(Object.entries(doc.__layerSizes).filter(([d]) => used.has(d)));
+  for (const tag of doc.spec.tags) tag.size = tag.__layers.reduce((n, d) => n + (doc.__layerSizes[d] ?? 0), 0);
+  doc.spec.size = Object.values(doc.__layerSizes).reduce((a, b) => a + b, 0);
+}
+
+/** Registers `tag` of an image: a base layer shared by all tags of the repository plus a tag-specific layer. */
+export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: string): ImageDoc {
+  const now = iso(ctx.deps.clock.now());
+  const existing = ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type);
+  const doc: ImageDoc = existing?.doc ?? {
+    metadata: { name, displayName: name, resourceType: type, workspace: ctx.workspace, status: "DEPLOYED", events: [], createdAt: now, updatedAt: now, lastDeployedAt: now },
+    spec: { size: 0, tags: [] },
+    __layerSizes: {},
+  };
+  const base = digest(`${type}/${name}`);
+  const top = digest(`${type}/${name}:${tag}`);
+  doc.__layerSizes[base] = BASE_LAYER;
+  doc.__layerSizes[top] = TOP_LAYER;
+  const current = doc.spec.tags.find((t) => t.name === tag);
+  if (current) current.updatedAt = now;
+  else doc.spec.tags.push({ name: tag, size: 0, createdAt: now, updatedAt: now, __layers: [base, top] });
+  doc.metadata.updatedAt = now;
+  doc.metadata.lastDeployedAt = now;
+  doc.metadata.events = [...doc.metadata.events, { type: "deployment", status: "DEPLOYED", message: `pushed ${name}:${tag}`, revision: tag, time: now }];
+  recomputeSizes(doc);
+  if (existing) {
+    existing.doc = doc;
+    ctx.deps.resources.update(existing as never);
+  } else ctx.deps.resources.insert({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: type, name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: doc as never });
+  return doc;
+}
+
+/** Resources whose runtime image is this repository at this tag ("name:tag", optionally with a registry prefix). */
+export function tagUsers(ctx: OpContext, name: string, tag: string): string[] {
+  const matches = (image: unknown) => typeof image === "string" && (image === `${name}:${tag}` || image.endsWith(`/${name}:${tag}`) || (tag === "latest" && (image === name || image.endsWith(`/${name}`))));
+  return ctx.deps.resources
+    .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "sandbox", "job"])
+    .filter((r) => matches((r.doc.spec?.runtime as { image?: unknown } | undefined)?.image))
+    .map((r) => `${r.kind} ${r.name}`);
+}
+
+export function renderImage(doc: ImageDoc): unknown {
+  const view = publicView(doc);
+  return { ...view, spec: { size: view.spec.size, tags: view.spec.tags.map((t) => publicView(t)) } };
+}
+
+/** A metadata-only copy for another workspace: same layer digests, so storage is not duplicated. */
+export function copyFor(doc: ImageDoc, targetWorkspace: string, sourceWorkspace: string, nowMs: number): ImageDoc {
+  const now = iso(nowMs);
+  return { ...structuredClone(doc), metadata: { ...structuredClone(doc.metadata), workspace: targetWorkspace, sourceWorkspace, createdAt: now, updatedAt: now } };
+}

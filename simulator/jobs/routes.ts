@@ -1,0 +1,134 @@
+import { z } from "zod";
+import { errors } from "../../src/errors.js";
+import { parse } from "../../src/http.js";
+import { SCHEDULE_PAGE } from "../../src/pagination.js";
+import { parseDuration } from "../../src/units.js";
+import { iso } from "../clock.js";
+import type { Operation, OpContext } from "../http/operation.js";
+import { loadItem, showSecrets } from "../resources/crud.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { jobKind } from "../resources/kinds/workloads.js";
+import { listResources } from "../resources/listing.js";
+import { maskMap } from "../resources/render.js";
+import type { StoredResource } from "../store/resources.js";
+import { DEFAULT_TASK_MS, stateAt, TERMINAL, type ExecutionPlan } from "./plan.js";
+
+/** Job executions: POST starts one, DELETE cancels (control-plane.md §3.5). */
+export const EXECUTION_KIND = "job-execution";
+
+const CreateBody = z.strictObject({
+  allowQueue: z.boolean().optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  executionId: z.string().optional(),
+  id: z.string().optional(),
+  jobId: z.string().optional(),
+  memory: z.number().int().min(1).optional(),
+  tasks: z.array(z.record(z.string(), z.unknown())).optional(),
+  workspaceId: z.string().optional(),
+});
+
+interface ExecutionDoc {
+  id: string;
+  job: string;
+  env: Record<string, string>;
+  memory?: number;
+  taskInputs: Record<string, unknown>[];
+  __plan: ExecutionPlan;
+}
+
+/** A task's run time: `durationMs` (number) or `duration` ("30s", "2m") in its object, else 1 s; `fail: true` makes it fail. */
+function taskPlan(task: Record<string, unknown>, index: number) {
+  let durationMs = DEFAULT_TASK_MS;
+  if (typeof task.durationMs === "number" && task.durationMs >= 0) durationMs = task.durationMs;
+  else if (typeof task.duration === "string") {
+    try {
+      durationMs = parseDuration(task.duration);
+    } catch (e) {
+      throw errors.badRequest(`tasks[${index}].duration: ${(e as Error).message}`);
+    }
+  }
+  return { durationMs, fail: task.fail === true };
+}
+
+function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
+  const doc = item.doc;
+  const now = ctx.deps.clock.now();
+  const state = stateAt(doc.__plan, now);
+  if (state.status !== item.status) {
+    item.status = state.status;
+    ctx.deps.resources.update(item as never);
+  }
+  const stamp = (ms?: number) => (ms === undefined ? undefined : iso(ms));
+  const jobTimeout = doc.__plan.timeoutMs / 1000;
+  const tasks = state.tasks.map((t) => ({
+    metadata: { name: `${doc.id}-task-${t.index}`, createdAt: iso(doc.__plan.createdMs), scheduledAt: iso(doc.__plan.createdMs), startedAt: stamp(t.startMs), completedAt: stamp(t.endMs), updatedAt: stamp(t.endMs ?? t.startMs ?? doc.__plan.createdMs) },
+    spec: { maxRetries: 0, timeout: jobTimeout ? `${jobTimeout}s` : "0s" },
+    status: t.status,
+    conditions: t.timedOut ? [{ type: "Completed", state: "False", reason: "Timeout", message: "task exceeded the job timeout", severity: "error", executionReason: "timeout" }] : [],
+  }));
+  return {
+    metadata: { id: doc.id, job: doc.job, workspace: ctx.workspace, cluster: "sim-local", createdAt: iso(doc.__plan.createdMs), updatedAt: iso(now), startedAt: stamp(state.startedMs), completedAt: stamp(state.completedMs) },
+    // Overridden env values are masked in responses (seed).
+    spec: { envOverride: maskMap(doc.env, showSecrets(ctx)), memoryOverride: doc.memory, parallelism: doc.__plan.parallelism, tasks: doc.taskInputs, timeout: jobTimeout },
+    stats: state.stats,
+    status: state.status,
+    tasks,
+  };
+}
+
+function loadExecution(ctx: OpContext): StoredResource<ExecutionDoc> {
+  loadItem(jobKind, ctx, ctx.params.jobId!, "");
+  const item = ctx.deps.resources.get<ExecutionDoc>(ctx.workspace, EXECUTION_KIND, ctx.params.executionId!, ctx.params.jobId!);
+  if (!item) throw errors.notFound(`execution "${ctx.params.executionId}" not found for job "${ctx.params.jobId}"`);
+  return item;
+}
+
+export const jobExecutionOperations: Operation[] = [
+  {
+    id: "listJobExecutions", method: "get", path: "/jobs/:jobId/executions", scope: "jobs:get",
+    handler: (ctx) => {
+      loadItem(jobKind, ctx, ctx.params.jobId!, "");
+      return listResources(ctx, { kind: EXECUTION_KIND, parent: ctx.params.jobId!, shape: "versioned", limits: { ...SCHEDULE_PAGE, sorts: undefined } }, (row) => render(ctx, row as unknown as StoredResource<ExecutionDoc>));
+    },
+  },
+  {
+    id: "createJobExecution", method: "post", path: "/jobs/:jobId/executions", scope: "jobs:update",
+    handler: (ctx) => {
+      const job = loadItem(jobKind, ctx, ctx.params.jobId!, "");
+      if (job.status === "DEACTIVATED" || job.status === "DEACTIVATING") throw errors.conflict(`job "${job.name}" is ${job.status}`);
+      const body = parse(CreateBody, ctx.body ?? {}, "body");
+      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as { memory?: number; timeout?: number; maxConcurrentTasks?: number };
+      if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory) throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
+      const inputs = body.tasks?.length ? body.tasks : [{}];
+      const id = body.executionId ?? body.id ?? ctx.deps.ids();
+      const doc: ExecutionDoc = {
+        id, job: job.name, env: body.env ?? {}, memory: body.memory, taskInputs: inputs,
+        __plan: { createdMs: ctx.deps.clock.now(), tasks: inputs.map(taskPlan), parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length), timeoutMs: (runtime.timeout ?? 0) * 1000 },
+      };
+      if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc: doc as never })) throw errors.conflict(`execution "${id}" already exists`);
+      return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
+    },
+  },
+  { id: "getJobExecution", method: "get", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:get", handler: (ctx) => render(ctx, loadExecution(ctx)) },
+  {
+    id: "deleteJobExecution", method: "delete", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:update",
+    handler: (ctx) => {
+      const item = loadExecution(ctx);
+      const state = stateAt(item.doc.__plan, ctx.deps.clock.now());
+      // Cancelling a finished execution changes nothing; tasks in flight finish, none start.
+      if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
+        item.doc.__plan.cancelMs = ctx.deps.clock.now();
+        ctx.deps.resources.update(item as never);
+      }
+      return render(ctx, item);
+    },
+  },
+  {
+    id: "listJobExecutionTasks", method: "get", path: "/jobs/:jobId/executions/:executionId/tasks", scope: "jobs:get",
+    handler: (ctx) => {
+      const tasks = render(ctx, loadExecution(ctx)).tasks;
+      if (!ctx.paginated) return tasks;
+      return { data: tasks, meta: { hasMore: false, nextCursor: "", total: tasks.length } };
+    },
+  },
+];

@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { randomBytes } from "node:crypto";
+import { errors } from "../../../src/errors.js";
+import type { ResourceDoc, ResourceKind } from "../kind.js";
+
+/** Volumes, volume templates and drives: ready at once (no build). */
+
+/** Sandboxes whose spec.volumes name this volume. */
+function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
+  const user = sandboxes.find((s) => Array.isArray(s.spec?.volumes) && (s.spec.volumes as { name?: string }[]).some((v) => v.name === doc.metadata.name));
+  return user ? `sandbox:${user.metadata.name}` : undefined;
+}
+
+export const volumeKind: ResourceKind = {
+  kind: "volume",
+  collection: "/volumes",
+  param: "volumeName",
+  ops: { list: "listVolumes", create: "createVolume", get: "getVolume", update: "updateVolume", delete: "deleteVolume" },
+  scope: "volumes",
+  spec: z.strictObject({ size: z.number().int().min(1).optional(), region: z.string().optional(), template: z.string().optional() }),
+  lifecycle: "synchronous",
+  list: "versioned",
+  statusFilter: true,
+  conflictDetails: { code: "VOLUME_ALREADY_EXISTS" },
+  prepare(doc, ctx, previous) {
+    doc.spec.size ??= 1024;
+    doc.spec.region ??= "us-pdx-1";
+    // Volumes only grow (control-plane.md §3.14).
+    const before = previous?.spec.size as number | undefined;
+    if (before !== undefined && (doc.spec.size as number) < before) throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
+    const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
+    doc.state = { attachedTo: attachedTo(doc, sandboxes) };
+  },
+  beforeDelete(item, ctx) {
+    const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
+    const user = attachedTo(item.doc, sandboxes);
+    if (user) throw errors.conflict(`volume "${item.name}" is attached to ${user}`);
+  },
+  // Lists carry LiteVolume items.
+  listItem: (doc) => ({ metadata: { name: doc.metadata.name, displayName: doc.metadata.displayName, externalId: doc.metadata.externalId, createdAt: doc.metadata.createdAt, updatedAt: doc.metadata.updatedAt }, spec: { region: doc.spec.region, size: doc.spec.size }, state: doc.state, status: doc.status }),
+};
+
+export const volumeTemplateKind: ResourceKind = {
+  kind: "volume-template",
+  collection: "/volume_templates",
+  param: "volumeTemplateName",
+  ops: { list: "listVolumeTemplates", create: "createVolumeTemplate", get: "getVolumeTemplate", update: "updateVolumeTemplate", delete: "deleteVolumeTemplate" },
+  scope: "volumeTemplates",
+  spec: z.strictObject({ defaultSize: z.number().int().min(1).optional(), description: z.string().optional() }),
+  extra: { versions: z.array(z.looseObject({})).optional() },
+  lifecycle: "none",
+  list: "bare",
+  prepare(doc, ctx, previous) {
+    const versions = ((previous?.versions ?? []) as Record<string, unknown>[]).slice();
+    const version = typeof ctx.query.version === "string" ? ctx.query.version : undefined;
+    if (version || !previous) {
+      const name = version ?? "1";
+      if (!versions.some((v) => v.name === name)) versions.push({ name, versionId: `${doc.metadata.name}-${name}`, status: "READY", bucket: "sim-volume-templates", region: "us-pdx-1", contentSize: 0, templateName: doc.metadata.name, workspace: ctx.workspace });
+    }
+    doc.versions = versions;
+    doc.state = { status: "ready", latestVersion: versions.at(-1)?.name, versionCount: versions.length, lastVersionUploadedAt: doc.metadata.updatedAt };
+  },
+};
+
+export const driveKind: ResourceKind = {
+  kind: "drive",
+  collection: "/drives",
+  param: "driveName",
+  ops: { list: "listDrives", create: "createDrive", get: "getDrive", update: "updateDrive", delete: "deleteDrive" },
+  spec: z.strictObject({
+    region: z.string().optional(),
+    size: z.number().int().optional(),
+    permissions: z.array(z.strictObject({ labels: z.record(z.string(), z.unknown()).optional(), mode: z.enum(["read", "read-write"]).optional(), path: z.string().optional() })).max(3).optional(),
+  }),
+  lifecycle: "synchronous",
+  list: "versioned",
+  statusFilter: true,
+  generateName: () => `drive-${randomBytes(4).toString("hex")}`,
+  conflictDetails: { code: "DRIVE_ALREADY_EXISTS" },
+  prepare(doc) {
+    doc.spec.region ??= "us-pdx-1";
+    doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
+  },
+  deleteReply: (doc) => ({ message: `drive ${doc.metadata.name} deleted`, name: doc.metadata.name }),
+};

@@ -1,0 +1,128 @@
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { errors } from "../../src/errors.js";
+import { parse } from "../../src/http.js";
+import { iso } from "../clock.js";
+import { Reply, type Operation, type OpContext } from "../http/operation.js";
+import { buildNew, insertNew, loadItem } from "../resources/crud.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { listResources } from "../resources/listing.js";
+import { nameSchema } from "../resources/metadata.js";
+
+/**
+ * Sandbox snapshots (ready at once: the simulator has no disk to copy),
+ * restore, and fork into a new sandbox from the source's spec.
+ */
+export const SNAPSHOT_KIND = "sandbox-snapshot";
+
+interface Snapshot {
+  id: string;
+  name: string;
+  status: "pending" | "ready" | "failed";
+  workspace: string;
+  createdAt: string;
+  createdBy: string;
+  sandboxName: string;
+  source: { name: string; kind: "sandbox"; deleted?: boolean };
+  spec: { generation?: unknown; image?: unknown; memory?: unknown; ports?: unknown; region?: unknown; volumes?: unknown };
+}
+
+const SnapshotBody = z.strictObject({ name: nameSchema.optional(), source: z.looseObject({ name: z.string().optional(), kind: z.literal("sandbox").optional() }).optional() });
+const ForkBody = z.strictObject({
+  targetName: nameSchema,
+  targetType: z.enum(["sandbox", "application"]).optional(),
+  port: z.number().int().optional(), traffic: z.number().optional(), prefix: z.string().optional(), customDomain: z.string().optional(),
+  snapshotId: z.string().optional(),
+  envs: z.array(z.looseObject({})).optional(),
+});
+
+function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Snapshot {
+  const runtime = (sandbox.spec.runtime ?? {}) as Record<string, unknown>;
+  const id = `snap-${randomBytes(6).toString("hex")}`;
+  const snapshot: Snapshot = {
+    id, name: name ?? id, status: "ready", workspace: ctx.workspace, createdAt: iso(ctx.deps.clock.now()), createdBy: ctx.actor, sandboxName: sandbox.metadata.name,
+    source: { name: sandbox.metadata.name, kind: "sandbox" },
+    spec: { generation: runtime.generation, image: runtime.image, memory: runtime.memory, ports: runtime.ports, region: sandbox.spec.region, volumes: sandbox.spec.volumes },
+  };
+  if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, createdMs: ctx.deps.clock.now(), status: "ready", doc: snapshot as never })) throw errors.conflict(`snapshot "${snapshot.name}" already exists`);
+  return snapshot;
+}
+
+function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
+  const all = ctx.deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc);
+  const found = all.find((s) => (s.id === key || s.name === key) && (!sandbox || s.sandboxName === sandbox));
+  if (!found) throw errors.notFound(`snapshot "${key}" not found`);
+  return found;
+}
+
+function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string) {
+  const body = parse(ForkBody, ctx.body ?? {}, "body");
+  if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
+  const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
+  insertNew(sandboxKind, ctx, "", doc);
+  return { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
+}
+
+export const snapshotOperations: Operation[] = [
+  {
+    id: "listSandboxSnapshots", method: "get", path: "/sandboxes/:sandboxName/snapshots", scope: "sandboxes:get",
+    handler: (ctx) => {
+      const sandbox = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+      return ctx.deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc).filter((s) => s.sandboxName === sandbox.name);
+    },
+  },
+  {
+    id: "createSandboxSnapshot", method: "post", path: "/sandboxes/:sandboxName/snapshots", scope: "sandboxes:control",
+    handler: (ctx) => snapshotOf(ctx, loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc, parse(SnapshotBody, ctx.body ?? {}, "body").name),
+  },
+  {
+    id: "deleteSandboxSnapshot", method: "delete", path: "/sandboxes/:sandboxName/snapshots/:snapshotId", scope: "sandboxes:control",
+    handler: (ctx) => {
+      const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
+      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+      return new Reply(204);
+    },
+  },
+  {
+    id: "restoreSandboxSnapshot", method: "post", path: "/sandboxes/:sandboxName/snapshots/:snapshotId/restore", scope: "sandboxes:control",
+    handler: (ctx) => {
+      loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+      const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
+      return { name: ctx.params.sandboxName!, snapshotId: snap.id };
+    },
+  },
+  {
+    id: "forkSandbox", method: "post", path: "/sandboxes/:sandboxName/fork", scope: "sandboxes:create",
+    handler: (ctx) => {
+      const source = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
+      const snap = snapshotOf(ctx, source, undefined);
+      return fork(ctx, source, snap.id);
+    },
+  },
+  { id: "listSnapshots", method: "get", path: "/snapshots", scope: "sandboxes:list", handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc) },
+  {
+    id: "createSnapshot", method: "post", path: "/snapshots", scope: "sandboxes:control",
+    handler: (ctx) => {
+      const body = parse(SnapshotBody, ctx.body ?? {}, "body");
+      if (!body.source?.name) throw errors.badRequest("source.name: required (the sandbox to snapshot)");
+      return snapshotOf(ctx, loadItem(sandboxKind, ctx, body.source.name, "").doc, body.name);
+    },
+  },
+  { id: "getSnapshot", method: "get", path: "/snapshots/:snapshotName", scope: "sandboxes:get", handler: (ctx) => findSnapshot(ctx, ctx.params.snapshotName!) },
+  {
+    id: "deleteSnapshot", method: "delete", path: "/snapshots/:snapshotName", scope: "sandboxes:control",
+    handler: (ctx) => {
+      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, findSnapshot(ctx, ctx.params.snapshotName!).name);
+      return new Reply(204);
+    },
+  },
+  {
+    id: "forkSnapshot", method: "post", path: "/snapshots/:snapshotName/fork", scope: "sandboxes:create",
+    handler: (ctx) => {
+      const snap = findSnapshot(ctx, ctx.params.snapshotName!);
+      const spec = { region: snap.spec.region, runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation }, volumes: snap.spec.volumes };
+      return fork(ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id);
+    },
+  },
+];

@@ -1,0 +1,23 @@
+import { describe, expect, it } from "vitest";
+import { allOperations } from "../../simulator/operations.js";
+import { sdkOperationNames } from "../helpers/sdk-operations.js";
+
+const sdkFunctions = sdkOperationNames();
+
+describe("operations table", () => {
+  it("serves every control-plane operation of @blaxel/core's sdk.gen, each once", () => {
+    const ids = allOperations().map((o) => o.id);
+    expect(sdkFunctions.length).toBeGreaterThanOrEqual(170);
+    expect(sdkFunctions.filter((f) => !ids.includes(f))).toEqual([]);
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
+  });
+
+  it("has no route shadowed by an earlier one", () => {
+    const seen = new Set<string>();
+    for (const op of allOperations()) {
+      const key = `${op.method} ${op.path.replace(/:[A-Za-z]+/g, ":p")}`;
+      expect(seen.has(key), key).toBe(false);
+      seen.add(key);
+    }
+  });
+});
