@@ -116,12 +116,12 @@ describe("custom domains", () => {
   it("verify re-checks the TXT records against the simulated DNS", async () => {
     const created = await sim.api.post("/v0/customdomains", { metadata: { name: "preview.example.com" }, spec: { domainType: "previews" } }).expect(200);
     expect(created.body.spec.status).toBe("pending");
-    const [[record, value]] = Object.entries(created.body.spec.txtRecords as Record<string, string>);
+    const [record, value] = Object.entries(created.body.spec.txtRecords as Record<string, string>)[0]!;
     const failed = await sim.api.post("/v0/customdomains/preview.example.com/verify").expect(200);
     expect(failed.body.spec).toMatchObject({ status: "failed" });
     expect(failed.body.spec.verificationError).toContain(record);
     expect(typeof failed.body.spec.lastVerifiedAt).toBe("string");
-    await request(sim.app).put("/_sim/dns/preview.example.com").send({ txt: { [record!]: value } }).expect(200);
+    await request(sim.app).put("/_sim/dns/preview.example.com").send({ txt: { [record]: value } }).expect(200);
     const ok = await sim.api.post("/v0/customdomains/preview.example.com/verify").expect(200);
     expect(ok.body.spec.status).toBe("verified");
     expect(ok.body.spec.verificationError).toBeUndefined();
