@@ -1,0 +1,46 @@
+/**
+ * Which sandbox a request is for: `/sbx/{workspace}/{sandbox}/...` (what
+ * metadata.url carries) or the seed's host-name pattern
+ * `sbx-{sandbox}-{workspaceId}.{region}.localhost[:port]`.
+ */
+
+export interface SandboxTarget {
+  workspace: string;
+  sandbox: string;
+  /** Path and query to send to the agent, always starting with "/". */
+  path: string;
+}
+
+export const PATH_PREFIX = "/sbx/";
+
+export function targetFromPath(url: string): SandboxTarget | undefined {
+  if (!url.startsWith(PATH_PREFIX)) return undefined;
+  const queryAt = url.indexOf("?");
+  const pathname = queryAt === -1 ? url : url.slice(0, queryAt);
+  const query = queryAt === -1 ? "" : url.slice(queryAt);
+  const [workspace, sandbox, ...rest] = pathname.slice(PATH_PREFIX.length).split("/");
+  if (!workspace || !sandbox) return undefined;
+  try {
+    return { workspace: decodeURIComponent(workspace), sandbox: decodeURIComponent(sandbox), path: `/${rest.join("/")}${query}` };
+  } catch {
+    return undefined; // malformed percent-encoding: not a sandbox URL
+  }
+}
+
+/**
+ * `workspaceOfId` maps a workspace id to its name. Sandbox names and ids may
+ * both contain "-", so every split is tried, the longest id first.
+ */
+export function targetFromHost(host: string | undefined, url: string, workspaceOfId: (id: string) => string | undefined): SandboxTarget | undefined {
+  if (!host) return undefined;
+  const hostname = host.replace(/:\d+$/, "").toLowerCase();
+  const labels = hostname.split(".");
+  if (labels.length !== 3 || labels[2] !== "localhost" || !labels[0]!.startsWith("sbx-")) return undefined;
+  const name = labels[0]!.slice("sbx-".length);
+  for (let dash = name.indexOf("-"); dash !== -1; dash = name.indexOf("-", dash + 1)) {
+    const sandbox = name.slice(0, dash);
+    const workspace = workspaceOfId(name.slice(dash + 1));
+    if (sandbox && workspace) return { workspace, sandbox, path: url.startsWith("/") ? url : `/${url}` };
+  }
+  return undefined;
+}
