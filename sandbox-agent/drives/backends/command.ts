@@ -108,21 +108,18 @@ export class CommandBackend implements DriveBackend {
   async #reap(hostPath: string): Promise<void> {
     const child = this.#children.get(hostPath);
     this.#children.delete(hostPath);
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    const timer = new Promise<"late">((resolve) => this.options.clock.setTimer(EXIT_GRACE_MS, () => resolve("late")));
-    if ((await Promise.race([exited, timer])) === "late") killGroup(child, "SIGTERM");
+    if (!child) return;
+    for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+      if (await exitsWithin(child, EXIT_GRACE_MS, this.options.clock)) return;
+      killGroup(child, signal);
+    }
+    await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
   }
 
   async #cleanUp(child: ChildProcess, hostPath: string): Promise<void> {
     killGroup(child, "SIGKILL");
     // Answer only once the program is really gone (reaped), not just signalled.
-    if (child.exitCode === null && child.signalCode === null) {
-      await new Promise<void>((resolve) => {
-        child.once("exit", () => resolve());
-        this.options.clock.setTimer(EXIT_GRACE_MS, resolve);
-      });
-    }
+    await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
     if (topMountAt(await readMountTable(), hostPath)) await umount(hostPath, true).catch(() => undefined);
   }
 }
@@ -140,6 +137,18 @@ async function isReady(spec: MountSpec): Promise<boolean> {
   const entry = topMountAt(await readMountTable(), spec.hostMountPath);
   if (!entry || (spec.readOnly && !entry.readOnly)) return false;
   return fsp.readdir(spec.hostMountPath).then(() => true, () => false);
+}
+
+/** Resolves true once the child has exited (and been reaped), false after `ms`. */
+function exitsWithin(child: ChildProcess, ms: number, clock: Clock): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = clock.setTimer(ms, () => resolve(false));
+    child.once("exit", () => {
+      timer.cancel();
+      resolve(true);
+    });
+  });
 }
 
 /** Signals the program's whole process group (a daemonized child included). */

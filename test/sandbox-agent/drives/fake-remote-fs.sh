@@ -18,11 +18,11 @@ case "$name" in
   fail*) echo "remote refused drive $name: permission denied" >&2; exit 3 ;;
   hang*) echo $$ > "$store/$name.pid"; echo "connecting to remote..."; exec sleep 600 ;;
 esac
+echo $$ > "$store/$name.pid"
 mkdir -p "$store/$name$sub"
 mount --bind "$store/$name$sub" "$target"
 if [ "$ro" = true ]; then mount -o remount,bind,ro "$target"; fi
 case "$name" in
   daemon*) exit 0 ;;
 esac
-echo $$ > "$store/$name.pid"
 while mountpoint -q "$target"; do sleep 0.1; done
