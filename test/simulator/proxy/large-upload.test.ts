@@ -45,28 +45,33 @@ async function rssGrowthDuring(work: () => Promise<void>): Promise<number> {
   return (peak - before) / MiB;
 }
 
-async function* multipartBody(): AsyncGenerator<Buffer> {
+async function* multipartBody(mib: number): AsyncGenerator<Buffer> {
   yield Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);
   const chunk = Buffer.alloc(MiB, 7);
-  for (let i = 0; i < SIZE_MIB; i++) yield chunk;
+  for (let i = 0; i < mib; i++) yield chunk;
   yield Buffer.from(`\r\n--${BOUNDARY}--\r\n`);
+}
+
+function upload(mib: number): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const req = request(`${harness.url}/sbx/ws/big/filesystem/big.bin`, {
+      method: "PUT",
+      headers: { authorization: "Bearer key-of-ws", "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
+    }, (res) => { res.resume(); res.on("end", () => resolve(res.statusCode!)); });
+    req.on("error", reject);
+    pipeline(Readable.from(multipartBody(mib)), req).catch(reject);
+  });
 }
 
 describe("a 200 MiB upload through the proxy", () => {
   it("streams with flat memory, both ways", async () => {
-    const upload = await rssGrowthDuring(async () => {
-      const status = await new Promise<number>((resolve, reject) => {
-        const req = request(`${harness.url}/sbx/ws/big/filesystem/big.bin`, {
-          method: "PUT",
-          headers: { authorization: "Bearer key-of-ws", "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
-        }, (res) => { res.resume(); res.on("end", () => resolve(res.statusCode!)); });
-        req.on("error", reject);
-        pipeline(Readable.from(multipartBody()), req).catch(reject);
-      });
-      expect(status).toBe(200);
+    // Warm up first (connection pools, lazily loaded modules), so the figure is what the body costs.
+    expect(await upload(16)).toBe(200);
+    const uploaded = await rssGrowthDuring(async () => {
+      expect(await upload(SIZE_MIB)).toBe(200);
     });
     expect(statSync(join(spec.rootDir, "big.bin")).size).toBe(SIZE_MIB * MiB);
-    expect(upload).toBeLessThan(MAX_RSS_GROWTH_MIB);
+    expect(uploaded).toBeLessThan(MAX_RSS_GROWTH_MIB);
 
     let received = 0;
     const download = await rssGrowthDuring(async () => {
