@@ -93,8 +93,16 @@ export class DriveService {
       if (foreign) throw errors.conflict(`mountPath: ${mountPath} is occupied by a ${foreign.fsType} mount the agent does not manage`);
       this.#inFlight.add(hostPath);
       try {
-        const record = await this.#attach({ driveName, drivePath, readOnly, hostMountPath: hostPath }, mountPath);
-        this.#o.store.put(record);
+        const spec = { driveName, drivePath, readOnly, hostMountPath: hostPath };
+        const record = await this.#attach(spec, mountPath);
+        try {
+          this.#o.store.put(record);
+        } catch (e) {
+          // Unrecorded, the mount would look foreign forever: undo it.
+          await this.backend.unmount(spec, true).catch(() => undefined);
+          await removeCreated(hostPath, record.createdDir);
+          throw e;
+        }
         this.#o.logger.info({ driveName, drivePath, mountPath, readOnly, backend: record.backend }, "drive mounted");
         return reply("Drive mounted successfully", { driveName, mountPath, drivePath, readOnly, backend: record.backend });
       } finally {
