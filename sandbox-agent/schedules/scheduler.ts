@@ -19,6 +19,7 @@ export interface SchedulerOptions {
   store: ScheduleStore;
   runner: ScheduleRunner;
   clock: Clock;
+  /** Execution ids. */
   ids: Ids;
   logger: Logger;
   sandbox: string;
@@ -47,6 +48,8 @@ export const CATCH_UP_AFTER_MS = 60_000;
 export class Scheduler {
   readonly #o: SchedulerOptions;
   readonly #queue = new DueQueue();
+  /** The armed schedules' rows, so firing reads no schedule from disk. */
+  readonly #armed = new Map<string, { row: ScheduleRow; readonly input: ScheduleInput }>();
   #timer: Timer | undefined;
   #wakeAt = 0;
   #startedAt = 0;
@@ -61,7 +64,7 @@ export class Scheduler {
     const { store, clock, logger } = this.#o;
     const failed = store.failRunning("agent restarted", clock.now());
     if (failed > 0) logger.warn({ executions: failed }, "executions left running by a previous agent marked failed");
-    for (const row of store.armedSchedules()) this.#queue.set(row.id, row.next_due_at);
+    for (const row of store.armedSchedules()) this.#track(row);
     this.#stopped = false;
     this.#startedAt = clock.now();
     logger.info({ schedules: this.#queue.size }, "scheduler started");
@@ -78,23 +81,40 @@ export class Scheduler {
     return this.#queue.size;
   }
 
-  /** (Re)arms a schedule at `dueAt`, or disarms it with null. */
-  setDue(id: string, dueAt: number | null): void {
-    this.#queue.set(id, dueAt);
+  /** (Re)arms a schedule as stored (created or replaced); a null next_due_at disarms it. */
+  track(row: ScheduleRow): void {
+    this.#track(row);
     this.#arm();
+  }
+
+  untrack(id: string): void {
+    this.#armed.delete(id);
+    this.#queue.set(id, null);
+    this.#arm();
+  }
+
+  #track(row: ScheduleRow): void {
+    if (row.next_due_at === null) {
+      this.#armed.delete(row.id);
+      this.#queue.set(row.id, null);
+      return;
+    }
+    this.#armed.set(row.id, { row, input: JSON.parse(row.input) as ScheduleInput });
+    this.#queue.set(row.id, row.next_due_at);
   }
 
   /** Starts a run now (POST /schedules/{id}/run); the caller checked overlap. */
   async runNow(schedule: ScheduleRow): Promise<ExecutionRow> {
     const now = this.#o.clock.now();
     const running = this.#o.store.runningExecutions(schedule.id);
-    const execution = this.#newExecution(schedule, "manual", null, now, "running");
+    const input = JSON.parse(schedule.input) as ScheduleInput;
+    const execution = this.#newExecution(schedule, input, "manual", null, now, "running");
     this.#o.store.transaction(() => {
       if (schedule.concurrency_policy === "Replace") this.#markReplaced(running, now);
       this.#o.store.recordExecution(execution, schedule.max_executions);
     });
     if (schedule.concurrency_policy === "Replace") this.#killAll(running);
-    await this.#launch(execution, JSON.parse(schedule.input) as ScheduleInput);
+    await this.#launch(execution, input);
     return this.#o.store.getExecution(execution.id) ?? { seq: 0, ...execution };
   }
 
@@ -132,14 +152,16 @@ export class Scheduler {
     const launches: { execution: NewExecution; input: ScheduleInput }[] = [];
     const kills: ExecutionRow[] = [];
     const rearm: { id: string; next: number | null }[] = [];
+    const logFires = this.#o.logger.isLevelEnabled("info");
     store.transaction(() => {
       for (const { id, at } of due) {
-        const schedule = store.getSchedule(id);
-        if (!schedule || schedule.next_due_at !== at) continue;
+        const armed = this.#armed.get(id);
+        if (!armed || armed.row.next_due_at !== at) continue;
+        const { row: schedule, input } = armed;
         const trigger: ExecutionTrigger =  at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
         const running = store.runningExecutions(id);
         const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, running.length);
-        const execution = this.#newExecution(schedule, trigger, at, now, decision === "skip" ? "skipped" : "running");
+        const execution = this.#newExecution(schedule, input, trigger, at, now, decision === "skip" ? "skipped" : "running");
         if (decision === "replace") {
           this.#markReplaced(running, now);
           kills.push(...running);
@@ -148,18 +170,22 @@ export class Scheduler {
         const next = nextDueAfterFire(schedule, at, now);
         store.setDue(id, next, at);
         rearm.push({ id, next });
-        if (decision !== "skip") launches.push({ execution, input: JSON.parse(schedule.input) as ScheduleInput });
-        this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");
+        if (decision !== "skip") launches.push({ execution, input });
+        if (logFires) this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");
       }
     });
-    for (const { id, next } of rearm) this.#queue.set(id, next);
+    for (const { id, next } of rearm) {
+      const armed = this.#armed.get(id)!;
+      armed.row = { ...armed.row, next_due_at: next, last_due_at: armed.row.next_due_at };
+      if (next === null) this.#armed.delete(id);
+      this.#queue.set(id, next);
+    }
     this.#killAll(kills);
     for (const { execution, input } of launches) void this.#launch(execution, input);
   }
 
-  #newExecution(schedule: ScheduleRow, trigger: ExecutionTrigger, dueAt: number | null, now: number, status: "running" | "skipped"): NewExecution {
+  #newExecution(schedule: ScheduleRow, input: ScheduleInput, trigger: ExecutionTrigger, dueAt: number | null, now: number, status: "running" | "skipped"): NewExecution {
     const id = this.#o.ids();
-    const input = JSON.parse(schedule.input) as ScheduleInput;
     const skipped = status === "skipped";
     return {
       id,

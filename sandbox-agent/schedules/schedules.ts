@@ -2,6 +2,7 @@ import type { Clock } from "../../src/clock.js";
 import type { Ids } from "../../src/ids.js";
 import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
+import { uuidV7 } from "./execution-ids.js";
 import type { ScheduleRunner } from "./runner.js";
 import { Scheduler } from "./scheduler.js";
 import { ScheduleService } from "./service.js";
@@ -16,6 +17,8 @@ export interface SchedulesOptions {
   runner: ScheduleRunner;
   clock: Clock;
   ids: Ids;
+  /** Execution ids; default time-ordered UUIDv7 (see execution-ids.ts). */
+  executionIds?: Ids;
   logger: Logger;
   /** The agent's --sandbox-name, recorded on schedules and executions. */
   sandbox: string;
@@ -30,7 +33,7 @@ export interface Schedules {
 /** Builds the schedules capability; call `scheduler.start()` once the runner is ready. */
 export function createSchedules(options: SchedulesOptions): Schedules {
   const store = new ScheduleStore(options.db);
-  const scheduler = new Scheduler({ ...options, store });
+  const scheduler = new Scheduler({ ...options, ids: options.executionIds ?? uuidV7(options.clock), store });
   const service = new ScheduleService({ store, scheduler, clock: options.clock, ids: options.ids, sandbox: options.sandbox });
   return { service, scheduler, store };
 }

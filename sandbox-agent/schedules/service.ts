@@ -33,8 +33,9 @@ export class ScheduleService {
       if (this.#o.store.getSchedule(id)) throw errors.conflict(`schedule "${id}" already exists`);
       this.#o.store.insertSchedule(row);
     });
-    this.#o.scheduler.setDue(id, row.next_due_at);
-    return this.get(id);
+    const created = this.get(id);
+    this.#o.scheduler.track(created);
+    return created;
   }
 
   /** PUT: replaces type, value, timezone, policy, input and maxExecutions; history is kept (trimmed to the new limit). */
@@ -44,14 +45,15 @@ export class ScheduleService {
     const now = this.#o.clock.now();
     const definition = this.#define(body, now);
     this.#o.store.replaceSchedule({ id, updated_at: now, last_due_at: existing.last_due_at, ...definition });
-    this.#o.scheduler.setDue(id, definition.next_due_at);
-    return this.get(id);
+    const replaced = this.get(id);
+    this.#o.scheduler.track(replaced);
+    return replaced;
   }
 
   delete(id: string): ScheduleRow {
     const row = this.#o.store.deleteSchedule(id);
     if (!row) throw errors.notFound(`schedule "${id}" not found`);
-    this.#o.scheduler.setDue(id, null);
+    this.#o.scheduler.untrack(id);
     return row;
   }
 

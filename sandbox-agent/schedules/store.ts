@@ -27,7 +27,7 @@ export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
         last_due_at INTEGER
       );
       CREATE TABLE schedule_executions (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq INTEGER PRIMARY KEY,
         id TEXT NOT NULL UNIQUE,
         schedule_id TEXT NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,
         sandbox TEXT NOT NULL,
@@ -45,7 +45,8 @@ export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
         output TEXT NOT NULL DEFAULT ''
       );
       CREATE INDEX schedule_executions_by_schedule ON schedule_executions (schedule_id, seq);
-      CREATE INDEX schedule_executions_by_status ON schedule_executions (status, seq);
+      -- Only running rows: small and hot, for the overlap check and start-up repair.
+      CREATE INDEX schedule_executions_running ON schedule_executions (schedule_id) WHERE status = 'running';
     `,
   },
 ];
@@ -118,7 +119,7 @@ export class ScheduleStore {
       ),
       getSchedule: db.prepare("SELECT * FROM schedules WHERE id = ?"),
       deleteSchedule: db.prepare("DELETE FROM schedules WHERE id = ?"),
-      armed: db.prepare("SELECT id, type, value, timezone, next_due_at FROM schedules WHERE next_due_at IS NOT NULL"),
+      armed: db.prepare("SELECT * FROM schedules WHERE next_due_at IS NOT NULL"),
       setDue: db.prepare("UPDATE schedules SET next_due_at = ?, last_due_at = ? WHERE id = ?"),
       insertExecution: db.prepare(`INSERT INTO schedule_executions (${EXECUTION_COLUMNS}) VALUES (${named(EXECUTION_COLUMNS)})`),
       countExecutions: db.prepare("SELECT COUNT(*) AS n FROM schedule_executions WHERE schedule_id = ?"),
@@ -129,9 +130,12 @@ export class ScheduleStore {
       running: db.prepare("SELECT * FROM schedule_executions WHERE schedule_id = ? AND status = 'running' ORDER BY seq"),
       failRunning: db.prepare("UPDATE schedule_executions SET status = 'failed', error = ?, completed_at = ? WHERE status = 'running'"),
     };
+    this.#recordTx = db.transaction(this.#insertAndTrim);
   }
 
+  /** Runs `fn` in a transaction, or inside the one already open (no savepoint: nothing here needs a partial rollback). */
   transaction<T>(fn: () => T): T {
+    if (this.#db.inTransaction) return fn();
     return this.#db.transaction(fn)();
   }
 
@@ -161,8 +165,8 @@ export class ScheduleStore {
   }
 
   /** Schedules that still have a next due time (everything but fired one-offs). */
-  armedSchedules(): Pick<ScheduleRow, "id" | "type" | "value" | "timezone" | "next_due_at">[] {
-    return this.#s.armed!.all() as Pick<ScheduleRow, "id" | "type" | "value" | "timezone" | "next_due_at">[];
+  armedSchedules(): ScheduleRow[] {
+    return this.#s.armed!.all() as ScheduleRow[];
   }
 
   setDue(id: string, nextDueAt: number | null, lastDueAt: number | null): void {
@@ -171,11 +175,16 @@ export class ScheduleStore {
 
   /** Inserts an execution and deletes the oldest beyond `maxExecutions`, atomically. */
   recordExecution(execution: NewExecution, maxExecutions: number): void {
-    this.transaction(() => {
-      this.#s.insertExecution!.run(execution);
-      this.#trim(execution.schedule_id, maxExecutions);
-    });
+    if (this.#db.inTransaction) this.#insertAndTrim(execution, maxExecutions);
+    else this.#recordTx(execution, maxExecutions);
   }
+
+  #insertAndTrim = (execution: NewExecution, maxExecutions: number): void => {
+    this.#s.insertExecution!.run(execution);
+    this.#trim(execution.schedule_id, maxExecutions);
+  };
+
+  readonly #recordTx: (execution: NewExecution, maxExecutions: number) => void;
 
   #trim(scheduleId: string, maxExecutions: number): void {
     const { n } = this.#s.countExecutions!.get(scheduleId) as { n: number };

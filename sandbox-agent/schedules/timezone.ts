@@ -50,8 +50,15 @@ export function isValidTimeZone(timeZone: string): boolean {
 }
 
 /** The canonical spelling of a zone (`europe/paris` → `Europe/Paris`). */
+const canonical = new Map<string, string>();
+
 export function canonicalTimeZone(timeZone: string): string {
-  return formatterFor(timeZone).resolvedOptions().timeZone;
+  let name = canonical.get(timeZone);
+  if (name === undefined) {
+    name = formatterFor(timeZone).resolvedOptions().timeZone;
+    if (canonical.size < 1_000) canonical.set(timeZone, name);
+  }
+  return name;
 }
 
 export function localTime(ms: number, timeZone: string): LocalTime {

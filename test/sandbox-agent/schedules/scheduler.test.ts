@@ -22,7 +22,7 @@ let open: { db: Db; s: Schedules }[] = [];
 function boot(logger: Logger = silentLogger()): Schedules {
   const db = openDatabase(join(dir, "agent.db"));
   migrate(db, SCHEDULE_MIGRATIONS);
-  const s = createSchedules({ db, runner, clock, ids: sequentialIds(`e${open.length}`), logger, sandbox: "sbx" });
+  const s = createSchedules({ db, runner, clock, ids: sequentialIds(`s${open.length}`), executionIds: sequentialIds(`e${open.length}`), logger, sandbox: "sbx" });
   s.scheduler.start();
   open.push({ db, s });
   return s;
