@@ -17,7 +17,7 @@ export interface LiveOutputOptions {
   offsets?: Record<StreamName, number>;
 }
 
-const FAST_POLL_MS = 100; // while someone follows the output
+const FAST_POLL_MS = 100; // while someone follows the output, or the process writes fast
 const SLOW_POLL_MS = 1_000; // otherwise: only to enforce the cap
 
 /**
@@ -34,6 +34,13 @@ export class LiveOutput {
   #queue: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #ended = false;
+  /**
+   * Wrote more than a quarter of the cap since the last tick: check ten times
+   * as often, so the files stay near the cap. Starts true: a process that
+   * floods its output from the first instant is caught after 100 ms.
+   */
+  #fastWriter = true;
+  #grown = 0;
 
   constructor(files: LogFiles, options: LiveOutputOptions) {
     this.#files = files;
@@ -96,12 +103,14 @@ export class LiveOutput {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#enqueue(async () => {
+        this.#grown = 0;
         await this.#pumpAll();
+        this.#fastWriter = this.#grown > this.#options.capBytes / 4;
         await this.#capAll();
       })
         .catch(() => undefined) // a vanished file (process pruned) ends nothing; the next tick retries
         .finally(() => { if (!this.#ended && !this.#timer) this.#schedule(); });
-    }, this.#listeners.size > 0 ? FAST_POLL_MS : SLOW_POLL_MS);
+    }, this.#listeners.size > 0 || this.#fastWriter ? FAST_POLL_MS : SLOW_POLL_MS);
     this.#timer.unref();
   }
 
@@ -131,6 +140,7 @@ export class LiveOutput {
         await fh.close();
       }
     }
+    this.#grown += size - from;
     this.#offsets[stream] = size;
   }
 

@@ -83,10 +83,11 @@ export interface CapResult {
  * holds more than `trigger` bytes, the last `keep` bytes of old + live become
  * the new old file and the live file is truncated to zero, so a reader (old +
  * live) still sees at least the last `keep` bytes. The child's O_APPEND
- * writes then start again at offset 0. Bytes appended while this runs are
- * carried over into the old file; only a write landing between the last check
- * and the truncate itself (a few microseconds) can be lost — the price of not
- * owning the child's pipe, which is what lets processes outlive the agent.
+ * writes then start again at offset 0. The tail is read, the size checked
+ * once more (bytes written meanwhile are kept) and the file truncated right
+ * away; only a write landing between that last check and the truncate (a
+ * syscall apart) can be lost — the price of not owning the child's pipe,
+ * which is what lets processes outlive the agent.
  */
 export async function capLog(livePath: string, oldPath: string, keep: number, trigger = keep): Promise<CapResult | null> {
   let fh: fsp.FileHandle;
@@ -96,29 +97,28 @@ export async function capLog(livePath: string, oldPath: string, keep: number, tr
     if (isErrno(err, "ENOENT")) return null;
     throw err;
   }
+  let kept: Buffer;
+  let cutAt: number;
   try {
     const firstSize = (await fh.stat()).size;
     if (firstSize <= trigger) return null;
     const tail = Buffer.alloc(Math.min(firstSize, keep));
     await readFully(fh, tail, firstSize - tail.length);
-    const previous = await readLast(oldPath, keep - tail.length);
-    const tmp = `${oldPath}.tmp`;
-    await fsp.writeFile(tmp, Buffer.concat([previous.data, tail]));
-    await fsp.rename(tmp, oldPath);
-    let size = firstSize;
-    for (;;) {
-      const now = (await fh.stat()).size;
-      if (now <= size) break;
-      const extra = Buffer.alloc(now - size);
-      await readFully(fh, extra, size);
-      await fsp.appendFile(oldPath, extra);
-      size = now;
-    }
+    cutAt = (await fh.stat()).size;
+    // A fast writer may have added more meanwhile: take the end of it (at most `keep`), once, and cut.
+    const extra = Buffer.alloc(Math.min(Math.max(0, cutAt - firstSize), keep));
+    if (extra.length > 0) await readFully(fh, extra, cutAt - extra.length);
     await fh.truncate(0);
-    return { dropped: previous.size - previous.data.length + firstSize - tail.length, cutAt: size };
+    const both = Buffer.concat([tail, extra]);
+    kept = both.subarray(Math.max(0, both.length - keep));
   } finally {
     await fh.close();
   }
+  const previous = await readLast(oldPath, keep - kept.length);
+  const tmp = `${oldPath}.tmp`;
+  await fsp.writeFile(tmp, Buffer.concat([previous.data, kept]));
+  await fsp.rename(tmp, oldPath);
+  return { dropped: previous.size - previous.data.length + cutAt - kept.length, cutAt };
 }
 
 /** The last `maxBytes` of a file (up to `limit` if given); a missing file is empty. */
