@@ -194,6 +194,25 @@ describe("streaming", () => {
     expect(JSON.parse(last.data!)).toMatchObject({ name: "streamed", status: "failed", exitCode: 3, stdout: "a\nc\n", stderr: "b\n" });
   });
 
+  it("a client that goes away mid-stream leaves the process running to its end", async () => {
+    const controller = new AbortController();
+    const res = await fetch(`${agent.url}/process`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      body: JSON.stringify({ command: "sleep 0.2; echo finished", name: "abandoned" }),
+      signal: controller.signal,
+    });
+    expect(res.status).toBe(200);
+    controller.abort();
+    let status = "running";
+    for (let i = 0; i < 200 && status === "running"; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      status = (await request(agent.url).get("/process/abandoned").expect(200)).body.status;
+    }
+    expect(status).toBe("completed");
+    expect((await request(agent.url).get("/process/abandoned/logs")).body.stdout).toBe("finished\n");
+  });
+
   it("the stream refuses bad input before streaming, as a JSON error", async () => {
     const res = await exec({ command: "" }).set("Accept", "text/event-stream").expect(400);
     expect(res.body.error).toMatch(/command/);
