@@ -153,14 +153,14 @@ describe("stop and kill", () => {
   it("kill (DELETE /kill, what the SDK sends) reaches the whole process group", async () => {
     const p = (await exec({ command: "sleep 30 & echo $!; sleep 30", name: "tree" }).expect(200)).body;
     let child = 0;
-    for (let i = 0; i < 100 && !child; i++) {
+    for (let i = 0; i < 250 && !child; i++) {
       child = Number((await request(agent.url).get(`/process/${p.pid}/logs`)).body.stdout.trim());
       if (!child) await new Promise((r) => setTimeout(r, 20));
     }
     expect(isAlive(child)).toBe(true);
     expect((await request(agent.url).delete("/process/tree/kill").expect(200)).body).toEqual({ message: "Process killed successfully" });
     expect((await request(agent.url).get("/process/tree")).body).toMatchObject({ status: "killed", error: "killed on request" });
-    for (let i = 0; i < 100 && isAlive(child); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 250 && isAlive(child); i++) await new Promise((r) => setTimeout(r, 20));
     expect(isAlive(child)).toBe(false);
   });
 
@@ -205,7 +205,7 @@ describe("streaming", () => {
     expect(res.status).toBe(200);
     controller.abort();
     let status = "running";
-    for (let i = 0; i < 200 && status === "running"; i++) {
+    for (let i = 0; i < 250 && status === "running"; i++) {
       await new Promise((r) => setTimeout(r, 20));
       status = (await request(agent.url).get("/process/abandoned").expect(200)).body.status;
     }

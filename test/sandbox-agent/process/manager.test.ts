@@ -44,7 +44,7 @@ afterEach(() => {
 });
 
 async function eventually(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
   expect(check()).toBe(true);
 }
 
@@ -60,7 +60,7 @@ describe("ProcessManager", () => {
   it("a timeout kills the whole process group when it expires, status killed", async () => {
     const p = await manager.start({ command: "sleep 30 & echo $!; sleep 30", timeout: 2 });
     let child = 0;
-    for (let i = 0; i < 200 && !child; i++) {
+    for (let i = 0; i < 500 && !child; i++) {
       child = Number((await manager.logs(p.pid)).stdout.trim());
       if (!child) await new Promise((r) => setTimeout(r, 10));
     }
@@ -88,7 +88,7 @@ describe("ProcessManager", () => {
 
   it("stop sends SIGTERM, then SIGKILL once the grace period has passed on the clock", async () => {
     const p = await manager.start({ command: "trap '' TERM; echo ready; while true; do sleep 0.05; done" });
-    for (let i = 0; i < 200 && !(await manager.logs(p.pid)).stdout; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 500 && !(await manager.logs(p.pid)).stdout; i++) await new Promise((r) => setTimeout(r, 10));
     const stopping = manager.stop(p.pid);
     await new Promise((r) => setTimeout(r, 100));
     expect(manager.get(p.pid)!.status).toBe("running"); // SIGTERM ignored

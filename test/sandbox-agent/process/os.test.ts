@@ -13,10 +13,10 @@ describe("process liveness", () => {
   });
 
   it.runIf(hasProc)("a zombie (exited, never reaped) counts as ended although kill(pid, 0) still succeeds", async () => {
-    // `exec sleep` replaces the shell, so nobody reaps the background child: it stays a zombie for a second.
-    const parent = spawn("/bin/sh", ["-c", "sleep 0 & echo $!; exec sleep 1"], { stdio: ["ignore", "pipe", "ignore"] });
+    // `exec sleep` replaces the shell, so nobody reaps the background child: it stays a zombie for three seconds.
+    const parent = spawn("/bin/sh", ["-c", "sleep 0 & echo $!; exec sleep 3"], { stdio: ["ignore", "pipe", "ignore"] });
     const zombie = await new Promise<number>((resolve) => parent.stdout!.once("data", (d: Buffer) => resolve(Number(d.toString().trim()))));
-    for (let i = 0; i < 100 && state(zombie) !== "Z"; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 300 && state(zombie) !== "Z"; i++) await new Promise((r) => setTimeout(r, 10));
     expect(state(zombie)).toBe("Z");
     expect(() => process.kill(zombie, 0)).not.toThrow();
     expect(isAlive(zombie)).toBe(false);

@@ -10,7 +10,7 @@ afterEach(async () => {
 });
 
 async function until(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 500; i++) {
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 10));
   }

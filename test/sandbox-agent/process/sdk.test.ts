@@ -51,7 +51,7 @@ describe("@blaxel/core sandbox.process against the agent", () => {
     const lines: string[] = [];
     const started = await sandbox.process.exec({ command: "echo streamed; sleep 0.1; echo more >&2", onLog: (l: string) => lines.push(l) });
     await sandbox.process.wait(started.pid, { maxWait: 10_000, interval: 50 });
-    for (let i = 0; i < 100 && lines.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 250 && lines.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(lines).toEqual(["streamed", "more"]);
     (started as { close?: () => void }).close?.();
   });
