@@ -14,7 +14,7 @@ import { Agent, request } from "node:http";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { BILLING_DIMENSIONS, RESOURCE_TYPES } from "../simulator/metrics/dimensions.js";
-import { fmt, peakRssMiB } from "./lib.js";
+import { cpuTimeMs, fmt, peakRssMiB } from "./lib.js";
 
 const EVENTS = Number(process.env.BENCH_METRICS_EVENTS ?? 1_000_000);
 const BATCH = Number(process.env.BENCH_METRICS_BATCH ?? 50_000);
@@ -162,13 +162,17 @@ async function main(): Promise<void> {
 
     // Two POSTs in flight: the client writes the next body while the simulator stores the previous one.
     const t0 = performance.now();
+    const cpu0 = cpuTimeMs(sim.pid);
     let next = 0;
     await Promise.all([0, 1].map(async () => {
       while (next < batches.length) await send(`${sim.url}/_sim/usage-events`, "POST", batches[next++], agent);
     }));
     const ingestRate = EVENTS / ((performance.now() - t0) / 1000);
+    const cpuRate = EVENTS / ((cpuTimeMs(sim.pid) - cpu0) / 1000);
     const base = baseline(events);
     console.log(`  ingest through POST /_sim/usage-events   ${fmt(ingestRate / 1000)} k events/s   baseline bare INSERT loop ${fmt(base.rate / 1000)} k events/s   ratio ${fmt(ingestRate / base.rate, 2)}`);
+    // Load-independent: events per CPU-second the simulator spent (the machine is shared).
+    console.log(`  ingest CPU  ${fmt(cpuRate / 1000)} k events per simulator CPU-second`);
 
     const page = async (cursor = "") => {
       const qs = new URLSearchParams({ ...QUERY, ...(cursor ? { cursor } : {}) });

@@ -1,7 +1,7 @@
 import { errors } from "../../src/errors.js";
 import { isResourceType } from "./dimensions.js";
 import { parseRfc3339 } from "./params.js";
-import type { UsageEvent } from "./store.js";
+import type { UsageFields } from "./store.js";
 
 /** Largest batch one POST /_sim/usage-events accepts. */
 export const MAX_BATCH_EVENTS = 200_000;
@@ -14,7 +14,7 @@ const EVENT_FIELDS = new Set(["timestamp", "workspace", "resourceType", "resourc
  * event, half of the ingest budget (200,000 events/s through HTTP); the
  * messages follow src/http.ts `parse` (`body.events[3].usage: ...`).
  */
-export function parseUsageEvents(body: unknown): { events: UsageEvent[]; label: string } {
+export function parseUsageEvents(body: unknown): { events: UsageFields[]; ts: Float64Array; label: string } {
   let list: unknown;
   let label: string;
   if (Array.isArray(body)) [list, label] = [body, "body"];
@@ -25,34 +25,33 @@ export function parseUsageEvents(body: unknown): { events: UsageEvent[]; label: 
   } else throw errors.badRequest("body: expected a JSON array of usage events or {\"events\": [...]}");
   const raw = list as unknown[];
   if (raw.length > MAX_BATCH_EVENTS) throw errors.badRequest(`${label}: at most ${MAX_BATCH_EVENTS} events per request, got ${raw.length}`);
-  const events = new Array<UsageEvent>(raw.length);
-  for (let i = 0; i < raw.length; i++) events[i] = parseEvent(raw[i], `${label}[${i}]`);
-  return { events, label };
+  const ts = new Float64Array(raw.length);
+  for (let i = 0; i < raw.length; i++) ts[i] = checkEvent(raw[i], label, i);
+  // Every element now has exactly the UsageFields (plus `timestamp`, read into `ts`).
+  return { events: raw as UsageFields[], ts, label };
 }
 
-function parseEvent(value: unknown, at: string): UsageEvent {
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw errors.badRequest(`${at}: expected an object`);
+/** Checks one parsed event in place and returns its time (ms). */
+function checkEvent(value: unknown, label: string, i: number): number {
+  const at = () => `${label}[${i}]`;
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw errors.badRequest(`${at()}: expected an object`);
   const e = value as Record<string, unknown>;
-  for (const key in e) if (!EVENT_FIELDS.has(key)) throw errors.badRequest(`${at}: unknown field "${key}"`);
+  for (const key in e) if (!EVENT_FIELDS.has(key)) throw errors.badRequest(`${at()}: unknown field "${key}"`);
   const ts = typeof e.timestamp === "string" ? parseRfc3339(e.timestamp) : undefined;
-  if (ts === undefined) throw errors.badRequest(`${at}.timestamp: expected an RFC 3339 date-time with offset, e.g. 2026-01-01T00:00:00Z`);
+  if (ts === undefined) throw errors.badRequest(`${at()}.timestamp: expected an RFC 3339 date-time with offset, e.g. 2026-01-01T00:00:00Z`);
+  str(e, "workspace", at);
   const resourceType = str(e, "resourceType", at);
-  if (!isResourceType(resourceType)) throw errors.badRequest(`${at}.resourceType: unknown resource type "${resourceType}"`);
+  if (!isResourceType(resourceType)) throw errors.badRequest(`${at()}.resourceType: unknown resource type "${resourceType}"`);
+  str(e, "resourceName", at);
+  str(e, "resourceUuid", at);
+  str(e, "billingDimension", at);
   const usage = e.usage;
-  if (typeof usage !== "number" || !Number.isFinite(usage) || usage < 0) throw errors.badRequest(`${at}.usage: expected a finite number >= 0`);
-  return {
-    ts,
-    workspace: str(e, "workspace", at),
-    resourceType,
-    resourceName: str(e, "resourceName", at),
-    resourceUuid: str(e, "resourceUuid", at),
-    billingDimension: str(e, "billingDimension", at),
-    usage,
-  };
+  if (typeof usage !== "number" || !Number.isFinite(usage) || usage < 0) throw errors.badRequest(`${at()}.usage: expected a finite number >= 0`);
+  return ts;
 }
 
-function str(e: Record<string, unknown>, key: string, at: string): string {
+function str(e: Record<string, unknown>, key: string, at: () => string): string {
   const v = e[key];
-  if (typeof v !== "string" || v.length === 0 || v.length > MAX_STRING) throw errors.badRequest(`${at}.${key}: expected a non-empty string of at most ${MAX_STRING} characters`);
+  if (typeof v !== "string" || v.length === 0 || v.length > MAX_STRING) throw errors.badRequest(`${at()}.${key}: expected a non-empty string of at most ${MAX_STRING} characters`);
   return v;
 }

@@ -109,8 +109,8 @@ export function createMetricsTestHooksRouter(deps: { usage: UsageStore }): Route
   const json = express.json({ limit: "64mb" });
 
   router.post("/_sim/usage-events", json, (req, res) => {
-    const { events, label } = parseUsageEvents(req.body);
-    res.json({ ingested: deps.usage.record(events, label) });
+    const { events, ts, label } = parseUsageEvents(req.body);
+    res.json({ ingested: deps.usage.recordAt(events, ts, label) });
   });
   router.get("/_sim/prices", (_req, res) => {
     res.json({ prices: deps.usage.prices() });

@@ -1,12 +1,11 @@
 import { errors } from "../../src/errors.js";
 import { migrate, type Db, type Migration } from "../../src/sqlite.js";
 import { DAY_MS } from "./buckets.js";
+import { RowWriter } from "./row-writer.js";
 import { BILLING_DIMENSIONS, DIMENSION_BY_NAME, RESOURCE_TYPES, resourceTypeId, type ResourceType } from "./dimensions.js";
 
-/** One usage record as the simulator (or the test hook) reports it. */
-export interface UsageEvent {
-  /** Milliseconds since the epoch. */
-  ts: number;
+/** What a usage record says, its time aside. */
+export interface UsageFields {
   workspace: string;
   resourceType: ResourceType;
   resourceName: string;
@@ -14,6 +13,12 @@ export interface UsageEvent {
   billingDimension: string;
   /** In the dimension's unit: GB-seconds, a count or hours. */
   usage: number;
+}
+
+/** One usage record as the simulator reports it. */
+export interface UsageEvent extends UsageFields {
+  /** Milliseconds since the epoch. */
+  ts: number;
 }
 
 /** Costs are stored as integer nano-dollars: see README "Account metrics" for the rounding rule. */
@@ -77,10 +82,39 @@ interface Sum {
   cost: number;
 }
 
-// Numeric Map keys for the rollup sums (no string per event): day index and
-// dimension in the high bits, resource or workspace id (< 2^26) in the low ones.
+// Rollup sums are kept per day, keyed by a small integer (dimension in the
+// high bits, resource or workspace id < 2^26 in the low ones): no string per
+// event, and V8's fast small-integer Map keys.
 const ID_SPACE = 2 ** 26;
-const rollupKey = (dayIndex: number, dimId: number, id: number) => (dayIndex * 16 + dimId) * ID_SPACE + id;
+const sumKey = (dimId: number, id: number) => dimId * ID_SPACE + id;
+
+class DailySums {
+  readonly days = new Map<number, { byResource: Map<number, Sum>; byWorkspace: Map<number, Sum> }>();
+  #lastIndex = NaN;
+  #last?: { byResource: Map<number, Sum>; byWorkspace: Map<number, Sum> };
+
+  add(dayIndex: number, r: Resource, dimId: number, usage: number, cost: number): void {
+    let day = this.#last;
+    if (dayIndex !== this.#lastIndex || !day) {
+      day = this.days.get(dayIndex);
+      if (!day) this.days.set(dayIndex, (day = { byResource: new Map(), byWorkspace: new Map() }));
+      this.#lastIndex = dayIndex;
+      this.#last = day;
+    }
+    const rk = sumKey(dimId, r.id);
+    const ra = day.byResource.get(rk);
+    if (ra) {
+      ra.usage += usage;
+      ra.cost += cost;
+    } else day.byResource.set(rk, { day: dayIndex * DAY_MS, r, dimId, usage, cost });
+    const wk = sumKey(dimId, r.wsId);
+    const wa = day.byWorkspace.get(wk);
+    if (wa) {
+      wa.usage += usage;
+      wa.cost += cost;
+    } else day.byWorkspace.set(wk, { day: dayIndex * DAY_MS, r, dimId, usage, cost });
+  }
+}
 
 export class UsageStore {
   readonly db: Db;
@@ -103,15 +137,19 @@ export class UsageStore {
       insertWorkspace: db.prepare("INSERT INTO metrics_workspaces (name) VALUES (?)"),
       insertName: db.prepare("INSERT INTO metrics_resource_names (ws_id, type_id, name) VALUES (?, ?, ?)"),
       insertResource: db.prepare("INSERT INTO metrics_resources (uuid, rn_id) VALUES (?, ?)"),
-      insertEvent: db.prepare(
-        "INSERT INTO metrics_usage_events (ts, ws_id, type_id, rn_id, res_id, dim_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      events: new RowWriter(db, "INSERT INTO metrics_usage_events (ts, ws_id, type_id, rn_id, res_id, dim_id, usage, cost_nanos) VALUES", 8),
+      dailyResource: new RowWriter(
+        db,
+        "INSERT INTO metrics_daily_resource (day, res_id, dim_id, ws_id, type_id, rn_id, usage, cost_nanos) VALUES",
+        8,
+        "ON CONFLICT (day, res_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos",
       ),
-      upsertDailyResource: db.prepare(`
-        INSERT INTO metrics_daily_resource (day, res_id, dim_id, ws_id, type_id, rn_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (day, res_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos`),
-      upsertDailyWorkspace: db.prepare(`
-        INSERT INTO metrics_daily_workspace (day, ws_id, dim_id, type_id, usage, cost_nanos) VALUES (?, ?, ?, ?, ?, ?)
-        ON CONFLICT (day, ws_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos`),
+      dailyWorkspace: new RowWriter(
+        db,
+        "INSERT INTO metrics_daily_workspace (day, ws_id, dim_id, type_id, usage, cost_nanos) VALUES",
+        6,
+        "ON CONFLICT (day, ws_id, dim_id) DO UPDATE SET usage = usage + excluded.usage, cost_nanos = cost_nanos + excluded.cost_nanos",
+      ),
       upsertPrice: db.prepare(
         "INSERT INTO metrics_price_overrides (dim_id, usd_per_unit) VALUES (?, ?) ON CONFLICT (dim_id) DO UPDATE SET usd_per_unit = excluded.usd_per_unit",
       ),
@@ -127,10 +165,19 @@ export class UsageStore {
    * naming the event (`${label}[i]`), checked before anything is written.
    */
   record(events: readonly UsageEvent[], label = "events"): number {
+    return this.recordAt(events, Float64Array.from(events, (e) => e.ts), label);
+  }
+
+  /**
+   * `record` with the times apart (`ts[i]` is the time of `events[i]`): the
+   * bulk hook validates the parsed JSON objects in place instead of copying
+   * a million of them.
+   */
+  recordAt(events: readonly UsageFields[], ts: Float64Array, label = "events"): number {
     const n = events.length;
     const dimIds = new Uint8Array(n);
     const costs = new Float64Array(n);
-    const pending = new Map<string, { e: UsageEvent; index: number }>();
+    const pending = new Map<string, { e: UsageFields; index: number }>();
     for (let i = 0; i < n; i++) {
       const e = events[i]!;
       const dim = DIMENSION_BY_NAME.get(e.billingDimension);
@@ -156,43 +203,37 @@ export class UsageStore {
       }
     }
     try {
-      this.db.transaction(() => this.#write(events, dimIds, costs))();
+      this.db.transaction(() => this.#write(events, ts, dimIds, costs))();
     } catch (err) {
+      for (const w of [this.#stmt.events, this.#stmt.dailyResource, this.#stmt.dailyWorkspace]) w.reset();
       this.#loadCaches(); // interned rows of the failed batch were rolled back
       throw err;
     }
     return n;
   }
 
-  #write(events: readonly UsageEvent[], dimIds: Uint8Array, costs: Float64Array): void {
+  #write(events: readonly UsageFields[], ts: Float64Array, dimIds: Uint8Array, costs: Float64Array): void {
     const s = this.#stmt;
-    const byResource = new Map<number, Sum>();
-    const byWorkspace = new Map<number, Sum>();
+    const sums = new DailySums();
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
       const r = this.#resources.get(e.resourceUuid) ?? this.#intern(e);
       const dimId = dimIds[i]!;
       const cost = costs[i]!;
-      s.insertEvent.run(e.ts, r.wsId, r.typeId, r.rnId, r.id, dimId, e.usage, cost);
-      const dayIndex = Math.floor(e.ts / DAY_MS);
-      const rk = rollupKey(dayIndex, dimId, r.id);
-      const ra = byResource.get(rk);
-      if (ra) {
-        ra.usage += e.usage;
-        ra.cost += cost;
-      } else byResource.set(rk, { day: dayIndex * DAY_MS, r, dimId, usage: e.usage, cost });
-      const wk = rollupKey(dayIndex, dimId, r.wsId);
-      const wa = byWorkspace.get(wk);
-      if (wa) {
-        wa.usage += e.usage;
-        wa.cost += cost;
-      } else byWorkspace.set(wk, { day: dayIndex * DAY_MS, r, dimId, usage: e.usage, cost });
+      const t = ts[i]!;
+      s.events.add(t, r.wsId, r.typeId, r.rnId, r.id, dimId, e.usage, cost);
+      sums.add(Math.floor(t / DAY_MS), r, dimId, e.usage, cost);
     }
-    for (const a of byResource.values()) s.upsertDailyResource.run(a.day, a.r.id, a.dimId, a.r.wsId, a.r.typeId, a.r.rnId, a.usage, a.cost);
-    for (const a of byWorkspace.values()) s.upsertDailyWorkspace.run(a.day, a.r.wsId, a.dimId, a.r.typeId, a.usage, a.cost);
+    s.events.flush();
+    for (const day of sums.days.values()) {
+      for (const a of day.byResource.values()) s.dailyResource.add(a.day, a.r.id, a.dimId, a.r.wsId, a.r.typeId, a.r.rnId, a.usage, a.cost);
+      for (const a of day.byWorkspace.values()) s.dailyWorkspace.add(a.day, a.r.wsId, a.dimId, a.r.typeId, a.usage, a.cost);
+    }
+    s.dailyResource.flush();
+    s.dailyWorkspace.flush();
   }
 
-  #intern(e: UsageEvent): Resource {
+  #intern(e: UsageFields): Resource {
     const typeId = resourceTypeId(e.resourceType);
     let wsId = this.#workspaces.get(e.workspace);
     if (wsId === undefined) {
