@@ -50,7 +50,8 @@ async function follow(
     splitter.flush();
     return;
   }
-  const ended = manager.waitForExit(pid);
+  // Rejected only when the agent shuts down; the stream then just ends.
+  const ended = manager.waitForExit(pid).catch(() => undefined);
   let replayed = false;
   const early: [StreamName, Buffer][] = [];
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
@@ -74,7 +75,7 @@ async function follow(
   replayed = true;
   await outputEnded;
   splitter.flush();
-  if (!res.destroyed) await ended.catch(() => undefined);
+  if (!res.destroyed) await ended;
 }
 
 function keepAlive(res: Response, ms: number, write: () => void): void {
