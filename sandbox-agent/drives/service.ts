@@ -82,10 +82,13 @@ export class DriveService {
       }
       // Only this path's stale record: others are cleaned under their own lock.
       for (const record of stale) if (record.hostPath === hostPath) await this.#forget(record);
-      // Synchronous from here to the reservation: no other mount can slip in between.
-      for (const other of [...live.keys(), ...this.#inFlight]) {
+      // Synchronous from here to the reservation, and on fresh records (a mount
+      // elsewhere may have finished during the awaits): nothing slips in between.
+      const staleKeys = new Set(stale.map(recordKey));
+      const managed = new Map(this.#o.store.all().filter((r) => !staleKeys.has(recordKey(r))).map((r) => [r.hostPath, r.sandboxPath]));
+      for (const other of [...managed.keys(), ...this.#inFlight]) {
         if (overlaps(hostPath, other)) {
-          const shown = live.get(other)?.sandboxPath ?? this.#o.paths.toSandboxPath(other);
+          const shown = managed.get(other) ?? this.#o.paths.toSandboxPath(other);
           throw errors.badRequest(`mountPath: ${mountPath} is ${hostPath.length < other.length ? "above" : "inside"} ${shown}, where the agent already mounts a drive`);
         }
       }
@@ -233,6 +236,11 @@ export class DriveService {
     if (!(e instanceof ApiError)) return e;
     return new ApiError(e.code, this.#scrub(e.message, hostPath, mountPath), { status: e.status });
   }
+}
+
+/** One mount's identity: a path reused by a later mount is a different record. */
+function recordKey(record: DriveRecord): string {
+  return `${record.hostPath}\0${record.mountedAt}\0${record.mountId}\0${record.linkTarget}`;
 }
 
 function specOf(record: DriveRecord): MountSpec {

@@ -148,7 +148,7 @@ describe.skipIf(!MOUNT.ok)(`drives, bind backend${SKIP_REASON}`, () => {
     expect(mountsAt(host(a, "/mnt/x"))).toHaveLength(1);
   });
 
-  it("serialises concurrent mounts of one path: one mount, the rest idempotent", async () => {
+  it("serialises concurrent mounts: one mount per path, the rest idempotent or refused, nesting refused", async () => {
     const a = await agent();
     const results = await Promise.all(Array.from({ length: 6 }, () => mount(a, { driveName: "d", mountPath: "/mnt/race" })));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
@@ -157,6 +157,10 @@ describe.skipIf(!MOUNT.ok)(`drives, bind backend${SKIP_REASON}`, () => {
     const mixed = await Promise.all([mount(a, { driveName: "p", mountPath: "/mnt/mixed" }), mount(a, { driveName: "q", mountPath: "/mnt/mixed" })]);
     expect(mixed.map((r) => r.status).sort()).toEqual([200, 409]);
     expect(mountsAt(host(a, "/mnt/mixed"))).toHaveLength(1);
+    // Different paths take different locks, yet nesting is still refused.
+    const nested = await Promise.all([mount(a, { driveName: "o", mountPath: "/mnt/n" }), mount(a, { driveName: "i", mountPath: "/mnt/n/inner" })]);
+    expect(nested.map((r) => r.status).sort()).toEqual([200, 400]);
+    expect(mountsAt(host(a, "/mnt/n")).length + mountsAt(host(a, "/mnt/n/inner")).length).toBe(1);
   });
 
   it("answers 409 for a mount point occupied by a mount the agent does not manage", async () => {
