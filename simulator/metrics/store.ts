@@ -1,6 +1,7 @@
 import { errors } from "../../src/errors.js";
 import { migrate, type Db, type Migration } from "../../src/sqlite.js";
 import { DAY_MS } from "./buckets.js";
+import { DailySums, ID_SPACE } from "./daily-sums.js";
 import { RowWriter } from "./row-writer.js";
 import { BILLING_DIMENSIONS, DIMENSION_BY_NAME, RESOURCE_TYPES, resourceTypeId, type ResourceType } from "./dimensions.js";
 
@@ -71,49 +72,6 @@ interface Resource {
   workspace: string;
   type: string;
   name: string;
-}
-
-/** A rollup row being summed in JS before its one upsert per batch. */
-interface Sum {
-  day: number;
-  r: Resource;
-  dimId: number;
-  usage: number;
-  cost: number;
-}
-
-// Rollup sums are kept per day, keyed by a small integer (dimension in the
-// high bits, resource or workspace id < 2^26 in the low ones): no string per
-// event, and V8's fast small-integer Map keys.
-const ID_SPACE = 2 ** 26;
-const sumKey = (dimId: number, id: number) => dimId * ID_SPACE + id;
-
-class DailySums {
-  readonly days = new Map<number, { byResource: Map<number, Sum>; byWorkspace: Map<number, Sum> }>();
-  #lastIndex = NaN;
-  #last?: { byResource: Map<number, Sum>; byWorkspace: Map<number, Sum> };
-
-  add(dayIndex: number, r: Resource, dimId: number, usage: number, cost: number): void {
-    let day = this.#last;
-    if (dayIndex !== this.#lastIndex || !day) {
-      day = this.days.get(dayIndex);
-      if (!day) this.days.set(dayIndex, (day = { byResource: new Map(), byWorkspace: new Map() }));
-      this.#lastIndex = dayIndex;
-      this.#last = day;
-    }
-    const rk = sumKey(dimId, r.id);
-    const ra = day.byResource.get(rk);
-    if (ra) {
-      ra.usage += usage;
-      ra.cost += cost;
-    } else day.byResource.set(rk, { day: dayIndex * DAY_MS, r, dimId, usage, cost });
-    const wk = sumKey(dimId, r.wsId);
-    const wa = day.byWorkspace.get(wk);
-    if (wa) {
-      wa.usage += usage;
-      wa.cost += cost;
-    } else day.byWorkspace.set(wk, { day: dayIndex * DAY_MS, r, dimId, usage, cost });
-  }
 }
 
 export class UsageStore {
