@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -98,30 +98,35 @@ function smallTmpfs(): string | undefined {
     execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", dir], { stdio: "ignore" });
     return dir;
   } catch {
+    rmSync(dir, { recursive: true, force: true });
     return undefined;
   }
 }
 
 describe("disk full", () => {
-  const mountPoint = smallTmpfs();
-  afterEach(() => {
-    if (mountPoint) execFileSync("umount", ["-l", mountPoint]);
-  });
-
-  it.skipIf(!mountPoint)("answers 507 on complete, removes the temp file and keeps the destination and the upload (skipped unless root may mount tmpfs)", async () => {
-    agent = await startTestAgent({ root: mountPoint });
-    const api = agentClient(agent.url);
-    mkdirSync(join(mountPoint!, "d"));
-    writeFileSync(join(mountPoint!, "d", "target"), "old");
-    const id = await api.initiate("/d/target");
-    // parts live in the data dir (not on the tmpfs); their sum does not fit in the root
-    const p1 = (await api.part(id, 1, Buffer.alloc(700_000, 1))).body;
-    const p2 = (await api.part(id, 2, Buffer.alloc(700_000, 2))).body;
-    const res = await api.complete(id, [p1, p2]);
-    expect(res.status).toBe(507);
-    expect(res.body.error).toMatch(/no space left on device/);
-    expect(readdirSync(join(mountPoint!, "d"))).toEqual(["target"]);
-    expect(readFileSync(join(mountPoint!, "d", "target"), "utf8")).toBe("old");
-    expect((await api.get(`/filesystem-multipart/${id}/parts`)).body.parts).toHaveLength(2);
+  it("answers 507 on complete, removes the temp file and keeps the destination and the upload (skipped unless root may mount tmpfs)", async (ctx) => {
+    const mountPoint = smallTmpfs();
+    if (!mountPoint) return ctx.skip();
+    try {
+      agent = await startTestAgent({ root: mountPoint });
+      const api = agentClient(agent.url);
+      mkdirSync(join(mountPoint, "d"));
+      writeFileSync(join(mountPoint, "d", "target"), "old");
+      const id = await api.initiate("/d/target");
+      // parts live in the data dir (not on the tmpfs); their sum does not fit in the root
+      const p1 = (await api.part(id, 1, Buffer.alloc(700_000, 1))).body;
+      const p2 = (await api.part(id, 2, Buffer.alloc(700_000, 2))).body;
+      const res = await api.complete(id, [p1, p2]);
+      expect(res.status).toBe(507);
+      expect(res.body.error).toMatch(/no space left on device/);
+      expect(readdirSync(join(mountPoint, "d"))).toEqual(["target"]);
+      expect(readFileSync(join(mountPoint, "d", "target"), "utf8")).toBe("old");
+      expect((await api.get(`/filesystem-multipart/${id}/parts`)).body.parts).toHaveLength(2);
+    } finally {
+      await agent?.stop();
+      agent = undefined;
+      execFileSync("umount", ["-l", mountPoint]);
+      rmSync(mountPoint, { recursive: true, force: true });
+    }
   });
 });
