@@ -29,6 +29,7 @@ export class AccountStore {
       deleteWorkspaceResources: db.prepare("DELETE FROM resources WHERE workspace = ?"),
       workspace: db.prepare("SELECT * FROM workspaces WHERE name = ?"),
       workspacesOfAccount: db.prepare("SELECT * FROM workspaces WHERE account_id = ? ORDER BY created_ms, name"),
+      workspaceNamesOfAccount: db.prepare("SELECT name FROM workspaces WHERE account_id = ? ORDER BY created_ms, name").pluck(),
       allWorkspaces: db.prepare("SELECT * FROM workspaces ORDER BY created_ms, name"),
       insertUser: db.prepare("INSERT INTO users (sub, email, account_id, role, created_at) VALUES (?, ?, ?, ?, ?)"),
       user: db.prepare("SELECT * FROM users WHERE sub = ?"),
@@ -72,6 +73,11 @@ export class AccountStore {
 
   workspacesOfAccount(accountId: string): WorkspaceRecord[] {
     return (this.#s.workspacesOfAccount!.all(accountId) as unknown[]).map((r) => toWorkspace(r)!);
+  }
+
+  /** Names only: read on every request by authentication, so no JSON parsing. */
+  workspaceNamesOfAccount(accountId: string): string[] {
+    return this.#s.workspaceNamesOfAccount!.all(accountId) as string[];
   }
 
   allWorkspaces(): WorkspaceRecord[] {

@@ -41,7 +41,7 @@ export function principalOf(src: PrincipalSources, type: SubjectType, sub: strin
   const user = src.accounts.user(sub);
   if (!user) return undefined;
   const workspaces = new Map<string, Role>();
-  if (user.role === "admin") for (const ws of src.accounts.workspacesOfAccount(user.account_id)) workspaces.set(ws.name, "admin");
+  if (user.role === "admin") for (const name of src.accounts.workspaceNamesOfAccount(user.account_id)) workspaces.set(name, "admin");
   for (const m of src.accounts.membershipsOf(sub)) if (!workspaces.has(m.workspace)) workspaces.set(m.workspace, m.role);
   return { type, sub, email: user.email, accountId: user.account_id, accountAdmin: user.role === "admin", scopes, workspaces };
 }

@@ -17,8 +17,8 @@ export function apiVersion(): RequestHandler {
 /** Every reply is JSON, including errors and empty bodies (the SDK parses by content type). */
 export function jsonContentType(): RequestHandler {
   return (_req, res, next) => {
-    res.type("application/json");
-    res.set("Cache-Control", "no-store");
+    res.setHeader("Content-Type", "application/json; charset=utf-8");
+    res.setHeader("Cache-Control", "no-store");
     next();
   };
 }

@@ -95,8 +95,12 @@ export function buildRouter(deps: SimDeps, operations: readonly Operation[]): Ro
 
 export function send(res: Response, result: unknown): void {
   const reply = result instanceof Reply ? result : new Reply(200, result);
-  res.status(reply.status);
-  res.type("application/json");
-  if (reply.status === 204 || reply.body === undefined) res.end();
-  else res.send(JSON.stringify(reply.body));
+  res.statusCode = reply.status;
+  if (reply.status === 204 || reply.body === undefined) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(reply.body);
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  res.end(text);
 }

@@ -13,7 +13,16 @@ import { publicView } from "./render.js";
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
 const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
 
+const bodySchemas = new WeakMap<ResourceKind, ReturnType<typeof buildBodySchema>>();
+
+/** The create/update body of a kind, built once per kind. */
 export function bodySchema(kind: ResourceKind) {
+  let schema = bodySchemas.get(kind);
+  if (!schema) bodySchemas.set(kind, (schema = buildBodySchema(kind)));
+  return schema;
+}
+
+function buildBodySchema(kind: ResourceKind) {
   const metadata = kind.name ? metadataInput.extend({ name: kind.name.optional() }) : metadataInput;
   return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadata.default({}), spec: kind.spec.optional() });
 }

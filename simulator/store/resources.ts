@@ -38,8 +38,9 @@ export interface ListFilter {
 }
 
 const ORDER: Record<Sort, { by: string; cmp: string }> = {
-  "createdAt:desc": { by: "created_ms DESC, name DESC", cmp: "(created_ms < @afterMs OR (created_ms = @afterMs AND name < @afterName))" },
-  "createdAt:asc": { by: "created_ms ASC, name ASC", cmp: "(created_ms > @afterMs OR (created_ms = @afterMs AND name > @afterName))" },
+  // Row values let SQLite seek the (…, created_ms, name) index instead of scanning.
+  "createdAt:desc": { by: "created_ms DESC, name DESC", cmp: "(created_ms, name) < (@afterMs, @afterName)" },
+  "createdAt:asc": { by: "created_ms ASC, name ASC", cmp: "(created_ms, name) > (@afterMs, @afterName)" },
   "name:asc": { by: "name ASC", cmp: "name > @afterName" },
   "name:desc": { by: "name DESC", cmp: "name < @afterName" },
 };

@@ -1,0 +1,157 @@
+/**
+ * bench:sim — the simulator's get, list (1,000 sandboxes, paginated) and
+ * create at 50 concurrent clients, beside a bare node:http server (in its own
+ * process, like the simulator) answering the same JSON bodies: the limit of
+ * this machine's loopback and HTTP stack. Requests per second, p99 latency,
+ * the ratio to the bare server, and the simulator's peak memory.
+ *
+ *   BENCH_SIM_CLIENTS  concurrent clients (default 50)
+ *   BENCH_SIM_GETS     get requests per server (default 20000)
+ *   BENCH_SIM_LISTS    list requests per server (default 5000)
+ *   BENCH_SIM_CREATES  sandboxes created (default 1000; also the list's size)
+ *   BENCH_SIM_NODE_ARGS extra node flags for the simulator process (e.g. "--cpu-prof")
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { Agent, request } from "node:http";
+import { fileURLToPath } from "node:url";
+import { fmt, peakRssMiB, percentile } from "./lib.js";
+
+const CLIENTS = Number(process.env.BENCH_SIM_CLIENTS ?? 50);
+const GETS = Number(process.env.BENCH_SIM_GETS ?? 20_000);
+const LISTS = Number(process.env.BENCH_SIM_LISTS ?? 5_000);
+const CREATES = Number(process.env.BENCH_SIM_CREATES ?? 1_000);
+const SIM_NODE_ARGS = (process.env.BENCH_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const KEY = "bench-sim-admin-key";
+const HEADERS = { "X-Blaxel-Authorization": `Bearer ${KEY}`, "X-Blaxel-Workspace": "default", "Blaxel-Version": "2026-04-28", "Content-Type": "application/json" };
+
+interface Reply {
+  status: number;
+  body: string;
+}
+
+function call(agent: Agent, base: string, method: string, path: string, body?: string): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${base}${path}`, { method, agent, headers: body ? { ...HEADERS, "Content-Length": Buffer.byteLength(body) } : HEADERS }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => (text += d));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Runs `count` requests from CLIENTS concurrent loops; each request's latency is recorded. */
+async function load(count: number, one: (i: number) => Promise<Reply>): Promise<{ rps: number; p50: number; p99: number }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (next < count) {
+        const i = next++;
+        const t = performance.now();
+        const reply = await one(i);
+        latencies.push(performance.now() - t);
+        if (reply.status >= 300) throw new Error(`request ${i}: ${reply.status} ${reply.body.slice(0, 200)}`);
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { rps: count / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+function spawnServer(args: string[], pattern: RegExp, stdin = ""): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
+  child.stdin!.end(stdin);
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const m = pattern.exec(out);
+      if (m?.[1]) resolve({ url: m[1], child });
+    });
+    child.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
+  });
+}
+
+/** The bare baseline: node:http answering fixed bodies by method and path shape, reading request bodies like the simulator must. */
+const BARE = `
+import { createServer } from "node:http";
+let bodies = "";
+process.stdin.on("data", (d) => (bodies += d));
+process.stdin.on("end", () => {
+  const { get, list, create } = JSON.parse(bodies);
+  const server = createServer((req, res) => {
+    let size = 0;
+    req.on("data", (d) => (size += d.length));
+    req.on("end", () => {
+      const body = req.method === "POST" ? create : req.url.startsWith("/v0/sandboxes?") ? list : get;
+      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  server.listen(0, "127.0.0.1", () => console.log("bare listening on http://127.0.0.1:" + server.address().port));
+});
+`;
+
+const stop = (child: ChildProcess) => new Promise<void>((resolve) => {
+  if (child.exitCode !== null) return resolve();
+  child.once("exit", () => resolve());
+  child.kill("SIGTERM");
+});
+
+async function main(): Promise<void> {
+  const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
+  const sim = await spawnServer([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"], /listening on (http:\/\/\S+)/);
+  const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
+  const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096 } } });
+  try {
+    const simCreate = await load(CREATES, (i) => call(agent, sim.url, "POST", "/v0/sandboxes", bodyFor(i, "sbx")));
+    const names = Array.from({ length: CREATES }, (_, i) => `sbx-${i}`);
+    const simGet = await load(GETS, (i) => call(agent, sim.url, "GET", `/v0/sandboxes/${names[(i * 7919) % names.length]}`));
+    // Each list request fetches the page after a cursor: clients walk the 1,000 items in pages of 50.
+    const pages: string[] = ["/v0/sandboxes?limit=50"];
+    for (let cursor = ""; ; ) {
+      const page = JSON.parse((await call(agent, sim.url, "GET", `/v0/sandboxes?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)).body) as { meta: { nextCursor: string; total: number } };
+      if (page.meta.total < CREATES) throw new Error(`list total ${page.meta.total} < ${CREATES}`);
+      if (!page.meta.nextCursor) break;
+      cursor = page.meta.nextCursor;
+      pages.push(`/v0/sandboxes?limit=50&cursor=${encodeURIComponent(cursor)}`);
+    }
+    const simList = await load(LISTS, (i) => call(agent, sim.url, "GET", pages[i % pages.length]!));
+    const simRss = peakRssMiB(sim.child.pid!);
+
+    const samples = {
+      get: (await call(agent, sim.url, "GET", `/v0/sandboxes/${names[0]}`)).body,
+      list: (await call(agent, sim.url, "GET", pages[1] ?? pages[0]!)).body,
+      create: (await call(agent, sim.url, "POST", "/v0/sandboxes", bodyFor(0, "sample"))).body,
+    };
+    const bare = await spawnServer(["--input-type=module", "-e", BARE], /listening on (http:\/\/\S+)/, JSON.stringify(samples));
+    let bareCreate, bareGet, bareList;
+    try {
+      bareCreate = await load(CREATES, (i) => call(agent, bare.url, "POST", "/v0/sandboxes", bodyFor(i, "sbx")));
+      bareGet = await load(GETS, (i) => call(agent, bare.url, "GET", `/v0/sandboxes/${names[(i * 7919) % names.length]}`));
+      bareList = await load(LISTS, (i) => call(agent, bare.url, "GET", pages[i % pages.length]!));
+    } finally {
+      await stop(bare.child);
+    }
+    const line = (name: string, s: { rps: number; p50: number; p99: number }, b: { rps: number; p99: number }) =>
+      `${name.padEnd(28)} ${fmt(s.rps, 0).padStart(7)} req/s  p50 ${fmt(s.p50, 2)} ms  p99 ${fmt(s.p99, 2)} ms   bare ${fmt(b.rps, 0).padStart(7)} req/s  p99 ${fmt(b.p99, 2)} ms   ratio ${fmt((100 * s.rps) / b.rps, 0)}%`;
+    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} sandboxes`);
+    console.log(line(`get    (${GETS} requests)`, simGet, bareGet));
+    console.log(line(`list   (${LISTS} pages of 50)`, simList, bareList));
+    console.log(line(`create (${CREATES} sandboxes)`, simCreate, bareCreate));
+    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get >= 50% of bare, p99 <= 10 ms`);
+  } finally {
+    agent.destroy();
+    await stop(sim.child);
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench:sim: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
