@@ -3,17 +3,11 @@ import type { Ids } from "../../src/ids.js";
 import type { Logger } from "../../src/logging.js";
 import { decideOverlap, nextDueAfterFire, type ConcurrencyPolicy } from "./due.js";
 import { DueQueue } from "./due-queue.js";
-import { outcomeOf, tail, type ScheduleRunner } from "./runner.js";
+import type { ScheduleRunner } from "./runner.js";
+import { Runs, type Run, type ScheduleInput } from "./runs.js";
 import type { ExecutionRow, ExecutionTrigger, NewExecution, ScheduleRow, ScheduleStore } from "./store.js";
 
-export interface ScheduleInput {
-  command: string;
-  env?: Record<string, string>;
-  keepAlive: boolean;
-  name?: string;
-  timeout: number;
-  workingDir?: string;
-}
+export type { ScheduleInput } from "./runs.js";
 
 export interface SchedulerOptions {
   store: ScheduleStore;
@@ -54,9 +48,11 @@ export class Scheduler {
   #wakeAt = 0;
   #startedAt = 0;
   #stopped = true;
+  readonly #runs: Runs;
 
   constructor(options: SchedulerOptions) {
     this.#o = options;
+    this.#runs = new Runs(options);
   }
 
   /** Marks runs a dead agent left behind, loads every armed schedule, fires what is overdue. */
@@ -72,6 +68,7 @@ export class Scheduler {
   }
 
   stop(): void {
+    this.#runs.stop();
     this.#stopped = true;
     this.#timer?.cancel();
     this.#timer = undefined;
@@ -103,19 +100,25 @@ export class Scheduler {
     this.#queue.set(row.id, row.next_due_at);
   }
 
+  /** Runs in progress for a schedule (the overlap check). */
+  running(scheduleId: string): Run[] {
+    return this.#runs.of(scheduleId);
+  }
+
   /** Starts a run now (POST /schedules/{id}/run); the caller checked overlap. */
   async runNow(schedule: ScheduleRow): Promise<ExecutionRow> {
     const now = this.#o.clock.now();
-    const running = this.#o.store.runningExecutions(schedule.id);
     const input = JSON.parse(schedule.input) as ScheduleInput;
     const execution = this.#newExecution(schedule, input, "manual", null, now, "running");
-    this.#o.store.transaction(() => {
-      if (schedule.concurrency_policy === "Replace") this.#markReplaced(running, now);
-      this.#o.store.recordExecution(execution, schedule.max_executions);
+    let replaced: Run[] = [];
+    const run = this.#o.store.transaction(() => {
+      if (schedule.concurrency_policy === "Replace") replaced = this.#runs.replaceAll(schedule.id, now);
+      return this.#record(execution, schedule.max_executions)!;
     });
-    if (schedule.concurrency_policy === "Replace") this.#killAll(running);
-    await this.#launch(execution, input);
-    return this.#o.store.getExecution(execution.id) ?? { seq: 0, ...execution };
+    this.#runs.kill(replaced);
+    await this.#runs.launch(run, input);
+    this.#runs.flush();
+    return this.#o.store.getExecution(run.seq) ?? { seq: run.seq, ...execution };
   }
 
   #arm(): void {
@@ -149,8 +152,8 @@ export class Scheduler {
 
   #fire(due: { id: string; at: number }[], now: number): void {
     const { store } = this.#o;
-    const launches: { execution: NewExecution; input: ScheduleInput }[] = [];
-    const kills: ExecutionRow[] = [];
+    const launches: { run: Run; input: ScheduleInput }[] = [];
+    const kills: Run[] = [];
     const rearm: { id: string; next: number | null }[] = [];
     const logFires = this.#o.logger.isLevelEnabled("info");
     store.transaction(() => {
@@ -159,18 +162,14 @@ export class Scheduler {
         if (!armed || armed.row.next_due_at !== at) continue;
         const { row: schedule, input } = armed;
         const trigger: ExecutionTrigger =  at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
-        const running = store.runningExecutions(id);
-        const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, running.length);
+        const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, this.#runs.of(id).length);
         const execution = this.#newExecution(schedule, input, trigger, at, now, decision === "skip" ? "skipped" : "running");
-        if (decision === "replace") {
-          this.#markReplaced(running, now);
-          kills.push(...running);
-        }
-        store.recordExecution(execution, schedule.max_executions);
+        if (decision === "replace") kills.push(...this.#runs.replaceAll(id, now));
+        const run = this.#record(execution, schedule.max_executions);
         const next = nextDueAfterFire(schedule, at, now);
         store.setDue(id, next, at);
         rearm.push({ id, next });
-        if (decision !== "skip") launches.push({ execution, input });
+        if (run) launches.push({ run, input });
         if (logFires) this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");
       }
     });
@@ -180,8 +179,8 @@ export class Scheduler {
       if (next === null) this.#armed.delete(id);
       this.#queue.set(id, next);
     }
-    this.#killAll(kills);
-    for (const { execution, input } of launches) void this.#launch(execution, input);
+    this.#runs.kill(kills);
+    for (const { run, input } of launches) void this.#runs.launch(run, input);
   }
 
   #newExecution(schedule: ScheduleRow, input: ScheduleInput, trigger: ExecutionTrigger, dueAt: number | null, now: number, status: "running" | "skipped"): NewExecution {
@@ -206,48 +205,12 @@ export class Scheduler {
     };
   }
 
-  #markReplaced(running: ExecutionRow[], now: number): void {
-    for (const old of running) {
-      this.#o.store.updateExecution(old.id, { status: "failed", error: "replaced by a newer run (concurrencyPolicy Replace)", completed_at: now }, true);
-    }
-  }
-
-  #killAll(executions: ExecutionRow[]): void {
-    for (const old of executions) {
-      if (!old.process_name) continue;
-      this.#o.runner.kill(old.process_name).catch((err: unknown) => this.#o.logger.warn({ err, executionId: old.id }, "could not kill replaced run"));
-    }
-  }
-
-  async #launch(execution: NewExecution, input: ScheduleInput): Promise<void> {
-    const { runner, store, clock, logger } = this.#o;
-    const name = execution.process_name!;
-    try {
-      await runner.start({ command: input.command, name, workingDir: input.workingDir, env: input.env, timeout: input.timeout, keepAlive: input.keepAlive });
-    } catch (err) {
-      if (this.#stopped) return;
-      const status = (err as { status?: number }).status;
-      store.updateExecution(execution.id, { status: "failed", status_code: typeof status === "number" ? status : 500, error: `could not start the process: ${(err as Error).message}`, completed_at: clock.now() }, true);
-      logger.warn({ scheduleId: execution.schedule_id, executionId: execution.id, err: (err as Error).message }, "scheduled run failed to start");
-      return;
-    }
-    if (this.#stopped) return;
-    store.updateExecution(execution.id, { status_code: 200 });
-    void this.#watch(execution, name);
-  }
-
-  async #watch(execution: NewExecution, name: string): Promise<void> {
-    const { runner, store, clock, logger } = this.#o;
-    try {
-      const process = await runner.waitForExit(name);
-      const output = await runner.logs(name).then((l) => tail(l.logs), () => "");
-      if (this.#stopped) return;
-      const outcome = outcomeOf(process, execution.timeout);
-      store.updateExecution(execution.id, { status: outcome.status, exit_code: outcome.exitCode, error: outcome.error, output, completed_at: clock.now() }, true);
-      logger.info({ scheduleId: execution.schedule_id, executionId: execution.id, status: outcome.status, exitCode: outcome.exitCode }, "scheduled run finished");
-    } catch (err) {
-      if (this.#stopped) return;
-      store.updateExecution(execution.id, { status: "failed", error: `lost track of the process: ${(err as Error).message}`, completed_at: clock.now() }, true);
-    }
+  /** Records an execution (in the caller's transaction); a running one is registered with its seq. */
+  #record(execution: NewExecution, maxExecutions: number): Run | undefined {
+    const seq = this.#o.store.recordExecution(execution, maxExecutions);
+    if (execution.status !== "running") return undefined;
+    const run: Run = { seq, id: execution.id, scheduleId: execution.schedule_id, processName: execution.process_name!, timeout: execution.timeout };
+    this.#runs.add(run);
+    return run;
   }
 }

@@ -74,7 +74,7 @@ export class ScheduleService {
   /** Run now; obeys concurrencyPolicy, so under Forbid a run in progress is a 409. */
   async runNow(id: string): Promise<ExecutionRow> {
     const schedule = this.get(id);
-    const running = this.#o.store.runningExecutions(id);
+    const running = this.#o.scheduler.running(id);
     if (decideOverlap(schedule.concurrency_policy, running.length) === "skip") {
       throw errors.conflict(`schedule "${id}" has a run in progress (execution ${running[0]!.id}) and its concurrencyPolicy is Forbid`);
     }

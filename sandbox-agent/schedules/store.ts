@@ -28,7 +28,7 @@ export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
       );
       CREATE TABLE schedule_executions (
         seq INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
+        id TEXT NOT NULL,
         schedule_id TEXT NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,
         sandbox TEXT NOT NULL,
         trigger TEXT NOT NULL,
@@ -44,9 +44,10 @@ export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
         error TEXT NOT NULL DEFAULT '',
         output TEXT NOT NULL DEFAULT ''
       );
+      -- The only index: every page a record touches is one more page in the
+      -- commit. Executions are addressed by seq; their ids (UUIDv7) are unique
+      -- by construction; runs in progress are tracked in memory (runs.ts).
       CREATE INDEX schedule_executions_by_schedule ON schedule_executions (schedule_id, seq);
-      -- Only running rows: small and hot, for the overlap check and start-up repair.
-      CREATE INDEX schedule_executions_running ON schedule_executions (schedule_id) WHERE status = 'running';
     `,
   },
 ];
@@ -107,6 +108,8 @@ export class ScheduleStore {
   readonly #db: Db;
   readonly #s: Record<string, Statement>;
   readonly #lists = new Map<string, Statement>();
+  /** Execution records per schedule, see #trim. */
+  readonly #counts = new Map<string, number>();
 
   constructor(db: Db) {
     this.#db = db;
@@ -126,8 +129,7 @@ export class ScheduleStore {
       deleteOldest: db.prepare(
         "DELETE FROM schedule_executions WHERE seq IN (SELECT seq FROM schedule_executions WHERE schedule_id = ? ORDER BY seq LIMIT ?)",
       ),
-      getExecution: db.prepare("SELECT * FROM schedule_executions WHERE id = ?"),
-      running: db.prepare("SELECT * FROM schedule_executions WHERE schedule_id = ? AND status = 'running' ORDER BY seq"),
+      getExecution: db.prepare("SELECT * FROM schedule_executions WHERE seq = ?"),
       failRunning: db.prepare("UPDATE schedule_executions SET status = 'failed', error = ?, completed_at = ? WHERE status = 'running'"),
     };
     this.#recordTx = db.transaction(this.#insertAndTrim);
@@ -136,7 +138,12 @@ export class ScheduleStore {
   /** Runs `fn` in a transaction, or inside the one already open (no savepoint: nothing here needs a partial rollback). */
   transaction<T>(fn: () => T): T {
     if (this.#db.inTransaction) return fn();
-    return this.#db.transaction(fn)();
+    try {
+      return this.#db.transaction(fn)();
+    } catch (err) {
+      this.#counts.clear(); // rolled back: recount lazily
+      throw err;
+    }
   }
 
   insertSchedule(row: Omit<ScheduleRow, "seq">): void {
@@ -160,6 +167,7 @@ export class ScheduleStore {
     return this.transaction(() => {
       const row = this.getSchedule(id);
       if (row) this.#s.deleteSchedule!.run(id);
+      this.#counts.delete(id);
       return row;
     });
   }
@@ -173,30 +181,43 @@ export class ScheduleStore {
     this.#s.setDue!.run(nextDueAt, lastDueAt, id);
   }
 
-  /** Inserts an execution and deletes the oldest beyond `maxExecutions`, atomically. */
-  recordExecution(execution: NewExecution, maxExecutions: number): void {
-    if (this.#db.inTransaction) this.#insertAndTrim(execution, maxExecutions);
-    else this.#recordTx(execution, maxExecutions);
+  /** Inserts an execution and deletes the oldest beyond `maxExecutions`, atomically; returns its seq. */
+  recordExecution(execution: NewExecution, maxExecutions: number): number {
+    if (this.#db.inTransaction) return this.#insertAndTrim(execution, maxExecutions);
+    try {
+      return this.#recordTx(execution, maxExecutions);
+    } catch (err) {
+      this.#counts.clear();
+      throw err;
+    }
   }
 
-  #insertAndTrim = (execution: NewExecution, maxExecutions: number): void => {
-    this.#s.insertExecution!.run(execution);
-    this.#trim(execution.schedule_id, maxExecutions);
+  #insertAndTrim = (execution: NewExecution, maxExecutions: number): number => {
+    const seq = Number(this.#s.insertExecution!.run(execution).lastInsertRowid);
+    this.#trim(execution.schedule_id, maxExecutions, 1);
+    return seq;
   };
 
-  readonly #recordTx: (execution: NewExecution, maxExecutions: number) => void;
+  readonly #recordTx: (execution: NewExecution, maxExecutions: number) => number;
 
-  #trim(scheduleId: string, maxExecutions: number): void {
-    const { n } = this.#s.countExecutions!.get(scheduleId) as { n: number };
-    if (n > maxExecutions) this.#s.deleteOldest!.run(scheduleId, n - maxExecutions);
+  /**
+   * Deletes the oldest records beyond `maxExecutions`. The count per schedule
+   * is kept in memory (counted once, then maintained: this store is the only
+   * writer), so a record below the limit costs no query and one above it
+   * exactly one delete.
+   */
+  #trim(scheduleId: string, maxExecutions: number, inserted = 0): void {
+    let n = this.#counts.get(scheduleId);
+    if (n === undefined) n = (this.#s.countExecutions!.get(scheduleId) as { n: number }).n;
+    else n += inserted;
+    if (n > maxExecutions) {
+      n -= this.#s.deleteOldest!.run(scheduleId, n - maxExecutions).changes;
+    }
+    this.#counts.set(scheduleId, n);
   }
 
-  getExecution(id: string): ExecutionRow | undefined {
-    return this.#s.getExecution!.get(id) as ExecutionRow | undefined;
-  }
-
-  runningExecutions(scheduleId: string): ExecutionRow[] {
-    return this.#s.running!.all(scheduleId) as ExecutionRow[];
+  getExecution(seq: number): ExecutionRow | undefined {
+    return this.#s.getExecution!.get(seq) as ExecutionRow | undefined;
   }
 
   /**
@@ -204,11 +225,11 @@ export class ScheduleStore {
    * it. `onlyIfRunning` settles a run once: a run marked replaced or failed at
    * start-up is not overwritten when its process finally reports.
    */
-  updateExecution(id: string, patch: ExecutionPatch, onlyIfRunning = false): boolean {
+  updateExecution(seq: number, patch: ExecutionPatch, onlyIfRunning = false): boolean {
     const keys = PATCHABLE.filter((k) => patch[k] !== undefined);
     if (keys.length === 0) return false;
-    const sql = `UPDATE schedule_executions SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id${onlyIfRunning ? " AND status = 'running'" : ""}`;
-    const values: Record<string, unknown> = { id };
+    const sql = `UPDATE schedule_executions SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE seq = @seq${onlyIfRunning ? " AND status = 'running'" : ""}`;
+    const values: Record<string, unknown> = { seq };
     for (const k of keys) values[k] = patch[k];
     return this.#prepared(sql).run(values).changes > 0;
   }
