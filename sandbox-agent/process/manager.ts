@@ -7,7 +7,8 @@ import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { LiveOutput } from "./live-output.js";
-import { isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
+import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
+import { capWhileGroupLives } from "./linger.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, randomName, toRecord } from "./record.js";
 import { ProcessStore, type ProcessRow, type ProcessStatus } from "./store.js";
@@ -94,6 +95,8 @@ export class ProcessManager {
   readonly #running = new Map<string, Running>();
   /** Names between the running-name check and the insert, so two starts cannot both pass. */
   readonly #starting = new Set<string>();
+  /** Cap timers for ended processes whose background children still write to the output files. */
+  readonly #lingering = new Set<{ stop(): void }>();
   #closed = false;
 
   constructor(options: ProcessManagerOptions) {
@@ -211,6 +214,8 @@ export class ProcessManager {
       for (const w of running.waiters) w.reject(errors.serviceUnavailable("the agent is shutting down"));
     }
     this.#running.clear();
+    for (const linger of this.#lingering) linger.stop();
+    this.#lingering.clear();
   }
 
   // --- internals ---------------------------------------------------------
@@ -304,8 +309,23 @@ export class ProcessManager {
     this.#running.delete(running.row.id);
     this.#o.logger.info({ pid: running.row.pid, name: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
     const record = toRecord(this.#store.byId(running.row.id)!);
+    if (groupAlive(running.row.pid)) this.#linger(running.row, running.output.dropped);
     await this.#prune();
     for (const w of running.waiters) w.resolve(record);
+  }
+
+  /** `sh -c 'server &'` ends at once while the server keeps writing to its files: keep them capped. */
+  #linger(row: ProcessRow, dropped: Readonly<Record<StreamName, number>>): void {
+    const linger = capWhileGroupLives({
+      files: new LogFiles(this.#o.logDir, row.id),
+      pid: row.pid,
+      capBytes: this.#o.logMaxBytes,
+      dropped,
+      stillKnown: () => !this.#closed && this.#store.byId(row.id) !== undefined,
+      onDropped: (d) => this.#store.setDropped(row.id, d.stdout, d.stderr),
+      onStop: () => this.#lingering.delete(linger),
+    });
+    this.#lingering.add(linger);
   }
 
   /** Forgets the oldest finished processes beyond the history size, with their output files. */

@@ -17,6 +17,16 @@ export function signalGroup(pid: number, signal: NodeJS.Signals): boolean {
   return false;
 }
 
+/** Whether any process is left in the group led by `pid` (the leader itself may be gone). */
+export function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** Whether the pid runs. A zombie (exited, not yet reaped: an init that does not reap, in containers) counts as ended. */
 export function isAlive(pid: number): boolean {
   try {

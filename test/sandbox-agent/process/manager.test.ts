@@ -1,4 +1,4 @@
-import { readdirSync, rmSync } from "node:fs";
+import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../../src/clock.js";
@@ -7,7 +7,7 @@ import { silentLogger } from "../../../src/logging.js";
 import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
 import { SandboxPaths } from "../../../sandbox-agent/paths/sandbox-path.js";
 import { ProcessManager } from "../../../sandbox-agent/process/manager.js";
-import { isAlive } from "../../../sandbox-agent/process/os.js";
+import { groupAlive, isAlive } from "../../../sandbox-agent/process/os.js";
 import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
 import { tempDir } from "../../helpers/agent.js";
 
@@ -95,6 +95,18 @@ describe("ProcessManager", () => {
     clock.advance(1_000);
     await stopping;
     expect(manager.get(p.pid)).toMatchObject({ status: "stopped", error: "stopped on request" });
+  });
+
+  it("keeps capping the files while a background child of an ended command still writes", async () => {
+    // sh ends at once; its background job writes 20,000 bytes later, into the same files
+    const p = await manager.start({ command: "(sleep 0.3; i=0; while [ $i -lt 2000 ]; do printf 0123456789; i=$((i+1)); done; echo END) &" });
+    expect((await manager.waitForExit(p.pid)).status).toBe("completed");
+    const onDisk = () => readdirSync(join(dir, "logs")).reduce((n, f) => n + statSync(join(dir, "logs", f)).size, 0);
+    for (let i = 0; i < 500 && (groupAlive(Number(p.pid)) || onDisk() > 1024 || onDisk() === 0); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(onDisk()).toBeLessThanOrEqual(1024);
+    const { stdout } = await manager.logs(p.pid);
+    expect(stdout).toMatch(/^\[output truncated: \d+ earlier bytes dropped\]\n/);
+    expect(stdout.endsWith("0123456789END\n")).toBe(true);
   });
 
   it("two concurrent starts with one name: one wins, the other is a 409", async () => {
