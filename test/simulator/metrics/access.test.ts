@@ -85,6 +85,29 @@ describe("pages and cursors", () => {
     }
   });
 
+  it("keeps a walk exact while usage arrives between pages: no group twice, none skipped after the position", async () => {
+    const { app: live } = metricsApp();
+    const ev = (uuid: string, usage = 3600) => ({ timestamp: "2026-02-01T00:00:00Z", workspace: "ws-a", resourceType: "sandbox", resourceName: uuid, resourceUuid: uuid, billingDimension: "sandbox_compute_runtime_gbs", usage });
+    await request(live).post("/_sim/usage-events").send(["u-01", "u-02", "u-03", "u-04"].map((u) => ev(u)));
+    const page = (cursor?: string) =>
+      request(live)
+        .get(URL)
+        .set("Authorization", "Bearer admin")
+        .query({ ...query, limit: "2", ...(cursor ? { cursor } : {}) });
+    const first = await page();
+    expect(first.body.data.map((e: { resourceUuid: string }) => e.resourceUuid)).toEqual(["u-01", "u-02"]);
+    // More usage for a group already seen, and a new group before and after the position.
+    await request(live).post("/_sim/usage-events").send([ev("u-01"), ev("u-00"), ev("u-05")]);
+    const rest: string[] = [];
+    let cursor = first.body.meta.nextCursor as string;
+    while (cursor) {
+      const res = await page(cursor);
+      rest.push(...res.body.data.map((e: { resourceUuid: string }) => e.resourceUuid));
+      cursor = res.body.meta.nextCursor;
+    }
+    expect(rest).toEqual(["u-03", "u-04", "u-05"]);
+  });
+
   it("expires a cursor after 24 hours", async () => {
     const cursor = (await get({ ...query, limit: "10" })).body.meta.nextCursor as string;
     clock.advance(24 * 3_600_000);
