@@ -1,4 +1,5 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -57,6 +58,8 @@ describe("POST /process", () => {
   it("a workingDir that is a file is a 422; one escaping the root is a 403", async () => {
     expect((await exec({ command: "ls", workingDir: "/work/file.txt" }).expect(422)).body.error).toMatch(/'\/work\/file.txt' is not a folder/);
     expect((await exec({ command: "ls", workingDir: "/../.." }).expect(403)).body.error).toMatch(/escapes the sandbox root/);
+    symlinkSync(tmpdir(), join(agent.root, "outside-link"));
+    expect((await exec({ command: "ls", workingDir: "/outside-link" }).expect(403)).body.error).toMatch(/resolves outside the sandbox root/);
   });
 
   it.each([
