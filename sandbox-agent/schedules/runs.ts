@@ -60,18 +60,22 @@ export class Runs {
     runs.set(run.seq, run);
   }
 
-  /** Concurrency policy Replace: the schedule's runs are failed now (caller's transaction) and returned for killing. */
+  /**
+   * Concurrency policy Replace: records the schedule's runs as failed (in the
+   * caller's transaction) and returns them; once that commits, `kill` them.
+   */
   replaceAll(scheduleId: string, now: number): Run[] {
     const runs = this.of(scheduleId);
     for (const run of runs) {
       this.#o.store.updateExecution(run.seq, { status: "failed", error: "replaced by a newer run (concurrencyPolicy Replace)", completed_at: now }, true);
-      this.#forget(run);
     }
     return runs;
   }
 
+  /** Forgets replaced runs and kills their processes (after the commit). */
   kill(runs: Run[]): void {
     for (const run of runs) {
+      this.#forget(run);
       this.#o.runner.kill(run.processName).catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message, executionId: run.id }, "could not kill a replaced run"));
     }
   }

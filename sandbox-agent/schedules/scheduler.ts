@@ -31,6 +31,8 @@ export const HEARTBEAT_MS = 30_000;
  * is recorded with trigger "catch-up".
  */
 export const CATCH_UP_AFTER_MS = 60_000;
+/** A firing transaction that failed (disk full, I/O error) is retried after this. */
+export const FIRE_RETRY_MS = 5_000;
 
 /**
  * The engine: one timer for the earliest due schedule over a DueQueue of all
@@ -115,6 +117,7 @@ export class Scheduler {
       if (schedule.concurrency_policy === "Replace") replaced = this.#runs.replaceAll(schedule.id, now);
       return this.#record(execution, schedule.max_executions)!;
     });
+    this.#runs.add(run);
     this.#runs.kill(replaced);
     await this.#runs.launch(run, input);
     this.#runs.flush();
@@ -142,24 +145,28 @@ export class Scheduler {
     const due = this.#queue.popDue(now);
     if (due.length > 0) {
       try {
-        this.#fire(due, now);
+        this.#fire(due.map((d) => d.id), now);
       } catch (err) {
-        this.#o.logger.error({ err }, "firing schedules failed");
+        // Nothing was recorded (the transaction rolled back): try again shortly.
+        this.#o.logger.error({ err, schedules: due.length }, "firing schedules failed; retrying in 5 s");
+        for (const { id } of due) if (this.#armed.has(id)) this.#queue.set(id, now + FIRE_RETRY_MS);
       }
     }
     this.#arm();
   }
 
-  #fire(due: { id: string; at: number }[], now: number): void {
+  /** Fires the given schedules at their stored due times (a retry may wake later than that). */
+  #fire(ids: string[], now: number): void {
     const { store } = this.#o;
     const launches: { run: Run; input: ScheduleInput }[] = [];
     const kills: Run[] = [];
-    const rearm: { id: string; next: number | null }[] = [];
+    const rearm: { id: string; next: number | null; at: number }[] = [];
     const logFires = this.#o.logger.isLevelEnabled("info");
     store.transaction(() => {
-      for (const { id, at } of due) {
+      for (const id of ids) {
         const armed = this.#armed.get(id);
-        if (!armed || armed.row.next_due_at !== at) continue;
+        const at = armed?.row.next_due_at;
+        if (!armed || at === null || at === undefined) continue;
         const { row: schedule, input } = armed;
         const trigger: ExecutionTrigger =  at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
         const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, this.#runs.of(id).length);
@@ -168,14 +175,16 @@ export class Scheduler {
         const run = this.#record(execution, schedule.max_executions);
         const next = nextDueAfterFire(schedule, at, now);
         store.setDue(id, next, at);
-        rearm.push({ id, next });
+        rearm.push({ id, next, at });
         if (run) launches.push({ run, input });
         if (logFires) this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");
       }
     });
-    for (const { id, next } of rearm) {
+    // Committed: now the in-memory state may follow.
+    for (const { run } of launches) this.#runs.add(run);
+    for (const { id, next, at } of rearm) {
       const armed = this.#armed.get(id)!;
-      armed.row = { ...armed.row, next_due_at: next, last_due_at: armed.row.next_due_at };
+      armed.row = { ...armed.row, next_due_at: next, last_due_at: at };
       if (next === null) this.#armed.delete(id);
       this.#queue.set(id, next);
     }
@@ -205,12 +214,10 @@ export class Scheduler {
     };
   }
 
-  /** Records an execution (in the caller's transaction); a running one is registered with its seq. */
+  /** Records an execution (in the caller's transaction); a running one is returned as a Run to add once committed. */
   #record(execution: NewExecution, maxExecutions: number): Run | undefined {
     const seq = this.#o.store.recordExecution(execution, maxExecutions);
     if (execution.status !== "running") return undefined;
-    const run: Run = { seq, id: execution.id, scheduleId: execution.schedule_id, processName: execution.process_name!, timeout: execution.timeout };
-    this.#runs.add(run);
-    return run;
+    return { seq, id: execution.id, scheduleId: execution.schedule_id, processName: execution.process_name!, timeout: execution.timeout };
   }
 }

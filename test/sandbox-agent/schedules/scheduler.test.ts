@@ -9,7 +9,7 @@ import { sequentialIds } from "../../../src/ids.js";
 import { REDACT_PATHS, silentLogger, type Logger } from "../../../src/logging.js";
 import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
 import { ScheduleBodySchema } from "../../../sandbox-agent/schedules/definition.js";
-import { HEARTBEAT_MS } from "../../../sandbox-agent/schedules/scheduler.js";
+import { FIRE_RETRY_MS, HEARTBEAT_MS } from "../../../sandbox-agent/schedules/scheduler.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "../../../sandbox-agent/schedules/schedules.js";
 import { FakeRunner, settle } from "./fake-runner.js";
 
@@ -169,6 +169,29 @@ describe("catch-up after downtime and clock jumps", () => {
     expect(executions(s, "far")).toHaveLength(1);
     expect(spy.length).toBeGreaterThan(1000);
     expect(spy.reduce((a, b) => Math.max(a, b), 0)).toBeLessThanOrEqual(HEARTBEAT_MS);
+  });
+});
+
+describe("failures", () => {
+  it("retries a firing whose transaction failed, recording nothing twice and nothing half", async () => {
+    const s = boot();
+    s.service.create(def({ id: "w", type: "cron", value: "*/5 * * * *" }));
+    const record = s.store.recordExecution.bind(s.store);
+    let failures = 1;
+    s.store.recordExecution = (e, max) => {
+      if (failures-- > 0) throw new Error("SQLITE_FULL: database or disk is full");
+      return record(e, max);
+    };
+    clock.advance(5 * MIN);
+    await settle();
+    expect(executions(s, "w")).toHaveLength(0);
+    expect(s.service.get("w").next_due_at).toBe(Date.parse("2026-01-01T00:05:00Z")); // rolled back
+    expect(runner.started).toHaveLength(0);
+    clock.advance(FIRE_RETRY_MS);
+    await settle();
+    expect(executions(s, "w")).toMatchObject([{ due_at: Date.parse("2026-01-01T00:05:00Z"), status: "running" }]);
+    expect(runner.started).toHaveLength(1);
+    expect(s.service.get("w").next_due_at).toBe(Date.parse("2026-01-01T00:10:00Z"));
   });
 });
 
