@@ -146,6 +146,14 @@ describe("POST /schedules/{id}/run with real processes", () => {
     await finished("many", b.id);
   });
 
+  it("retention holds under concurrent runs: never more than maxExecutions records", async () => {
+    await create({ ...cron("burst", { concurrencyPolicy: "Allow", maxExecutions: 3 }), input: { command: "true" } }).expect(200);
+    const runs = await Promise.all(Array.from({ length: 12 }, () => api().post("/schedules/burst/run").expect(200)));
+    const { body } = await api().get("/schedules/burst/executions").expect(200);
+    expect(body.meta.total).toBe(3);
+    expect(body.data.map((e: { id: string }) => e.id).sort()).toEqual(runs.map((r) => r.body.id).sort().slice(-3));
+  });
+
   it("a bad workingDir fails the execution with the runner's status code", async () => {
     await create({ ...cron("nowhere"), input: { command: "true", workingDir: "/does/not/exist" } }).expect(200);
     const { body } = await api().post("/schedules/nowhere/run").expect(200);
