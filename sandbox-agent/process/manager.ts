@@ -97,6 +97,8 @@ export class ProcessManager {
   readonly #starting = new Set<string>();
   /** Cap timers for ended processes whose background children still write to the output files. */
   readonly #lingering = new Set<{ stop(): void }>();
+  /** spawn() blocks the event loop for a fork; this chain gives each its own loop turn. */
+  #spawnTurns: Promise<void> = Promise.resolve();
   #closed = false;
 
   constructor(options: ProcessManagerOptions) {
@@ -131,6 +133,8 @@ export class ProcessManager {
     try {
       const sandboxDir = this.#o.paths.normalize(input.workingDir ?? "/", "workingDir");
       const cwd = await resolveWorkingDir(this.#o.paths, input.command, input.workingDir ?? "/", sandboxDir);
+      await this.#spawnTurn();
+      if (this.#closed) throw errors.serviceUnavailable("the agent is shutting down");
       return await this.#spawn(input, name, sandboxDir, cwd);
     } finally {
       this.#starting.delete(name);
@@ -219,6 +223,18 @@ export class ProcessManager {
   }
 
   // --- internals ---------------------------------------------------------
+
+  /**
+   * Node forks synchronously (a few ms for a process of the agent's size), so
+   * a burst of starts — a thousand `at` schedules due the same second — would
+   * stall timers and requests for seconds. One spawn per event-loop turn lets
+   * them run in between.
+   */
+  #spawnTurn(): Promise<void> {
+    const turn = this.#spawnTurns.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    this.#spawnTurns = turn;
+    return turn;
+  }
 
   async #spawn(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
     const files = new LogFiles(this.#o.logDir, randomUUID());
