@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { cmdlineOf, isAlive, signal } from "./proc.js";
+import { isAlive, signal, startTimeOf } from "./proc.js";
 import { LaunchError, type AgentExit, type AgentHandle } from "./types.js";
 
 /** What the process and bwrap launchers share: spawn, wait until healthy, stop with a grace period. */
@@ -27,17 +27,20 @@ const PID_FILE = "launcher.pid";
 /**
  * An agent left running by a simulator that died without stopping it still
  * holds the data dir's database: stop it before starting a new one. The pid is
- * only trusted when that process's command line still names this data dir.
+ * only trusted when that process's start time still matches (pids are reused).
  */
 export async function reapOrphan(dataDir: string, graceMs = DEFAULT_STOP_GRACE_MS): Promise<boolean> {
   let pid: number;
+  let started: string | undefined;
   try {
-    pid = Number(readFileSync(join(dataDir, PID_FILE), "utf8").trim());
+    const [pidText, startText] = readFileSync(join(dataDir, PID_FILE), "utf8").trim().split(" ");
+    pid = Number(pidText);
+    started = startText;
   } catch {
     return false;
   }
   removePidFile(dataDir);
-  if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid) || !cmdlineOf(pid).some((a) => a.includes(dataDir))) return false;
+  if (!Number.isInteger(pid) || pid <= 1 || !started || startTimeOf(pid) !== started) return false;
   signal(pid, "SIGTERM");
   for (let waited = 0; waited < graceMs && isAlive(pid); waited += 50) await sleep(50);
   signal(pid, "SIGKILL");
@@ -71,7 +74,14 @@ async function healthy(url: string, deadline: number): Promise<void> {
 
 export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
   await reapOrphan(spec.dataDir);
-  const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe"] });
+  return adoptChild(spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe"] }), spec);
+}
+
+/**
+ * Waits for an already spawned agent to report its address and answer
+ * /health; `activate` (warm agents) is called once the listeners are in place.
+ */
+export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets">, activate?: () => void): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -104,6 +114,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
       clearTimeout(timer);
       reject(new LaunchError(`agent exited before it was ready (code ${exit.code}, signal ${exit.signal}): ${exit.stderr.trim()}`));
     });
+    activate?.();
   }).catch(async (err) => {
     child.kill("SIGKILL");
     await exited;
@@ -116,7 +127,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
     await exited;
     throw err;
   }
-  writeFileSync(join(spec.dataDir, PID_FILE), `${child.pid}\n`);
+  writeFileSync(join(spec.dataDir, PID_FILE), `${child.pid} ${startTimeOf(child.pid!) ?? ""}\n`);
 
   let stopping: Promise<AgentExit> | undefined;
   return {

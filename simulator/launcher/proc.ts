@@ -57,3 +57,13 @@ export function signal(pid: number, sig: NodeJS.Signals): void {
     // Already gone: nothing to signal.
   }
 }
+
+/** When the process started (clock ticks since boot): with the pid, it names one process for good. */
+export function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(") ") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}

@@ -1,7 +1,28 @@
-import { mkdirSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
-import { startChild } from "./child.js";
+import { adoptChild, reapOrphan, startChild } from "./child.js";
+import type { WarmActivation } from "./warm-agent.js";
 import type { AgentHandle, LaunchSpec, Launcher } from "./types.js";
+
+interface WarmChild {
+  child: ChildProcess;
+  /** Resolves when the warm agent has loaded its modules; false when it died first. */
+  ready: Promise<boolean>;
+}
+
+export interface ProcessLauncherOptions {
+  /** Run this script as the agent instead of the compiled sandbox-agent (disables the warm pool). */
+  agentMain?: string;
+  readyTimeoutMs?: number;
+  /**
+   * Agents kept started ahead of need, modules loaded, waiting for a sandbox
+   * (default 0; the simulator uses 1). Most of an agent's start-up is loading
+   * Node modules, so a warm agent is ready in the time it takes to open its database.
+   */
+  warm?: number;
+}
 
 /**
  * The default launcher: the agent as a plain child process on a free loopback
@@ -9,17 +30,79 @@ import type { AgentHandle, LaunchSpec, Launcher } from "./types.js";
  */
 export class ProcessLauncher implements Launcher {
   readonly name = "process";
-  constructor(private readonly options: { agentMain?: string; readyTimeoutMs?: number } = {}) {}
+  private readonly idle: WarmChild[] = [];
+  private closed = false;
 
-  start(spec: LaunchSpec): Promise<AgentHandle> {
+  constructor(private readonly options: ProcessLauncherOptions = {}) {
+    this.refill();
+  }
+
+  async start(spec: LaunchSpec): Promise<AgentHandle> {
     mkdirSync(spec.rootDir, { recursive: true });
     mkdirSync(spec.dataDir, { recursive: true });
+    const args = agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir });
+    const env = agentEnv(spec, spec.rootDir);
+    const warm = await this.takeWarm();
+    if (warm) {
+      await reapOrphan(spec.dataDir);
+      const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
+      try {
+        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs }, () => warm.send(activation));
+      } finally {
+        this.refill(); // after, not during: on a small machine the next warm-up would slow this start
+      }
+    }
     return startChild({
       command: process.execPath,
-      args: [this.options.agentMain ?? agentMainPath(), ...agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir })],
-      env: agentEnv(spec, spec.rootDir),
+      args: [this.options.agentMain ?? agentMainPath(), ...args],
+      env,
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
     });
+  }
+
+  /** Resolves once every idle warm agent has loaded its modules. */
+  async warmed(): Promise<void> {
+    await Promise.all(this.idle.map((w) => w.ready));
+  }
+
+  /** Stops the idle warm agents (running ones belong to their sandboxes). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const idle = this.idle.splice(0);
+    await Promise.all(idle.map(({ child }) => new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+    })));
+  }
+
+  /** The oldest warm agent, waiting for it to finish loading if need be (still sooner than a cold start). */
+  private async takeWarm(): Promise<ChildProcess | undefined> {
+    while (this.idle.length > 0) {
+      const { child, ready } = this.idle.shift()!;
+      if ((await ready) && child.exitCode === null && child.signalCode === null && child.connected) return child;
+    }
+    return undefined;
+  }
+
+  private refill(): void {
+    const wanted = this.options.agentMain ? 0 : (this.options.warm ?? 0);
+    while (!this.closed && this.idle.length < wanted) {
+      const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
+      if (!existsSync(script)) return;
+      // A minimal environment until activation replaces it with the sandbox's.
+      const child = spawn(process.execPath, [script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
+      child.on("error", () => {});
+      const ready = new Promise<boolean>((resolve) => {
+        child.once("message", () => resolve(true));
+        child.once("exit", () => resolve(false));
+      });
+      child.once("exit", () => {
+        const at = this.idle.findIndex((w) => w.child === child);
+        if (at !== -1) this.idle.splice(at, 1);
+      });
+      this.idle.push({ child, ready });
+    }
   }
 }

@@ -46,6 +46,8 @@ export interface Launcher {
   readonly name: string;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
+  /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
+  close?(): Promise<void>;
 }
 
 export class LaunchError extends Error {}

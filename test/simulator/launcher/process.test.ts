@@ -83,3 +83,28 @@ describe("process launcher", () => {
     expect((await fetch(`${second.url}/health`)).status).toBe(200);
   });
 });
+
+describe("process launcher with warm agents", () => {
+  it("hands a pre-started agent its sandbox: root, data dir, token and env are the sandbox's", async () => {
+    const warm = new ProcessLauncher({ warm: 1 });
+    try {
+      process.env.SIM_ONLY_SECRET = "must-not-leak";
+      const first = await warm.start(specFor(base, "warm-a", { env: { WHO: "a" } }));
+      const second = await warm.start(specFor(base, "warm-b", { env: { WHO: "b" } }));
+      delete process.env.SIM_ONLY_SECRET;
+      running.push(first, second);
+      for (const [agent, name] of [[first, "warm-a"], [second, "warm-b"]] as const) {
+        const spec = specFor(base, name);
+        expect((await fetch(`${agent.url}/filesystem/`)).status).toBe(401);
+        const { stdout } = await exec(agent.url, spec.token, 'echo "$WHO|${SIM_ONLY_SECRET:-unset}|$(pwd)"; touch made-here');
+        expect(stdout.trim()).toBe(`${name.slice(-1)}|unset|${spec.rootDir}`);
+        expect(existsSync(join(spec.rootDir, "made-here"))).toBe(true);
+        expect(existsSync(join(spec.dataDir, "launcher.pid"))).toBe(true);
+      }
+      const exit = await first.stop();
+      expect(exit.code).toBe(0);
+    } finally {
+      await warm.close();
+    }
+  });
+});

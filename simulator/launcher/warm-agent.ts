@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+/**
+ * A sandbox-agent started ahead of need: it loads the agent's modules (the
+ * bulk of its start-up time), then waits for its sandbox's command line and
+ * environment on the IPC channel, and from there runs exactly as
+ * sandbox-agent/main.ts does. The process launcher keeps one or two idle, so
+ * creating a sandbox costs opening its database and listening, not loading Node modules.
+ */
+import { createLogger } from "../../src/logging.js";
+import { listen, onShutdownSignal } from "../../src/serve.js";
+import { openAgent } from "../../sandbox-agent/agent.js";
+import { createApp } from "../../sandbox-agent/app.js";
+import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
+
+export interface WarmActivation {
+  argv: string[];
+  env: Record<string, string>;
+}
+
+let activated = false;
+
+async function activate(message: WarmActivation): Promise<void> {
+  activated = true;
+  // The sandbox's environment replaces the launcher's: processes the agent runs inherit process.env.
+  for (const key of Object.keys(process.env)) delete process.env[key];
+  Object.assign(process.env, message.env);
+  process.disconnect?.();
+  const config = parseAgentConfig(message.argv, process.env);
+  if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
+  const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
+  const runtime = await openAgent(config, { logger });
+  const serving = await listen(createApp(runtime.deps), config.host, config.port);
+  logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
+  process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
+  onShutdownSignal(logger, async () => {
+    await serving.stop();
+    await runtime.close();
+  });
+}
+
+process.once("message", (message) => {
+  activate(message as WarmActivation).catch((err) => {
+    process.stderr.write(`sandbox-agent: ${err instanceof Error ? (err instanceof ConfigError ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
+    process.exit(err instanceof ConfigError ? 2 : 1);
+  });
+});
+// An idle warm agent whose launcher went away has nothing left to wait for.
+process.on("disconnect", () => {
+  if (!activated) process.exit(0);
+});
+process.on("SIGTERM", () => {
+  if (!activated) process.exit(0);
+});
+// Modules are loaded (static imports) and the listener is in place: tell the launcher it may activate us.
+process.send?.("warm");
