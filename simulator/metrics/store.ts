@@ -26,6 +26,8 @@ export interface UsageEvent extends UsageFields {
 export const NANOS_PER_USD = 1e9;
 /** One event may not cost more than this: keeps every sum far inside int64 and exact in JS. */
 const MAX_EVENT_COST_NANOS = 1e6 * NANOS_PER_USD;
+/** 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write. */
+const MAX_TS = 253_402_300_799_999;
 
 /**
  * Strings are interned into small integer ids so the event rows (and the sort
@@ -144,6 +146,9 @@ export class UsageStore {
         throw errors.badRequest(`${label}[${i}].billingDimension: ${dim.name} belongs to resource type ${dim.resourceType}, not ${e.resourceType}`);
       }
       dimIds[i] = dim.id;
+      // The hook has checked these already; the simulator's own calls have not.
+      if (!(ts[i]! >= 0 && ts[i]! <= MAX_TS)) throw errors.badRequest(`${label}[${i}].timestamp: out of range`);
+      if (!(e.usage >= 0 && e.usage < Infinity)) throw errors.badRequest(`${label}[${i}].usage: expected a finite number >= 0`);
       const cost = Math.round(e.usage * this.#prices.get(dim.id)! * NANOS_PER_USD);
       if (!(cost <= MAX_EVENT_COST_NANOS)) throw errors.badRequest(`${label}[${i}].usage: one event may cost at most 1000000 USD`);
       costs[i] = cost;

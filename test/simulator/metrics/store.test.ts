@@ -58,3 +58,14 @@ describe("UsageStore", () => {
     store.record([ev({ workspace: "ws-b" })]); // the uuid is free again
   });
 });
+
+describe("UsageStore.record from the simulator's own calls", () => {
+  it("refuses a time or a usage that is not a number in range", () => {
+    const store = new UsageStore(openDatabase(":memory:"));
+    expect(() => store.record([ev({ ts: Number.NaN })], "usage")).toThrow("usage[0].timestamp: out of range");
+    expect(() => store.record([ev({ ts: -1 })], "usage")).toThrow("usage[0].timestamp: out of range");
+    expect(() => store.record([ev({ usage: Number.POSITIVE_INFINITY })], "usage")).toThrow("usage[0].usage: expected a finite number >= 0");
+    expect(() => store.record([ev({ usage: -2 })], "usage")).toThrow("usage[0].usage");
+    expect(store.db.prepare("SELECT COUNT(*) FROM metrics_usage_events").pluck().get()).toBe(0);
+  });
+});
