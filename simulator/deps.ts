@@ -7,6 +7,7 @@ import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import { AccountStore } from "./accounts/store.js";
 import { applySeed, bootstrap, generateApiKey, SeedSchema } from "./accounts/seed.js";
 import { CredentialStore } from "./auth/credentials.js";
+import { PrincipalCache } from "./auth/principal-cache.js";
 import { SimClock } from "./clock.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
@@ -26,6 +27,7 @@ export interface SimDeps {
   logger: Logger;
   cursors: CursorCodec;
   jwtSecret: Buffer;
+  principals: PrincipalCache;
   testHooks: TestHooksState;
   /** Base URL of this simulator (set by main after listening); used for metadata.url. */
   urls: { base: string };
@@ -49,17 +51,20 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
   const db = openDatabase(config.data);
   migrate(db, SIMULATOR_MIGRATIONS);
   const clock = overrides.clock ?? new SimClock();
+  const principals = new PrincipalCache();
+  const changed = () => principals.invalidate();
   const deps: SimDeps = {
     config,
     db,
-    accounts: new AccountStore(db),
-    credentials: new CredentialStore(db),
+    accounts: new AccountStore(db, changed),
+    credentials: new CredentialStore(db, changed),
     resources: new ResourceStore(db),
     clock,
     ids: overrides.ids ?? uuidIds,
     logger: overrides.logger ?? silentLogger(),
     cursors: new CursorCodec({ now: () => clock.now() }),
     jwtSecret: randomBytes(32),
+    principals,
     testHooks: initialHooksState(config.testHooks),
     urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
     adminApiKey: config.apiKey ?? generateApiKey(),
@@ -75,6 +80,7 @@ export function resetState(deps: SimDeps): void {
     for (const table of ["resources", "oauth_grants", "api_keys", "service_accounts", "memberships", "users", "workspaces", "accounts"]) deps.db.exec(`DELETE FROM ${table}`);
     bootstrap(deps, deps.config.workspace, deps.adminApiKey);
   })();
+  deps.principals.invalidate();
   deps.clock.reset();
   deps.testHooks.transitions = "timed";
   deps.testHooks.faults.length = 0;

@@ -17,8 +17,11 @@ export interface WorkspaceRecord {
 /** Accounts, workspaces, users and their workspace memberships. */
 export class AccountStore {
   readonly #s: Record<string, Statement>;
+  /** Called after every change that can alter who may do what (cached principals are dropped). */
+  readonly #changed: () => void;
 
-  constructor(db: Db) {
+  constructor(db: Db, changed: () => void = () => {}) {
+    this.#changed = changed;
     this.#s = {
       insertAccount: db.prepare("INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name"),
       account: db.prepare("SELECT * FROM accounts WHERE id = ?"),
@@ -42,6 +45,7 @@ export class AccountStore {
   }
 
   putAccount(id: string, name: string, nowMs: number): void {
+    this.#changed();
     this.#s.insertAccount!.run(id, name, iso(nowMs));
   }
 
@@ -54,6 +58,7 @@ export class AccountStore {
   }
 
   insertWorkspace(record: WorkspaceRecord): void {
+    this.#changed();
     this.#s.insertWorkspace!.run(record.name, record.accountId, JSON.stringify(record.doc), record.createdMs);
   }
 
@@ -63,6 +68,7 @@ export class AccountStore {
 
   /** Deletes the workspace and everything in it. */
   deleteWorkspace(name: string): void {
+    this.#changed();
     this.#s.deleteWorkspaceResources!.run(name);
     this.#s.deleteWorkspace!.run(name);
   }
@@ -85,6 +91,7 @@ export class AccountStore {
   }
 
   insertUser(user: UserRow): void {
+    this.#changed();
     this.#s.insertUser!.run(user.sub, user.email, user.account_id, user.role, user.created_at);
   }
 
@@ -97,10 +104,12 @@ export class AccountStore {
   }
 
   setMembership(sub: string, workspace: string, role: Role): void {
+    this.#changed();
     this.#s.upsertMembership!.run(sub, workspace, role);
   }
 
   removeMembership(sub: string, workspace: string): boolean {
+    this.#changed();
     return this.#s.deleteMembership!.run(sub, workspace).changes === 1;
   }
 

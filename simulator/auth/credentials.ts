@@ -44,8 +44,11 @@ export const digest = (secret: string): string => createHash("sha256").update(se
 export class CredentialStore {
   readonly #s: Record<string, Statement>;
   readonly #deleteSubject: (clientId: string) => void;
+  /** Called after a credential is revoked (cached principals are dropped). */
+  readonly #changed: () => void;
 
-  constructor(db: Db) {
+  constructor(db: Db, changed: () => void = () => {}) {
+    this.#changed = changed;
     this.#s = {
       insertSa: db.prepare("INSERT INTO service_accounts (client_id, workspace, name, description, secret_hash, created_at, updated_at) VALUES (@client_id, @workspace, @name, @description, @secret_hash, @created_at, @updated_at)"),
       sa: db.prepare("SELECT * FROM service_accounts WHERE client_id = ?"),
@@ -88,6 +91,7 @@ export class CredentialStore {
   }
 
   deleteServiceAccount(clientId: string): void {
+    this.#changed();
     this.#deleteSubject(clientId);
   }
 
@@ -104,6 +108,7 @@ export class CredentialStore {
   }
 
   deleteApiKey(sub: string, id: string): boolean {
+    this.#changed();
     return this.#s.deleteKey!.run(sub, id).changes === 1;
   }
 

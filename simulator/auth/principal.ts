@@ -5,6 +5,7 @@ import type { AccountStore, Role } from "../accounts/store.js";
 import type { SimClock } from "../clock.js";
 import { verifyJwt } from "./jwt.js";
 import type { CredentialStore, SubjectType } from "./credentials.js";
+import type { PrincipalCache } from "./principal-cache.js";
 
 /** Who is calling, resolved from a bearer credential on every request (nothing is cached across requests). */
 export interface Principal {
@@ -25,6 +26,7 @@ export interface PrincipalSources {
   credentials: CredentialStore;
   clock: SimClock;
   jwtSecret: Buffer;
+  principals?: PrincipalCache;
 }
 
 const ALL = new Set(["admin"]);
@@ -54,12 +56,15 @@ export function authenticateHeaders(src: PrincipalSources, headers: IncomingHttp
   const token = bearerToken(headers);
   if (!token) throw errors.unauthorized("missing bearer credential (Authorization or X-Blaxel-Authorization)");
   const now = src.clock.now();
+  const cached = src.principals?.get(token, now);
+  if (cached) return cached;
   if (token.split(".").length === 3) {
     const claims = verifyJwt(token, src.jwtSecret);
     if (!claims) throw errors.unauthorized("invalid access token");
     if (claims.exp * 1000 <= now) throw errors.unauthorized("access token expired");
     const principal = principalOf(src, claims.sub_type, claims.sub, new Set(claims.scope.split(" ").filter(Boolean)));
     if (!principal) throw errors.unauthorized("access token revoked");
+    src.principals?.set(token, principal, claims.exp * 1000);
     return principal;
   }
   const key = src.credentials.apiKeyBySecret(token);
@@ -67,6 +72,7 @@ export function authenticateHeaders(src: PrincipalSources, headers: IncomingHttp
   if (key.expires_ms !== null && key.expires_ms <= now) throw errors.unauthorized("API key expired");
   const principal = principalOf(src, key.sub_type, key.sub);
   if (!principal) throw errors.unauthorized("API key revoked");
+  src.principals?.set(token, principal, key.expires_ms ?? Number.POSITIVE_INFINITY);
   return principal;
 }
 

@@ -1,4 +1,4 @@
-import express, { type Request, type Response, type Router } from "express";
+import type { Request, RequestHandler, Response } from "express";
 import { ApiError, errors } from "../../src/errors.js";
 import { paginates, type ApiVersion } from "../../src/versioning.js";
 import type { Role } from "../accounts/store.js";
@@ -53,21 +53,41 @@ export class Reply {
   ) {}
 }
 
-export function buildRouter(deps: SimDeps, operations: readonly Operation[]): Router {
-  const router = express.Router();
+/**
+ * One handler dispatching the whole table. Routes are indexed by method,
+ * segment count and first segment, so a request tests a handful of patterns
+ * instead of walking ~170 Express layers; table order still decides
+ * precedence among the candidates (literal segments are listed first).
+ */
+export function buildRouter(deps: SimDeps, operations: readonly Operation[]): RequestHandler {
+  const index = new Map<string, { op: Operation; segments: string[] }[]>();
   for (const op of operations) {
-    router[op.method](op.path, (req: Request, res: Response) => {
-      if (!op.errorShape) return run(op, req, res);
+    const segments = op.path.split("/").slice(1);
+    const key = `${op.method.toUpperCase()} ${segments.length} ${segments[0]}`;
+    if (segments[0]!.startsWith(":")) throw new Error(`${op.id}: a path must start with a literal segment`);
+    let bucket = index.get(key);
+    if (!bucket) index.set(key, (bucket = []));
+    bucket.push({ op, segments });
+  }
+  return (req, res, next) => {
+    const parts = req.path.split("/").slice(1);
+    if (parts.length > 1 && parts[parts.length - 1] === "") parts.pop(); // a trailing slash, as Express allows
+    const candidates = index.get(`${req.method} ${parts.length} ${parts[0]}`);
+    if (!candidates) return next();
+    for (const { op, segments } of candidates) {
+      const params = matchSegments(segments, parts);
+      if (!params) continue;
+      if (!op.errorShape) return run(op, req, res, params);
       try {
-        run(op, req, res);
+        return run(op, req, res, params);
       } catch (err) {
         throw op.errorShape(err instanceof ApiError ? err : errors.internal("internal error"), req);
       }
-    });
-  }
-  return router;
+    }
+    next();
+  };
 
-  function run(op: Operation, req: Request, res: Response): void {
+  function run(op: Operation, req: Request, res: Response, params: Record<string, string>): void {
     const principal = authenticateHeaders(deps, req.headers);
     if (!grants(principal.scopes, op.scope)) throw errors.forbidden(`missing scope ${op.scope}`);
     const query = req.query as Record<string, unknown>;
@@ -78,7 +98,7 @@ export function buildRouter(deps: SimDeps, operations: readonly Operation[]): Ro
     const ctx: OpContext = {
       deps,
       req,
-      params: req.params as Record<string, string>,
+      params,
       query,
       body: req.body,
       version,
@@ -91,6 +111,23 @@ export function buildRouter(deps: SimDeps, operations: readonly Operation[]): Ro
     };
     send(res, op.handler(ctx));
   }
+}
+
+function matchSegments(pattern: string[], parts: string[]): Record<string, string> | undefined {
+  const params: Record<string, string> = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    const value = parts[i]!;
+    if (p.startsWith(":")) {
+      if (value === "") return undefined;
+      try {
+        params[p.slice(1)] = decodeURIComponent(value);
+      } catch {
+        throw errors.badRequest(`path: malformed percent-encoding in "${value}"`);
+      }
+    } else if (p !== value) return undefined;
+  }
+  return params;
 }
 
 export function send(res: Response, result: unknown): void {
