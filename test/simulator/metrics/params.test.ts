@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MAX_BATCH_EVENTS, parseUsageEvents } from "../../../simulator/metrics/ingest.js";
 import { parseGroupBy, parseRfc3339 } from "../../../simulator/metrics/params.js";
 
 describe("parseRfc3339", () => {
@@ -53,5 +54,12 @@ describe("parseGroupBy", () => {
     expect(parseGroupBy(" resource_uuid , resource_type ")).toEqual(["resource_type", "resource_uuid"]);
     expect(parseGroupBy(undefined)).toEqual([]);
     expect(parseGroupBy("")).toEqual([]);
+  });
+});
+
+describe("parseUsageEvents", () => {
+  it("caps a batch at 200,000 events before looking at any of them", () => {
+    expect(() => parseUsageEvents(new Array(MAX_BATCH_EVENTS + 1).fill(null))).toThrow(`body: at most ${MAX_BATCH_EVENTS} events per request, got ${MAX_BATCH_EVENTS + 1}`);
+    expect(() => parseUsageEvents({ events: new Array(MAX_BATCH_EVENTS + 1).fill(null) })).toThrow("body.events: at most");
   });
 });

@@ -34,9 +34,10 @@ describe("metrics query validation: 400 naming the parameter", () => {
     expect(ok.body.endTime).toBe("2026-05-02T00:00:00.000Z");
   });
 
-  it("requires startTime before endTime", async () => {
+  it("requires startTime before endTime, at most 100 years apart", async () => {
     await expect400({ startTime: W.endTime, endTime: W.startTime }, "endTime", /after startTime/);
     await expect400({ startTime: W.startTime, endTime: W.startTime }, "endTime", /after startTime/);
+    await expect400({ startTime: "1990-01-01T00:00:00Z", endTime: "2091-01-01T00:00:00Z" }, "endTime", /at most 100 years/);
   });
 
   it("accepts at most 3 distinct known groupBy dimensions, in any order", async () => {
