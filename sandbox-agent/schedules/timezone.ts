@@ -29,6 +29,7 @@ function formatterFor(timeZone: string): Intl.DateTimeFormat {
       minute: "numeric",
       second: "numeric",
     });
+    if (formatters.size >= 1_000) formatters.clear(); // zones arrive from requests: keep the cache bounded
     formatters.set(timeZone, f);
   }
   return f;

@@ -1,6 +1,7 @@
 import * as chrono from "chrono-node";
 import { parseDuration } from "../../src/units.js";
-import { CronError, parseCron } from "./cron.js";
+import { CronError } from "./cron.js";
+import { cronSpec } from "./due.js";
 import { offsetAt, resolveLocal } from "./timezone.js";
 
 /**
@@ -61,7 +62,7 @@ export function resolveTiming(type: "cron" | "at" | "sleep", value: string, time
   if (!text) throw new TimingError("must not be empty");
   if (type === "cron") {
     try {
-      return { type, value: parseCron(text).expression };
+      return { type, value: cronSpec(text).expression };
     } catch (e) {
       if (e instanceof CronError) throw new TimingError(e.message);
       throw e;
