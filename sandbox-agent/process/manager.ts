@@ -118,7 +118,7 @@ export class ProcessManager {
         this.#adopt(row);
       } else {
         this.#store.finish(row.id, { status: "failed", exitCode: null, error: "agent restarted", completedAt: this.#o.clock.now() });
-        this.#o.logger.warn({ pid: row.pid, name: row.name }, "process gone after agent restart: marked failed");
+        this.#o.logger.warn({ processPid: row.pid, processName: row.name }, "process gone after agent restart: marked failed");
       }
     }
   }
@@ -256,7 +256,7 @@ export class ProcessManager {
       await files.remove();
       throw errors.unprocessable(`failed to start process: ${err.message}`);
     }
-    child.on("error", (err) => this.#o.logger.error({ err, pid: child.pid }, "process error"));
+    child.on("error", (err) => this.#o.logger.error({ err, processPid: child.pid }, "process error"));
     child.unref();
     const row: ProcessRow = {
       id: files.id,
@@ -279,7 +279,7 @@ export class ProcessManager {
     const running = this.#track(row, files);
     running.child = child;
     child.once("exit", (code, signal) => void this.#ended(running, code, signal));
-    this.#o.logger.info({ pid: row.pid, name, workingDir, timeout: row.timeout }, "process started");
+    this.#o.logger.info({ processPid: row.pid, processName: name, workingDir, timeout: row.timeout }, "process started");
     return toRecord(row);
   }
 
@@ -290,7 +290,7 @@ export class ProcessManager {
       if (!isSameProcessAlive(row.pid, row.procStart)) void this.#ended(running, null, null);
     }, ADOPTED_POLL_MS);
     running.poll.unref();
-    this.#o.logger.info({ pid: row.pid, name: row.name }, "process adopted after agent restart");
+    this.#o.logger.info({ processPid: row.pid, processName: row.name }, "process adopted after agent restart");
   }
 
   #track(row: ProcessRow, files: LogFiles, adopted = false): Running {
@@ -305,7 +305,7 @@ export class ProcessManager {
     if (row.timeout > 0) {
       const left = row.startedAt + row.timeout * 1000 - this.#o.clock.now();
       running.timers.push(this.#o.clock.setTimer(left, () => {
-        this.#o.logger.info({ pid: row.pid, name: row.name, timeout: row.timeout }, "process timed out: killing its group");
+        this.#o.logger.info({ processPid: row.pid, processName: row.name, timeout: row.timeout }, "process timed out: killing its group");
         if (signalGroup(row.pid, "SIGKILL")) running.endReason = { status: "killed", error: `timed out after ${row.timeout} seconds` };
       }));
     }
@@ -323,7 +323,7 @@ export class ProcessManager {
     const completedAt = this.#o.clock.now();
     this.#store.finish(running.row.id, { ...end, exitCode: code, completedAt });
     this.#running.delete(running.row.id);
-    this.#o.logger.info({ pid: running.row.pid, name: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
+    this.#o.logger.info({ processPid: running.row.pid, processName: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
     const record = toRecord(this.#store.byId(running.row.id)!);
     if (groupAlive(running.row.pid)) this.#linger(running.row, running.output.dropped);
     await this.#prune();
