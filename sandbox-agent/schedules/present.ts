@@ -5,6 +5,7 @@ import type { ExecutionRow, ScheduleRow } from "./store.js";
 export const MASK = "***";
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+const isoAlways = (ms: number): string => new Date(ms).toISOString();
 
 /** `input.env` values become "***" unless the caller proved it may see them. */
 export function maskEnv(env: Record<string, string> | undefined, showSecrets: boolean): Record<string, string> | undefined {
@@ -17,8 +18,8 @@ export function presentSchedule(row: ScheduleRow, showSecrets: boolean) {
   return {
     id: row.id,
     sandbox: row.sandbox,
-    createdAt: iso(row.created_at),
-    updatedAt: iso(row.updated_at),
+    createdAt: isoAlways(row.created_at),
+    updatedAt: isoAlways(row.updated_at),
     type: row.type,
     value: row.value,
     timezone: row.timezone,
@@ -44,9 +45,9 @@ export function presentExecution(row: ExecutionRow) {
     id: row.id,
     scheduleId: row.schedule_id,
     sandbox: row.sandbox,
-    createdAt: iso(row.created_at),
-    /** When the command was submitted to the process runner (null when skipped). */
-    executedAt: iso(row.executed_at),
+    createdAt: isoAlways(row.created_at),
+    /** When the command was submitted to the process runner; absent when skipped (the SDK types it string | undefined). */
+    executedAt: row.executed_at === null ? undefined : isoAlways(row.executed_at),
     completedAt: iso(row.completed_at),
     status: row.status,
     /** As the control plane reports it: 200 once the runner accepted the command. */
