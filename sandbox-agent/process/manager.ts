@@ -317,7 +317,7 @@ export class ProcessManager {
     if (running.poll) clearInterval(running.poll);
     running.poll = undefined;
     for (const t of running.timers) t.cancel();
-    await running.output.finish().catch((err: unknown) => this.#o.logger.warn({ err, pid: running.row.pid }, "reading final output failed"));
+    await running.output.finish().catch((err: unknown) => this.#o.logger.warn({ err, processPid: running.row.pid }, "reading final output failed"));
     if (this.#closed) return;
     const end = running.endReason ?? exitMeaning(code, signal, running.child === undefined);
     const completedAt = this.#o.clock.now();
