@@ -1,20 +1,22 @@
-import express, { type Express } from "express";
+import express from "express";
 import { accessLog, errorMiddleware, notFoundHandler } from "../src/http.js";
 import { callerAccess } from "./auth/access.js";
 import { oauthRouter } from "./auth/oauth-routes.js";
 import type { SimDeps } from "./deps.js";
+import { createFront, renderError, type Listener } from "./http/front.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
-import { buildRouter } from "./http/operation.js";
+import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
 import { UsageStore } from "./metrics/store.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
 /**
- * Builds the control-plane HTTP API from its dependencies. Never listens:
- * main.ts does, tests use supertest or listen(0).
+ * Builds the control-plane HTTP listener from its dependencies. Never listens:
+ * main.ts does, tests use supertest or listen(0). Operations of the table are
+ * answered by the front (http/front.ts); Express serves the rest.
  */
-export function createSimulatorApp(deps: SimDeps): Express {
+export function createSimulatorApp(deps: SimDeps): Listener {
   const usage = new UsageStore(deps.db);
   const app = express();
   app.disable("x-powered-by");
@@ -36,9 +38,8 @@ export function createSimulatorApp(deps: SimDeps): Express {
   v0.use(oauthRouter(deps));
   // Account metrics (simulator/metrics, issue 6): the caller's account, admin flag and visible workspaces come from auth.
   v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
-  v0.use(buildRouter(deps, allOperations()));
   app.use("/v0", v0);
   app.use(notFoundHandler());
-  app.use(errorMiddleware((err) => ({ error: err.code, code: err.status, message: err.message, ...err.details }), deps.logger));
-  return app;
+  app.use(errorMiddleware(renderError, deps.logger));
+  return createFront(deps, new Dispatcher(deps, allOperations()), app);
 }

@@ -1,5 +1,5 @@
-import type { Request, RequestHandler, Response } from "express";
-import { ApiError, errors } from "../../src/errors.js";
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { errors, type ApiError } from "../../src/errors.js";
 import { paginates, type ApiVersion } from "../../src/versioning.js";
 import type { Role } from "../accounts/store.js";
 import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal } from "../auth/principal.js";
@@ -8,14 +8,21 @@ import type { SimDeps } from "../deps.js";
 
 /**
  * The operations table: every route is one entry `{id, method, path, scope,
- * handler}`. Handlers return data (or a Reply for another status); one adapter
- * authenticates, checks the scope and workspace, and writes the JSON.
+ * handler}`. Handlers return data (or a Reply for another status); one
+ * dispatcher authenticates, checks the scope and workspace, and writes the JSON.
  */
 export type Method = "get" | "post" | "put" | "delete";
 
+/** What a handler sees of the HTTP request. */
+export interface RequestView {
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: unknown;
+}
+
 export interface OpContext {
   deps: SimDeps;
-  req: Request;
+  req: RequestView;
   params: Record<string, string>;
   query: Record<string, unknown>;
   body: unknown;
@@ -36,14 +43,14 @@ export interface Operation {
   /** SDK function name, e.g. `listSandboxes`. */
   id: string;
   method: Method;
-  /** Express path under /v0, e.g. `/sandboxes/:sandboxName`. */
+  /** Path under /v0, e.g. `/sandboxes/:sandboxName`; the first segment is literal. */
   path: string;
   scope?: Scope;
   /** "workspace" (default): needs a selected workspace; "account": any authenticated caller. */
   level?: "workspace" | "account";
   handler: (ctx: OpContext) => unknown;
   /** Rewrites every error of this operation (POST /sandboxes answers SandboxError). */
-  errorShape?: (err: ApiError, req: Request) => ApiError;
+  errorShape?: (err: ApiError, req: RequestView) => ApiError;
 }
 
 export class Reply {
@@ -53,61 +60,54 @@ export class Reply {
   ) {}
 }
 
-/**
- * One handler dispatching the whole table. Routes are indexed by method,
- * segment count and first segment, so a request tests a handful of patterns
- * instead of walking ~170 Express layers; table order still decides
- * precedence among the candidates (literal segments are listed first).
- */
-export function buildRouter(deps: SimDeps, operations: readonly Operation[]): RequestHandler {
-  const index = new Map<string, { op: Operation; segments: string[] }[]>();
-  for (const op of operations) {
-    const segments = op.path.split("/").slice(1);
-    const key = `${op.method.toUpperCase()} ${segments.length} ${segments[0]}`;
-    if (segments[0]!.startsWith(":")) throw new Error(`${op.id}: a path must start with a literal segment`);
-    let bucket = index.get(key);
-    if (!bucket) index.set(key, (bucket = []));
-    bucket.push({ op, segments });
-  }
-  return (req, res, next) => {
-    const parts = req.path.split("/").slice(1);
-    if (parts.length > 1 && parts[parts.length - 1] === "") parts.pop(); // a trailing slash, as Express allows
-    const candidates = index.get(`${req.method} ${parts.length} ${parts[0]}`);
-    if (!candidates) return next();
-    for (const { op, segments } of candidates) {
-      const params = matchSegments(segments, parts);
-      if (!params) continue;
-      if (!op.errorShape) return run(op, req, res, params);
-      try {
-        return run(op, req, res, params);
-      } catch (err) {
-        throw op.errorShape(err instanceof ApiError ? err : errors.internal("internal error"), req);
-      }
-    }
-    next();
-  };
+export interface Match {
+  op: Operation;
+  params: Record<string, string>;
+}
 
-  function run(op: Operation, req: Request, res: Response, params: Record<string, string>): void {
-    const principal = authenticateHeaders(deps, req.headers);
+/**
+ * Routes indexed by method, segment count and first segment, so a request
+ * tests a handful of patterns; table order decides precedence among the
+ * candidates (literal segments are listed first).
+ */
+export class Dispatcher {
+  readonly #index = new Map<string, { op: Operation; segments: string[] }[]>();
+  readonly #deps: SimDeps;
+
+  constructor(deps: SimDeps, operations: readonly Operation[]) {
+    this.#deps = deps;
+    for (const op of operations) {
+      const segments = op.path.split("/").slice(1);
+      if (!segments[0] || segments[0].startsWith(":")) throw new Error(`${op.id}: a path must start with a literal segment`);
+      const key = `${op.method.toUpperCase()} ${segments.length} ${segments[0]}`;
+      let bucket = this.#index.get(key);
+      if (!bucket) this.#index.set(key, (bucket = []));
+      bucket.push({ op, segments });
+    }
+  }
+
+  /** `path` is the raw (still percent-encoded) path below /v0. */
+  match(method: string, path: string): Match | undefined {
+    const parts = path.split("/").slice(1);
+    if (parts.length > 1 && parts[parts.length - 1] === "") parts.pop(); // a trailing slash
+    const candidates = this.#index.get(`${method} ${parts.length} ${parts[0]}`);
+    for (const { op, segments } of candidates ?? []) {
+      const params = matchSegments(segments, parts);
+      if (params) return { op, params };
+    }
+    return undefined;
+  }
+
+  /** Runs a matched operation and writes its reply; throws ApiErrors for the caller to render (and shape). */
+  run({ op, params }: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion): void {
+    const principal = authenticateHeaders(this.#deps, req.headers);
     if (!grants(principal.scopes, op.scope)) throw errors.forbidden(`missing scope ${op.scope}`);
-    const query = req.query as Record<string, unknown>;
     let workspace = "";
     let role: Role | undefined;
     if ((op.level ?? "workspace") === "workspace") ({ workspace, role } = selectWorkspace(principal, requestedWorkspace(req.headers, query)));
-    const version = res.locals.apiVersion as ApiVersion;
     const ctx: OpContext = {
-      deps,
-      req,
-      params,
-      query,
-      body: req.body,
-      version,
-      paginated: paginates(version),
-      principal,
-      workspace,
-      role,
-      isAdmin: role === "admin",
-      actor: principal.email ?? principal.sub,
+      deps: this.#deps, req, params, query, body: req.body, version, paginated: paginates(version),
+      principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,
     };
     send(res, op.handler(ctx));
   }
@@ -130,9 +130,10 @@ function matchSegments(pattern: string[], parts: string[]): Record<string, strin
   return params;
 }
 
-export function send(res: Response, result: unknown): void {
+export function send(res: ServerResponse, result: unknown): void {
   const reply = result instanceof Reply ? result : new Reply(200, result);
   res.statusCode = reply.status;
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
   if (reply.status === 204 || reply.body === undefined) {
     res.end();
     return;

@@ -1,6 +1,7 @@
 import express, { type RequestHandler, type Router } from "express";
 import { z } from "zod";
-import { ApiError, ERROR_CODES, errors, type ErrorCode } from "../../src/errors.js";
+import { errors } from "../../src/errors.js";
+import { injectedFault } from "./faults.js";
 import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
 import { resetState, type SimDeps } from "../deps.js";
@@ -99,33 +100,11 @@ export function testHooksRouter(deps: SimDeps): Router {
   return router;
 }
 
-const CODE_BY_STATUS = new Map<number, ErrorCode>(Object.entries(ERROR_CODES).filter(([code]) => code !== "invalid_api_version").map(([code, status]) => [status, code as ErrorCode]));
-
-function injected(status: number): ApiError {
-  const code = CODE_BY_STATUS.get(status) ?? (status >= 500 ? "internal" : "bad_request");
-  return new ApiError(code, `injected fault (status ${status})`, { status });
-}
-
-/**
- * Fault injection: `Prefer: code=503` fails that one request (Prism's
- * convention); rules `{method, path, status, times}` fail matching requests.
- */
+/** Fault injection for the routes Express serves (the operations front calls injectedFault itself). */
 export function faultInjection(deps: SimDeps): RequestHandler {
   return (req, _res, next) => {
-    if (req.path.startsWith("/_sim/") || req.path === "/health") return next();
-    const prefer = /(?:^|[,;\s])code=(\d{3})/.exec(String(req.headers.prefer ?? ""));
-    if (prefer) {
-      const status = Number(prefer[1]);
-      if (status >= 400 && status <= 599) throw injected(status);
-    }
-    const rules = deps.testHooks.faults;
-    const index = rules.findIndex((r) => (!r.method || r.method.toUpperCase() === req.method) && (!r.path || (r.path.endsWith("*") ? req.path.startsWith(r.path.slice(0, -1)) : r.path === req.path)));
-    if (index < 0) return next();
-    const rule = rules[index]!;
-    if (rule.times !== undefined) {
-      rule.times -= 1;
-      if (rule.times <= 0) rules.splice(index, 1);
-    }
-    throw injected(rule.status);
+    const fault = injectedFault(deps.testHooks, req.method, req.path, req.headers.prefer);
+    if (fault) throw fault;
+    next();
   };
 }

@@ -1,8 +1,8 @@
 import request from "supertest";
-import type { Express } from "express";
 import { FakeClock } from "../../src/clock.js";
 import { sequentialIds } from "../../src/ids.js";
 import { createSimulatorApp } from "../../simulator/app.js";
+import type { Listener } from "../../simulator/http/front.js";
 import { SimClock } from "../../simulator/clock.js";
 import type { SimConfig } from "../../simulator/config.js";
 import { openSimulator, type SimDeps } from "../../simulator/deps.js";
@@ -13,7 +13,7 @@ export const WS = "default";
 
 export interface TestSim {
   deps: SimDeps;
-  app: Express;
+  app: Listener;
   base: FakeClock;
   clock: SimClock;
   /** supertest agent-like helpers carrying the admin key, workspace and (by default) the paginated version. */
@@ -30,7 +30,7 @@ export function startTestSim(config: Partial<SimConfig> = {}): TestSim {
   return { deps: runtime.deps, app, base, clock, api: api(app), close: runtime.close };
 }
 
-export function api(app: Express, key = ADMIN_KEY, workspace = WS, version = "2026-04-28") {
+export function api(app: Listener, key = ADMIN_KEY, workspace = WS, version = "2026-04-28") {
   const withHeaders = (t: request.Test) => {
     let r = t.set("X-Blaxel-Authorization", `Bearer ${key}`).set("Blaxel-Version", version);
     if (workspace) r = r.set("X-Blaxel-Workspace", workspace);
