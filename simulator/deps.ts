@@ -9,6 +9,7 @@ import { applySeed, bootstrap, generateApiKey, SeedSchema } from "./accounts/see
 import { CredentialStore } from "./auth/credentials.js";
 import { PrincipalCache } from "./auth/principal-cache.js";
 import { SimClock } from "./clock.js";
+import type { SandboxAgents } from "./agents/registry.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
 import { ResourceStore } from "./store/resources.js";
@@ -33,6 +34,8 @@ export interface SimDeps {
   urls: { base: string };
   /** The admin API key of the default workspace. */
   adminApiKey: string;
+  /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
+  agents?: SandboxAgents;
 }
 
 export interface SimOverrides {

@@ -30,7 +30,7 @@ export interface StartOptions {
 const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
 
 export class SandboxAgents {
-  private readonly running = new Map<string, { supervisor: AgentSupervisor; token: string; startedAt: number }>();
+  private readonly running = new Map<string, { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> }>();
 
   constructor(private readonly options: SandboxAgentsOptions) {}
 
@@ -54,14 +54,33 @@ export class SandboxAgents {
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
       { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
     );
-    this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now() });
+    const ready = supervisor.start();
+    this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {
-      await supervisor.start();
+      await ready;
     } catch (err) {
-      this.running.delete(key(workspace, sandbox));
+      if (this.running.get(key(workspace, sandbox))?.supervisor === supervisor) this.running.delete(key(workspace, sandbox));
       throw err;
     }
     return supervisor;
+  }
+
+  /**
+   * Starts the agent without waiting (the control plane answers create at
+   * once); requests for the sandbox wait for it in upstream(). A failure is
+   * reported through onEvent as a crash that gave up.
+   */
+  begin(workspace: string, sandbox: string, opts: StartOptions = {}): void {
+    this.start(workspace, sandbox, opts).catch((err: Error) => {
+      this.options.onEvent?.(workspace, sandbox, { type: "crashed", exit: { code: null, signal: null, stderr: err.message }, restartInMs: null, attempt: 0 });
+    });
+  }
+
+  /** Stops the agent, then removes the sandbox's files (delete); errors are reported, not thrown. */
+  retire(workspace: string, sandbox: string, onError: (err: Error) => void = () => {}): void {
+    this.stop(workspace, sandbox)
+      .then(() => this.removeFiles(workspace, sandbox))
+      .catch(onError);
   }
 
   get(workspace: string, sandbox: string): AgentSupervisor | undefined {
@@ -94,9 +113,10 @@ export class SandboxAgents {
     rmSync(dir, { recursive: true, force: true });
   }
 
-  /** The proxy's upstream: 404 for an unknown sandbox, 503 naming it while its agent is down. */
-  upstream(target: SandboxTarget): Upstream {
+  /** The proxy's upstream: waits for a starting agent; 404 for an unknown sandbox, 503 naming it while its agent is down. */
+  async upstream(target: SandboxTarget): Promise<Upstream> {
     const entry = this.running.get(key(target.workspace, target.sandbox));
+    if (entry?.supervisor.state === "starting") await entry.ready;
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const url = entry.supervisor.url;
     if (!url) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);

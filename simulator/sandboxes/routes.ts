@@ -7,6 +7,7 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
 import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
+import { envOf } from "../agents/sandbox-status.js";
 
 /** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), previews, tokens, archive. */
 
@@ -30,6 +31,8 @@ function createSandbox(ctx: OpContext): unknown {
     if (existing && !NOT_REUSABLE.has(existing.status)) return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, doc.metadata.name, "").doc, false);
   }
   insertNew(sandboxKind, ctx, "", doc);
+  // A real sandbox-agent (issue 7): started now; calls through metadata.url wait until it is healthy.
+  ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc.spec as { runtime?: { image?: string } }).runtime?.image });
   return renderDoc(sandboxKind, doc, false);
 }
 

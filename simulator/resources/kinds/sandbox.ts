@@ -31,7 +31,9 @@ export const sandboxKind: ResourceKind = {
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
-    doc.metadata.url = `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
+    doc.metadata.url = ctx.deps.agents
+      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy (issue 7)
+      : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
     doc.state = "RUNNING";
   },
   mask(doc, show) {
@@ -41,6 +43,10 @@ export const sandboxKind: ResourceKind = {
   },
   // Lists carry the lite form: no events (control-plane.md §3.2).
   listItem: ({ events: _events, ...rest }) => rest,
+  // Delete stops the agent (SIGTERM, then SIGKILL) and removes its files.
+  beforeDelete(item, ctx) {
+    ctx.deps.agents?.retire(ctx.workspace, item.name, (err) => ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
+  },
 };
 
 export const previewKind: ResourceKind = {

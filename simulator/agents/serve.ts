@@ -1,0 +1,77 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Logger } from "../../src/logging.js";
+import { listen } from "../../src/serve.js";
+import { createSimulatorApp } from "../app.js";
+import type { SimConfig } from "../config.js";
+import { openSimulator, type SimDeps } from "../deps.js";
+import { envLines } from "../env-lines.js";
+import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { createSimulatorSandboxProxy } from "./proxy.js";
+import { SandboxAgents } from "./registry.js";
+import { recordAgentEvent } from "./sandbox-status.js";
+
+export interface ServeOptions {
+  /** "process" (default) or "bwrap", or a Launcher instance. */
+  launcher?: string | Launcher;
+  logger?: Logger;
+}
+
+export interface ServedSimulator {
+  url: string;
+  /** KEY=value lines (BL_API_URL, BL_RUN_URL, BL_WORKSPACE, BL_API_KEY, ...) for @blaxel/core. */
+  env: Record<string, string>;
+  envText: string;
+  deps: SimDeps;
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole simulator: control plane, one real sandbox-agent per sandbox, and
+ * the sandbox proxy in front (a request for /sbx/... or an sbx-* host goes to
+ * the proxy, everything else to the control-plane app). Sandbox files live
+ * beside the --data file (<data>.sandboxes/), or in a temp dir removed on stop.
+ */
+export async function serveSimulator(config: Partial<SimConfig>, options: ServeOptions = {}): Promise<ServedSimulator> {
+  const runtime = openSimulator(config, { logger: options.logger });
+  const deps = runtime.deps;
+  const inMemory = deps.config.data === ":memory:";
+  const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
+  mkdirSync(dir, { recursive: true });
+  const launcher = typeof options.launcher === "object" ? options.launcher
+    : (options.launcher ?? "process") === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(options.launcher!);
+  const agents = new SandboxAgents({
+    launcher,
+    dir,
+    logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
+    onEvent: (workspace, sandbox, event) => {
+      deps.logger.info({ workspace, sandbox, event: event.type }, "sandbox agent");
+      recordAgentEvent(deps, workspace, sandbox, event);
+    },
+  });
+  deps.agents = agents;
+  const proxy = createSimulatorSandboxProxy(deps, agents);
+  const app = createSimulatorApp(deps);
+  const serving = await listen((req: IncomingMessage, res: ServerResponse) => {
+    if (!proxy.handle(req, res)) app(req, res);
+  }, deps.config.host, deps.config.port);
+  deps.urls.base = deps.config.publicUrl ?? serving.url;
+  const envText = envLines(deps, serving.url);
+  const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
+  let stopped: Promise<void> | undefined;
+  return {
+    url: serving.url,
+    env,
+    envText,
+    deps,
+    stop: () => (stopped ??= (async () => {
+      await serving.stop(2_000);
+      await agents.stopAll();
+      proxy.close();
+      runtime.close();
+      if (inMemory) rmSync(dir, { recursive: true, force: true });
+    })()),
+  };
+}

@@ -1,0 +1,57 @@
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { eventually } from "../launcher/helpers.js";
+
+/**
+ * @blaxel/core, unmodified, against the simulator with real agents: every
+ * sandbox-local call goes through metadata.url → the proxy → that sandbox's agent.
+ */
+type Sdk = typeof import("@blaxel/core");
+let sim: ServedSimulator;
+let sdk: Sdk;
+
+beforeAll(async () => {
+  sim = await serveSimulator({ port: 0, apiKey: "sdk-agents-admin-key", workspace: "sdk-agents", logLevel: "silent" });
+  for (const [k, v] of Object.entries(sim.env)) process.env[k] = v;
+  process.env.BL_REGION = "us-pdx-1";
+  delete process.env.BL_CLIENT_CREDENTIALS;
+  delete process.env.BL_API_VERSION;
+  sdk = await import("@blaxel/core");
+});
+afterAll(async () => {
+  await sim?.stop();
+});
+
+describe("@blaxel/core against sandbox-sim with real agents", () => {
+  it("creates a sandbox whose filesystem and processes are a real agent's, then deletes it", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "real-one", envs: [{ name: "GREETING", value: "hello" }] });
+    expect(sandbox.metadata.url).toBe(`${sim.url}/sbx/sdk-agents/real-one`);
+    await sandbox.fs.write("/data/note.txt", "written through the proxy");
+    expect(await sandbox.fs.read("/data/note.txt")).toBe("written through the proxy");
+    // The process launcher runs commands in the sandbox's root directory (no namespace: absolute paths are the host's).
+    const run = await sandbox.process.exec({ command: "echo $GREETING from $(cat data/note.txt | wc -c) bytes", waitForCompletion: true });
+    expect(run.logs?.trim() ?? run.stdout?.trim()).toBe("hello from 25 bytes");
+
+    const dir = sim.deps.agents!.sandboxDir("sdk-agents", "real-one");
+    expect(existsSync(dir)).toBe(true);
+    await sdk.SandboxInstance.delete("real-one");
+    await eventually(() => !existsSync(dir));
+    expect(sim.deps.agents!.get("sdk-agents", "real-one")).toBeUndefined();
+  });
+
+  it("a crashed agent shows in the sandbox's events and status, and comes back", async () => {
+    await sdk.SandboxInstance.create({ name: "crashes" });
+    const sandbox = await sdk.SandboxInstance.get("crashes");
+    await sandbox.fs.write("/kept.txt", "survives a crash");
+    const pid = sim.deps.agents!.get("sdk-agents", "crashes")!.pid!;
+    process.kill(pid, "SIGKILL");
+    await eventually(() => sim.deps.agents!.get("sdk-agents", "crashes")!.state === "running" && sim.deps.agents!.get("sdk-agents", "crashes")!.pid !== pid);
+    const after = await sdk.SandboxInstance.get("crashes");
+    const events = (after.events ?? []) as { status: string; message: string }[];
+    expect(events.some((e) => /agent crashed \(signal SIGKILL\)/.test(e.message))).toBe(true);
+    expect(events.some((e) => /agent restarted/.test(e.message))).toBe(true);
+    expect(after.status).toBe("DEPLOYED");
+    expect(await after.fs.read("/kept.txt")).toBe("survives a crash");
+  });
+});
