@@ -1,0 +1,65 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import request from "supertest";
+import { afterAll, describe, expect, it } from "vitest";
+import { createSimulatorApp } from "../../simulator/app.js";
+import { ConfigError, parseSimConfig } from "../../simulator/config.js";
+import { openSimulator } from "../../simulator/deps.js";
+import { envLines } from "../../simulator/env-lines.js";
+
+const dir = mkdtempSync(join(tmpdir(), "sim-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("sandbox-sim configuration", () => {
+  it("defaults to port 8081, in-memory state, workspace default, no test hooks", () => {
+    const config = parseSimConfig([], {});
+    expect(config).toMatchObject({ port: 8081, host: "127.0.0.1", data: ":memory:", workspace: "default", testHooks: false });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it("reads options, then environment fallbacks", () => {
+    const config = parseSimConfig(["--port", "0", "--test-hooks", "--workspace", "team"], { SANDBOX_SIM_API_KEY: "from-env-key-1", SANDBOX_SIM_DATA: join(dir, "x.db") });
+    expect(config).toMatchObject({ port: 0, testHooks: true, workspace: "team", apiKey: "from-env-key-1", data: join(dir, "x.db") });
+  });
+
+  it("rejects bad values naming the option", () => {
+    expect(() => parseSimConfig(["--port", "70000"], {})).toThrow(ConfigError);
+    expect(() => parseSimConfig(["--workspace", "Bad_Name"], {})).toThrow(/--workspace/);
+    expect(() => parseSimConfig(["--api-key", "short"], {})).toThrow(/--api-key/);
+    expect(() => parseSimConfig(["--bogus"], {})).toThrow(ConfigError);
+  });
+
+  it("prints the env lines that point the SDK at the simulator", () => {
+    const runtime = openSimulator({ apiKey: "printed-key-01" });
+    try {
+      expect(envLines(runtime.deps, "http://127.0.0.1:9999").split("\n")).toEqual([
+        "BL_API_URL=http://127.0.0.1:9999/v0",
+        "BL_RUN_URL=http://127.0.0.1:9999",
+        "BL_WORKSPACE=default",
+        "BL_API_KEY=printed-key-01",
+        "BL_DISABLE_H2=true",
+      ]);
+    } finally {
+      runtime.close();
+    }
+  });
+
+  it("keeps state in the --data file across restarts, and applies a --seed file", async () => {
+    const data = join(dir, "state.db");
+    const seed = join(dir, "seed.json");
+    writeFileSync(seed, JSON.stringify({ accounts: [{ id: "acme" }], workspaces: [{ name: "acme-prod", accountId: "acme" }], users: [{ email: "ops@acme.test", accountId: "acme", role: "admin", workspaces: ["acme-prod"], apiKey: "acme-seed-key" }] }));
+    const first = openSimulator({ apiKey: "persist-key-01", data, seed });
+    await request(createSimulatorApp(first.deps)).post("/v0/sandboxes").set("Authorization", "Bearer persist-key-01").send({ metadata: { name: "kept" } }).expect(200);
+    await request(createSimulatorApp(first.deps)).get("/v0/sandboxes").set("Authorization", "Bearer acme-seed-key").set("X-Blaxel-Workspace", "acme-prod").expect(200);
+    first.close();
+    const second = openSimulator({ apiKey: "persist-key-01", data });
+    try {
+      const res = await request(createSimulatorApp(second.deps)).get("/v0/sandboxes/kept").set("Authorization", "Bearer persist-key-01").expect(200);
+      expect(res.body.status).toBe("DEPLOYED");
+      await request(createSimulatorApp(second.deps)).get("/v0/sandboxes").set("Authorization", "Bearer acme-seed-key").set("X-Blaxel-Workspace", "acme-prod").expect(200);
+    } finally {
+      second.close();
+    }
+  });
+});
