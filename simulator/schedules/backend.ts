@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { errors } from "../../src/errors.js";
+import { SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
+import { listResources, type ListShape } from "../resources/listing.js";
 import { iso } from "../clock.js";
 import type { OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
@@ -43,13 +45,26 @@ export interface ScheduleExecution {
   timeout: number;
 }
 
+export interface ScheduleMetricsCounts {
+  sandboxes: number;
+  schedules: number;
+  executions: number;
+  executionsByStatus: { succeeded: number; failed: number };
+}
+
+/**
+ * Everything the routes need; `sandbox` null means every sandbox of the
+ * workspace. Paging (cursor, limit, sort, q) comes from ctx.query.
+ */
 export interface ScheduleBackend {
+  list(ctx: OpContext, sandbox: string | null, shape: ListShape): ScheduleEntry[] | Page<ScheduleEntry>;
   create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry;
   get(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
   update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry;
   delete(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
-  /** Records the executions that fell due up to now (for every sandbox when `sandbox` is null). */
-  catchUp(ctx: OpContext, sandbox: string | null): void;
+  executions(ctx: OpContext, sandbox: string | null): Page<ScheduleExecution>;
+  /** Counts over [sinceMs, untilMs). */
+  metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts;
 }
 
 export const DEFAULT_MAX_EXECUTIONS = 100;
@@ -57,6 +72,31 @@ export const SCHEDULE_KIND = "schedule";
 export const EXECUTION_KIND = "schedule-execution";
 
 export class LocalScheduleBackend implements ScheduleBackend {
+  list(ctx: OpContext, sandbox: string | null, shape: ListShape): ScheduleEntry[] | Page<ScheduleEntry> {
+    this.catchUp(ctx, sandbox);
+    // Only stored types filter; other values are ignored (control-plane.md §3.3).
+    const type = ctx.query.type === "cron" || ctx.query.type === "at" ? [ctx.query.type] : undefined;
+    return listResources(ctx, { kind: SCHEDULE_KIND, parent: sandbox, shape, limits: SCHEDULE_PAGE, statuses: type }, (row) => row.doc as unknown as ScheduleEntry);
+  }
+
+  executions(ctx: OpContext, sandbox: string | null): Page<ScheduleExecution> {
+    this.catchUp(ctx, sandbox);
+    const status = ctx.query.status === "succeeded" || ctx.query.status === "failed" ? [ctx.query.status] : undefined;
+    return listResources(ctx, { kind: EXECUTION_KIND, parent: sandbox, shape: "paged", limits: SCHEDULE_PAGE, statuses: status, keep: windowFilter(ctx) }, (row) => row.doc as unknown as ScheduleExecution) as Page<ScheduleExecution>;
+  }
+
+  metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts {
+    this.catchUp(ctx, null);
+    const schedules = ctx.deps.resources.list({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: null, sort: "createdAt:asc" });
+    const executions = ctx.deps.resources.list({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc" }).filter((e) => e.createdMs >= sinceMs && e.createdMs < untilMs);
+    return {
+      sandboxes: new Set(schedules.map((s) => s.parent)).size,
+      schedules: schedules.length,
+      executions: executions.length,
+      executionsByStatus: { succeeded: executions.filter((e) => e.status === "succeeded").length, failed: executions.filter((e) => e.status === "failed").length },
+    };
+  }
+
   create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry {
     const now = ctx.deps.clock.now();
     const { type, value } = normalizeScheduleValue(input.type, input.value, now);
@@ -95,6 +135,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
     return item.doc;
   }
 
+  /** Records the executions that fell due up to now (for every sandbox when `sandbox` is null). */
   catchUp(ctx: OpContext, sandbox: string | null): void {
     const { resources, clock } = ctx.deps;
     const now = clock.now();
@@ -148,4 +189,12 @@ export class LocalScheduleBackend implements ScheduleBackend {
     if (!item) throw errors.notFound(`schedule "${id}" not found on sandbox "${sandbox}"`);
     return item;
   }
+}
+
+/** `since`/`until` (RFC 3339) and `schedule`/`scheduleId` filters of execution lists. */
+function windowFilter(ctx: OpContext): (item: StoredResource) => boolean {
+  const since = typeof ctx.query.since === "string" ? Date.parse(ctx.query.since) : NaN;
+  const until = typeof ctx.query.until === "string" ? Date.parse(ctx.query.until) : NaN;
+  const schedule = typeof ctx.query.schedule === "string" ? ctx.query.schedule : typeof ctx.query.scheduleId === "string" ? ctx.query.scheduleId : undefined;
+  return (item) => (Number.isNaN(since) || item.createdMs >= since) && (Number.isNaN(until) || item.createdMs < until) && (!schedule || (item.doc as unknown as ScheduleExecution).scheduleId === schedule);
 }
