@@ -104,6 +104,16 @@ describe("OAuth", () => {
     await request(sim.app).post("/v0/oauth/token").set("Authorization", basic(sa.client_id, sa.client_secret)).send({ grant_type: "client_credentials" }).expect(401);
   });
 
+  it("rejects an API key after its expires_in has passed", async () => {
+    const sa = await serviceAccount();
+    const key = await sim.api.post(`/v0/service_accounts/${sa.client_id}/api_keys`, { name: "short", expires_in: "1h" }).expect(200);
+    await request(sim.app).get("/v0/sandboxes").set("Authorization", `Bearer ${key.body.apiKey}`).expect(200);
+    sim.clock.advance(3_600_000 + 1);
+    const res = await request(sim.app).get("/v0/sandboxes").set("Authorization", `Bearer ${key.body.apiKey}`).expect(401);
+    expect(res.body.message).toContain("expired");
+    await sim.api.post(`/v0/service_accounts/${sa.client_id}/api_keys`, { expires_in: "soon" }).expect(400);
+  });
+
   it("runs authorization_code then refresh_token for a seeded user; codes are single-use", async () => {
     await request(sim.app).post("/_sim/seed").send({ users: [{ email: "ann@local.test", accountId: "local", role: "member", workspaces: ["default"] }] }).expect(200);
     const auth = await request(sim.app).get("/v0/oauth/authorize").query({ response_type: "code", client_id: "app", redirect_uri: "http://127.0.0.1:9/cb", state: "s1", login_hint: "ann@local.test" }).expect(302);

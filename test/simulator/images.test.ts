@@ -65,6 +65,14 @@ describe("images", () => {
     await other().get("/v0/images/sandboxes/web").expect(200);
   });
 
+  it("answers 410 for a pending share accepted after it expired (7 days)", async () => {
+    await sim.api.post("/v0/images", { name: "old", resourceType: "job" }).expect(200);
+    const pending = await sim.api.post("/v0/images/jobs/old/share", { targetWorkspace: "partner", targetAccountId: "partner-co" }).expect(202);
+    sim.clock.advance(7 * 24 * 3_600_000 + 1);
+    const gone = await other().post(`/v0/pending-image-shares/${pending.body.id}/accept`).expect(410);
+    expect(gone.body).toMatchObject({ error: "gone", code: 410 });
+  });
+
   it("declines with 204 and removes the pending share", async () => {
     await sim.api.post("/v0/images", { name: "api", resourceType: "agent" }).expect(200);
     const pending = await sim.api.post("/v0/images/agents/api/share", { targetWorkspace: "partner", targetAccountId: "partner-co" }).expect(202);
