@@ -11,7 +11,7 @@ import type { SimConfig } from "./simulator/config.js";
 import { serveSimulator } from "./simulator/agents/serve.js";
 import type { Launcher } from "./simulator/launcher/index.js";
 
-export interface StartSimulatorOptions extends Partial<Omit<SimConfig, "port">> {
+export interface StartSimulatorOptions extends Partial<Omit<SimConfig, "port" | "launcher">> {
   /** Listen port; default 0 (a free one). */
   port?: number;
   /** "process" (default), "bwrap", or a Launcher. */

@@ -12,6 +12,7 @@ export const SIM_OPTIONS = {
   "api-key": { type: "string" },
   "test-hooks": { type: "boolean" },
   "public-url": { type: "string" },
+  launcher: { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -29,6 +30,8 @@ export const SimConfigSchema = z.object({
   testHooks: z.boolean().default(false),
   /** Base URL written into resource `metadata.url`; defaults to the listen address. */
   publicUrl: z.url().optional(),
+  /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
+  launcher: z.enum(["process", "bwrap"]).default("process"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -44,6 +47,7 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --api-key <key>       the admin API key (env SANDBOX_SIM_API_KEY; generated when absent)
   --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
+  --launcher <name>     how sandboxes' agents run: process (default) or bwrap (namespaces; needs bubblewrap)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
@@ -68,6 +72,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     apiKey: values["api-key"] ?? (env.SANDBOX_SIM_API_KEY || undefined),
     testHooks: values["test-hooks"] ?? false,
     publicUrl: values["public-url"],
+    launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   });
   if (!parsed.success) {

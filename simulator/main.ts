@@ -1,10 +1,8 @@
 #!/usr/bin/env node
 import { createLogger } from "../src/logging.js";
-import { listen, onShutdownSignal } from "../src/serve.js";
-import { createSimulatorApp } from "./app.js";
+import { onShutdownSignal } from "../src/serve.js";
+import { serveSimulator } from "./agents/serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
-import { openSimulator } from "./deps.js";
-import { envLines } from "./env-lines.js";
 
 async function main(): Promise<void> {
   let config;
@@ -20,16 +18,12 @@ async function main(): Promise<void> {
     return;
   }
   const logger = createLogger({ name: "sandbox-sim", level: config.logLevel });
-  const runtime = openSimulator(config, { logger });
-  const serving = await listen(createSimulatorApp(runtime.deps), config.host, config.port);
-  runtime.deps.urls.base = config.publicUrl ?? serving.url;
-  logger.info({ url: serving.url, data: config.data, testHooks: config.testHooks }, "sandbox-sim listening");
+  // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
+  const served = await serveSimulator(config, { logger });
+  logger.info({ url: served.url, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
   // The lines a user pastes (or `eval`s) to point the SDK at this simulator.
-  process.stdout.write(`sandbox-sim listening on ${serving.url}\n${envLines(runtime.deps, serving.url)}\n`);
-  onShutdownSignal(logger, async () => {
-    await serving.stop();
-    runtime.close();
-  });
+  process.stdout.write(`sandbox-sim listening on ${served.url}\n${served.envText}\n`);
+  onShutdownSignal(logger, () => served.stop());
 }
 
 main().catch((err) => {

@@ -40,8 +40,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const inMemory = deps.config.data === ":memory:";
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
-  const launcher = typeof options.launcher === "object" ? options.launcher
-    : (options.launcher ?? "process") === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(options.launcher!);
+  const name = options.launcher ?? deps.config.launcher;
+  const launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
   const agents = new SandboxAgents({
     launcher,
     dir,
