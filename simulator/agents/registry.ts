@@ -30,6 +30,7 @@ export interface StartOptions {
 const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
 
 export class SandboxAgents {
+  private readonly failures = new Map<string, string>();
   private readonly running = new Map<string, { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> }>();
 
   constructor(private readonly options: SandboxAgentsOptions) {}
@@ -60,6 +61,7 @@ export class SandboxAgents {
       await ready;
     } catch (err) {
       if (this.running.get(key(workspace, sandbox))?.supervisor === supervisor) this.running.delete(key(workspace, sandbox));
+      this.failures.set(key(workspace, sandbox), (err as Error).message);
       throw err;
     }
     return supervisor;
@@ -71,9 +73,22 @@ export class SandboxAgents {
    * reported through onEvent as a crash that gave up.
    */
   begin(workspace: string, sandbox: string, opts: StartOptions = {}): void {
+    this.failures.delete(key(workspace, sandbox));
     this.start(workspace, sandbox, opts).catch((err: Error) => {
       this.options.onEvent?.(workspace, sandbox, { type: "crashed", exit: { code: null, signal: null, stderr: err.message }, restartInMs: null, attempt: 0 });
     });
+  }
+
+  /**
+   * Waits for the sandbox's agent begun by begin(): undefined once it is
+   * healthy, else why it is not (the failure is also in the sandbox's events).
+   */
+  async ensure(workspace: string, sandbox: string): Promise<string | undefined> {
+    const entry = this.running.get(key(workspace, sandbox));
+    if (!entry) return this.failures.get(key(workspace, sandbox)) ?? "not started";
+    await entry.ready;
+    const state = this.running.get(key(workspace, sandbox))?.supervisor.state;
+    return state === "running" ? undefined : (this.failures.get(key(workspace, sandbox)) ?? `agent is ${state ?? "gone"}`);
   }
 
   /** Stops the agent, then removes the sandbox's files (delete); errors are reported, not thrown. */

@@ -59,7 +59,7 @@ async function handle(deps: SimDeps, dispatcher: Dispatcher, match: Match, req: 
   const body = await readJsonBody(req);
   (req as { parsedBody?: unknown }).parsedBody = body;
   const view: RequestView = { method: req.method ?? "GET", headers: req.headers, body };
-  dispatcher.run(match, view, res, parseQuery(search), version);
+  await dispatcher.run(match, view, res, parseQuery(search), version);
 }
 
 /** Query strings as Express's simple parser gives them: repeated keys become arrays. */

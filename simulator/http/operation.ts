@@ -99,7 +99,7 @@ export class Dispatcher {
   }
 
   /** Runs a matched operation and writes its reply; throws ApiErrors for the caller to render (and shape). */
-  run({ op, params }: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion): void {
+  run({ op, params }: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion): void | Promise<void> {
     const principal = authenticateHeaders(this.#deps, req.headers);
     if (!grants(principal.scopes, op.scope)) throw errors.forbidden(`missing scope ${op.scope}`);
     let workspace = "";
@@ -109,7 +109,10 @@ export class Dispatcher {
       deps: this.#deps, req, params, query, body: req.body, version, paginated: paginates(version),
       principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,
     };
-    send(res, op.handler(ctx));
+    const result = op.handler(ctx);
+    // Handlers that wait on a sandbox's agent (issue 7: create returns once it is healthy) return a promise.
+    if (result instanceof Promise) return result.then((value) => send(res, value));
+    send(res, result);
   }
 }
 

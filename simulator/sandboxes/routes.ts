@@ -25,15 +25,34 @@ function sandboxError(err: ApiError, req: { body?: unknown; headers: Record<stri
 }
 
 function createSandbox(ctx: OpContext): unknown {
+  const agents = ctx.deps.agents;
+  if (!agents) return createRecord(ctx);
+  // Real sandboxes (issue 7): the reply waits until the sandbox's agent answers /health.
+  const doc = createRecord(ctx) as { metadata: { name: string }; status?: string };
+  return agents.ensure(ctx.workspace, doc.metadata.name).then((failure) => {
+    if (!failure) return doc;
+    throw errors.serviceUnavailable(`sandbox "${doc.metadata.name}" was created but its agent did not start: ${failure}`);
+  });
+}
+
+function createRecord(ctx: OpContext): unknown {
   const doc = buildNew(sandboxKind, ctx, "");
   if (queryBool(ctx.query.createIfNotExist)) {
     const existing = ctx.deps.resources.get(ctx.workspace, "sandbox", doc.metadata.name);
-    if (existing && !NOT_REUSABLE.has(existing.status)) return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, doc.metadata.name, "").doc, false);
+    if (existing && !NOT_REUSABLE.has(existing.status)) {
+      const item = loadItem(sandboxKind, ctx, doc.metadata.name, "");
+      ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, agentOptions(item.doc)); // no-op while it runs
+      return renderDoc(sandboxKind, item.doc, false);
+    }
   }
   insertNew(sandboxKind, ctx, "", doc);
   // A real sandbox-agent (issue 7): started now; calls through metadata.url wait until it is healthy.
-  ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc.spec as { runtime?: { image?: string } }).runtime?.image });
+  ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, agentOptions(doc));
   return renderDoc(sandboxKind, doc, false);
+}
+
+function agentOptions(doc: unknown): { env: Record<string, string>; image?: string } {
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
 }
 
 function moveSandbox(ctx: OpContext, plan: "archive" | "unarchive"): unknown {

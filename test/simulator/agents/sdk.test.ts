@@ -27,6 +27,8 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
   it("creates a sandbox whose filesystem and processes are a real agent's, then deletes it", async () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "real-one", envs: [{ name: "GREETING", value: "hello" }] });
     expect(sandbox.metadata.url).toBe(`${sim.url}/sbx/sdk-agents/real-one`);
+    // Create answered only once the agent was healthy.
+    expect(sim.deps.agents!.get("sdk-agents", "real-one")?.state).toBe("running");
     await sandbox.fs.write("/data/note.txt", "written through the proxy");
     expect(await sandbox.fs.read("/data/note.txt")).toBe("written through the proxy");
     // The process launcher runs commands in the sandbox's root directory (no namespace: absolute paths are the host's).
