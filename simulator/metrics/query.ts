@@ -5,10 +5,12 @@ import type { MetricsQuery } from "./params.js";
 import { NANOS_PER_USD, type UsageStore } from "./store.js";
 
 /**
- * Runs a metrics query as ONE SQL statement: the window's rows are summed per
- * (group, bucket) in SQL, groups are keyed, paged (keyset on the group's
- * names) and totalled in SQL; JS only lays the page's (group, bucket) sums
- * onto the zero-filled bucket list.
+ * Runs a metrics query as two SQL aggregations: the first sums the window per
+ * group, names the groups, pages them (keyset on the names) and totals them;
+ * the second sums the page's groups per (group, bucket). Summing buckets for
+ * one page rather than for every group keeps a page cheap when there are
+ * thousands of groups (resource_uuid). JS only lays the sums onto the
+ * zero-filled bucket list.
  *
  * Source rows: whole days come from a daily rollup (per workspace, or per
  * resource when the query needs resource names or uuids), the partial days at
@@ -70,6 +72,8 @@ export interface MetricsPage {
   totalUsage: number;
 }
 
+type Row = Record<string, number | string | null>;
+
 export const usd = (nanos: number): number => nanos / NANOS_PER_USD;
 /** Usage is a float sum; six decimals are more than any unit needs. */
 const roundUsage = (u: number): number => Math.round(u * 1e6) / 1e6;
@@ -86,40 +90,40 @@ export class MetricsQueries {
     const fields = FIELDS.filter((f) => q.groupBy.some((g) => CLOSURE[g].includes(f.field)));
     const ids = fields.map((f) => f.id);
     const keys = fields.map((_, i) => `k${i}`);
-    const sql = this.#sql(q, ids, keys, position !== undefined);
-    const params: Record<string, unknown> = { ...this.#sourceParams(q, scope), limit: q.limit + 1 };
-    keys.forEach((k, i) => (params[`c_${k}`] = position?.[i] ?? ""));
-    const rows = this.#statement(sql).all(params) as Array<Record<string, number | string>>;
+    const params = this.#sourceParams(q, scope);
+    const cursorParams = Object.fromEntries(keys.map((k, i) => [`c_${k}`, position?.[i] ?? ""]));
+    const groups = this.#statement(this.#groupsSql(q, ids, keys, position !== undefined)).all({ ...params, ...cursorParams, limit: q.limit + 1 }) as Row[];
+    const hasMore = groups.length > q.limit;
+    const page = hasMore ? groups.slice(0, q.limit) : groups;
 
     const buckets = bucketStarts(q.start, q.end, q.resolution);
     const index = new Map(buckets.map((b, i) => [b, i]));
     const stamps = buckets.map((b) => new Date(b).toISOString());
     const withUsage = q.groupBy.includes("billing_dimension");
-    const entries: MetricsEntry[] = [];
-    const positions: string[][] = [];
-    let current: { entry: MetricsEntry; key: string } | undefined;
-    for (const row of rows) {
-      const key = keys.map((k) => row[k]).join("\u0000");
-      if (!current || current.key !== key) {
-        const entry: MetricsEntry = { summary: { cost: usd(row.g_cost as number) }, timeseries: [] };
-        fields.forEach((f, i) => (entry[f.field] = row[keys[i]!] as string));
-        if (withUsage) entry.summary.usage = roundUsage(row.g_usage as number);
-        entry.timeseries = stamps.map((timestamp) => (withUsage ? { timestamp, cost: 0, usage: 0 } : { timestamp, cost: 0 }));
-        current = { entry, key };
-        entries.push(entry);
-        positions.push(keys.map((k) => row[k] as string));
+    const idKey = (row: Row) => ids.map((c) => row[c]).join(":");
+    const byIds = new Map<string, MetricsEntry>();
+    const entries = page.map((row) => {
+      const entry: MetricsEntry = { summary: { cost: usd(row.g_cost as number) }, timeseries: [] };
+      fields.forEach((f, i) => (entry[f.field] = row[keys[i]!] as string));
+      if (withUsage) entry.summary.usage = roundUsage(row.g_usage as number);
+      entry.timeseries = stamps.map((timestamp) => (withUsage ? { timestamp, cost: 0, usage: 0 } : { timestamp, cost: 0 }));
+      byIds.set(idKey(row), entry);
+      return entry;
+    });
+    if (page.length) {
+      // The buckets of this page's groups only: the window's rows are read again, but only these groups are summed.
+      const pageIds = JSON.stringify(page.map((row) => ids.map((c) => row[c])));
+      for (const row of this.#statement(this.#bucketsSql(q, ids)).all({ ...params, page: pageIds }) as Row[]) {
+        const point = byIds.get(idKey(row))!.timeseries[index.get(row.bucket as number)!]!;
+        point.cost = usd(row.b_cost as number);
+        if (withUsage) point.usage = roundUsage(row.b_usage as number);
       }
-      const point = current.entry.timeseries[index.get(row.bucket as number)!]!;
-      point.cost = usd(row.b_cost as number);
-      if (withUsage) point.usage = roundUsage(row.b_usage as number);
     }
-    const hasMore = entries.length > q.limit;
-    if (hasMore) entries.length = q.limit;
-    const first = rows[0];
+    const first = groups[0];
     const totals = first ? { groups: first.total_groups, cost: first.total_cost, usage: first.total_usage } : this.#totals(q, scope, ids);
     return {
       entries,
-      nextPosition: hasMore ? positions[q.limit - 1] : undefined,
+      nextPosition: hasMore ? keys.map((k) => page[q.limit - 1]![k] as string) : undefined,
       totalGroups: Number(totals.groups ?? 0),
       totalCostNanos: Number(totals.cost ?? 0),
       totalUsage: Number(totals.usage ?? 0),
@@ -142,37 +146,40 @@ export class MetricsQueries {
     return this.#statement(sql).get(this.#sourceParams(q, scope)) as Record<string, number | null>;
   }
 
-  #sql(q: MetricsQuery, ids: string[], keys: string[], afterCursor: boolean): string {
-    const idList = ids.join(", ");
-    const idSel = ids.length ? `${idList}, ` : "";
+  /** One page of groups (keyset on their names) with the totals over all groups. */
+  #groupsSql(q: MetricsQuery, ids: string[], keys: string[], afterCursor: boolean): string {
+    const idSel = ids.length ? `${ids.join(", ")}, ` : "";
     const fieldNames = FIELDS.filter((f) => ids.includes(f.id)).map((f) => f.name);
-    const named = keys.map((k, i) => `${fieldNames[i]} AS ${k}`).join(", ");
+    const named = keys.map((k, i) => `, ${fieldNames[i]} AS ${k}`).join("");
     const order = keys.length ? `ORDER BY ${keys.join(", ")}` : "";
     const cursorCond = afterCursor && keys.length ? `WHERE (${keys.join(", ")}) > (${keys.map((k) => `@c_${k}`).join(", ")})` : "";
-    const join = ids.length ? ids.map((c) => `gb.${c} = page.${c}`).join(" AND ") : "1";
     return `
       WITH src AS (${this.#source(q)}),
-      gb AS MATERIALIZED (
-        SELECT ${idSel}${bucketSql("ts", q.resolution)} AS bucket, SUM(cost_nanos) AS cost, SUM(usage) AS usage
-        FROM src GROUP BY ${idSel}bucket),
       g AS MATERIALIZED (
-        SELECT ${idSel}SUM(cost) AS g_cost, SUM(usage) AS g_usage FROM gb ${ids.length ? `GROUP BY ${idList}` : "HAVING COUNT(*) > 0"}),
-      page AS (
-        SELECT * FROM (SELECT g.*${named ? `, ${named}` : ""} FROM g) ${cursorCond} ${order} LIMIT @limit)
-      SELECT page.*, gb.bucket, gb.cost AS b_cost, gb.usage AS b_usage,
-        (SELECT COUNT(*) FROM g) AS total_groups, (SELECT SUM(g_cost) FROM g) AS total_cost, (SELECT SUM(g_usage) FROM g) AS total_usage
-      FROM page JOIN gb ON ${join}
-      ${order ? `${order}, gb.bucket` : "ORDER BY gb.bucket"}`;
+        SELECT ${idSel}SUM(cost_nanos) AS g_cost, SUM(usage) AS g_usage FROM src ${ids.length ? `GROUP BY ${ids.join(", ")}` : "HAVING COUNT(*) > 0"})
+      SELECT *, (SELECT COUNT(*) FROM g) AS total_groups, (SELECT SUM(g_cost) FROM g) AS total_cost, (SELECT SUM(g_usage) FROM g) AS total_usage
+      FROM (SELECT g.*${named} FROM g) ${cursorCond} ${order} LIMIT @limit`;
+  }
+
+  /** (group, bucket) sums for the groups listed in @page (a JSON array of id tuples). */
+  #bucketsSql(q: MetricsQuery, ids: string[]): string {
+    const idSel = ids.length ? `${ids.join(", ")}, ` : "";
+    const inPage = ids.length ? `(${ids.join(", ")}) IN (SELECT ${ids.map((_, i) => `value ->> ${i}`).join(", ")} FROM json_each(@page))` : undefined;
+    return `
+      WITH src AS (${this.#source(q, inPage)})
+      SELECT ${idSel}${bucketSql("ts", q.resolution)} AS bucket, SUM(cost_nanos) AS b_cost, SUM(usage) AS b_usage
+      FROM src GROUP BY ${idSel}bucket`;
   }
 
   /** UNION ALL of raw edges and rollup days, filtered; see the module comment. */
-  #source(q: MetricsQuery): string {
+  #source(q: MetricsQuery, extraFilter?: string): string {
     const perResource = q.groupBy.includes("resource_name") || q.groupBy.includes("resource_uuid") || q.resourceName !== undefined || q.resourceUuid !== undefined;
     const filters = ["ws_id IN (SELECT value FROM json_each(@ws))"];
     if (q.resourceType) filters.push("type_id = @type");
     if (q.billingDimension) filters.push("dim_id = @dim");
     if (q.resourceName !== undefined) filters.push("rn_id IN (SELECT id FROM metrics_resource_names WHERE name = @rname)");
     if (q.resourceUuid !== undefined) filters.push("res_id IN (SELECT id FROM metrics_resources WHERE uuid = @ruuid)");
+    if (extraFilter) filters.push(extraFilter);
     const where = filters.join(" AND ");
     const cols = "ws_id, type_id, rn_id, res_id, dim_id, usage, cost_nanos";
     const rollup = perResource
