@@ -55,13 +55,18 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
   migrate(db, SIMULATOR_MIGRATIONS);
   const clock = overrides.clock ?? new SimClock();
   const principals = new PrincipalCache();
-  const changed = () => principals.invalidate();
+  const resources = new ResourceStore(db);
+  // Account changes can drop principals' rights, and a workspace deletion removes rows behind the resource store.
+  const changed = () => {
+    principals.invalidate();
+    resources.clearCache();
+  };
   const deps: SimDeps = {
     config,
     db,
     accounts: new AccountStore(db, changed),
     credentials: new CredentialStore(db, changed),
-    resources: new ResourceStore(db),
+    resources,
     clock,
     ids: overrides.ids ?? uuidIds,
     logger: overrides.logger ?? silentLogger(),
@@ -84,6 +89,7 @@ export function resetState(deps: SimDeps): void {
     bootstrap(deps, deps.config.workspace, deps.adminApiKey);
   })();
   deps.principals.invalidate();
+  deps.resources.clearCache();
   deps.clock.reset();
   deps.testHooks.transitions = "timed";
   deps.testHooks.faults.length = 0;

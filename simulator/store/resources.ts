@@ -48,6 +48,11 @@ const ORDER: Record<Sort, { by: string; cmp: string }> = {
 /**
  * The generic resource table. Statements are prepared once (list statements
  * once per filter combination, cached by their SQL).
+ *
+ * Parsed documents are kept in memory by key: every write goes through this
+ * store (and whole-table wipes call clearCache), so a read costs an index
+ * lookup and no JSON parsing. Callers that change a document must save it
+ * with update(); they get the cached object itself.
  */
 export class ResourceStore {
   readonly #db: Db;
@@ -59,9 +64,12 @@ export class ResourceStore {
   readonly #count: Statement;
   readonly #countAll: Statement;
   readonly #byStatement = new Map<string, Statement>();
+  readonly #docById: Statement;
+  readonly #cache = new Map<string, StoredResource<unknown>>();
 
   constructor(db: Db) {
     this.#db = db;
+    this.#docById = db.prepare("SELECT doc FROM resources WHERE rowid = ?").pluck();
     this.#get = db.prepare("SELECT * FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
     this.#insert = db.prepare(
       "INSERT INTO resources (workspace, kind, parent, name, created_ms, status, search, doc) VALUES (@workspace, @kind, @parent, @name, @createdMs, @status, @search, @doc)",
@@ -77,13 +85,28 @@ export class ResourceStore {
   }
 
   get<D = Record<string, unknown>>(workspace: string, kind: string, name: string, parent = ""): StoredResource<D> | undefined {
+    const key = cacheKey(workspace, kind, parent, name);
+    const cached = this.#cache.get(key);
+    if (cached) return cached as StoredResource<D>;
     const row = this.#get.get(workspace, kind, parent, name) as Row | undefined;
-    return row ? toStored<D>(row) : undefined;
+    return row ? this.#remember(key, toStored<D>(row)) : undefined;
+  }
+
+  /** Forgets every parsed document (after SQL that bypasses this store, e.g. a workspace deletion or a reset). */
+  clearCache(): void {
+    this.#cache.clear();
+  }
+
+  #remember<D>(key: string, item: StoredResource<D>): StoredResource<D> {
+    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
+    this.#cache.set(key, item as StoredResource<unknown>);
+    return item;
   }
 
   /** Inserts; returns false when the key exists already. */
   insert(item: StoredResource): boolean {
     const result = this.#insert.run({ ...keyOf(item), createdMs: item.createdMs, status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
+    if (result.changes === 1) this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
     return result.changes === 1;
   }
 
@@ -98,9 +121,11 @@ export class ResourceStore {
 
   update(item: StoredResource): void {
     this.#update.run({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
+    this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
   }
 
   delete(workspace: string, kind: string, name: string, parent = ""): boolean {
+    this.#cache.delete(cacheKey(workspace, kind, parent, name));
     return this.#delete.run(workspace, kind, parent, name).changes === 1;
   }
 
@@ -108,6 +133,7 @@ export class ResourceStore {
   deleteChildren(workspace: string, kinds: string[], parentKey: string): void {
     const escaped = parentKey.replace(/[\\%_]/g, (c) => `\\${c}`);
     this.#deleteChildren.run(workspace, JSON.stringify(kinds), parentKey, `${escaped}/%`);
+    this.#cache.clear();
   }
 
   count(workspace: string, kind: string, parent: string | null = ""): number {
@@ -139,7 +165,8 @@ export class ResourceStore {
       where.push("status NOT IN (SELECT value FROM json_each(@excluded))");
       params.excluded = JSON.stringify(filter.excludeStatuses);
     }
-    let sql = `SELECT * FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
+    // Keys and order columns only: documents come from the cache, read by rowid on a miss.
+    let sql = `SELECT rowid AS id, workspace, kind, parent, name, created_ms, status FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
     if (filter.limit !== undefined) {
       sql += " LIMIT @limit";
       params.limit = filter.limit;
@@ -149,7 +176,12 @@ export class ResourceStore {
       statement = this.#db.prepare(sql);
       this.#byStatement.set(sql, statement);
     }
-    return (statement.all(params) as Row[]).map((row) => toStored<D>(row));
+    return (statement.all(params) as (Omit<Row, "doc"> & { id: number })[]).map((row) => {
+      const key = cacheKey(row.workspace, row.kind, row.parent, row.name);
+      const cached = this.#cache.get(key);
+      if (cached) return cached as StoredResource<D>;
+      return this.#remember(key, toStored<D>({ ...row, doc: this.#docById.get(row.id) as string }));
+    });
   }
 
   /** Every resource of a kind across workspaces (lifecycle sweeps, usages). */
@@ -160,9 +192,15 @@ export class ResourceStore {
       statement = this.#db.prepare(sql);
       this.#byStatement.set(sql, statement);
     }
-    return (statement.all(workspace, JSON.stringify(kinds)) as Row[]).map((row) => toStored<D>(row));
+    return (statement.all(workspace, JSON.stringify(kinds)) as Row[]).map((row) => {
+      const key = cacheKey(row.workspace, row.kind, row.parent, row.name);
+      return (this.#cache.get(key) as StoredResource<D> | undefined) ?? this.#remember(key, toStored<D>(row));
+    });
   }
 }
+
+const CACHE_LIMIT = 50_000;
+const cacheKey = (workspace: string, kind: string, parent: string, name: string) => `${workspace}\u0000${kind}\u0000${parent}\u0000${name}`;
 
 function keyOf(item: StoredResource) {
   return { workspace: item.workspace, kind: item.kind, parent: item.parent, name: item.name };

@@ -184,7 +184,11 @@ describe("workspaces", () => {
     expect(Object.values(features.body.features).every((v) => v === true)).toBe(true);
     expect(features.body.features.gpu_flavors).toBeUndefined();
     await api(sim.app, ADMIN_KEY, "team-b").post("/v0/sandboxes", { metadata: { name: "gone" } }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b").get("/v0/sandboxes/gone").expect(200);
     await sim.api.delete("/v0/workspaces/team-b").expect(200);
     await api(sim.app, ADMIN_KEY, "team-b").get("/v0/sandboxes").expect(403);
+    // A new workspace of the same name starts empty.
+    await sim.api.post("/v0/workspaces", { name: "team-b" }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b").get("/v0/sandboxes/gone").expect(404);
   });
 });
