@@ -11,7 +11,14 @@ import { envLines } from "../env-lines.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
-import { recordAgentEvent } from "./sandbox-status.js";
+import { envOf, recordAgentEvent } from "./sandbox-status.js";
+
+/** Sandboxes in these states have no agent to bring back. */
+const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED"]);
+
+function agentOptionsOf(doc: unknown): { env: Record<string, string>; image?: string } {
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
+}
 
 export interface ServeOptions {
   /** "process" (default) or "bwrap", or a Launcher instance. */
@@ -58,6 +65,13 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     if (!proxy.handle(req, res)) app(req, res);
   }, deps.config.host, deps.config.port);
   deps.urls.base = deps.config.publicUrl ?? serving.url;
+  // With --data, sandboxes from the previous run get their agents back: an agent the previous run
+  // left behind is stopped first (launcher pid file), then a fresh one serves the same files.
+  for (const ws of deps.accounts.allWorkspaces()) {
+    for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
+      if (item.parent === "" && !GONE.has(item.status)) agents.begin(ws.name, item.name, agentOptionsOf(item.doc));
+    }
+  }
   const envText = envLines(deps, serving.url);
   const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
   let stopped: Promise<void> | undefined;

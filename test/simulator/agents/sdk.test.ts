@@ -57,3 +57,32 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     expect(await after.fs.read("/kept.txt")).toBe("survives a crash");
   });
 });
+
+describe("a simulator restarted with --data", () => {
+  it("brings its sandboxes' agents back, with their files", async () => {
+    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = mkdtempSync(join(tmpdir(), "sim-data-"));
+    const config = { port: 0, apiKey: "restart-admin-key-1", data: join(dir, "sim.db"), logLevel: "silent" as const };
+    try {
+      const first = await serveSimulator(config);
+      const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
+      expect((await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "durable" } }) })).status).toBe(200);
+      const put = await fetch(`${first.url}/sbx/default/durable/filesystem/kept.txt`, { method: "PUT", headers, body: JSON.stringify({ content: "across restarts" }) });
+      expect(put.status).toBe(200);
+      await first.stop();
+
+      const second = await serveSimulator(config);
+      try {
+        const get = await fetch(`${second.url}/sbx/default/durable/filesystem/kept.txt`, { headers });
+        expect(get.status).toBe(200);
+        expect(((await get.json()) as { content: string }).content).toBe("across restarts");
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
