@@ -66,6 +66,7 @@ export class ResourceStore {
   readonly #byStatement = new Map<string, Statement>();
   readonly #docById: Statement;
   readonly #cache = new Map<string, StoredResource<unknown>>();
+  readonly #counts = new Map<string, number>();
 
   constructor(db: Db) {
     this.#db = db;
@@ -95,6 +96,12 @@ export class ResourceStore {
   /** Forgets every parsed document (after SQL that bypasses this store, e.g. a workspace deletion or a reset). */
   clearCache(): void {
     this.#cache.clear();
+    this.#counts.clear();
+  }
+
+  #forgetCounts(workspace: string, kind: string): void {
+    const prefix = `${workspace}\u0000${kind}\u0000`;
+    for (const key of this.#counts.keys()) if (key.startsWith(prefix)) this.#counts.delete(key);
   }
 
   #remember<D>(key: string, item: StoredResource<D>): StoredResource<D> {
@@ -106,7 +113,10 @@ export class ResourceStore {
   /** Inserts; returns false when the key exists already. */
   insert(item: StoredResource): boolean {
     const result = this.#insert.run({ ...keyOf(item), createdMs: item.createdMs, status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
-    if (result.changes === 1) this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
+    if (result.changes === 1) {
+      this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
+      this.#forgetCounts(item.workspace, item.kind);
+    }
     return result.changes === 1;
   }
 
@@ -126,6 +136,7 @@ export class ResourceStore {
 
   delete(workspace: string, kind: string, name: string, parent = ""): boolean {
     this.#cache.delete(cacheKey(workspace, kind, parent, name));
+    this.#forgetCounts(workspace, kind);
     return this.#delete.run(workspace, kind, parent, name).changes === 1;
   }
 
@@ -133,12 +144,18 @@ export class ResourceStore {
   deleteChildren(workspace: string, kinds: string[], parentKey: string): void {
     const escaped = parentKey.replace(/[\\%_]/g, (c) => `\\${c}`);
     this.#deleteChildren.run(workspace, JSON.stringify(kinds), parentKey, `${escaped}/%`);
-    this.#cache.clear();
+    this.clearCache();
   }
 
+  /** Items of a list (meta.total), kept until an insert or delete of that kind in that workspace. */
   count(workspace: string, kind: string, parent: string | null = ""): number {
-    if (parent === null) return (this.#countAll.get(workspace, kind) as { n: number }).n;
-    return (this.#count.get(workspace, kind, parent) as { n: number }).n;
+    const key = `${workspace}\u0000${kind}\u0000${parent ?? "\u0001"}`;
+    let n = this.#counts.get(key);
+    if (n === undefined) {
+      n = parent === null ? (this.#countAll.get(workspace, kind) as { n: number }).n : (this.#count.get(workspace, kind, parent) as { n: number }).n;
+      this.#counts.set(key, n);
+    }
+    return n;
   }
 
   list<D = Record<string, unknown>>(filter: ListFilter): StoredResource<D>[] {
@@ -166,21 +183,23 @@ export class ResourceStore {
       params.excluded = JSON.stringify(filter.excludeStatuses);
     }
     // Keys and order columns only: documents come from the cache, read by rowid on a miss.
-    let sql = `SELECT rowid AS id, workspace, kind, parent, name, created_ms, status FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
+    let sql = `SELECT rowid, parent, name, created_ms, status FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
     if (filter.limit !== undefined) {
       sql += " LIMIT @limit";
       params.limit = filter.limit;
     }
     let statement = this.#byStatement.get(sql);
     if (!statement) {
-      statement = this.#db.prepare(sql);
+      // Rows as arrays: cheaper than objects for a page of keys.
+      statement = this.#db.prepare(sql).raw(true);
       this.#byStatement.set(sql, statement);
     }
-    return (statement.all(params) as (Omit<Row, "doc"> & { id: number })[]).map((row) => {
-      const key = cacheKey(row.workspace, row.kind, row.parent, row.name);
+    const { workspace, kind } = filter;
+    return (statement.all(params) as [number, string, string, number, string][]).map(([rowid, parent, name, created_ms, status]) => {
+      const key = cacheKey(workspace, kind, parent, name);
       const cached = this.#cache.get(key);
       if (cached) return cached as StoredResource<D>;
-      return this.#remember(key, toStored<D>({ ...row, doc: this.#docById.get(row.id) as string }));
+      return this.#remember(key, toStored<D>({ workspace, kind, parent, name, created_ms, status, doc: this.#docById.get(rowid) as string }));
     });
   }
 
