@@ -70,7 +70,7 @@ export class ResourceStore {
 
   constructor(db: Db) {
     this.#db = db;
-    this.#docById = db.prepare("SELECT doc FROM resources WHERE rowid = ?").pluck();
+    this.#docById = db.prepare("SELECT status, doc FROM resources WHERE rowid = ?");
     this.#get = db.prepare("SELECT * FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
     this.#insert = db.prepare(
       "INSERT INTO resources (workspace, kind, parent, name, created_ms, status, search, doc) VALUES (@workspace, @kind, @parent, @name, @createdMs, @status, @search, @doc)",
@@ -183,7 +183,8 @@ export class ResourceStore {
       params.excluded = JSON.stringify(filter.excludeStatuses);
     }
     // Keys and order columns only: documents come from the cache, read by rowid on a miss.
-    let sql = `SELECT rowid, parent, name, created_ms, status FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
+    // Only columns of the (…, created_ms, name) index, so SQLite never touches the table for a cached page.
+    let sql = `SELECT rowid, parent, name, created_ms FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
     if (filter.limit !== undefined) {
       sql += " LIMIT @limit";
       params.limit = filter.limit;
@@ -195,11 +196,12 @@ export class ResourceStore {
       this.#byStatement.set(sql, statement);
     }
     const { workspace, kind } = filter;
-    return (statement.all(params) as [number, string, string, number, string][]).map(([rowid, parent, name, created_ms, status]) => {
+    return (statement.all(params) as [number, string, string, number][]).map(([rowid, parent, name, created_ms]) => {
       const key = cacheKey(workspace, kind, parent, name);
       const cached = this.#cache.get(key);
       if (cached) return cached as StoredResource<D>;
-      return this.#remember(key, toStored<D>({ workspace, kind, parent, name, created_ms, status, doc: this.#docById.get(rowid) as string }));
+      const { status, doc } = this.#docById.get(rowid) as { status: string; doc: string };
+      return this.#remember(key, toStored<D>({ workspace, kind, parent, name, created_ms, status, doc }));
     });
   }
 
