@@ -26,18 +26,22 @@ export class UsageMeter {
     this.#clock = clock;
   }
 
-  /** Opens (or re-opens with a new size: memory changed) the span of `resource` on `billingDimension`. */
-  start(resource: ResourceRef, billingDimension: string, gb?: number): void {
+  /**
+   * Opens (or re-opens with a new size: memory changed) the span of
+   * `resource` on `billingDimension`. `at` (ms, default now) lets a status
+   * move that is settled late (on the next read) start at its due time.
+   */
+  start(resource: ResourceRef, billingDimension: string, gb?: number, at = this.#clock.now()): void {
     const key = `${resource.resourceUuid}\u0000${billingDimension}`;
-    this.#close(key);
-    this.#open.set(key, { resource, billingDimension, gb, from: this.#clock.now() });
+    this.#close(key, at);
+    this.#open.set(key, { resource, billingDimension, gb, from: at });
   }
 
-  /** Closes the spans of a resource: one dimension, or all of them (deleted). */
-  stop(resourceUuid: string, billingDimension?: string): void {
+  /** Closes the spans of a resource at `at` (default now): one dimension, or all of them (deleted). */
+  stop(resourceUuid: string, billingDimension?: string, at = this.#clock.now()): void {
     for (const key of [...this.#open.keys()]) {
       const [uuid, dim] = key.split("\u0000");
-      if (uuid === resourceUuid && (billingDimension === undefined || dim === billingDimension)) this.#close(key);
+      if (uuid === resourceUuid && (billingDimension === undefined || dim === billingDimension)) this.#close(key, at);
     }
   }
 
@@ -60,11 +64,10 @@ export class UsageMeter {
     return this.#open.size;
   }
 
-  #close(key: string): void {
+  #close(key: string, at: number): void {
     const span = this.#open.get(key);
     if (!span) return;
     this.#open.delete(key);
-    const now = this.#clock.now();
-    if (now > span.from) recordSpan(this.#store, span.resource, span.billingDimension, { from: span.from, to: now, gb: span.gb });
+    if (at > span.from) recordSpan(this.#store, span.resource, span.billingDimension, { from: span.from, to: at, gb: span.gb });
   }
 }

@@ -65,4 +65,14 @@ describe("UsageMeter", () => {
     expect(body.data[0].timeseries.slice(10, 14).map((p: { usage: number }) => p.usage)).toEqual([1800 * 4, 3600 * 4, 900 * 8, 0]);
     expect(meter.openSpans).toBe(0);
   });
+
+  it("starts and stops at given times, for status moves settled after they fell due", async () => {
+    const { clock, meter, hourly } = setup("2026-04-01T12:00:00Z");
+    meter.start(box, "sandbox_compute_runtime_gbs", 1, t("2026-04-01T10:00:00Z"));
+    meter.stop("u-box", "sandbox_compute_runtime_gbs", t("2026-04-01T11:30:00Z"));
+    clock.advance(3_600_000);
+    expect((await hourly()).summary.totalUsage).toBe(5400);
+    // A late flush only records open spans; nothing is open any more.
+    expect(meter.openSpans).toBe(0);
+  });
 });
