@@ -8,7 +8,7 @@ import type { ResourceDoc, ResourceKind } from "./kind.js";
 import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
-import { publicView } from "./render.js";
+import { keepMaskedSecrets, publicView } from "./render.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
 const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
@@ -96,8 +96,12 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       handler: (ctx) => {
         const parent = parentKey(kind, ctx);
         const statuses = kind.statusFilter ? statusFilter(ctx.query.status) : undefined;
+        // e.g. sandboxes: TERMINATED hidden unless ?showTerminated=true; an explicit ?status= wins.
+        const hidden = kind.hiddenStatuses && !statuses && !queryBool(ctx.query[kind.hiddenStatuses.shownBy]) ? kind.hiddenStatuses.statuses : undefined;
+        const externalId = typeof ctx.query.externalId === "string" && ctx.query.externalId !== "" ? ctx.query.externalId : undefined;
+        const keep = externalId ? (row: StoredResource) => (row.doc as ResourceDoc).metadata.externalId === externalId : undefined;
         const show = showSecrets(ctx);
-        return listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses }, (row) => {
+        return listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
           settleItem(ctx, row as StoredResource<ResourceDoc>);
           const doc = renderDoc(kind, row.doc as ResourceDoc, show);
           return kind.listItem ? kind.listItem(doc) : doc;
@@ -133,6 +137,7 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const previous = found.doc;
         const doc: ResourceDoc = { ...previous, metadata: updatedMetadata(previous.metadata, body.metadata, ctx.actor, now), spec: (body.spec ?? previous.spec) as Record<string, unknown> };
         for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
+        keepMaskedSecrets(doc.spec, previous.spec);
         kind.prepare?.(doc, ctx, previous);
         if (kind.lifecycle === "deployment") {
           (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;

@@ -42,6 +42,8 @@ export interface ResourceKind {
   listLimits?: PageLimits;
   /** `?status=` filter on the list (validated against the deployment statuses). */
   statusFilter?: boolean;
+  /** Statuses left out of lists unless the named query flag is true (sandboxes: TERMINATED, showTerminated). */
+  hiddenStatuses?: { statuses: string[]; shownBy: string };
   /** Name rule when it differs from the common one (custom domains are DNS names). */
   name?: z.ZodType<string>;
   /** Name generated when metadata.name is absent; without it the name is required. */

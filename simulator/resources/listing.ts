@@ -20,6 +20,8 @@ export interface ListRequest {
   excludeStatuses?: string[];
   /** Items failing this are dropped after the SQL read (rare filters such as externalId). */
   keep?: (item: StoredResource) => boolean;
+  /** The values `keep` filters on: part of what a cursor is bound to. */
+  filters?: Record<string, unknown>;
 }
 
 interface Position {
@@ -37,7 +39,7 @@ export function listResources<T>(ctx: OpContext, request: ListRequest, render: (
     return all.filter((i) => request.keep?.(i) ?? true).map(render);
   }
   const page = parsePageQuery(ctx.query, request.limits ?? RESOURCE_PAGE);
-  const binding = { ...base, sort: page.sort, q: page.q, statuses: request.statuses, excluded: request.excludeStatuses };
+  const binding = { ...base, sort: page.sort, q: page.q, statuses: request.statuses, excluded: request.excludeStatuses, filters: request.filters };
   const after = page.cursor ? deps.cursors.decode<Position>(page.cursor, binding) : undefined;
   if (after !== undefined && (typeof after?.createdMs !== "number" || typeof after?.name !== "string")) throw errors.badRequest("cursor: invalid cursor");
   const items: StoredResource[] = [];

@@ -27,3 +27,27 @@ export function maskConfigurations(map: unknown, show: boolean): unknown {
     Object.entries(map as Record<string, { secret?: boolean; value?: string }>).map(([k, v]) => [k, v?.secret ? { ...v, value: MASK } : v]),
   );
 }
+
+/**
+ * A client that reads a resource (secrets masked) and sends it back whole on
+ * PUT would overwrite its secrets with "***". A masked value sent back keeps
+ * the stored one: strings at the same path, and entries of `[{name, value}]`
+ * arrays matched by name.
+ */
+export function keepMaskedSecrets(next: unknown, previous: unknown): void {
+  if (!next || typeof next !== "object" || !previous || typeof previous !== "object") return;
+  if (Array.isArray(next)) {
+    if (!Array.isArray(previous)) return;
+    next.forEach((item, i) => {
+      const name = (item as { name?: unknown } | null)?.name;
+      const match = typeof name === "string" ? previous.find((p) => (p as { name?: unknown } | null)?.name === name) : previous[i];
+      keepMaskedSecrets(item, match);
+    });
+    return;
+  }
+  const prev = previous as Record<string, unknown>;
+  for (const [key, value] of Object.entries(next as Record<string, unknown>)) {
+    if (value === MASK && typeof prev[key] === "string") (next as Record<string, unknown>)[key] = prev[key];
+    else keepMaskedSecrets(value, prev[key]);
+  }
+}

@@ -82,7 +82,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
   executions(ctx: OpContext, sandbox: string | null): Page<ScheduleExecution> {
     this.catchUp(ctx, sandbox);
     const status = ctx.query.status === "succeeded" || ctx.query.status === "failed" ? [ctx.query.status] : undefined;
-    return listResources(ctx, { kind: EXECUTION_KIND, parent: sandbox, shape: "paged", limits: SCHEDULE_PAGE, statuses: status, keep: windowFilter(ctx) }, (row) => row.doc as unknown as ScheduleExecution) as Page<ScheduleExecution>;
+    return listResources(ctx, { kind: EXECUTION_KIND, parent: sandbox, shape: "paged", limits: SCHEDULE_PAGE, statuses: status, keep: windowFilter(ctx), filters: { since: ctx.query.since, until: ctx.query.until, schedule: ctx.query.schedule ?? ctx.query.scheduleId } }, (row) => row.doc as unknown as ScheduleExecution) as Page<ScheduleExecution>;
   }
 
   metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts {

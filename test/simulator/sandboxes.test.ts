@@ -146,3 +146,23 @@ describe("pagination and versions", () => {
     await api(sim.app, ADMIN_KEY, ws, "2026-04-16").get("/v0/sandboxes?status=BOGUS").expect(400);
   });
 });
+
+describe("list filters and secret round trips", () => {
+  it("hides TERMINATED sandboxes unless showTerminated=true or a status filter asks", async () => {
+    await sim.api.post("/v0/sandboxes", { metadata: { name: "ended", externalId: "ext-ended" } }).expect(200);
+    await request(sim.app).post("/_sim/transitions/step").send({ kind: "sandbox", name: "ended", status: "TERMINATED" }).expect(200);
+    const names = (body: { data: { metadata: { name: string } }[] }) => body.data.map((s) => s.metadata.name);
+    expect(names((await sim.api.get("/v0/sandboxes?limit=200")).body)).not.toContain("ended");
+    expect(names((await sim.api.get("/v0/sandboxes?limit=200&showTerminated=true")).body)).toContain("ended");
+    expect(names((await sim.api.get("/v0/sandboxes?status=TERMINATED")).body)).toEqual(["ended"]);
+    expect(names((await sim.api.get("/v0/sandboxes?externalId=ext-ended&showTerminated=true")).body)).toEqual(["ended"]);
+  });
+
+  it("keeps a stored secret when a masked value is sent back on update", async () => {
+    await sim.api.post("/v0/sandboxes", { metadata: { name: "rt" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "real", secret: true }] } } }).expect(200);
+    const masked = (await sim.api.get("/v0/sandboxes/rt").expect(200)).body;
+    expect(masked.spec.runtime.envs[0].value).toBe("***");
+    await sim.api.put("/v0/sandboxes/rt", { metadata: masked.metadata, spec: masked.spec }).expect(200);
+    expect((await sim.api.get("/v0/sandboxes/rt?show_secrets=true")).body.spec.runtime.envs[0].value).toBe("real");
+  });
+});

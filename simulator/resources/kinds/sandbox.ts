@@ -23,6 +23,7 @@ export const sandboxKind: ResourceKind = {
   lifecycle: "synchronous",
   list: "versioned",
   statusFilter: true,
+  hiddenStatuses: { statuses: ["TERMINATED"], shownBy: "showTerminated" },
   generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
   children: ["preview", "preview-token", "schedule", "schedule-execution"],
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
