@@ -40,6 +40,12 @@ export function listResources<T>(ctx: OpContext, request: ListRequest, render: (
   }
   const page = parsePageQuery(ctx.query, request.limits ?? RESOURCE_PAGE);
   const binding = { ...base, sort: page.sort, q: page.q, statuses: request.statuses, excluded: request.excludeStatuses, filters: request.filters };
+  // anchor=end jumps to the tail page of a createdAt order (the oldest items for createdAt:desc).
+  if (ctx.query.anchor === "end" && !page.cursor && page.sort.startsWith("createdAt")) {
+    const reversed = page.sort === "createdAt:desc" ? "createdAt:asc" : "createdAt:desc";
+    const tail = store.list({ ...base, sort: reversed, q: page.q, statuses: request.statuses, excludeStatuses: request.excludeStatuses }).filter((i) => request.keep?.(i) ?? true).slice(0, page.limit).reverse();
+    return { data: tail.map(render), meta: { hasMore: false, nextCursor: "", total: store.count(workspace, request.kind, base.parent) } };
+  }
   const after = page.cursor ? deps.cursors.decode<Position>(page.cursor, binding) : undefined;
   if (after !== undefined && (typeof after?.createdMs !== "number" || typeof after?.name !== "string")) throw errors.badRequest("cursor: invalid cursor");
   const items: StoredResource[] = [];

@@ -112,6 +112,12 @@ describe("pagination and versions", () => {
     expect(seen).toEqual(["s6", "s5", "s4", "s3", "s2", "s1", "s0"]);
   });
 
+  it("anchor=end answers the tail page of a createdAt order", async () => {
+    const tail = await p().get("/v0/sandboxes?limit=3&anchor=end").expect(200);
+    expect(tail.body.data.map((s: { metadata: { name: string } }) => s.metadata.name)).toEqual(["s2", "s1", "s0"]);
+    expect(tail.body.meta).toMatchObject({ hasMore: false, nextCursor: "" });
+  });
+
   it("sorts by name, filters with q, clamps limit", async () => {
     const byName = await p().get("/v0/sandboxes?sort=name:asc&limit=500").expect(200);
     expect(byName.body.data.map((s: { metadata: { name: string } }) => s.metadata.name)).toEqual(["s0", "s1", "s2", "s3", "s4", "s5", "s6"]);
