@@ -14,6 +14,9 @@ type SdkFn = (options: Record<string, unknown>) => Promise<{ data?: unknown; err
 let sim: Awaited<ReturnType<typeof serveTestSim>>;
 let sdk: Record<string, SdkFn>;
 
+// process.env outlives this file in a reused worker: put it back afterwards.
+const savedEnv = { ...process.env };
+
 beforeAll(async () => {
   sim = await serveTestSim({ workspace: "conf" });
   Object.assign(process.env, { BL_API_URL: `${sim.url}/v0`, BL_RUN_URL: sim.url, BL_WORKSPACE: "conf", BL_API_KEY: ADMIN_KEY, BL_DISABLE_H2: "true", BL_REGION: "us-pdx-1" });
@@ -33,6 +36,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await sim?.close();
+  for (const key of Object.keys(process.env)) if (!(key in savedEnv)) delete process.env[key];
+  Object.assign(process.env, savedEnv);
 });
 
 describe("conformance with @blaxel/core's generated client", () => {

@@ -11,6 +11,9 @@ type Sdk = typeof import("@blaxel/core");
 let sim: Awaited<ReturnType<typeof serveTestSim>>;
 let sdk: Sdk;
 
+// process.env outlives this file in a reused worker: put it back afterwards.
+const savedEnv = { ...process.env };
+
 beforeAll(async () => {
   sim = await serveTestSim({ workspace: "sdk-ws" });
   process.env.BL_API_URL = `${sim.url}/v0`;
@@ -26,6 +29,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await sim?.close();
+  for (const key of Object.keys(process.env)) if (!(key in savedEnv)) delete process.env[key];
+  Object.assign(process.env, savedEnv);
 });
 
 describe("@blaxel/core against sandbox-sim", () => {
