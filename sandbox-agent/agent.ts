@@ -97,7 +97,6 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       if (closed) return;
       closed = true;
       sweeper.stop();
-      await multipart.md5.close();
       schedules.scheduler.stop();
       processes.close(); // stops watching; the processes themselves keep running
       // Drives are left mounted on purpose: processes may still use them.

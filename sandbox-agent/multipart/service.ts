@@ -11,7 +11,6 @@ import { ensureParentDir } from "../filesystem/write.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { assembleParts, completeInPlace } from "./assemble.js";
 import { UploadClaims } from "./claims.js";
-import { Md5Pool } from "./md5-pool.js";
 import { writeInPlace, writeOwnFile, type WrittenPart } from "./part-writer.js";
 import { DATA_FILE, type PartRow, type UploadRow, type UploadStore } from "./store.js";
 
@@ -46,7 +45,6 @@ export function multipartEtag(partEtags: string[]): string {
 
 export class MultipartService {
   readonly claims = new UploadClaims();
-  readonly md5 = new Md5Pool();
   readonly #o: MultipartOptions;
   /** `${uploadId}:${partNumber}` of parts being written into the data file right now. */
   readonly #inPlaceWriters = new Set<string>();
@@ -112,7 +110,7 @@ export class MultipartService {
       const dir = this.uploadDir(id);
       await fsp.mkdir(dir, { recursive: true });
       const written = await receive((file) =>
-        (inPlace ? writeInPlace(this.md5, dir, partNumber, upload.stride!, file) : writeOwnFile(this.md5, dir, partNumber, file)).catch((err) => {
+        (inPlace ? writeInPlace(dir, partNumber, upload.stride!, file) : writeOwnFile(dir, partNumber, file)).catch((err) => {
           throw fromFsError(err, `cannot store part ${partNumber} of`, upload.path);
         }),
       );
