@@ -1,5 +1,5 @@
 /**
- * bench:sim — the simulator's get, list (1,000 sandboxes, paginated) and
+ * bench:sim — the simulator's get, list (1,000 volumes, paginated) and
  * create at 50 concurrent clients, beside a bare node:http server (in its own
  * process, like the simulator) answering the same JSON bodies: the limit of
  * this machine's loopback and HTTP stack. Requests per second, p99 latency,
@@ -8,7 +8,12 @@
  *   BENCH_SIM_CLIENTS  concurrent clients (default 50)
  *   BENCH_SIM_GETS     get requests per server (default 20000)
  *   BENCH_SIM_LISTS    list requests per server (default 5000)
- *   BENCH_SIM_CREATES  sandboxes created (default 1000; also the list's size)
+ *   BENCH_SIM_CREATES  volumes created (default 1000; also the list's size)
+ *
+ * Volumes, not sandboxes: since the simulator runs a real sandbox-agent per
+ * sandbox (issue 7), a sandbox create measures process start-up (bench:e2e);
+ * a volume is a pure control-plane record with the same code path
+ * (auth, validation, store, versioned paginated list).
  *   BENCH_SIM_NODE_ARGS extra node flags for the simulator process (e.g. "--cpu-prof")
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -91,7 +96,7 @@ process.stdin.on("end", () => {
     let size = 0;
     req.on("data", (d) => (size += d.length));
     req.on("end", () => {
-      const body = req.method === "POST" ? create : req.url.startsWith("/v0/sandboxes?") ? list : get;
+      const body = req.method === "POST" ? create : req.url.startsWith("/v0/volumes?") ? list : get;
       res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
       res.end(body);
     });
@@ -110,33 +115,33 @@ async function main(): Promise<void> {
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
   const sim = await spawnServer([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"], /listening on (http:\/\/\S+)/);
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
-  const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096 } } });
+  const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
   try {
-    const simCreate = await load(CREATES, sim.child.pid!, (i) => call(agent, sim.url, "POST", "/v0/sandboxes", bodyFor(i, "sbx")));
-    const names = Array.from({ length: CREATES }, (_, i) => `sbx-${i}`);
-    const simGet = await load(GETS, sim.child.pid!, (i) => call(agent, sim.url, "GET", `/v0/sandboxes/${names[(i * 7919) % names.length]}`));
+    const simCreate = await load(CREATES, sim.child.pid!, (i) => call(agent, sim.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
+    const names = Array.from({ length: CREATES }, (_, i) => `vol-${i}`);
+    const simGet = await load(GETS, sim.child.pid!, (i) => call(agent, sim.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
     // Each list request fetches the page after a cursor: clients walk the 1,000 items in pages of 50.
-    const pages: string[] = ["/v0/sandboxes?limit=50"];
+    const pages: string[] = ["/v0/volumes?limit=50"];
     for (let cursor = ""; ; ) {
-      const page = JSON.parse((await call(agent, sim.url, "GET", `/v0/sandboxes?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)).body) as { meta: { nextCursor: string; total: number } };
+      const page = JSON.parse((await call(agent, sim.url, "GET", `/v0/volumes?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)).body) as { meta: { nextCursor: string; total: number } };
       if (page.meta.total < CREATES) throw new Error(`list total ${page.meta.total} < ${CREATES}`);
       if (!page.meta.nextCursor) break;
       cursor = page.meta.nextCursor;
-      pages.push(`/v0/sandboxes?limit=50&cursor=${encodeURIComponent(cursor)}`);
+      pages.push(`/v0/volumes?limit=50&cursor=${encodeURIComponent(cursor)}`);
     }
     const simList = await load(LISTS, sim.child.pid!, (i) => call(agent, sim.url, "GET", pages[i % pages.length]!));
     const simRss = peakRssMiB(sim.child.pid!);
 
     const samples = {
-      get: (await call(agent, sim.url, "GET", `/v0/sandboxes/${names[0]}`)).body,
+      get: (await call(agent, sim.url, "GET", `/v0/volumes/${names[0]}`)).body,
       list: (await call(agent, sim.url, "GET", pages[1] ?? pages[0]!)).body,
-      create: (await call(agent, sim.url, "POST", "/v0/sandboxes", bodyFor(0, "sample"))).body,
+      create: (await call(agent, sim.url, "POST", "/v0/volumes", bodyFor(0, "sample"))).body,
     };
     const bare = await spawnServer(["--input-type=module", "-e", BARE], /listening on (http:\/\/\S+)/, JSON.stringify(samples));
     let bareCreate, bareGet, bareList;
     try {
-      bareCreate = await load(CREATES, bare.child.pid!, (i) => call(agent, bare.url, "POST", "/v0/sandboxes", bodyFor(i, "sbx")));
-      bareGet = await load(GETS, bare.child.pid!, (i) => call(agent, bare.url, "GET", `/v0/sandboxes/${names[(i * 7919) % names.length]}`));
+      bareCreate = await load(CREATES, bare.child.pid!, (i) => call(agent, bare.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
+      bareGet = await load(GETS, bare.child.pid!, (i) => call(agent, bare.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
       bareList = await load(LISTS, bare.child.pid!, (i) => call(agent, bare.url, "GET", pages[i % pages.length]!));
     } finally {
       await stop(bare.child);
@@ -145,10 +150,10 @@ async function main(): Promise<void> {
     const line = (name: string, s: Figures, b: Figures) =>
       `${name.padEnd(28)} ${fmt(s.rps, 0).padStart(6)} req/s  p50 ${fmt(s.p50, 1)} ms  p99 ${fmt(s.p99, 1)} ms  ${fmt(s.cpuUs, 0)} µs CPU/req` +
       ` | bare ${fmt(b.rps, 0).padStart(6)} req/s  p99 ${fmt(b.p99, 1)} ms  ${fmt(b.cpuUs, 0)} µs CPU/req | ratio ${fmt((100 * s.rps) / b.rps, 0)}% (CPU ${fmt((100 * b.cpuUs) / s.cpuUs, 0)}%)`;
-    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} sandboxes`);
+    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes`);
     console.log(line(`get    (${GETS} requests)`, simGet, bareGet));
     console.log(line(`list   (${LISTS} pages of 50)`, simList, bareList));
-    console.log(line(`create (${CREATES} sandboxes)`, simCreate, bareCreate));
+    console.log(line(`create (${CREATES} volumes)`, simCreate, bareCreate));
     console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's`);
   } finally {
     agent.destroy();
