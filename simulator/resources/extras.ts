@@ -6,11 +6,10 @@ import { signJwt } from "../auth/jwt.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
 import type { ResourceDoc, ResourceKind } from "./kind.js";
-import { customDomainKind, policyKind } from "./kinds/config.js";
+import { customDomainKind, integrationConnectionKind, policyKind } from "./kinds/config.js";
 import { egressGatewayKind, egressIpKind } from "./kinds/network.js";
 import { driveKind, volumeKind, volumeTemplateKind } from "./kinds/storage.js";
 import { agentKind, applicationKind, functionKind, jobKind, modelKind } from "./kinds/workloads.js";
-import { integrationConnectionKind } from "./kinds/config.js";
 import type { CoreEvent } from "./lifecycle.js";
 
 /** Operations attached to a kind that are not plain CRUD: revisions, lookups, verify, shares, tokens. */
