@@ -7,7 +7,6 @@ import { createFront, renderError, type Listener } from "./http/front.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
-import { UsageStore } from "./metrics/store.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
@@ -17,7 +16,6 @@ import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
  * answered by the front (http/front.ts); Express serves the rest.
  */
 export function createSimulatorApp(deps: SimDeps): Listener {
-  const usage = new UsageStore(deps.db);
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -26,7 +24,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   app.use(accessLog(deps.logger));
   if (deps.testHooks.enabled) {
     app.use(faultInjection(deps));
-    app.use(createMetricsTestHooksRouter({ usage }));
+    app.use(createMetricsTestHooksRouter({ usage: deps.usage }));
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
@@ -37,7 +35,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   v0.use(apiVersion());
   v0.use(oauthRouter(deps));
   // Account metrics (simulator/metrics, issue 6): the caller's account, admin flag and visible workspaces come from auth.
-  v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
+  v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage: deps.usage, meter: deps.meter, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
   app.use("/v0", v0);
   app.use(notFoundHandler());
   app.use(errorMiddleware(renderError, deps.logger));

@@ -12,6 +12,11 @@ import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
+import { UsageMeter } from "./metrics/meter.js";
+import { UsageStore } from "./metrics/store.js";
+import type { SupervisorEvent } from "./launcher/index.js";
+import { meterSandboxAgent } from "./resources/sandbox-usage.js";
+import { settleJobUsage } from "./jobs/usage.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
 import { initialHooksState, type TestHooksState } from "./test-hooks/state.js";
@@ -36,6 +41,12 @@ export interface SimDeps {
   adminApiKey: string;
   /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
   agents?: SandboxAgents;
+  /** Account-metrics usage events (simulator/metrics), in the same database. */
+  usage: UsageStore;
+  /** Open usage spans of live resources (running, stored, verified), recorded as they live. */
+  meter: UsageMeter;
+  /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */
+  onSandboxAgentEvent: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
 }
 
 export interface SimOverrides {
@@ -56,6 +67,7 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
   const clock = overrides.clock ?? new SimClock();
   const principals = new PrincipalCache();
   const resources = new ResourceStore(db);
+  const usage = new UsageStore(db);
   // Account changes can drop principals' rights, and a workspace deletion removes rows behind the resource store.
   const changed = () => {
     principals.invalidate();
@@ -76,7 +88,12 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
     testHooks: initialHooksState(config.testHooks),
     urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
     adminApiKey: config.apiKey ?? generateApiKey(),
+    usage,
+    meter: new UsageMeter(usage, clock),
+    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
   };
+  // Job executions end on the clock: the ones nobody read are recorded before each metrics query.
+  deps.meter.beforeFlush((now) => settleJobUsage(deps, now));
   bootstrap(deps, config.workspace, deps.adminApiKey);
   if (config.seed) applySeed(deps, SeedSchema.parse(JSON.parse(readFileSync(config.seed, "utf8"))));
   return { deps, close: () => db.close() };
@@ -94,4 +111,6 @@ export function resetState(deps: SimDeps): void {
   deps.testHooks.transitions = "timed";
   deps.testHooks.faults.length = 0;
   deps.testHooks.dns.clear();
+  deps.usage.clear();
+  deps.meter.clear();
 }

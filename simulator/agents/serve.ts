@@ -56,6 +56,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     onEvent: (workspace, sandbox, event) => {
       deps.logger.info({ workspace, sandbox, event: event.type }, "sandbox agent");
       recordAgentEvent(deps, workspace, sandbox, event);
+      deps.onSandboxAgentEvent(workspace, sandbox, event); // usage: the agent's run time (account metrics)
     },
   });
   deps.agents = agents;

@@ -12,6 +12,7 @@ import { listResources } from "../resources/listing.js";
 import { maskMap } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
 import { DEFAULT_TASK_MS, stateAt, TERMINAL, type ExecutionPlan } from "./plan.js";
+import { settleExecution } from "./usage.js";
 
 /** Job executions: POST starts one, DELETE cancels (control-plane.md §3.5). */
 export const EXECUTION_KIND = "job-execution";
@@ -34,6 +35,7 @@ interface ExecutionDoc {
   memory?: number;
   taskInputs: Record<string, unknown>[];
   __plan: ExecutionPlan;
+  __metered?: boolean;
 }
 
 /** A task's run time: `durationMs` (number) or `duration` ("30s", "2m") in its object, else 1 s; `fail: true` makes it fail. */
@@ -53,11 +55,8 @@ function taskPlan(task: Record<string, unknown>, index: number) {
 function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
   const doc = item.doc;
   const now = ctx.deps.clock.now();
-  const state = stateAt(doc.__plan, now);
-  if (state.status !== item.status) {
-    item.status = state.status;
-    ctx.deps.resources.update(item as never);
-  }
+  // Settles the stored status and, once it ended, records the execution's compute usage.
+  const state = settleExecution(ctx.deps, item, now);
   const stamp = (ms?: number) => (ms === undefined ? undefined : iso(ms));
   const jobTimeout = doc.__plan.timeoutMs / 1000;
   const tasks = state.tasks.map((t) => ({

@@ -64,6 +64,17 @@ export const METRICS_MIGRATIONS: readonly Migration[] = [
       CREATE TABLE metrics_price_overrides (dim_id INTEGER PRIMARY KEY, usd_per_unit REAL NOT NULL);
     `,
   },
+  {
+    // UsageMeter's open spans (a running sandbox, a stored volume): kept beside the events so a
+    // simulator restarted on the same --data file carries on metering what is still live.
+    id: "metrics/002-open-spans",
+    sql: `
+      CREATE TABLE metrics_open_spans (
+        uuid TEXT NOT NULL, dimension TEXT NOT NULL, workspace TEXT NOT NULL, resource_type TEXT NOT NULL,
+        resource_name TEXT NOT NULL, gb REAL, from_ms INTEGER NOT NULL,
+        PRIMARY KEY (uuid, dimension)) WITHOUT ROWID;
+    `,
+  },
 ];
 
 interface Resource {

@@ -9,6 +9,7 @@ import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deploy
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
 import { keepMaskedSecrets, publicView } from "./render.js";
+import { meterResource, unmeterResource } from "./usage.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
 const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
@@ -52,6 +53,7 @@ export function settleItem(ctx: OpContext, item: StoredResource<ResourceDoc>): v
 export function save(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
   item.status = item.doc.status ?? "";
   ctx.deps.resources.update(item);
+  meterResource(ctx.deps, item);
 }
 
 export function showSecrets(ctx: OpContext): boolean {
@@ -69,7 +71,7 @@ export function buildNew(kind: ResourceKind, ctx: OpContext, parent: string): Re
   const name = body.metadata.name ?? kind.generateName?.(ctx);
   if (!name) throw errors.badRequest("metadata.name: required");
   const now = ctx.deps.clock.now();
-  const doc: ResourceDoc = { metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now), spec: (body.spec ?? {}) as Record<string, unknown> };
+  const doc: ResourceDoc = { metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now), spec: (body.spec ?? {}) as Record<string, unknown>, __uid: ctx.deps.ids() };
   for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
   kind.prepare?.(doc, ctx);
   if (kind.lifecycle === "deployment") startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
@@ -82,6 +84,7 @@ export function insertNew(kind: ResourceKind, ctx: OpContext, parent: string, do
   if (!ctx.deps.resources.tryInsert(item)) {
     throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
   }
+  meterResource(ctx.deps, item);
 }
 
 const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };
@@ -160,6 +163,7 @@ export function crudOperations(kind: ResourceKind): Operation[] {
           ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
           if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
         })();
+        unmeterResource(ctx.deps, found);
         if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
         const rendered = renderDoc(kind, found.doc, false);
         return kind.deleteReply ? kind.deleteReply(rendered) : rendered;

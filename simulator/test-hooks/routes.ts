@@ -7,6 +7,7 @@ import { applySeed, SeedSchema } from "../accounts/seed.js";
 import { resetState, type SimDeps } from "../deps.js";
 import { iso } from "../clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
+import { meterResource } from "../resources/usage.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -78,6 +79,7 @@ export function testHooksRouter(deps: SimDeps): Router {
     const moved = body.status ? (forceStatus(item.doc, body.status, now), true) : stepOnce(item.doc, now);
     item.status = item.doc.status ?? "";
     deps.resources.update(item as never);
+    meterResource(deps, item as never); // usage follows forced and stepped moves (account metrics)
     res.send(ok({ moved, status: item.doc.status, pending: (item.doc.__pending ?? []).map((p) => p.status) }));
   });
 

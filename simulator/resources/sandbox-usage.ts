@@ -1,0 +1,24 @@
+import type { SimDeps } from "../deps.js";
+import type { SupervisorEvent } from "../launcher/index.js";
+import type { ResourceDoc } from "./kind.js";
+import { refOf } from "./usage.js";
+
+export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
+
+/**
+ * A sandbox with a real agent is billed for the agent's run time (issue 7):
+ * its compute span opens when the agent is healthy (started, restarted) and
+ * closes when it stops, crashes or cannot be restarted; memory × time as for
+ * every compute dimension (spec.runtime.memory, 4096 MB by default).
+ * Called with every supervisor event of a sandbox's agent.
+ */
+export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "clock">, workspace: string, sandbox: string, event: SupervisorEvent): void {
+  const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
+  if (!item) return; // deleted: the delete closed its spans
+  const ref = refOf(item, "sandbox");
+  const now = deps.clock.now();
+  if (event.type === "started" || event.type === "restarted") {
+    const memory = (item.doc.spec?.runtime as { memory?: number } | undefined)?.memory;
+    deps.meter.run(ref, SANDBOX_COMPUTE, (typeof memory === "number" && memory > 0 ? memory : 4096) / 1024, now);
+  } else deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
+}

@@ -1,0 +1,95 @@
+import { createHash } from "node:crypto";
+import type { SimDeps } from "../deps.js";
+import type { ResourceType } from "../metrics/dimensions.js";
+import type { ResourceRef } from "../metrics/record.js";
+import type { StoredResource } from "../store/resources.js";
+import type { ResourceDoc } from "./kind.js";
+import type { Deployable } from "./lifecycle.js";
+
+/**
+ * Usage metering of workspace resources (account metrics, issue 6): after
+ * every change of a resource, `meterResource` tells the meter whether it is
+ * live and how big it is; a delete closes its spans. Deployments are
+ * metered while DEPLOYED, from the due time of the move (moves are settled
+ * lazily on read: the span is opened at the planned time, not at the read).
+ */
+
+/** Memory (MB) when a runtime names none: sandboxes get 4096 from their kind; the simulator's default for the others. */
+export const DEFAULT_MEMORY_MB = 2048;
+
+type Meterable = Pick<StoredResource<ResourceDoc>, "workspace" | "kind" | "parent" | "name" | "doc">;
+
+/**
+ * The resource's stable usage id: `__uid` (given at create), or for a
+ * document stored before there was one, a digest of its identity and
+ * creation time (unique: a name reused after a delete has another createdAt).
+ */
+export function resourceUid(item: Meterable): string {
+  const uid = item.doc.__uid;
+  if (typeof uid === "string") return uid;
+  const hex = createHash("sha256").update(`${item.workspace}/${item.kind}/${item.parent}/${item.name}/${item.doc.metadata?.createdAt ?? ""}`).digest("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+}
+
+export function refOf(item: Meterable, resourceType: ResourceType): ResourceRef {
+  return { workspace: item.workspace, resourceType, resourceName: item.name, resourceUuid: resourceUid(item) };
+}
+
+const memoryGb = (doc: ResourceDoc, fallback = DEFAULT_MEMORY_MB) => {
+  const memory = (doc.spec?.runtime as { memory?: number } | undefined)?.memory;
+  return (typeof memory === "number" && memory > 0 ? memory : fallback) / 1024;
+};
+
+interface Metering {
+  type: ResourceType;
+  dimension: string;
+  gb?: number;
+  /** "deployment": live while DEPLOYED; "stored": live while it exists; "verified": a custom domain once verified. */
+  live: "deployment" | "stored" | "verified";
+}
+
+/** What a resource of this kind is billed for; undefined: nothing. */
+export function meteringOf(deps: Pick<SimDeps, "agents">, item: Meterable): Metering | undefined {
+  const doc = item.doc;
+  switch (item.kind) {
+    case "sandbox":
+      // With real agents, a sandbox is billed for its agent's run time (sandbox-usage.ts).
+      return deps.agents ? undefined : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
+    case "agent":
+      return { type: "agent", dimension: "agent_compute_runtime_gbs", gb: memoryGb(doc), live: "deployment" };
+    case "function":
+      return doc.spec?.type === "mcp" ? { type: "mcp_server", dimension: "mcp_server_compute_runtime_gbs", gb: memoryGb(doc), live: "deployment" } : undefined;
+    case "volume":
+      return { type: "volume", dimension: "volume_storage_gbs", gb: ((doc.spec?.size as number | undefined) ?? 1024) / 1024, live: "stored" };
+    case "custom-domain":
+      return { type: "custom_domain", dimension: "custom_domain_active_time_hours", live: "verified" };
+    default:
+      return undefined;
+  }
+}
+
+/** Brings the meter in line with the resource as it is now (after create, update, settle, verify, status hook). */
+export function meterResource(deps: Pick<SimDeps, "agents" | "meter" | "clock">, item: Meterable): void {
+  const m = meteringOf(deps, item);
+  if (!m) return;
+  const ref = refOf(item, m.type);
+  const now = deps.clock.now();
+  if (m.live === "stored") return deps.meter.run(ref, m.dimension, m.gb, now);
+  if (m.live === "verified") {
+    if ((item.doc.spec as { status?: string }).status === "verified") deps.meter.run(ref, m.dimension, undefined, now);
+    else deps.meter.stop(ref.resourceUuid, m.dimension, now);
+    return;
+  }
+  const doc = item.doc as Deployable;
+  if (doc.status === "DEPLOYED") return deps.meter.run(ref, m.dimension, m.gb, now);
+  // Due to reach DEPLOYED: a running span carries on (redeploy), else one opens at the due time.
+  const due = doc.__pending?.find((p) => p.status === "DEPLOYED");
+  if (due && due.atMs !== null) return deps.meter.run(ref, m.dimension, m.gb, Math.max(now, due.atMs));
+  if (due && deps.meter.isOpen(ref.resourceUuid, m.dimension)) return; // manual mode: runs on until stepped
+  deps.meter.stop(ref.resourceUuid, m.dimension, now);
+}
+
+/** Closes every span of a deleted resource. */
+export function unmeterResource(deps: Pick<SimDeps, "meter" | "clock">, item: Meterable): void {
+  deps.meter.stop(resourceUid(item), undefined, deps.clock.now());
+}
