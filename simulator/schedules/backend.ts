@@ -8,9 +8,11 @@ import type { StoredResource } from "../store/resources.js";
 import { dueFirings, normalizeScheduleValue, type StoredType } from "./parse.js";
 
 /**
- * Where a sandbox's schedules live. The simulator keeps them itself
- * (LocalScheduleBackend, in the resources table) until a later issue lets it
- * delegate to the sandbox's agent: that backend implements the same interface.
+ * Where a sandbox's schedules live. A simulator with real sandboxes
+ * (serveSimulator, deps.agents set) delegates to each sandbox's agent
+ * (AgentScheduleBackend, agent-backend.ts). LocalScheduleBackend keeps them
+ * in the resources table for a records-only simulator (openSimulator without
+ * agents: the API conformance tests), simulating each firing as accepted.
  */
 export interface ScheduleInput {
   id?: string;
@@ -52,19 +54,22 @@ export interface ScheduleMetricsCounts {
   executionsByStatus: { succeeded: number; failed: number };
 }
 
+/** A value, or a promise of it: the agent-backed backend answers asynchronously. */
+export type Awaitable<T> = T | Promise<T>;
+
 /**
  * Everything the routes need; `sandbox` null means every sandbox of the
  * workspace. Paging (cursor, limit, sort, q) comes from ctx.query.
  */
 export interface ScheduleBackend {
-  list(ctx: OpContext, sandbox: string | null, shape: ListShape): ScheduleEntry[] | Page<ScheduleEntry>;
-  create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry;
-  get(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
-  update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry;
-  delete(ctx: OpContext, sandbox: string, id: string): ScheduleEntry;
-  executions(ctx: OpContext, sandbox: string | null): Page<ScheduleExecution>;
+  list(ctx: OpContext, sandbox: string | null, shape: ListShape): Awaitable<ScheduleEntry[] | Page<ScheduleEntry>>;
+  create(ctx: OpContext, sandbox: string, input: ScheduleInput): Awaitable<ScheduleEntry>;
+  get(ctx: OpContext, sandbox: string, id: string): Awaitable<ScheduleEntry>;
+  update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): Awaitable<ScheduleEntry>;
+  delete(ctx: OpContext, sandbox: string, id: string): Awaitable<ScheduleEntry>;
+  executions(ctx: OpContext, sandbox: string | null): Awaitable<Page<ScheduleExecution>>;
   /** Counts over [sinceMs, untilMs). */
-  metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts;
+  metrics(ctx: OpContext, sinceMs: number, untilMs: number): Awaitable<ScheduleMetricsCounts>;
 }
 
 export const DEFAULT_MAX_EXECUTIONS = 100;
@@ -159,8 +164,8 @@ export class LocalScheduleBackend implements ScheduleBackend {
   }
 
   /**
-   * Records one firing. No sandbox-agent runs behind the simulator yet, so
-   * the submission is simulated as accepted (statusCode 200).
+   * Records one firing. A records-only simulator has no sandbox-agent to
+   * submit to, so the submission is simulated as accepted (statusCode 200).
    */
   #record(ctx: OpContext, schedule: StoredResource<ScheduleEntry>, atMs: number): void {
     const { resources, ids } = ctx.deps;

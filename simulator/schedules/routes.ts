@@ -7,7 +7,8 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";
 import { publicView, maskMap } from "../resources/render.js";
-import { LocalScheduleBackend, type ScheduleBackend, type ScheduleEntry } from "./backend.js";
+import { AgentScheduleBackend } from "./agent-backend.js";
+import { LocalScheduleBackend, type Awaitable, type ScheduleBackend, type ScheduleEntry } from "./backend.js";
 
 const InputSchema = z.strictObject({
   command: z.string().optional(),
@@ -41,28 +42,42 @@ function renderEntry(entry: ScheduleEntry, show: boolean): ScheduleEntry {
   return view.input?.env ? { ...view, input: { ...view.input, env: maskMap(view.input.env, show) as Record<string, string> } } : view;
 }
 
-export function scheduleOperations(backend: ScheduleBackend = new LocalScheduleBackend()): Operation[] {
+/** Applies `f` at once to a plain value, after it settles to a promise: local answers stay synchronous. */
+function then<T, R>(value: Awaitable<T>, f: (v: T) => R): Awaitable<R> {
+  return value instanceof Promise ? value.then(f) : f(value);
+}
+
+/**
+ * The schedule operations. Without an explicit backend, each call goes to
+ * the sandbox's agent when the simulator runs real sandboxes (deps.agents),
+ * else to the records-only LocalScheduleBackend.
+ */
+export function scheduleOperations(fixed?: ScheduleBackend): Operation[] {
+  const local = new LocalScheduleBackend();
+  const viaAgents = new AgentScheduleBackend((ctx) => ctx.deps.agents!);
+  const backendOf = (ctx: OpContext): ScheduleBackend => fixed ?? (ctx.deps.agents ? viaAgents : local);
   const renderList = (ctx: OpContext, result: ScheduleEntry[] | Page<ScheduleEntry>) => {
     const show = showSecrets(ctx);
     return Array.isArray(result) ? result.map((e) => renderEntry(e, show)) : { ...result, data: result.data.map((e) => renderEntry(e, show)) };
   };
   const sandboxFilter = (ctx: OpContext) => (typeof ctx.query.sandbox === "string" && ctx.query.sandbox !== "" ? ctx.query.sandbox : null);
-  const listEntries = (ctx: OpContext, parent: string | null, shape: ListShape) => renderList(ctx, backend.list(ctx, parent, shape));
-  const listExecutions = (ctx: OpContext, parent: string | null) => backend.executions(ctx, parent);
+  const listEntries = (ctx: OpContext, parent: string | null, shape: ListShape) => then(backendOf(ctx).list(ctx, parent, shape), (r) => renderList(ctx, r));
+  const listExecutions = (ctx: OpContext, parent: string | null) => backendOf(ctx).executions(ctx, parent);
+  const one = (ctx: OpContext, entry: Awaitable<ScheduleEntry>, show = false) => then(entry, (e) => renderEntry(e, show));
   return [
     { id: "listSandboxSchedules", method: "get", path: "/sandboxes/:sandboxName/schedules", scope: "sandboxes:get", handler: (ctx) => listEntries(ctx, requireSandbox(ctx), "versioned") },
     {
       id: "createSandboxSchedule", method: "post", path: "/sandboxes/:sandboxName/schedules", scope: "sandboxes:update",
-      handler: (ctx) => renderEntry(backend.create(ctx, requireSandbox(ctx), parse(EntryBody, ctx.body ?? {}, "body")), false),
+      handler: (ctx) => one(ctx, backendOf(ctx).create(ctx, requireSandbox(ctx), parse(EntryBody, ctx.body ?? {}, "body"))),
     },
-    { id: "getSandboxSchedule", method: "get", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:get", handler: (ctx) => renderEntry(backend.get(ctx, requireSandbox(ctx), ctx.params.scheduleId!), showSecrets(ctx)) },
+    { id: "getSandboxSchedule", method: "get", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:get", handler: (ctx) => one(ctx, backendOf(ctx).get(ctx, requireSandbox(ctx), ctx.params.scheduleId!), showSecrets(ctx)) },
     {
       id: "updateSandboxSchedule", method: "put", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:update",
-      handler: (ctx) => renderEntry(backend.update(ctx, requireSandbox(ctx), ctx.params.scheduleId!, parse(EntryBody, ctx.body ?? {}, "body")), false),
+      handler: (ctx) => one(ctx, backendOf(ctx).update(ctx, requireSandbox(ctx), ctx.params.scheduleId!, parse(EntryBody, ctx.body ?? {}, "body"))),
     },
-    { id: "deleteSandboxSchedule", method: "delete", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:update", handler: (ctx) => renderEntry(backend.delete(ctx, requireSandbox(ctx), ctx.params.scheduleId!), false) },
+    { id: "deleteSandboxSchedule", method: "delete", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:update", handler: (ctx) => one(ctx, backendOf(ctx).delete(ctx, requireSandbox(ctx), ctx.params.scheduleId!)) },
     { id: "listSandboxScheduleExecutions", method: "get", path: "/sandboxes/:sandboxName/schedule-executions", scope: "sandboxes:get", handler: (ctx) => listExecutions(ctx, requireSandbox(ctx)) },
-    { id: "getSandboxScheduleMetrics", method: "get", path: "/schedules/metrics", scope: "sandboxes:list", handler: metrics(backend) },
+    { id: "getSandboxScheduleMetrics", method: "get", path: "/schedules/metrics", scope: "sandboxes:list", handler: (ctx) => metrics(backendOf(ctx))(ctx) },
     { id: "listSchedules", method: "get", path: "/schedules", scope: "sandboxes:list", handler: (ctx) => listEntries(ctx, sandboxFilter(ctx), "paged") },
     { id: "listScheduleExecutions", method: "get", path: "/schedule-executions", scope: "sandboxes:list", handler: (ctx) => listExecutions(ctx, sandboxFilter(ctx)) },
   ];
@@ -78,6 +93,6 @@ function metrics(backend: ScheduleBackend) {
     const since = at("since") ?? until - 24 * 3_600_000;
     if (since < minute(now) - 7 * 24 * 3_600_000) throw errors.badRequest("since: at most 7 days back");
     if (since >= until) throw errors.badRequest("since: must be before until");
-    return { since: iso(since), until: iso(until), ...backend.metrics(ctx, since, until) };
+    return then(backend.metrics(ctx, since, until), (counts) => ({ since: iso(since), until: iso(until), ...counts }));
   };
 }
