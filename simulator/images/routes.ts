@@ -5,6 +5,7 @@ import { iso } from "../clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./store.js";
+import { meterImage, unmeterImage } from "./usage.js";
 
 /**
  * Image registry and sharing. Same account: the share applies at once (200,
@@ -47,6 +48,7 @@ function copyInto(ctx: OpContext, doc: ImageDoc, target: string, source: string,
     existing.doc = copy;
     ctx.deps.resources.update(existing as never);
   } else ctx.deps.resources.insert({ workspace: target, kind: IMAGE_KIND, parent: doc.metadata.resourceType, name: doc.metadata.name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: copy as never });
+  meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(target, IMAGE_KIND, doc.metadata.name, doc.metadata.resourceType)!);
   return copy;
 }
 
@@ -91,6 +93,7 @@ export const imageOperations: Operation[] = [
       for (const item of ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:asc" })) {
         if (item.doc.spec.tags.some((t) => tagUsers(ctx, item.name, t.name).length)) continue;
         ctx.deps.resources.delete(ctx.workspace, IMAGE_KIND, item.name, item.parent);
+        unmeterImage(ctx.deps, item);
         deleted++;
       }
       return { deleted, message: `${deleted} unused image${deleted === 1 ? "" : "s"} deleted` };
@@ -104,6 +107,7 @@ export const imageOperations: Operation[] = [
       const users = item.doc.spec.tags.flatMap((t) => tagUsers(ctx, item.name, t.name));
       if (users.length) throw new ApiError("bad_request", `image ${item.name} is in use by ${users.join(", ")}`);
       ctx.deps.resources.delete(ctx.workspace, IMAGE_KIND, item.name, item.parent);
+      unmeterImage(ctx.deps, item);
       return renderImage(item.doc);
     },
   },
@@ -119,6 +123,7 @@ export const imageOperations: Operation[] = [
       recomputeSizes(item.doc);
       item.doc.metadata.updatedAt = iso(ctx.deps.clock.now());
       ctx.deps.resources.update(item as never);
+      meterImage(ctx.deps, item);
       return renderImage(item.doc);
     },
   },

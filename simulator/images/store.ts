@@ -5,6 +5,7 @@ import type { OpContext } from "../http/operation.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
+import { meterImage } from "./usage.js";
 
 /**
  * Container images, per workspace and resource type. Storage is modelled as
@@ -79,6 +80,7 @@ export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: s
     existing.doc = doc;
     ctx.deps.resources.update(existing as never);
   } else ctx.deps.resources.insert({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: type, name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: doc as never });
+  meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
   return doc;
 }
 

@@ -46,7 +46,18 @@ function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefin
     spec: { generation: runtime.generation, image: runtime.image, memory: runtime.memory, ports: runtime.ports, region: sandbox.spec.region, volumes: sandbox.spec.volumes },
   };
   if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, createdMs: ctx.deps.clock.now(), status: "ready", doc: snapshot as never })) throw errors.conflict(`snapshot "${snapshot.name}" already exists`);
+  meterSnapshot(ctx, snapshot);
   return snapshot;
+}
+
+/**
+ * Snapshot storage (account metrics): billed while the snapshot exists, by
+ * its size taken as the sandbox's memory (spec.memory MB, 4096 by default):
+ * the simulator copies no disk, and a sandbox snapshot keeps its memory state.
+ */
+function meterSnapshot(ctx: OpContext, snapshot: Snapshot): void {
+  const memory = typeof snapshot.spec.memory === "number" && snapshot.spec.memory > 0 ? snapshot.spec.memory : 4096;
+  ctx.deps.meter.start({ workspace: ctx.workspace, resourceType: "sandbox", resourceName: snapshot.name, resourceUuid: snapshot.id }, "sandbox_snapshot_storage_gbs", memory / 1024);
 }
 
 function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
@@ -81,6 +92,7 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
       ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+      ctx.deps.meter.stop(snap.id);
       return new Reply(204);
     },
   },
@@ -113,7 +125,9 @@ export const snapshotOperations: Operation[] = [
   {
     id: "deleteSnapshot", method: "delete", path: "/snapshots/:snapshotName", scope: "sandboxes:control",
     handler: (ctx) => {
-      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, findSnapshot(ctx, ctx.params.snapshotName!).name);
+      const snap = findSnapshot(ctx, ctx.params.snapshotName!);
+      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+      ctx.deps.meter.stop(snap.id);
       return new Reply(204);
     },
   },
