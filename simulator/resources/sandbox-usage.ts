@@ -12,7 +12,7 @@ export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
  * every compute dimension (spec.runtime.memory, 4096 MB by default).
  * Called with every supervisor event of a sandbox's agent.
  */
-export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "clock">, workspace: string, sandbox: string, event: SupervisorEvent): void {
+export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "clock" | "agents">, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return; // deleted: the delete closed its spans
   const ref = refOf(item, "sandbox");
@@ -20,5 +20,10 @@ export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "c
   if (event.type === "started" || event.type === "restarted") {
     const memory = (item.doc.spec?.runtime as { memory?: number } | undefined)?.memory;
     deps.meter.run(ref, SANDBOX_COMPUTE, (typeof memory === "number" && memory > 0 ? memory : 4096) / 1024, now);
-  } else deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
+    return;
+  }
+  // A stop from the previous agent of a sandbox deleted and re-created under the same name, arriving
+  // once the new agent runs, is not this sandbox's.
+  if (deps.agents?.get(workspace, sandbox)?.state === "running") return;
+  deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
 }
