@@ -93,6 +93,7 @@ export const accountOperations: Operation[] = [
       const ws = visibleWorkspace(ctx, ctx.params.workspaceName!);
       if (!ctx.principal.accountAdmin || ws.accountId !== ctx.principal.accountId) throw errors.forbidden("only an admin of the account may delete its workspaces");
       ctx.deps.accounts.deleteWorkspace(ws.name);
+      ctx.deps.meter.stopWorkspace(ws.name); // its resources are gone: their usage ends now
       return ws.doc;
     },
   },

@@ -94,6 +94,11 @@ export class UsageMeter {
     }
   }
 
+  /** Closes every span of a workspace's resources at `at` (the workspace was deleted). */
+  stopWorkspace(workspace: string, at = this.#clock.now()): void {
+    for (const [key, span] of [...this.#open]) if (span.resource.workspace === workspace) this.#close(key, at);
+  }
+
   /** Whether a span is open (running or due to start) for this resource and dimension. */
   isOpen(resourceUuid: string, billingDimension: string): boolean {
     return this.#open.has(keyOf(resourceUuid, billingDimension));

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { startTestSim, ADMIN_KEY, type TestSim } from "../../helpers/simulator.js";
+import { api, startTestSim, ADMIN_KEY, type TestSim } from "../../helpers/simulator.js";
 
 /**
  * Usage recorded by the simulator's own resources, read back through the
@@ -142,6 +142,20 @@ describe("usage recorded as resources live", () => {
     await sim.api.delete("/v0/snapshots/snap-a").expect(204);
     await advance(sim, HOUR);
     expect((await usageBy(sim))["sandbox_snapshot_storage_gbs/snap-a"]!.usage).toBeCloseTo(3600, 6);
+  });
+
+  it("ends the usage of a deleted workspace's resources", async () => {
+    sim = startTestSim();
+    await sim.api.post("/v0/workspaces", { name: "team-b" }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b").post("/v0/volumes", { metadata: { name: "scratch" }, spec: { size: 1024 } }).expect(200);
+    await advance(sim, HOUR);
+    await sim.api.delete("/v0/workspaces/team-b").expect(200);
+    expect(sim.deps.meter.openSpans).toBe(0);
+    await advance(sim, HOUR);
+    await usageBy(sim); // flushes
+    // A deleted workspace no longer shows in its account's metrics: read the recorded events themselves.
+    const sum = sim.deps.db.prepare("SELECT SUM(usage) AS gbs FROM metrics_usage_events").get() as { gbs: number };
+    expect(sum.gbs).toBeCloseTo(3600, 6);
   });
 
   it("reset clears recorded usage, open spans and price overrides", async () => {
