@@ -25,8 +25,9 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 
 }
 
 export async function quickstart(): Promise<void> {
-  const { SandboxInstance } = await import("@blaxel/core");
+  const { SandboxInstance, DriveInstance } = await import("@blaxel/core");
   const name = `quickstart-${randomBytes(3).toString("hex")}`;
+  const driveName = `${name}-drive`;
 
   // 1. Create a sandbox: the simulator starts a real sandbox-agent and answers once it is healthy.
   const sandbox = await SandboxInstance.create({ name, envs: [{ name: "GREETING", value: "hello" }] });
@@ -44,19 +45,23 @@ export async function quickstart(): Promise<void> {
     const run = await sandbox.process.exec({ command: "echo $GREETING from $(wc -c < work/blob.bin) bytes", waitForCompletion: true });
     log(`exec: ${(run.logs ?? "").trim()} (exit ${run.exitCode})`);
 
-    // 4. A sleep schedule, and its execution.
-    const schedule = await sandbox.schedules.create({ type: "sleep", value: "1s", input: { command: "date > work/scheduled.txt" } });
+    // 4. A sleep schedule: the sandbox's agent keeps it and runs it in real time, one second from now
+    //    (the control plane has no "run now"; a short sleep is the honest way to see an execution quickly).
+    const schedule = await sandbox.schedules.create({ type: "sleep", value: "1s", input: { command: "echo scheduled > work/scheduled.txt" } });
     const execution = await until("the schedule's execution", async () => {
       const page = await sandbox.schedules.executions();
       return (page.data as { scheduleId?: string; status?: string }[]).find((e) => e.scheduleId === schedule.id);
     });
-    log(`schedule ${schedule.id} (${schedule.type} ${schedule.value}) executed: ${execution.status}`);
+    const ran = await until("the scheduled command's output", async () => (await sandbox.fs.read("/work/scheduled.txt").catch(() => undefined))?.trim() || undefined);
+    log(`schedule ${schedule.id} (${schedule.type} ${schedule.value}) executed: ${execution.status}, wrote "${ran}"`);
 
-    // 5. Mount a drive (a directory in the simulator's drives dir, shared by the workspace's sandboxes).
-    await sandbox.drives.mount({ driveName: "shared", mountPath: "/mnt/shared" });
+    // 5. A drive: a control-plane resource (a directory in the simulator's drives dir), mounted through the sandbox's agent.
+    await DriveInstance.create({ name: driveName });
+    await sandbox.drives.mount({ driveName, mountPath: "/mnt/shared" });
     await sandbox.fs.write("/mnt/shared/hello.txt", "on the drive");
-    log(`drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { driveName?: string; mountPath?: string }) => `${d.driveName}→${d.mountPath}`) ?? [])}`);
+    log(`drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { mountPath?: string }) => `drive→${d.mountPath}`) ?? [])}`);
     await sandbox.drives.unmount("/mnt/shared");
+    await DriveInstance.delete(driveName);
   } finally {
     // 6. Clean up: delete stops the agent and removes its files.
     await SandboxInstance.delete(name);

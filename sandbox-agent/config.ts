@@ -25,6 +25,7 @@ export const AGENT_OPTIONS = {
   "process-history": { type: "string" },
   "drive-backend": { type: "string" },
   "drives-dir": { type: "string" },
+  "drives-existing-only": { type: "boolean" },
   "drive-mount-command": { type: "string" },
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
@@ -61,6 +62,8 @@ export const AgentConfigSchema = z.object({
   driveBackend: z.enum(["auto", "bind", "command", "symlink"]).default("auto"),
   /** Default: <dataDir>/drives (resolved in openAgent). */
   drivesDir: z.string().min(1).transform((p) => resolve(p)).optional(),
+  /** bind/symlink: mount only drives whose directory exists (a control plane provisions them), never create one. */
+  drivesExistingOnly: z.boolean().default(false),
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
@@ -86,6 +89,7 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --process-history <n>      finished processes remembered, with their output (default 1000)
   --drive-backend <name>     auto|bind|command|symlink; auto = bind where the agent may mount, else symlink (default auto)
   --drives-dir <dir>         bind/symlink backends: drive N is <dir>/N (default <data-dir>/drives)
+  --drives-existing-only     bind/symlink backends: mounting a drive whose <dir>/N does not exist fails (404) instead of creating it
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
@@ -96,7 +100,7 @@ const FLAG_OF: Record<string, string> = {
   dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
-  driveBackend: "drive-backend", drivesDir: "drives-dir", driveMountCommand: "drive-mount-command",
+  driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
 };
 
@@ -126,6 +130,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     processHistory: values["process-history"],
     driveBackend: values["drive-backend"],
     drivesDir: values["drives-dir"],
+    drivesExistingOnly: values["drives-existing-only"] ?? false,
     driveMountCommand: values["drive-mount-command"],
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],

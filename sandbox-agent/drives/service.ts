@@ -1,4 +1,5 @@
 import { promises as fsp, realpathSync } from "node:fs";
+import { join } from "node:path";
 import type { Clock } from "../../src/clock.js";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
@@ -31,6 +32,8 @@ export interface DriveServiceOptions {
   store: DriveStore;
   paths: SandboxPaths;
   drivesDir: string;
+  /** Refuse drives whose directory under drivesDir does not exist (--drives-existing-only). */
+  existingOnly?: boolean;
   dataDir: string;
   clock: Clock;
   logger: Logger;
@@ -65,6 +68,7 @@ export class DriveService {
     if (readOnly && !this.backend.supportsReadOnly) throw errors.badRequest(`readOnly: the ${this.backend.name} drive backend cannot make a drive read-only`);
     const hostPath = await this.#hostPathOf(mountPath);
     const reply = (message: string, info: DriveMountInfo) => ({ success: true as const, message, ...info });
+    if (this.#o.existingOnly && this.backend.name !== "command") await this.#requireDrive(driveName);
 
     return this.#lock.run(hostPath, async () => {
       const table = await this.#readTable();
@@ -112,6 +116,12 @@ export class DriveService {
         this.#inFlight.delete(hostPath);
       }
     });
+  }
+
+  /** With --drives-existing-only, drives are provisioned by a control plane: a missing one is an error, not created. */
+  async #requireDrive(driveName: string): Promise<void> {
+    const stat = await fsp.lstat(join(this.#o.drivesDir, driveName)).catch(() => undefined);
+    if (!stat?.isDirectory()) throw errors.notFound(`driveName: drive "${driveName}" does not exist; create the drive first (this agent mounts only provisioned drives)`);
   }
 
   async unmount(rawMountPath: string, force: boolean): Promise<{ success: true; message: string; mountPath: string }> {

@@ -158,15 +158,19 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       handler: (ctx) => {
         const parent = parentKey(kind, ctx);
         const found = loadItem(kind, ctx, ctx.params[kind.param]!, parent);
-        kind.beforeDelete?.(found, ctx);
-        ctx.deps.db.transaction(() => {
-          ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
-          if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
-        })();
-        unmeterResource(ctx.deps, found);
-        if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
-        const rendered = renderDoc(kind, found.doc, false);
-        return kind.deleteReply ? kind.deleteReply(rendered) : rendered;
+        const finish = () => {
+          ctx.deps.db.transaction(() => {
+            ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
+            if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
+          })();
+          unmeterResource(ctx.deps, found);
+          if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
+          const rendered = renderDoc(kind, found.doc, false);
+          return kind.deleteReply ? kind.deleteReply(rendered) : rendered;
+        };
+        // A check that must ask the sandboxes' agents (drives: mounted anywhere?) answers later.
+        const check = kind.beforeDelete?.(found, ctx);
+        return check instanceof Promise ? check.then(finish) : finish();
       },
     });
   }

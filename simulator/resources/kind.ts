@@ -58,8 +58,8 @@ export interface ResourceKind {
   conflictDetails?: Record<string, unknown>;
   /** Child kinds stored under this resource, deleted with it. */
   children?: string[];
-  /** Throws (409) when the resource may not be deleted now. */
-  beforeDelete?: (item: StoredResource<ResourceDoc>, ctx: OpContext) => void;
+  /** Throws (409) when the resource may not be deleted now; may answer later (a promise) when it must ask the sandboxes' agents. */
+  beforeDelete?: (item: StoredResource<ResourceDoc>, ctx: OpContext) => void | Promise<void>;
   /** What DELETE answers; default: the resource (status DELETING for deployed kinds). */
   deleteReply?: (doc: ResourceDoc) => unknown;
 }

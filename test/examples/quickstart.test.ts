@@ -29,8 +29,9 @@ describe("examples/quickstart.ts", () => {
     expect(lines[0]).toMatch(/^created quickstart-\w+ \(DEPLOYED\) at http:\/\/127\.0\.0\.1:\d+\/sbx\/default\/quickstart-\w+$/);
     expect(lines).toContain("wrote and read back 20971520 bytes, identical");
     expect(lines).toContain("exec: hello from 20971520 bytes (exit 0)");
-    expect(lines.some((l) => /^schedule \S+ .* executed: succeeded$/.test(l))).toBe(true);
-    expect(lines).toContain('drive mounted: ["shared→/mnt/shared"]');
+    // The agent really ran the scheduled command in the sandbox.
+    expect(lines.some((l) => /^schedule \S+ \(at \S+\) executed: succeeded, wrote "scheduled"$/.test(l))).toBe(true);
+    expect(lines).toContain('drive mounted: ["drive→/mnt/shared"]');
     expect(lines.at(-1)).toMatch(/^deleted quickstart-\w+$/);
   });
 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
+import { provisionDrive, retireDrive } from "../../agents/drives.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
@@ -77,9 +78,17 @@ export const driveKind: ResourceKind = {
   statusFilter: true,
   generateName: () => `drive-${randomBytes(4).toString("hex")}`,
   conflictDetails: { code: "DRIVE_ALREADY_EXISTS" },
-  prepare(doc) {
+  prepare(doc, ctx) {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
+    // With real sandboxes (issue 7) a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
+    if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name);
+  },
+  // Refused while a sandbox has it mounted; then its files go with it.
+  beforeDelete(item, ctx) {
+    if (!ctx.deps.agents) return;
+    const sandboxes = ctx.deps.resources.allOfKind(ctx.workspace, ["sandbox"]).filter((s) => s.parent === "").map((s) => s.name);
+    return retireDrive(ctx.deps.agents, ctx.workspace, sandboxes, item.name);
   },
   deleteReply: (doc) => ({ message: `drive ${doc.metadata.name} deleted`, name: doc.metadata.name }),
 };

@@ -1,0 +1,71 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+
+/**
+ * Drives over real agents with @blaxel/core: a drive resource is a directory
+ * in the simulator's drives dir, sandbox.drives.mount attaches it through the
+ * sandbox's agent, and sandboxes mounting the same drive share its files.
+ * (npm run build first: the agents run from dist/.)
+ */
+type Sdk = typeof import("@blaxel/core");
+const KEY = "drives-agents-admin-key";
+let sim: ServedSimulator;
+let sdk: Sdk;
+
+async function api(method: string, path: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${sim.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "drives-ws" } });
+  return { status: res.status, body: await res.json() };
+}
+
+beforeAll(async () => {
+  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: "drives-ws", logLevel: "silent" });
+  for (const [k, v] of Object.entries(sim.env)) process.env[k] = v;
+  process.env.BL_REGION = "us-pdx-1";
+  delete process.env.BL_CLIENT_CREDENTIALS;
+  delete process.env.BL_API_VERSION;
+  sdk = await import("@blaxel/core");
+});
+afterAll(async () => {
+  await sim?.stop();
+});
+
+describe("drives shared between sandboxes through their agents", () => {
+  it("two sandboxes that mount the same drive see each other's files; the drive is a directory of the simulator", async () => {
+    const drive = await sdk.DriveInstance.create({ name: "team" });
+    const dir = join(sim.deps.agents!.drivesDir("drives-ws"), "team");
+    expect(drive.name).toBe("team");
+    expect(existsSync(dir)).toBe(true);
+
+    const one = await sdk.SandboxInstance.create({ name: "one" });
+    const two = await sdk.SandboxInstance.create({ name: "two" });
+    await one.drives.mount({ driveName: "team", mountPath: "/mnt/team" });
+    await two.drives.mount({ driveName: "team", mountPath: "/data/shared" });
+    await one.fs.write("/mnt/team/from-one.txt", "written by one");
+    expect(await two.fs.read("/data/shared/from-one.txt")).toBe("written by one");
+    await two.fs.write("/data/shared/from-two.txt", "written by two");
+    expect(await one.fs.read("/mnt/team/from-two.txt")).toBe("written by two");
+    expect(readFileSync(join(dir, "from-two.txt"), "utf8")).toBe("written by two");
+
+    // Deleting a drive that is mounted: 409 naming who mounts it; the files stay.
+    const refused = await api("DELETE", "/v0/drives/team");
+    expect(refused.status).toBe(409);
+    expect(refused.body.message).toMatch(/sandbox "one" at \/mnt\/team/);
+    expect(refused.body.message).toMatch(/sandbox "two" at \/data\/shared/);
+    expect(existsSync(join(dir, "from-one.txt"))).toBe(true);
+
+    await one.drives.unmount("/mnt/team");
+    await two.drives.unmount("/data/shared");
+    expect((await api("DELETE", "/v0/drives/team")).status).toBe(200);
+    expect(existsSync(dir)).toBe(false);
+    expect((await api("GET", "/v0/drives/team")).status).toBe(404);
+  });
+
+  it("mounting a drive that is not a control-plane resource fails clearly, and mounts nothing", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "three" });
+    await expect(sandbox.drives.mount({ driveName: "ghost", mountPath: "/mnt/ghost" })).rejects.toThrow(/drive "ghost" does not exist/);
+    expect(await sandbox.drives.list()).toEqual([]);
+    expect(existsSync(join(sim.deps.agents!.drivesDir("drives-ws"), "ghost"))).toBe(false);
+  });
+});
