@@ -82,7 +82,10 @@ export class UsageMeter {
     if (span && span.from <= now) {
       if (span.gb === gb) return;
       at = now; // resized: the old size up to now, the new one from now
-    } else if (span) this.#drop(key);
+    } else if (span) {
+      if (span.from === at && span.gb === gb) return; // the same plan, read again
+      this.#drop(key);
+    }
     this.start(resource, billingDimension, gb, at);
   }
 

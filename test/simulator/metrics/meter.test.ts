@@ -75,4 +75,42 @@ describe("UsageMeter", () => {
     // A late flush only records open spans; nothing is open any more.
     expect(meter.openSpans).toBe(0);
   });
+
+  it("run(): keeps a running span, replaces one not started yet without recording it", async () => {
+    const { clock, meter, hourly } = setup("2026-04-01T10:00:00Z");
+    meter.run(box, "sandbox_compute_runtime_gbs", 1, t("2026-04-01T10:30:00Z")); // due at 10:30
+    meter.run(box, "sandbox_compute_runtime_gbs", 1, t("2026-04-01T11:00:00Z")); // re-planned before it started
+    clock.advance(2 * 3_600_000); // 12:00
+    meter.run(box, "sandbox_compute_runtime_gbs", 1, t("2026-04-01T12:30:00Z")); // running: a redeploy keeps it
+    clock.advance(3_600_000); // 13:00
+    meter.run(box, "sandbox_compute_runtime_gbs", 2, t("2026-04-01T13:00:00Z")); // resized from now
+    clock.advance(3_600_000); // 14:00
+    meter.stopWorkspace("ws-a");
+    expect((await hourly()).summary.totalUsage).toBe(2 * 3600 + 2 * 3600);
+  });
+
+  it("keeps open spans in the database: a meter on the same file carries on", async () => {
+    const clock = new FakeClock("2026-04-01T10:00:00Z");
+    const db = openDatabase(":memory:");
+    const first = new UsageMeter(new UsageStore(db), clock);
+    first.start(box, "sandbox_compute_runtime_gbs", 2);
+    clock.advance(1_800_000);
+    first.flush();
+    const usage = new UsageStore(db);
+    const second = new UsageMeter(usage, clock); // a restart
+    expect(second.openSpans).toBe(1);
+    clock.advance(1_800_000);
+    second.stop("u-box");
+    expect(usage.db.prepare("SELECT SUM(usage) AS gbs FROM metrics_usage_events").get()).toEqual({ gbs: 7200 });
+    second.clear();
+    expect(new UsageMeter(usage, clock).openSpans).toBe(0);
+  });
+
+  it("runs the beforeFlush settlers with the flush time", () => {
+    const { clock, meter } = setup();
+    const seen: number[] = [];
+    meter.beforeFlush((now) => seen.push(now));
+    meter.flush();
+    expect(seen).toEqual([clock.now()]);
+  });
 });
