@@ -8,19 +8,13 @@ import type { UsageEvent, UsageStore } from "./store.js";
  * per UTC hour it touches, stamped at the start of its slice, so hourly
  * buckets see usage where it happened.
  *
- * Call sites (simulator):
- * - sandbox / agent / mcp_server compute: when a deployment leaves a running
- *   state (stop, standby, delete) and periodically while it runs, span of
- *   the running time, `gb` = memory MB / 1024, dimension `<type>_compute_runtime_gbs`.
- * - job compute: when an execution ends, its running span × task memory,
- *   `job_compute_runtime_gbs`.
- * - image / snapshot / volume storage: periodically (and on delete), span
- *   since the last record × stored size in GB, `*_image_storage_gbs`,
- *   `sandbox_snapshot_storage_gbs`, `volume_storage_gbs`.
- * - custom domain: while verified, `custom_domain_active_time_hours` (the
- *   span counts hours; no `gb`).
- * UsageMeter (meter.ts) does the bookkeeping of open spans for all of these.
- * - agent async requests: `recordUsage` with `usage` = number of requests.
+ * Call sites: resources/usage.ts (deployments while DEPLOYED, volumes,
+ * verified custom domains; after every create, update, settle and delete),
+ * resources/sandbox-usage.ts (a real sandbox agent's run time),
+ * images/usage.ts, sandboxes/snapshots.ts (storage), jobs/usage.ts (job
+ * compute per ended execution, straight to the store). UsageMeter (meter.ts)
+ * keeps the open spans. `recordUsage` (counts, e.g. agent async requests)
+ * has no caller in the simulator: it serves no agent invocations.
  */
 export interface ResourceRef {
   workspace: string;
