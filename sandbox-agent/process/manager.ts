@@ -2,71 +2,19 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { closeSync, mkdirSync } from "node:fs";
 import { errors } from "../../src/errors.js";
-import type { Clock, Timer } from "../../src/clock.js";
-import type { Logger } from "../../src/logging.js";
-import type { Db } from "../../src/sqlite.js";
-import type { SandboxPaths } from "../paths/sandbox-path.js";
+import type { Timer } from "../../src/clock.js";
 import { LiveOutput } from "./live-output.js";
 import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
 import { capWhileGroupLives } from "./linger.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, randomName, toRecord } from "./record.js";
 import { ProcessStore, type ProcessRow, type ProcessStatus } from "./store.js";
+import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 import { resolveWorkingDir, validateStartRequest } from "./validate.js";
 
 export type { ProcessStatus } from "./store.js";
-
-export interface StartProcessRequest {
-  command: string;
-  name?: string;
-  /** A sandbox path (confined under --root); default `/`. */
-  workingDir?: string;
-  /** Merged over the agent's own environment (these win). */
-  env?: Record<string, string>;
-  /** Seconds; 0 or absent = none. When it expires the whole process group is killed (status `killed`). */
-  timeout?: number;
-  keepAlive?: boolean;
-}
-
-export interface ProcessRecord {
-  pid: string;
-  name: string;
-  command: string;
-  status: ProcessStatus;
-  /** Exit status; null while running and when ended by a signal or unknown. */
-  exitCode: number | null;
-  /** Why it failed, was stopped or killed; null for a clean exit and while running. */
-  error: string | null;
-  startedAt: string;
-  completedAt: string | null;
-  workingDir: string;
-  keepAlive: boolean;
-  timeout: number;
-}
-
-export interface ProcessOutput {
-  stdout: string;
-  stderr: string;
-  /** stdout then stderr, concatenated (as the reference daemon does), not interleaved. */
-  logs: string;
-}
-
-export interface ProcessManagerOptions {
-  db: Db;
-  paths: SandboxPaths;
-  clock: Clock;
-  logger: Logger;
-  /** Where output files live (in the data dir). */
-  logDir: string;
-  /** Per-stream output cap (tail kept). */
-  logMaxBytes: number;
-  /** How long `stop` waits after SIGTERM before SIGKILL. */
-  stopGraceMs: number;
-  /** Finished processes kept (with their output); older ones are forgotten. */
-  maxFinished: number;
-  /** The environment commands inherit (default: the agent's). */
-  baseEnv?: NodeJS.ProcessEnv;
-}
+// The manager's public contract (schedules code against it) lives in types.ts.
+export type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 
 /** In-memory state of a process this agent is watching. */
 interface Running {

@@ -1,0 +1,59 @@
+import type { Clock } from "../../src/clock.js";
+import type { Logger } from "../../src/logging.js";
+import type { Db } from "../../src/sqlite.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
+import type { ProcessStatus } from "./store.js";
+
+/** What ProcessManager takes and gives: the contract the routes and the scheduler use. */
+export interface StartProcessRequest {
+  command: string;
+  name?: string;
+  /** A sandbox path (confined under --root); default `/`. */
+  workingDir?: string;
+  /** Merged over the agent's own environment (these win). */
+  env?: Record<string, string>;
+  /** Seconds; 0 or absent = none. When it expires the whole process group is killed (status `killed`). */
+  timeout?: number;
+  keepAlive?: boolean;
+}
+
+export interface ProcessRecord {
+  pid: string;
+  name: string;
+  command: string;
+  status: ProcessStatus;
+  /** Exit status; null while running and when ended by a signal or unknown. */
+  exitCode: number | null;
+  /** Why it failed, was stopped or killed; null for a clean exit and while running. */
+  error: string | null;
+  startedAt: string;
+  completedAt: string | null;
+  workingDir: string;
+  keepAlive: boolean;
+  timeout: number;
+}
+
+export interface ProcessOutput {
+  stdout: string;
+  stderr: string;
+  /** stdout then stderr, concatenated (as the reference daemon does), not interleaved. */
+  logs: string;
+}
+
+export interface ProcessManagerOptions {
+  db: Db;
+  paths: SandboxPaths;
+  clock: Clock;
+  logger: Logger;
+  /** Where output files live (in the data dir). */
+  logDir: string;
+  /** Per-stream output cap (tail kept). */
+  logMaxBytes: number;
+  /** How long `stop` waits after SIGTERM before SIGKILL. */
+  stopGraceMs: number;
+  /** Finished processes kept (with their output); older ones are forgotten. */
+  maxFinished: number;
+  /** The environment commands inherit (default: the agent's). */
+  baseEnv?: NodeJS.ProcessEnv;
+}
+
