@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
+import { parseDuration } from "../src/units.js";
 
 /** Command-line options, then environment fallbacks, validated into one frozen object. */
 export const SIM_OPTIONS = {
@@ -13,6 +14,7 @@ export const SIM_OPTIONS = {
   "test-hooks": { type: "boolean" },
   "public-url": { type: "string" },
   launcher: { type: "string" },
+  "sandbox-retention": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -32,6 +34,17 @@ export const SimConfigSchema = z.object({
   publicUrl: z.url().optional(),
   /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
   launcher: z.enum(["process", "bwrap"]).default("process"),
+  /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
+  sandboxRetentionMs: z.union([z.number().int().min(0), z.string()]).default(3_600_000).transform((v, ctx) => {
+    if (typeof v === "number") return v;
+    if (v.trim() === "0") return 0;
+    try {
+      return parseDuration(v, ["s", "m", "h", "d"]);
+    } catch (e) {
+      ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0` });
+      return z.NEVER;
+    }
+  }),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -48,10 +61,12 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
   --launcher <name>     how sandboxes' agents run: process (default) or bwrap (namespaces; needs bubblewrap)
+  --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
+                        (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
 
 export class ConfigError extends Error {}
 
@@ -73,6 +88,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     testHooks: values["test-hooks"] ?? false,
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
+    sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   });
   if (!parsed.success) {

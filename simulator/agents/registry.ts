@@ -1,9 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
+import type { Logger } from "../../src/logging.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
+import { mountsUnder, RetiredSandboxes } from "./retention.js";
 
 /**
  * The simulator's running sandboxes: one supervised agent per sandbox, with
@@ -11,6 +13,7 @@ import type { SandboxTarget, Upstream } from "../proxy/index.js";
  *   <dir>/sandboxes/<workspace>/<sandbox>/root   the sandbox's filesystem
  *   <dir>/sandboxes/<workspace>/<sandbox>/agent  the agent's state
  *   <dir>/drives/<workspace>/<drive>             drives, shared by the workspace's sandboxes
+ *   <dir>/retired/<workspace>/<sandbox>@<due>     a deleted sandbox's files, until the retention period ends
  */
 
 export interface SandboxAgentsOptions {
@@ -20,7 +23,16 @@ export interface SandboxAgentsOptions {
   onEvent?: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
   supervisor?: Omit<SupervisorOptions, "onEvent">;
   logLevel?: string;
+  /** How long a deleted sandbox's files are kept (--sandbox-retention); default 0, removed at once. */
+  retentionMs?: number;
+  /** The simulator's clock: retention is due on it (test hooks move it). Default Date.now. */
+  now?: () => number;
+  /** Real time between sweeps of retired sandboxes (default 60 s; 0 = only on demand, sweep()). */
+  sweepEveryMs?: number;
+  logger?: Logger;
 }
+
+type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
 
 export interface StartOptions {
   env?: Record<string, string>;
@@ -31,9 +43,16 @@ const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
 
 export class SandboxAgents {
   private readonly failures = new Map<string, string>();
-  private readonly running = new Map<string, { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> }>();
+  private readonly running = new Map<string, Entry>();
+  /** Deletions in progress (agent stopping, files moving aside): a new sandbox of the same name waits for them. */
+  private readonly retiring = new Map<string, Promise<void>>();
+  readonly retired: RetiredSandboxes;
 
-  constructor(private readonly options: SandboxAgentsOptions) {}
+  constructor(private readonly options: SandboxAgentsOptions) {
+    this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger);
+    this.retired.sweep(); // what came due while a --data simulator was down
+    if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
+  }
 
   sandboxDir(workspace: string, sandbox: string): string {
     return join(this.options.dir, "sandboxes", workspace, sandbox);
@@ -48,14 +67,18 @@ export class SandboxAgents {
     const existing = this.running.get(key(workspace, sandbox));
     if (existing && existing.supervisor.state !== "failed" && existing.supervisor.state !== "stopped") return existing.supervisor;
     const dir = this.sandboxDir(workspace, sandbox);
-    mkdirSync(dir, { recursive: true });
     const token = randomBytes(24).toString("base64url");
     const supervisor = new AgentSupervisor(
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
       { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
     );
-    const ready = supervisor.start();
+    // A sandbox of the same name being deleted: its agent stops and its files move aside first.
+    const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(() => {
+      if (supervisor.state === "stopped") throw new Error("stopped before it started");
+      mkdirSync(dir, { recursive: true });
+      return supervisor.start();
+    });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {
       await ready;
@@ -91,11 +114,39 @@ export class SandboxAgents {
     return state === "running" ? undefined : (this.failures.get(key(workspace, sandbox)) ?? `agent is ${state ?? "gone"}`);
   }
 
-  /** Stops the agent, then removes the sandbox's files (delete); errors are reported, not thrown. */
+  /**
+   * Delete: unmounts the sandbox's drives (a bind mount would outlive its
+   * agent), stops the agent (SIGTERM, then SIGKILL), and moves its files
+   * aside until the retention period ends (removed by the sweeper; at once
+   * with retention 0). Errors are reported, not thrown.
+   */
   retire(workspace: string, sandbox: string, onError: (err: Error) => void = () => {}): void {
-    this.stop(workspace, sandbox)
-      .then(() => this.removeFiles(workspace, sandbox))
-      .catch(onError);
+    const k = key(workspace, sandbox);
+    const entry = this.running.get(k);
+    this.running.delete(k); // from now on the name is free: a new start waits for this retirement
+    const previous = this.retiring.get(k) ?? Promise.resolve();
+    const done: Promise<void> = previous
+      .then(async () => {
+        if (entry) {
+          await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
+          await entry.supervisor.stop();
+        }
+        const dir = this.sandboxDir(workspace, sandbox);
+        if (!existsSync(dir)) return;
+        const retention = this.options.retentionMs ?? 0;
+        this.retired.retire(workspace, sandbox, dir, (this.options.now ?? Date.now)() + retention);
+        if (retention <= 0) this.retired.sweep();
+      })
+      .catch(onError)
+      .finally(() => {
+        if (this.retiring.get(k) === done) this.retiring.delete(k);
+      });
+    this.retiring.set(k, done);
+  }
+
+  /** Removes the retired sandboxes whose retention period has ended (the sweeper's job, callable at any time). */
+  sweep(): { workspace: string; sandbox: string }[] {
+    return this.retired.sweep().map(({ workspace, sandbox }) => ({ workspace, sandbox }));
   }
 
   get(workspace: string, sandbox: string): AgentSupervisor | undefined {
@@ -123,7 +174,7 @@ export class SandboxAgents {
   removeFiles(workspace: string, sandbox: string): void {
     if (this.running.has(key(workspace, sandbox))) throw errors.conflict(`sandbox "${sandbox}" is still running`);
     const dir = this.sandboxDir(workspace, sandbox);
-    const mounted = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => l.split(" ")[4] ?? "").filter((m) => m === dir || m.startsWith(`${dir}/`));
+    const mounted = mountsUnder(dir);
     if (mounted.length > 0) throw errors.conflict(`sandbox "${sandbox}" still has mounts (${mounted.join(", ")}): unmount its drives first`);
     rmSync(dir, { recursive: true, force: true });
   }
@@ -139,11 +190,27 @@ export class SandboxAgents {
   }
 
   async stopAll(): Promise<void> {
+    this.retired.stopSweeping();
+    await Promise.allSettled([...this.retiring.values()]);
     const all = [...this.running.keys()];
     await Promise.all(all.map((k) => {
       const [workspace, sandbox] = k.split("/") as [string, string];
       return this.stop(workspace, sandbox);
     }));
     await this.options.launcher.close?.();
+  }
+}
+
+/** Lazily unmounts every drive the agent has mounted (DELETE /drives/mount/{path}?force=true). */
+async function unmountDrives(entry: Entry): Promise<void> {
+  const url = entry.supervisor.url;
+  if (!url) return;
+  const headers = { authorization: `Bearer ${entry.token}` };
+  const res = await fetch(`${url}/drives/mount`, { headers, signal: AbortSignal.timeout(5_000) });
+  if (!res.ok) throw new Error(`GET /drives/mount answered ${res.status}`);
+  const { mounts } = (await res.json()) as { mounts: { mountPath: string }[] };
+  for (const m of mounts) {
+    const del = await fetch(`${url}/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, { method: "DELETE", headers, signal: AbortSignal.timeout(10_000) });
+    await del.body?.cancel();
   }
 }

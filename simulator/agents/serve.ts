@@ -53,6 +53,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     launcher,
     dir,
     logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
+    retentionMs: deps.config.sandboxRetentionMs,
+    now: () => deps.clock.now(),
+    logger: deps.logger,
     onEvent: (workspace, sandbox, event) => {
       deps.logger.info({ workspace, sandbox, event: event.type }, "sandbox agent");
       recordAgentEvent(deps, workspace, sandbox, event);
