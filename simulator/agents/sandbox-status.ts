@@ -14,6 +14,7 @@ interface SandboxDoc {
   status?: string;
   events?: { type: string; status: string; message: string; revision: string; time: string }[];
   __revision?: number;
+  __pending?: unknown[];
   [key: string]: unknown;
 }
 
@@ -42,6 +43,8 @@ export function recordAgentEvent(deps: { resources: ResourceStore; clock: SimClo
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const doc = item.doc;
+  // A planned move (an update's DEPLOYING → DEPLOYED) must not later paper over a crashed agent.
+  if (event.type !== "restarted") delete doc.__pending;
   doc.status = change.status;
   doc.events = [...(doc.events ?? []), { type: "agent", status: change.status, message: change.message, revision: `rev-${doc.__revision ?? 1}`, time: iso(deps.clock.now()) }];
   item.status = change.status;
