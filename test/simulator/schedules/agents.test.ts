@@ -19,10 +19,10 @@ async function eventually(check: () => Promise<boolean>, ms: number): Promise<vo
   }
 }
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+async function call(method: string, path: string, body?: unknown, version = "2026-04-28"): Promise<{ status: number; body: any }> {
   const res = await fetch(`${sim.url}${path}`, {
     method,
-    headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "default", "blaxel-version": "2026-04-28", ...(body ? { "content-type": "application/json" } : {}) },
+    headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "default", "blaxel-version": version, ...(body ? { "content-type": "application/json" } : {}) },
     body: body ? JSON.stringify(body) : undefined,
   });
   return { status: res.status, body: await res.json() };
@@ -85,6 +85,10 @@ describe("schedules delegated to the sandboxes' agents", () => {
     expect(second.body.meta).toMatchObject({ hasMore: false, nextCursor: "" });
     expect([first.body.data[0].id, second.body.data[0].id].sort()).toEqual([sleepId, "nightly"].sort());
     expect((await call("GET", "/v0/schedules?sandbox=beta")).body.data.map((s: { id: string }) => s.id)).toEqual(["nightly"]);
+    expect((await call("GET", "/v0/schedules?sandbox=ghost")).body).toMatchObject({ data: [], meta: { total: 0 } });
+    // Before 2026-04-28 a sandbox's list is a bare array of everything.
+    const bare = await call("GET", "/v0/sandboxes/beta/schedules", undefined, "2026-04-16");
+    expect(bare.body.map((s: { id: string }) => s.id)).toEqual(["nightly"]);
     expect((await call("GET", `/v0/schedules?limit=1&type=at&cursor=${encodeURIComponent(first.body.meta.nextCursor)}`)).status).toBe(400);
   });
 
