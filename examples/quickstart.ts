@@ -59,7 +59,7 @@ export async function quickstart(): Promise<void> {
     await DriveInstance.create({ name: driveName });
     await sandbox.drives.mount({ driveName, mountPath: "/mnt/shared" });
     await sandbox.fs.write("/mnt/shared/hello.txt", "on the drive");
-    log(`drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { mountPath?: string }) => `drive→${d.mountPath}`) ?? [])}`);
+    log(`drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { driveName?: string; mountPath?: string }) => `${d.driveName}→${d.mountPath}`) ?? [])}`);
     await sandbox.drives.unmount("/mnt/shared");
     await DriveInstance.delete(driveName);
   } finally {

@@ -31,7 +31,7 @@ describe("examples/quickstart.ts", () => {
     expect(lines).toContain("exec: hello from 20971520 bytes (exit 0)");
     // The agent really ran the scheduled command in the sandbox.
     expect(lines.some((l) => /^schedule \S+ \(at \S+\) executed: succeeded, wrote "scheduled"$/.test(l))).toBe(true);
-    expect(lines).toContain('drive mounted: ["drive→/mnt/shared"]');
+    expect(lines.some((l) => /^drive mounted: \["quickstart-\w+-drive→\/mnt\/shared"\]$/.test(l))).toBe(true);
     expect(lines.at(-1)).toMatch(/^deleted quickstart-\w+$/);
   });
 });
