@@ -19,6 +19,7 @@ export class CursorCodec {
   readonly #secret: Buffer;
   readonly #maxAgeMs: number;
   readonly #now: () => number;
+  readonly #bindingHashes = new Map<string, string>();
 
   constructor(options: CursorCodecOptions = {}) {
     this.#secret = options.secret === undefined ? randomBytes(32) : Buffer.from(options.secret);
@@ -53,7 +54,15 @@ export class CursorCodec {
   }
 
   #bindingHash(binding: unknown): string {
-    return createHmac("sha256", this.#secret).update(stableStringify(binding)).digest("base64url").slice(0, 22);
+    const text = stableStringify(binding);
+    let hash = this.#bindingHashes.get(text);
+    if (hash === undefined) {
+      hash = createHmac("sha256", this.#secret).update(text).digest("base64url").slice(0, 22);
+      // A page both decodes and encodes under the same binding, and clients walk lists page after page.
+      if (this.#bindingHashes.size >= 1_000) this.#bindingHashes.clear();
+      this.#bindingHashes.set(text, hash);
+    }
+    return hash;
   }
 }
 

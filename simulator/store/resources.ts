@@ -49,10 +49,12 @@ const ORDER: Record<Sort, { by: string; cmp: string }> = {
  * The generic resource table. Statements are prepared once (list statements
  * once per filter combination, cached by their SQL).
  *
- * Parsed documents are kept in memory by key: every write goes through this
- * store (and whole-table wipes call clearCache), so a read costs an index
- * lookup and no JSON parsing. Callers that change a document must save it
- * with update(); they get the cached object itself.
+ * Parsed documents are kept in memory by rowid (and the rowid by key): every
+ * write goes through this store (and whole-table wipes call clearCache), so a
+ * read costs an index lookup and no JSON parsing, and a list page reads only
+ * rowids from the covering index (building [rowid, parent, name, created_ms]
+ * rows cost 3x more than the SQL seek itself). Callers that change a document
+ * must save it with update(); they get the cached object itself.
  */
 export class ResourceStore {
   readonly #db: Db;
@@ -64,21 +66,24 @@ export class ResourceStore {
   readonly #count: Statement;
   readonly #countAll: Statement;
   readonly #byStatement = new Map<string, Statement>();
-  readonly #docById: Statement;
-  readonly #cache = new Map<string, StoredResource<unknown>>();
+  readonly #byRowid: Statement;
+  /** Rowid by key; deletes and updates learn the rowid from RETURNING. */
+  readonly #rowids = new Map<string, number>();
+  readonly #cache = new Map<number, StoredResource<unknown>>();
   readonly #counts = new Map<string, number>();
 
   constructor(db: Db) {
     this.#db = db;
-    this.#docById = db.prepare("SELECT status, doc FROM resources WHERE rowid = ?");
-    this.#get = db.prepare("SELECT * FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
+    this.#byRowid = db.prepare("SELECT * FROM resources WHERE rowid = ?");
+    this.#get = db.prepare("SELECT rowid AS id, * FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
     this.#insert = db.prepare(
       "INSERT INTO resources (workspace, kind, parent, name, created_ms, status, search, doc) VALUES (@workspace, @kind, @parent, @name, @createdMs, @status, @search, @doc)",
     );
     this.#update = db.prepare(
-      "UPDATE resources SET status = @status, search = @search, doc = @doc WHERE workspace = @workspace AND kind = @kind AND parent = @parent AND name = @name",
-    );
-    this.#delete = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ?");
+      "UPDATE resources SET status = @status, search = @search, doc = @doc WHERE workspace = @workspace AND kind = @kind AND parent = @parent AND name = @name RETURNING rowid",
+    ).pluck(true);
+    // SQLite may hand a deleted rowid to the next insert: the cache forgets it by the rowid RETURNING gives.
+    this.#delete = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ? RETURNING rowid").pluck(true);
     // Children of a resource live under parent = "<name>" or "<name>/<child>".
     this.#deleteChildren = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?)) AND (parent = ? OR parent LIKE ? ESCAPE '\\')");
     this.#count = db.prepare("SELECT COUNT(*) AS n FROM resources WHERE workspace = ? AND kind = ? AND parent = ?");
@@ -87,15 +92,17 @@ export class ResourceStore {
 
   get<D = Record<string, unknown>>(workspace: string, kind: string, name: string, parent = ""): StoredResource<D> | undefined {
     const key = cacheKey(workspace, kind, parent, name);
-    const cached = this.#cache.get(key);
+    const rowid = this.#rowids.get(key);
+    const cached = rowid === undefined ? undefined : this.#cache.get(rowid);
     if (cached) return cached as StoredResource<D>;
-    const row = this.#get.get(workspace, kind, parent, name) as Row | undefined;
-    return row ? this.#remember(key, toStored<D>(row)) : undefined;
+    const row = this.#get.get(workspace, kind, parent, name) as (Row & { id: number }) | undefined;
+    return row ? this.#remember(row.id, toStored<D>(row)) : undefined;
   }
 
   /** Forgets every parsed document (after SQL that bypasses this store, e.g. a workspace deletion or a reset). */
   clearCache(): void {
     this.#cache.clear();
+    this.#rowids.clear();
     this.#counts.clear();
   }
 
@@ -104,17 +111,28 @@ export class ResourceStore {
     for (const key of this.#counts.keys()) if (key.startsWith(prefix)) this.#counts.delete(key);
   }
 
-  #remember<D>(key: string, item: StoredResource<D>): StoredResource<D> {
-    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
-    this.#cache.set(key, item as StoredResource<unknown>);
+  #remember<D>(rowid: number, item: StoredResource<D>): StoredResource<D> {
+    if (this.#cache.size >= CACHE_LIMIT) {
+      this.#cache.clear();
+      this.#rowids.clear();
+    }
+    this.#cache.set(rowid, item as StoredResource<unknown>);
+    this.#rowids.set(cacheKey(item.workspace, item.kind, item.parent, item.name), rowid);
     return item;
+  }
+
+  #forget(key: string): void {
+    const rowid = this.#rowids.get(key);
+    if (rowid === undefined) return;
+    this.#rowids.delete(key);
+    this.#cache.delete(rowid);
   }
 
   /** Inserts; returns false when the key exists already. */
   insert(item: StoredResource): boolean {
     const result = this.#insert.run({ ...keyOf(item), createdMs: item.createdMs, status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
     if (result.changes === 1) {
-      this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
+      this.#remember(Number(result.lastInsertRowid), item);
       this.#forgetCounts(item.workspace, item.kind);
     }
     return result.changes === 1;
@@ -130,14 +148,16 @@ export class ResourceStore {
   }
 
   update(item: StoredResource): void {
-    this.#update.run({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
-    this.#remember(cacheKey(item.workspace, item.kind, item.parent, item.name), item);
+    const rowid = this.#update.get({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) }) as number | undefined;
+    if (rowid !== undefined) this.#remember(rowid, item);
   }
 
   delete(workspace: string, kind: string, name: string, parent = ""): boolean {
-    this.#cache.delete(cacheKey(workspace, kind, parent, name));
+    this.#forget(cacheKey(workspace, kind, parent, name));
     this.#forgetCounts(workspace, kind);
-    return this.#delete.run(workspace, kind, parent, name).changes === 1;
+    const rowid = this.#delete.get(workspace, kind, parent, name) as number | undefined;
+    if (rowid !== undefined) this.#cache.delete(rowid);
+    return rowid !== undefined;
   }
 
   /** Removes the child resources (previews, schedules, ...) of `parentKey` of the given kinds. */
@@ -182,41 +202,39 @@ export class ResourceStore {
       where.push("status NOT IN (SELECT value FROM json_each(@excluded))");
       params.excluded = JSON.stringify(filter.excludeStatuses);
     }
-    // Keys and order columns only: documents come from the cache, read by rowid on a miss.
-    // Only columns of the (…, created_ms, name) index, so SQLite never touches the table for a cached page.
-    let sql = `SELECT rowid, parent, name, created_ms FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
+    // Rowids only (the (…, created_ms, name) index holds them, so SQLite never touches the
+    // table for a cached page): documents come from the cache, read by rowid on a miss.
+    let sql = `SELECT rowid FROM resources WHERE ${where.join(" AND ")} ORDER BY ${ORDER[filter.sort].by}`;
     if (filter.limit !== undefined) {
       sql += " LIMIT @limit";
       params.limit = filter.limit;
     }
     let statement = this.#byStatement.get(sql);
     if (!statement) {
-      // Rows as arrays: cheaper than objects for a page of keys.
-      statement = this.#db.prepare(sql).raw(true);
+      statement = this.#db.prepare(sql).pluck(true);
       this.#byStatement.set(sql, statement);
     }
-    const { workspace, kind } = filter;
-    return (statement.all(params) as [number, string, string, number][]).map(([rowid, parent, name, created_ms]) => {
-      const key = cacheKey(workspace, kind, parent, name);
-      const cached = this.#cache.get(key);
-      if (cached) return cached as StoredResource<D>;
-      const { status, doc } = this.#docById.get(rowid) as { status: string; doc: string };
-      return this.#remember(key, toStored<D>({ workspace, kind, parent, name, created_ms, status, doc }));
-    });
+    const rowids = statement.all(params) as number[];
+    const items = new Array<StoredResource<D>>(rowids.length);
+    for (let i = 0; i < rowids.length; i++) {
+      const rowid = rowids[i]!;
+      items[i] = (this.#cache.get(rowid) as StoredResource<D> | undefined) ?? this.#remember(rowid, toStored<D>(this.#byRowid.get(rowid) as Row));
+    }
+    return items;
   }
 
   /** Every resource of a kind across workspaces (lifecycle sweeps, usages). */
   allOfKind<D = Record<string, unknown>>(workspace: string, kinds: string[]): StoredResource<D>[] {
-    const sql = "SELECT * FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?))";
+    // Rowids from the primary-key index; documents (parsed) from the cache, read on a miss.
+    const sql = "SELECT rowid FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?))";
     let statement = this.#byStatement.get(sql);
     if (!statement) {
-      statement = this.#db.prepare(sql);
+      statement = this.#db.prepare(sql).pluck(true);
       this.#byStatement.set(sql, statement);
     }
-    return (statement.all(workspace, JSON.stringify(kinds)) as Row[]).map((row) => {
-      const key = cacheKey(row.workspace, row.kind, row.parent, row.name);
-      return (this.#cache.get(key) as StoredResource<D> | undefined) ?? this.#remember(key, toStored<D>(row));
-    });
+    return (statement.all(workspace, JSON.stringify(kinds)) as number[]).map(
+      (rowid) => (this.#cache.get(rowid) as StoredResource<D> | undefined) ?? this.#remember(rowid, toStored<D>(this.#byRowid.get(rowid) as Row)),
+    );
   }
 }
 
