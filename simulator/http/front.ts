@@ -127,9 +127,9 @@ function fail(res: ServerResponse, err: unknown): void {
 }
 
 function logLine(deps: SimDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
+  const level = res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : "debug";
+  // Redacting the URL costs more than the rest of a get: only for a line that will be written.
+  if (!deps.logger.isLevelEnabled(level)) return;
   const ms = Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10;
-  const line = { method: req.method, url: redactUrl(req.url ?? ""), status: res.statusCode, ms };
-  if (res.statusCode >= 500) deps.logger.error(line, "request");
-  else if (res.statusCode >= 400) deps.logger.warn(line, "request");
-  else deps.logger.debug(line, "request");
+  deps.logger[level]({ method: req.method, url: redactUrl(req.url ?? ""), status: res.statusCode, ms }, "request");
 }

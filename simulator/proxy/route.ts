@@ -32,7 +32,8 @@ export function targetFromPath(url: string): SandboxTarget | undefined {
  * both contain "-", so every split is tried, the longest id first.
  */
 export function targetFromHost(host: string | undefined, url: string, workspaceOfId: (id: string) => string | undefined): SandboxTarget | undefined {
-  if (!host) return undefined;
+  // Most requests are control-plane calls on the listen address: skip the parsing for them.
+  if (!host || !/^sbx-/i.test(host)) return undefined;
   const hostname = host.replace(/:\d+$/, "").toLowerCase();
   const labels = hostname.split(".");
   if (labels.length !== 3 || labels[2] !== "localhost" || !labels[0]!.startsWith("sbx-")) return undefined;

@@ -1,8 +1,10 @@
 /** Removes the simulator's bookkeeping (keys starting with "__") before a document leaves the server. */
 export function publicView<T>(doc: T): T {
   if (!doc || typeof doc !== "object") return doc;
+  const src = doc as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(doc as Record<string, unknown>)) if (!k.startsWith("__")) out[k] = v;
+  // for-in over own keys: no [key, value] array per key (every item of every list page comes through here).
+  for (const k in src) if (Object.hasOwn(src, k) && !k.startsWith("__")) out[k] = src[k];
   return out as T;
 }
 
