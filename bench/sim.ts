@@ -9,6 +9,7 @@
  *   BENCH_SIM_GETS     get requests per server (default 20000)
  *   BENCH_SIM_LISTS    list requests per server (default 5000)
  *   BENCH_SIM_CREATES  volumes created (default 1000; also the list's size)
+ *   BENCH_SIM_WARMUP   unmeasured create/get/delete rounds per server first (default 300)
  *
  * Volumes, not sandboxes: since the simulator runs a real sandbox-agent per
  * sandbox (issue 7), a sandbox create measures process start-up (bench:e2e);
@@ -18,6 +19,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { Agent, request } from "node:http";
+import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
 
@@ -34,9 +36,11 @@ interface Reply {
   body: string;
 }
 
+/** The one client of both servers: host/port options (no URL parsing per request), keep-alive agent. */
 function call(agent: Agent, base: string, method: string, path: string, body?: string): Promise<Reply> {
+  const { hostname, port } = origin(base);
   return new Promise((resolve, reject) => {
-    const req = request(`${base}${path}`, { method, agent, headers: body ? { ...HEADERS, "Content-Length": Buffer.byteLength(body) } : HEADERS }, (res) => {
+    const req = request({ hostname, port, path, method, agent, headers: body ? { ...HEADERS, "Content-Length": Buffer.byteLength(body) } : HEADERS }, (res) => {
       let text = "";
       res.setEncoding("utf8");
       res.on("data", (d) => (text += d));
@@ -47,10 +51,31 @@ function call(agent: Agent, base: string, method: string, path: string, body?: s
   });
 }
 
+const origins = new Map<string, { hostname: string; port: number }>();
+function origin(base: string): { hostname: string; port: number } {
+  let o = origins.get(base);
+  if (!o) {
+    const url = new URL(base);
+    origins.set(base, (o = { hostname: url.hostname, port: Number(url.port) }));
+  }
+  return o;
+}
+
+interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Server CPU per request (µs). */
+  cpuUs: number;
+  /** This process's (the load generator's) CPU per request (µs). */
+  clientUs: number;
+}
+
 /** Runs `count` requests from CLIENTS concurrent loops; each request's latency is recorded. */
-async function load(count: number, pid: number, one: (i: number) => Promise<Reply>): Promise<{ rps: number; p50: number; p99: number; cpuUs: number }> {
+async function load(count: number, pid: number, one: (i: number) => Promise<Reply>): Promise<Figures> {
   const latencies: number[] = [];
   const cpuBefore = cpuTimeMs(pid);
+  const clientBefore = process.cpuUsage();
   let next = 0;
   const start = performance.now();
   await Promise.all(
@@ -68,7 +93,8 @@ async function load(count: number, pid: number, one: (i: number) => Promise<Repl
   latencies.sort((a, b) => a - b);
   // Server CPU time per request: steadier than req/s on a shared machine.
   const cpuUs = ((cpuTimeMs(pid) - cpuBefore) * 1000) / count;
-  return { rps: count / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpuUs };
+  const client = process.cpuUsage(clientBefore);
+  return { rps: count / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpuUs, clientUs: (client.user + client.system) / count };
 }
 
 function spawnServer(args: string[], pattern: RegExp, stdin = ""): Promise<{ url: string; child: ChildProcess }> {
@@ -105,6 +131,26 @@ process.stdin.on("end", () => {
 });
 `;
 
+/**
+ * The same warm-up for each server before its first measured phase (and for
+ * this client before the simulator's): without it the first phase (create)
+ * measures both processes' JIT compilation, and only the simulator's, since
+ * the bare server runs second. Creates, gets and deletes of other volumes.
+ */
+const WARM_UP = Number(process.env.BENCH_SIM_WARMUP ?? 300);
+async function warmUp(agent: Agent, base: string): Promise<void> {
+  await Promise.all(
+    Array.from({ length: 10 }, async (_, c) => {
+      for (let i = c; i < WARM_UP; i += 10) {
+        const name = `warm-${i}`;
+        await call(agent, base, "POST", "/v0/volumes", JSON.stringify({ metadata: { name, labels: { bench: "warm" } }, spec: { region: "us-pdx-1", size: 1024 } }));
+        await call(agent, base, "GET", `/v0/volumes/${name}`);
+        await call(agent, base, "DELETE", `/v0/volumes/${name}`);
+      }
+    }),
+  );
+}
+
 const stop = (child: ChildProcess) => new Promise<void>((resolve) => {
   if (child.exitCode !== null) return resolve();
   child.once("exit", () => resolve());
@@ -112,11 +158,13 @@ const stop = (child: ChildProcess) => new Promise<void>((resolve) => {
 });
 
 async function main(): Promise<void> {
+  const loadAtStart = loadavg().map((n) => fmt(n, 2)).join(" ");
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
   const sim = await spawnServer([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"], /listening on (http:\/\/\S+)/);
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
   const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
   try {
+    await warmUp(agent, sim.url);
     const simCreate = await load(CREATES, sim.child.pid!, (i) => call(agent, sim.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
     const names = Array.from({ length: CREATES }, (_, i) => `vol-${i}`);
     const simGet = await load(GETS, sim.child.pid!, (i) => call(agent, sim.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
@@ -140,21 +188,25 @@ async function main(): Promise<void> {
     const bare = await spawnServer(["--input-type=module", "-e", BARE], /listening on (http:\/\/\S+)/, JSON.stringify(samples));
     let bareCreate, bareGet, bareList;
     try {
+      await warmUp(agent, bare.url);
       bareCreate = await load(CREATES, bare.child.pid!, (i) => call(agent, bare.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
       bareGet = await load(GETS, bare.child.pid!, (i) => call(agent, bare.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
       bareList = await load(LISTS, bare.child.pid!, (i) => call(agent, bare.url, "GET", pages[i % pages.length]!));
     } finally {
       await stop(bare.child);
     }
-    type Figures = { rps: number; p50: number; p99: number; cpuUs: number };
     const line = (name: string, s: Figures, b: Figures) =>
       `${name.padEnd(28)} ${fmt(s.rps, 0).padStart(6)} req/s  p50 ${fmt(s.p50, 1)} ms  p99 ${fmt(s.p99, 1)} ms  ${fmt(s.cpuUs, 0)} µs CPU/req` +
-      ` | bare ${fmt(b.rps, 0).padStart(6)} req/s  p99 ${fmt(b.p99, 1)} ms  ${fmt(b.cpuUs, 0)} µs CPU/req | ratio ${fmt((100 * s.rps) / b.rps, 0)}% (CPU ${fmt((100 * b.cpuUs) / s.cpuUs, 0)}%)`;
-    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes`);
+      ` | bare ${fmt(b.rps, 0).padStart(6)} req/s  p99 ${fmt(b.p99, 1)} ms  ${fmt(b.cpuUs, 0)} µs CPU/req | ratio ${fmt((100 * s.rps) / b.rps, 0)}% (CPU ${fmt((100 * b.cpuUs) / s.cpuUs, 0)}%)` +
+      ` | client ${fmt(s.clientUs, 0)}/${fmt(b.clientUs, 0)} µs CPU/req`;
+    const loadAtEnd = loadavg().map((n) => fmt(n, 2)).join(" ");
+    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes; ${WARM_UP} warm-up create/get/delete rounds per server; ${cpus().length} CPUs, load average ${loadAtStart} at start, ${loadAtEnd} at end`);
     console.log(line(`get    (${GETS} requests)`, simGet, bareGet));
     console.log(line(`list   (${LISTS} pages of 50)`, simList, bareList));
     console.log(line(`create (${CREATES} volumes)`, simCreate, bareCreate));
-    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's`);
+    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's; "client" = this load generator's CPU per request (simulator/bare)`);
+    // Closed loop: CLIENTS requests are always in flight, so the mean latency is CLIENTS / throughput (Little's law).
+    console.log(`closed loop of ${CLIENTS}: mean latency = ${CLIENTS} / req/s, e.g. ${fmt((1000 * CLIENTS) / bareGet.rps, 1)} ms for the bare get; p99 <= 10 ms needs >= ${fmt((1000 * CLIENTS) / 10, 0)} req/s with no tail`);
   } finally {
     agent.destroy();
     await stop(sim.child);
