@@ -92,6 +92,9 @@ export const accountOperations: Operation[] = [
     handler: (ctx) => {
       const ws = visibleWorkspace(ctx, ctx.params.workspaceName!);
       if (!ctx.principal.accountAdmin || ws.accountId !== ctx.principal.accountId) throw errors.forbidden("only an admin of the account may delete its workspaces");
+      // Its sandboxes' agents are stopped and their files retired (--sandbox-retention), its drives removed.
+      const sandboxes = ctx.deps.resources.allOfKind(ws.name, ["sandbox"]).filter((i) => i.parent === "").map((i) => i.name);
+      void ctx.deps.agents?.retireWorkspace(ws.name, sandboxes, (err) => ctx.deps.logger.warn({ workspace: ws.name, err: err.message }, "workspace sandbox cleanup failed"));
       ctx.deps.accounts.deleteWorkspace(ws.name);
       ctx.deps.meter.stopWorkspace(ws.name); // its resources are gone: their usage ends now
       return ws.doc;

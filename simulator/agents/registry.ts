@@ -46,6 +46,8 @@ export class SandboxAgents {
   private readonly running = new Map<string, Entry>();
   /** Deletions in progress (agent stopping, files moving aside): a new sandbox of the same name waits for them. */
   private readonly retiring = new Map<string, Promise<void>>();
+  /** Lifecycle changes in progress, per sandbox (exclusive()). */
+  private readonly changing = new Map<string, Promise<void>>();
   readonly retired: RetiredSandboxes;
 
   constructor(private readonly options: SandboxAgentsOptions) {
@@ -159,12 +161,49 @@ export class SandboxAgents {
     return entry ? Date.now() - entry.startedAt : 0;
   }
 
-  /** Stops the agent (SIGTERM, then SIGKILL); its files stay until removeFiles. */
+  /**
+   * Stops the agent (SIGTERM, then SIGKILL); its files stay (archive,
+   * deactivate, a restart with a new environment). Its drives are unmounted
+   * first: a bind mount would outlive its agent.
+   */
   async stop(workspace: string, sandbox: string): Promise<void> {
     const entry = this.running.get(key(workspace, sandbox));
     if (!entry) return;
     this.running.delete(key(workspace, sandbox));
+    await entry.ready;
+    await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
     await entry.supervisor.stop();
+  }
+
+  /**
+   * Runs one lifecycle change of a sandbox (archive, deactivate, restart...)
+   * after the previous one has finished, so two concurrent requests never
+   * interleave a stop and a start of the same agent.
+   */
+  exclusive<T>(workspace: string, sandbox: string, change: () => Promise<T>): Promise<T> {
+    const k = key(workspace, sandbox);
+    const run = (this.changing.get(k) ?? Promise.resolve()).then(change);
+    const settled = run.then(() => {}, () => {});
+    this.changing.set(k, settled);
+    void settled.then(() => {
+      if (this.changing.get(k) === settled) this.changing.delete(k);
+    });
+    return run;
+  }
+
+  /** Workspace deletion: every sandbox's agent is stopped and retired, then the workspace's drives are removed. */
+  retireWorkspace(workspace: string, sandboxes: string[], onError: (err: Error) => void = () => {}): Promise<void> {
+    for (const sandbox of sandboxes) this.retire(workspace, sandbox, onError);
+    const pending = sandboxes.map((s) => this.retiring.get(key(workspace, s))).filter((p): p is Promise<void> => p !== undefined);
+    return Promise.allSettled(pending).then(() => {
+      try {
+        const left = mountsUnder(this.drivesDir(workspace));
+        if (left.length > 0) throw new Error(`drives of workspace "${workspace}" still mounted (${left.join(", ")})`);
+        rmSync(this.drivesDir(workspace), { recursive: true, force: true });
+      } catch (err) {
+        onError(err as Error);
+      }
+    });
   }
 
   /**

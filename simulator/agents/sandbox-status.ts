@@ -6,8 +6,8 @@ import type { SupervisorEvent } from "../launcher/index.js";
 /**
  * Turns the supervisor's reports into the sandbox resource's status and
  * events, so GET /sandboxes/{name} tells the truth about its agent:
- * crashed → DEPLOYING (restarting) with the exit in the event, restarted →
- * DEPLOYED, gave up → FAILED.
+ * started (healthy) → DEPLOYED, crashed → DEPLOYING (restarting) with the
+ * exit in the event, restarted → DEPLOYED, gave up or could not start → FAILED.
  */
 
 interface SandboxDoc {
@@ -20,7 +20,11 @@ interface SandboxDoc {
 
 function describe(event: SupervisorEvent): { status: string; message: string } | undefined {
   switch (event.type) {
+    case "started":
+      return { status: "DEPLOYED", message: "sandbox agent is healthy" };
     case "crashed": {
+      // begin() reports a first start that failed as a crash that will not be retried (attempt 0).
+      if (event.attempt === 0) return { status: "FAILED", message: `sandbox agent did not start: ${event.exit.stderr.trim().slice(0, 300)}` };
       const how = event.exit.signal ? `signal ${event.exit.signal}` : `exit code ${event.exit.code}`;
       const next = event.restartInMs === null ? "not restarting" : `restarting in ${event.restartInMs} ms`;
       const last = event.exit.stderr.trim().split("\n").pop();
@@ -33,21 +37,35 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
     case "gave-up":
       return { status: "FAILED", message: `sandbox agent gave up after ${event.attempts} failed restarts` };
     default:
-      return undefined; // started and stopped follow the create and delete the API already recorded
+      return undefined; // stopped: the operation that stopped the agent records where the sandbox went
   }
 }
 
 export function recordAgentEvent(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const change = describe(event);
   if (!change) return;
+  const current = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox)?.status;
+  // A sandbox being archived or deactivated keeps the status its operation gives it.
+  if (current && STOPPING.has(current)) return;
+  recordStatus(deps, workspace, sandbox, change.status, change.message, "agent", event.type !== "restarted");
+}
+
+/** Statuses of a sandbox whose agent is being (or has been) stopped on purpose. */
+const STOPPING = new Set(["ARCHIVING", "ARCHIVED", "DEACTIVATING", "DEACTIVATED", "DELETING", "TERMINATED"]);
+
+/**
+ * Sets a sandbox's status with an event saying why; `dropPlanned` (default)
+ * also drops its planned moves: a planned move (an update's DEPLOYING →
+ * DEPLOYED) must not later paper over what its agent really did.
+ */
+export function recordStatus(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string, status: string, message: string, type = "deployment", dropPlanned = true): void {
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const doc = item.doc;
-  // A planned move (an update's DEPLOYING → DEPLOYED) must not later paper over a crashed agent.
-  if (event.type !== "restarted") delete doc.__pending;
-  doc.status = change.status;
-  doc.events = [...(doc.events ?? []), { type: "agent", status: change.status, message: change.message, revision: `rev-${doc.__revision ?? 1}`, time: iso(deps.clock.now()) }];
-  item.status = change.status;
+  if (dropPlanned) delete doc.__pending;
+  doc.status = status;
+  doc.events = [...(doc.events ?? []), { type, status, message, revision: `rev-${doc.__revision ?? 1}`, time: iso(deps.clock.now()) }];
+  item.status = status;
   deps.resources.update(item);
 }
 

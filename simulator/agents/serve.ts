@@ -11,14 +11,13 @@ import { envLines } from "../env-lines.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
-import { envOf, recordAgentEvent } from "./sandbox-status.js";
+import { launchOptions } from "../sandboxes/agent-lifecycle.js";
+import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
 
 /** Sandboxes in these states have no agent to bring back. */
-const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED"]);
-
-function agentOptionsOf(doc: unknown): { env: Record<string, string>; image?: string } {
-  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
-}
+const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
+/** A stop the previous run did not finish: its agent is gone now, so the move is complete. */
+const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
   /** "process" (default) or "bwrap", or a Launcher instance. */
@@ -73,7 +72,14 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // left behind is stopped first (launcher pid file), then a fresh one serves the same files.
   for (const ws of deps.accounts.allWorkspaces()) {
     for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
-      if (item.parent === "" && !GONE.has(item.status)) agents.begin(ws.name, item.name, agentOptionsOf(item.doc));
+      if (item.parent !== "" || GONE.has(item.status)) continue;
+      const stopped = STOPPED_AS[item.status];
+      if (stopped) {
+        recordStatus(deps, ws.name, item.name, stopped, `${stopped.toLowerCase()}: the simulator restarted while its agent was stopping`);
+        continue;
+      }
+      recordStatus(deps, ws.name, item.name, "DEPLOYING", "the simulator restarted: starting the sandbox agent again");
+      agents.begin(ws.name, item.name, launchOptions(item.doc));
     }
   }
   const envText = envLines(deps, serving.url);

@@ -4,12 +4,13 @@ import { ApiError, errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
 import { iso } from "../clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
+import { buildNew, crudOperations, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
+import type { ResourceDoc } from "../resources/kind.js";
 import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
-import { envOf } from "../agents/sandbox-status.js";
+import { afterUpdate, archive, awaitCreated, launchOptions, unarchive } from "./agent-lifecycle.js";
 
-/** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), previews, tokens, archive. */
+/** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews, tokens. */
 
 const NOT_REUSABLE = new Set(["FAILED", "TERMINATED", "TERMINATING"]);
 
@@ -27,12 +28,9 @@ function sandboxError(err: ApiError, req: { body?: unknown; headers: Record<stri
 function createSandbox(ctx: OpContext): unknown {
   const agents = ctx.deps.agents;
   if (!agents) return createRecord(ctx);
-  // Real sandboxes (issue 7): the reply waits until the sandbox's agent answers /health.
-  const doc = createRecord(ctx) as { metadata: { name: string }; status?: string };
-  return agents.ensure(ctx.workspace, doc.metadata.name).then((failure) => {
-    if (!failure) return doc;
-    throw errors.serviceUnavailable(`sandbox "${doc.metadata.name}" was created but its agent did not start: ${failure}`);
-  });
+  // Real sandboxes (issue 7): DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED.
+  const doc = createRecord(ctx) as { metadata: { name: string } };
+  return awaitCreated(ctx, agents, doc.metadata.name);
 }
 
 function createRecord(ctx: OpContext): unknown {
@@ -41,21 +39,40 @@ function createRecord(ctx: OpContext): unknown {
     const existing = ctx.deps.resources.get(ctx.workspace, "sandbox", doc.metadata.name);
     if (existing && !NOT_REUSABLE.has(existing.status)) {
       const item = loadItem(sandboxKind, ctx, doc.metadata.name, "");
-      ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, agentOptions(item.doc)); // no-op while it runs
+      // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
+      if (ctx.deps.agents && (item.status === "DEPLOYED" || item.status === "DEPLOYING")) ctx.deps.agents.begin(ctx.workspace, doc.metadata.name, launchOptions(item.doc));
       return renderDoc(sandboxKind, item.doc, false);
     }
   }
+  if (ctx.deps.agents) markDeploying(ctx, doc);
   insertNew(sandboxKind, ctx, "", doc);
   // A real sandbox-agent (issue 7): started now; calls through metadata.url wait until it is healthy.
-  ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, agentOptions(doc));
+  ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, launchOptions(doc));
   return renderDoc(sandboxKind, doc, false);
 }
 
-function agentOptions(doc: unknown): { env: Record<string, string>; image?: string } {
-  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
+/** A sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
+function markDeploying(ctx: OpContext, doc: ResourceDoc): void {
+  const event = { type: "deployment", status: "DEPLOYING", message: "deploying: starting the sandbox agent", revision: `rev-${(doc.__revision as number | undefined) ?? 1}`, time: iso(ctx.deps.clock.now()) };
+  doc.status = "DEPLOYING";
+  doc.events = [event];
+}
+
+/** The generic update (validation, masked secrets kept), then what the new spec means for the agent. */
+const genericUpdate = crudOperations({ ...sandboxKind, ops: { update: "updateSandbox" } })[0]!;
+
+function updateSandbox(ctx: OpContext): unknown {
+  const agents = ctx.deps.agents;
+  if (!agents) return genericUpdate.handler(ctx);
+  // Read before the update: the store may hand the update the same (cached) item object.
+  const { name, doc, status } = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+  genericUpdate.handler(ctx);
+  return afterUpdate(ctx, agents, name, doc, status);
 }
 
 function moveSandbox(ctx: OpContext, plan: "archive" | "unarchive"): unknown {
+  const agents = ctx.deps.agents;
+  if (agents) return plan === "archive" ? archive(ctx, agents, ctx.params.sandboxName!) : unarchive(ctx, agents, ctx.params.sandboxName!);
   const item = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
   const allowed = plan === "archive" ? ["DEPLOYED", "DEACTIVATED"] : ["ARCHIVED"];
   if (!allowed.includes(item.status)) throw errors.conflict(`sandbox "${item.name}" is ${item.status}; ${plan} needs ${allowed.join(" or ")}`);
@@ -79,6 +96,7 @@ export const sandboxOperations: Operation[] = [
       return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, found.name, "").doc, showSecrets(ctx));
     },
   },
+  { id: "updateSandbox", method: "put", path: "/sandboxes/:sandboxName", scope: genericUpdate.scope, handler: updateSandbox },
   { id: "archiveSandbox", method: "post", path: "/sandboxes/:sandboxName/archive", scope: "sandboxes:control", handler: (ctx) => moveSandbox(ctx, "archive") },
   { id: "unarchiveSandbox", method: "post", path: "/sandboxes/:sandboxName/unarchive", scope: "sandboxes:control", handler: (ctx) => moveSandbox(ctx, "unarchive") },
   {

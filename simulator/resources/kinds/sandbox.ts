@@ -4,12 +4,16 @@ import type { ResourceKind } from "../kind.js";
 import { maskEnvs } from "../render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 
-/** Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). */
+/**
+ * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
+ * the record is DEPLOYING until the agent is healthy, and create answers then (simulator/sandboxes/agent-lifecycle.ts).
+ */
 export const sandboxKind: ResourceKind = {
   kind: "sandbox",
   collection: "/sandboxes",
   param: "sandboxName",
-  ops: { list: "listSandboxes", get: "getSandbox", update: "updateSandbox", delete: "deleteSandbox" },
+  // updateSandbox is simulator/sandboxes/routes.ts: the generic update, then what the new spec means for the agent.
+  ops: { list: "listSandboxes", get: "getSandbox", delete: "deleteSandbox" },
   scope: "sandboxes",
   spec: z.strictObject({
     enabled: z.boolean().optional(),

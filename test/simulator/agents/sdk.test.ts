@@ -42,6 +42,20 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     expect(sim.deps.agents!.get("sdk-agents", "real-one")).toBeUndefined();
   });
 
+  it("archive stops the agent and keeps the files; unarchive brings it back on them", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "archived-one" });
+    expect(sandbox.status).toBe("DEPLOYED");
+    await sandbox.fs.write("/kept.txt", "through an archive");
+    await sandbox.archive();
+    expect(sandbox.status).toBe("ARCHIVED");
+    expect(sim.deps.agents!.get("sdk-agents", "archived-one")).toBeUndefined();
+    await sandbox.unarchive();
+    expect(sandbox.status).toBe("DEPLOYED");
+    expect(sim.deps.agents!.get("sdk-agents", "archived-one")?.state).toBe("running");
+    expect(await sandbox.fs.read("/kept.txt")).toBe("through an archive");
+    await sdk.SandboxInstance.delete("archived-one");
+  });
+
   it("a crashed agent shows in the sandbox's events and status, and comes back", async () => {
     await sdk.SandboxInstance.create({ name: "crashes" });
     const sandbox = await sdk.SandboxInstance.get("crashes");

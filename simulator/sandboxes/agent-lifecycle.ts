@@ -1,0 +1,98 @@
+import { isDeepStrictEqual } from "node:util";
+import { errors } from "../../src/errors.js";
+import type { SandboxAgents } from "../agents/registry.js";
+import { envOf, recordStatus } from "../agents/sandbox-status.js";
+import type { OpContext } from "../http/operation.js";
+import { loadItem, renderDoc } from "../resources/crud.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { sandboxKind } from "../resources/kinds/sandbox.js";
+
+/**
+ * A real sandbox's status follows its agent (issue 7, "status and events
+ * always tell the truth"): each operation that starts or stops the agent
+ * records the in-between status at once (DEPLOYING, ARCHIVING, DEACTIVATING,
+ * UNARCHIVING: what a GET sees meanwhile), then the end status once the agent
+ * is healthy or stopped. The reply waits for the end, as create does (the
+ * SDK's create expects DEPLOYED back). A start that fails leaves the sandbox
+ * FAILED with the reason in its events and answers 503 naming the sandbox.
+ */
+
+/** What the agent is launched with: a change restarts it. */
+export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string } {
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
+}
+
+function reply(ctx: OpContext, name: string): ResourceDoc {
+  return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, name, "").doc, false);
+}
+
+/** Starts the agent (status DEPLOYED once it is healthy, through its "started" event) and waits for it. */
+async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
+  agents.begin(ctx.workspace, name, launchOptions(doc));
+  const failure = await agents.ensure(ctx.workspace, name);
+  if (failure) throw errors.serviceUnavailable(`sandbox "${name}" in workspace "${ctx.workspace}": its agent did not start: ${failure}`);
+}
+
+/** Create: the record is DEPLOYING until the agent answers /health. */
+export async function awaitCreated(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+  const failure = await agents.ensure(ctx.workspace, name);
+  if (failure) throw errors.serviceUnavailable(`sandbox "${name}" was created but its agent did not start: ${failure}`);
+  return reply(ctx, name);
+}
+
+/** Archive: ARCHIVING, the agent stops (files kept), ARCHIVED. */
+export function archive(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+  return agents.exclusive(ctx.workspace, name, async () => {
+    const item = loadItem(sandboxKind, ctx, name, "");
+    if (!["DEPLOYED", "DEACTIVATED", "FAILED"].includes(item.status)) throw errors.conflict(`sandbox "${name}" is ${item.status}; archive needs DEPLOYED, DEACTIVATED or FAILED`);
+    recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVING", "archiving: stopping the sandbox agent");
+    await agents.stop(ctx.workspace, name);
+    recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVED", "archived: the sandbox agent is stopped, its files are kept");
+    return reply(ctx, name);
+  });
+}
+
+/** Unarchive: UNARCHIVING, a new agent on the same files, DEPLOYED once healthy. */
+export function unarchive(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+  return agents.exclusive(ctx.workspace, name, async () => {
+    const item = loadItem(sandboxKind, ctx, name, "");
+    if (item.status !== "ARCHIVED") throw errors.conflict(`sandbox "${name}" is ${item.status}; unarchive needs ARCHIVED`);
+    recordStatus(ctx.deps, ctx.workspace, name, "UNARCHIVING", "unarchiving: starting the sandbox agent on the kept files");
+    await startAgent(ctx, agents, name, item.doc);
+    return reply(ctx, name);
+  });
+}
+
+const OFF = new Set(["DEACTIVATED", "DEACTIVATING"]);
+/** Statuses whose agent an update leaves alone: archived sandboxes keep their files only, FAILED ones wait for a new create. */
+const UNTOUCHED = new Set(["ARCHIVED", "ARCHIVING", "UNARCHIVING", "FAILED", "DELETING", "TERMINATED"]);
+
+/**
+ * After updateSandbox saved the new spec: `spec.enabled: false` deactivates
+ * (DEACTIVATING, agent stopped, DEACTIVATED), enabling a deactivated sandbox
+ * starts its agent again, and a change to what the agent is launched with
+ * (spec.runtime.envs, image) restarts it with the new environment. Files are
+ * kept throughout.
+ */
+export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string, previous: ResourceDoc, previousStatus: string): Promise<ResourceDoc> {
+  return agents.exclusive(ctx.workspace, name, async () => {
+    const item = loadItem(sandboxKind, ctx, name, "");
+    if (UNTOUCHED.has(previousStatus)) return reply(ctx, name);
+    const wantOff = (item.doc.spec as { enabled?: boolean }).enabled === false;
+    const wasOff = OFF.has(previousStatus);
+    if (wantOff && !wasOff) {
+      recordStatus(ctx.deps, ctx.workspace, name, "DEACTIVATING", "deactivating: stopping the sandbox agent");
+      await agents.stop(ctx.workspace, name);
+      recordStatus(ctx.deps, ctx.workspace, name, "DEACTIVATED", "deactivated: the sandbox agent is stopped, its files are kept");
+    } else if (!wantOff && wasOff) {
+      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", "activating: starting the sandbox agent");
+      await startAgent(ctx, agents, name, item.doc);
+    } else if (!wantOff && !isDeepStrictEqual(launchOptions(previous), launchOptions(item.doc))) {
+      const what = isDeepStrictEqual(launchOptions(previous).env, launchOptions(item.doc).env) ? "spec.runtime.image" : "spec.runtime.envs";
+      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `${what} changed: restarting the sandbox agent (files kept)`);
+      await agents.stop(ctx.workspace, name);
+      await startAgent(ctx, agents, name, item.doc);
+    }
+    return reply(ctx, name);
+  });
+}
