@@ -33,7 +33,7 @@ export const SimConfigSchema = z.object({
   /** Base URL written into resource `metadata.url`; defaults to the listen address. */
   publicUrl: z.url().optional(),
   /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
-  launcher: z.enum(["process", "bwrap"]).default("process"),
+  launcher: z.enum(["process", "bwrap", "docker"]).default("process"),
   /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
   sandboxRetentionMs: z.union([z.number().int().min(0), z.string()]).default(3_600_000).transform((v, ctx) => {
     if (typeof v === "number") return v;
@@ -60,7 +60,8 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --api-key <key>       the admin API key (env SANDBOX_SIM_API_KEY; generated when absent)
   --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
-  --launcher <name>     how sandboxes' agents run: process (default) or bwrap (namespaces; needs bubblewrap)
+  --launcher <name>     how sandboxes' agents run: process (default), bwrap (namespaces; needs bubblewrap)
+                        or docker (a container of spec.runtime.image; needs a Docker daemon)
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)

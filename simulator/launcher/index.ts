@@ -1,4 +1,5 @@
 import { BwrapLauncher } from "./bwrap.js";
+import { DockerLauncher } from "./docker.js";
 import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher } from "./types.js";
 
@@ -7,8 +8,9 @@ export { LaunchError } from "./types.js";
 export { AgentSupervisor, type AgentState, type SupervisorEvent, type SupervisorOptions } from "./supervisor.js";
 export { ProcessLauncher } from "./process.js";
 export { BwrapLauncher, bwrapPath } from "./bwrap.js";
+export { DockerLauncher, dockerPath, dockerUnavailable } from "./docker.js";
 
-export const LAUNCHER_NAMES = ["process", "bwrap"] as const;
+export const LAUNCHER_NAMES = ["process", "bwrap", "docker"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
 /** The launcher `--launcher <name>` selects. */
@@ -18,6 +20,8 @@ export function createLauncher(name: string, options: { agentMain?: string } = {
       return new ProcessLauncher(options);
     case "bwrap":
       return new BwrapLauncher(options);
+    case "docker":
+      return new DockerLauncher(options);
     default:
       throw new LaunchError(`unknown launcher "${name}": expected one of ${LAUNCHER_NAMES.join(", ")}`);
   }

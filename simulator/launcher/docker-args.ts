@@ -1,0 +1,97 @@
+import { relative } from "node:path";
+import { agentArgs, packageRootOf } from "./agent-main.js";
+import { LaunchError, type LaunchSpec } from "./types.js";
+
+/**
+ * The `docker run` argv of a sandbox's agent (docs/launchers.md, docker):
+ *   the image is spec.runtime.image; its tools (/usr, /bin, the shell) are what the sandbox's processes run with;
+ *   /opt/sandbox-kit/bin/node      the host's node binary, read-only (the image needs a glibc compatible with it)
+ *   /opt/sandbox-kit/{dist,node_modules,package.json}  this package, read-only (the agent and better-sqlite3)
+ *   /sandbox                       the sandbox's root directory, read-write: the agent's --root, the processes' cwd
+ *   /run/sandbox-agent             the agent's state (database, upload parts, logs)
+ *   /run/sandbox-drives            the workspace's drives
+ * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only.
+ * Secrets (the token, spec.runtime.envs) are passed as `-e NAME` (the value comes from the docker
+ * CLI's own environment), never in argv where `ps` would show them.
+ */
+
+export const IN_CONTAINER = {
+  pkg: "/opt/sandbox-kit",
+  node: "/opt/sandbox-kit/bin/node",
+  root: "/sandbox",
+  data: "/run/sandbox-agent",
+  drives: "/run/sandbox-drives",
+} as const;
+export const AGENT_PORT = 8080;
+/** The image when a sandbox names none (the simulator's sandboxes default to blaxel/base-image:latest). */
+export const FALLBACK_IMAGE = "debian:bookworm-slim";
+/** Labels that find a sandbox's container again (orphan reaping). */
+export const DATA_DIR_LABEL = "sandbox-kit.data-dir";
+
+export interface DockerRunInputs {
+  /** Container name, unique per start. */
+  name: string;
+  /** The compiled agent on the host (<pkg>/dist/sandbox-agent/main.js). */
+  agentMain: string;
+  /** The host's node binary (realpath). */
+  node: string;
+  /** Host user the agent runs as, so files in the bind mounts stay the simulator's. */
+  user: string;
+  /** The image when the spec names none, or names one no registry serves (tests pick theirs). */
+  image?: string;
+}
+
+/** A bind mount as `--mount` (never `-v`, which splits on ":"). */
+function bind(source: string, target: string, readonly = false): string[] {
+  if (/[,"\n]/.test(source)) throw new LaunchError(`cannot bind-mount ${JSON.stringify(source)} into a container: the path holds a comma, quote or newline`);
+  return ["--mount", `type=bind,source=${source},target=${target}${readonly ? ",readonly" : ""}`];
+}
+
+/** Names of the variables handed to the container with `-e NAME`: the sandbox's own, HOME and the token. */
+export function containerEnvNames(spec: Pick<LaunchSpec, "env">): string[] {
+  return [...new Set([...Object.keys(spec.env ?? {}), "HOME", "SANDBOX_AGENT_TOKEN"])];
+}
+
+export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string[] {
+  const pkg = packageRootOf(inputs.agentMain);
+  const agentPath = `${IN_CONTAINER.pkg}/${relative(pkg, inputs.agentMain)}`;
+  const args = agentArgs({ root: IN_CONTAINER.root, dataDir: IN_CONTAINER.data, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? IN_CONTAINER.drives : undefined });
+  // Inside the container the agent listens on every interface of its own network namespace, on a fixed port.
+  args.splice(args.indexOf("--host"), 4, "--host", "0.0.0.0", "--port", String(AGENT_PORT));
+  return [
+    "run", "--detach", "--init",
+    "--name", inputs.name,
+    "--label", `${DATA_DIR_LABEL}=${spec.dataDir}`,
+    "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
+    "--hostname", spec.sandbox.slice(0, 63),
+    "--user", inputs.user,
+    "--publish", `127.0.0.1::${AGENT_PORT}`,
+    ...bind(inputs.node, IN_CONTAINER.node, true),
+    ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
+    ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),
+    ...bind(`${pkg}/node_modules`, `${IN_CONTAINER.pkg}/node_modules`, true),
+    ...bind(spec.rootDir, IN_CONTAINER.root),
+    ...bind(spec.dataDir, IN_CONTAINER.data),
+    ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
+    "--workdir", IN_CONTAINER.root,
+    ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
+    "--entrypoint", IN_CONTAINER.node,
+    spec.image ?? inputs.image ?? FALLBACK_IMAGE,
+    agentPath,
+    ...args,
+  ];
+}
+
+/**
+ * The docker CLI's environment: what it needs to reach the daemon (PATH,
+ * DOCKER_*, its config dir) plus the values `-e NAME` hands to the container.
+ */
+export function dockerCliEnv(spec: Pick<LaunchSpec, "env" | "token">, host: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(host)) if (k === "PATH" || k.startsWith("DOCKER_") || k.startsWith("XDG_")) env[k] = v;
+  // The sandbox's HOME is not the CLI's: keep the CLI's config (credentials, contexts) where it was.
+  if (!env.DOCKER_CONFIG && host.HOME) env.DOCKER_CONFIG = `${host.HOME}/.docker`;
+  const inside: Record<string, string> = { HOME: IN_CONTAINER.root, ...(spec.env ?? {}), SANDBOX_AGENT_TOKEN: spec.token };
+  for (const name of containerEnvNames(spec)) env[name] = inside[name];
+  return env;
+}

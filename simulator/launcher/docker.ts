@@ -1,0 +1,168 @@
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, realpathSync } from "node:fs";
+import { constants } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import { agentMainPath } from "./agent-main.js";
+import { DEFAULT_STOP_GRACE_MS } from "./child.js";
+import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs } from "./docker-args.js";
+import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+
+/**
+ * The agent inside a container of spec.runtime.image (`--launcher docker`),
+ * driven through the docker CLI with argv only (never a shell). The layout is
+ * docker-args.ts. Readiness: GET /health through the published loopback port.
+ * Crashes: `docker wait` settles `exited` with the container's exit code
+ * (128 + n read as signal n) and its last log lines. Stop: `docker stop -t`
+ * (SIGTERM, then docker's own SIGKILL after the grace), `docker kill` if that
+ * fails; the container is removed once it has exited.
+ */
+
+export interface DockerLauncherOptions {
+  /** The docker CLI (default: found on PATH). */
+  docker?: string;
+  agentMain?: string;
+  /** The image for sandboxes whose spec names none. */
+  image?: string;
+  readyTimeoutMs?: number;
+}
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function dockerPath(): string | undefined {
+  try {
+    return execFileSync("sh", ["-c", "command -v docker"], { encoding: "utf8" }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why the docker launcher cannot run here (no CLI, no reachable daemon), or undefined when it can. */
+export async function dockerUnavailable(docker = dockerPath()): Promise<string | undefined> {
+  if (!docker) return "the docker CLI is not installed";
+  const info = await runDocker(docker, ["info", "--format", "{{.ServerVersion}}"], process.env, 10_000);
+  if (info.code === 0 && info.stdout.trim()) return undefined;
+  return `no Docker daemon is reachable (docker info: ${(info.stderr.trim().split("\n").pop() ?? `exit ${info.code}`).slice(0, 200)})`;
+}
+
+function runDocker(docker: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 60_000): Promise<Ran> {
+  return new Promise((resolve) => {
+    const child = spawn(docker, args, { env, stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-8192)));
+    child.once("error", (err) => resolve({ code: null, stdout, stderr: `${stderr}${err.message}` }));
+    child.once("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Exit code 128 + n is the container's main process killed by signal n. */
+export function exitOf(code: number | null, logs: string): AgentExit {
+  if (code !== null && code > 128) {
+    const name = Object.entries(constants.signals).find(([, n]) => n === code - 128)?.[0] as NodeJS.Signals | undefined;
+    if (name) return { code: null, signal: name, stderr: logs };
+  }
+  return { code, signal: null, stderr: logs };
+}
+
+export class DockerLauncher implements Launcher {
+  readonly name = "docker";
+  private readonly docker: string;
+
+  constructor(private readonly options: DockerLauncherOptions = {}) {
+    const found = options.docker ?? dockerPath();
+    if (!found) throw new LaunchError("--launcher docker needs the docker CLI and a reachable Docker daemon");
+    this.docker = found;
+  }
+
+  private run(args: string[], env?: NodeJS.ProcessEnv, timeoutMs?: number): Promise<Ran> {
+    return runDocker(this.docker, args, env, timeoutMs);
+  }
+
+  /** A container a previous simulator run left for this data dir holds its database: remove it first. */
+  private async reapOrphans(dataDir: string): Promise<void> {
+    const found = await this.run(["ps", "--all", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
+    const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    if (ids.length > 0) await this.run(["rm", "--force", ...ids]);
+  }
+
+  async start(spec: LaunchSpec): Promise<AgentHandle> {
+    for (const dir of [spec.rootDir, spec.dataDir, ...(spec.drivesDir ? [spec.drivesDir] : [])]) mkdirSync(dir, { recursive: true });
+    await this.reapOrphans(spec.dataDir);
+    const name = `sbx-${`${spec.workspace}-${spec.sandbox}`.replace(/[^a-zA-Z0-9_.-]/g, "-").slice(0, 80)}-${randomBytes(4).toString("hex")}`;
+    const user = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+    const args = dockerRunArgs(spec, { name, agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user, image: this.options.image });
+    const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000); // a first run may pull the image
+    const ran = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
+    if (ran.code !== 0) {
+      await this.run(["rm", "--force", name]);
+      throw new LaunchError(`docker run for sandbox "${spec.sandbox}" failed (exit ${ran.code}): ${ran.stderr.trim().slice(-500)}`);
+    }
+    const exited = this.watch(name);
+    let gone = false;
+    void exited.then(() => (gone = true));
+    try {
+      const url = await this.publishedUrl(name);
+      await this.healthy(url, deadline, () => gone);
+      return this.handle(name, url, exited);
+    } catch (err) {
+      await this.run(["rm", "--force", name]);
+      const exit = await exited;
+      throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
+    }
+  }
+
+  /** `docker wait`: settles once the container has exited, with its last log lines; then removes it. */
+  private watch(name: string): Promise<AgentExit> {
+    return (async () => {
+      const waited = await this.run(["wait", name], process.env, 0);
+      const code = /^\d+$/.test(waited.stdout.trim()) ? Number(waited.stdout.trim()) : null;
+      const logs = await this.run(["logs", "--tail", "40", name]);
+      await this.run(["rm", "--force", name]);
+      return exitOf(code, (logs.stderr || waited.stderr).slice(-4096));
+    })();
+  }
+
+  private async publishedUrl(name: string): Promise<string> {
+    const port = await this.run(["port", name, `${AGENT_PORT}/tcp`]);
+    const hostPort = port.stdout.split("\n").map((l) => /^127\.0\.0\.1:(\d+)$/.exec(l.trim())?.[1]).find(Boolean);
+    if (port.code !== 0 || !hostPort) throw new LaunchError(`container ${name} publishes no loopback port for ${AGENT_PORT}: ${port.stderr.trim() || port.stdout.trim()}`);
+    return `http://127.0.0.1:${hostPort}`;
+  }
+
+  private async healthy(url: string, deadline: number, gone: () => boolean): Promise<void> {
+    let last = "";
+    while (Date.now() < deadline) {
+      if (gone()) throw new LaunchError(`the agent's container exited before it was healthy`);
+      try {
+        const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
+        await res.body?.cancel();
+        if (res.ok) return;
+        last = `GET /health answered ${res.status}`;
+      } catch (err) {
+        last = (err as Error).message;
+      }
+      await sleep(50);
+    }
+    throw new LaunchError(`agent at ${url} did not become healthy: ${last}`);
+  }
+
+  private handle(name: string, url: string, exited: Promise<AgentExit>): AgentHandle {
+    let stopping: Promise<AgentExit> | undefined;
+    return {
+      url,
+      exited,
+      stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
+        // docker stop sends SIGTERM (the agent closes its database), then SIGKILL once the grace is over.
+        const stopped = await this.run(["stop", "-t", String(Math.max(1, Math.ceil(graceMs / 1000))), name], process.env, graceMs + 30_000);
+        if (stopped.code !== 0) await this.run(["kill", name]);
+        return exited;
+      })()),
+    };
+  }
+}
