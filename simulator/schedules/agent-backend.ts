@@ -35,7 +35,8 @@ interface AgentExecution {
 }
 
 /** Sandboxes whose agent is gone on purpose: nothing to ask. */
-const WITHOUT_AGENT = new Set(["TERMINATED", "DELETING"]);
+// Archived and deactivated sandboxes have their agent stopped on purpose: cross-sandbox lists leave them out.
+const WITHOUT_AGENT = new Set(["TERMINATED", "DELETING", "ARCHIVING", "ARCHIVED", "DEACTIVATING", "DEACTIVATED"]);
 
 /**
  * On the control plane an execution's status is whether the submission was

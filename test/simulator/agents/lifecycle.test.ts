@@ -103,6 +103,7 @@ describe("a real sandbox's status and events follow its agent", () => {
     const got = await api.get("/v0/sandboxes/no-room").expect(200);
     expect(got.body.status).toBe("FAILED");
     expect(got.body.events.at(-1).message).toMatch(/^sandbox agent did not start: .*no room for no-room/);
+    await api.delete("/v0/sandboxes/no-room").expect(200);
   });
 
   it("archive stops the agent and keeps its files; unarchive starts it again on them", async () => {
@@ -114,6 +115,8 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(agentOf("shelved")).toBeUndefined();
     expect((await api.post("/sbx/default/shelved/process", { command: "true" })).status).toBe(404);
     expect(readFileSync(join(sim.deps.agents!.sandboxDir("default", "shelved"), "root", "kept.txt"), "utf8")).toBe("kept\n");
+    // Cross-sandbox schedule lists leave out a sandbox whose agent is stopped on purpose (no 503 for it).
+    await api.get("/v0/schedules").expect(200);
     // Only an ARCHIVED sandbox unarchives; an archived one cannot be archived again.
     await api.post("/v0/sandboxes/shelved/archive").expect(409);
 
