@@ -13,7 +13,7 @@ import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 import { errors } from "../src/errors.js";
 import { ProcessLauncher, type LaunchSpec } from "../simulator/launcher/index.js";
 import { createSandboxProxy } from "../simulator/proxy/index.js";
-import { fmt, peakRssMiB, percentile } from "./lib.js";
+import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
 
 const MiB = 1024 * 1024;
 const sandboxes = Number(process.env.BENCH_E2E_SANDBOXES ?? 50);
@@ -87,7 +87,25 @@ async function serveProxy(agentUrl: string, token: string): Promise<void> {
   process.on("message", () => process.send!(peakRssMiB(process.pid), () => process.exit(0)));
 }
 
-async function proxyRatio(): Promise<{ direct: number; proxied: number; proxyRss: number }> {
+/** CPU ms per MiB uploaded, summed over the rounds of one path: where the proxied path's time goes on a shared machine. */
+interface CpuPerMiB {
+  client: number;
+  proxy: number;
+  agent: number;
+}
+
+async function measured(pids: { agent?: number; proxy?: number }, cpu: CpuPerMiB, run: () => Promise<number>): Promise<number> {
+  const at = () => ({ client: process.cpuUsage(), agent: pids.agent ? cpuTimeMs(pids.agent) : 0, proxy: pids.proxy ? cpuTimeMs(pids.proxy) : 0 });
+  const before = at();
+  const mbs = await run();
+  const client = process.cpuUsage(before.client);
+  cpu.client += (client.user + client.system) / 1000 / uploadMiB / rounds;
+  cpu.agent += (at().agent - before.agent) / uploadMiB / rounds;
+  cpu.proxy += (at().proxy - before.proxy) / uploadMiB / rounds;
+  return mbs;
+}
+
+async function proxyRatio(): Promise<{ direct: number; proxied: number; proxyRss: number; directCpu: CpuPerMiB; proxiedCpu: CpuPerMiB }> {
   const s = spec("upload");
   const agent = await cold.start(s);
   const child = fork(fileURLToPath(import.meta.url), ["--proxy", agent.url, s.token]);
@@ -98,17 +116,20 @@ async function proxyRatio(): Promise<{ direct: number; proxied: number; proxyRss
     });
     let direct = 0;
     let proxied = 0;
+    const directCpu: CpuPerMiB = { client: 0, proxy: 0, agent: 0 };
+    const proxiedCpu: CpuPerMiB = { client: 0, proxy: 0, agent: 0 };
+    const pids = { agent: agent.pid, proxy: child.pid };
     await upload(`${agent.url}/filesystem/warmup.bin`, `Bearer ${s.token}`);
     // Alternating rounds, best of each: the machine is shared, and the best is each path's real capacity.
     for (let i = 0; i < rounds; i++) {
-      direct = Math.max(direct, await upload(`${agent.url}/filesystem/direct.bin`, `Bearer ${s.token}`));
-      proxied = Math.max(proxied, await upload(`${proxyUrl}/sbx/bench/upload/filesystem/proxied.bin`, `Bearer ${CALLER_KEY}`));
+      direct = Math.max(direct, await measured(pids, directCpu, () => upload(`${agent.url}/filesystem/direct.bin`, `Bearer ${s.token}`)));
+      proxied = Math.max(proxied, await measured(pids, proxiedCpu, () => upload(`${proxyUrl}/sbx/bench/upload/filesystem/proxied.bin`, `Bearer ${CALLER_KEY}`)));
     }
     const proxyRss = await new Promise<number>((resolve) => {
       child.once("message", (m) => resolve(Number(m)));
       child.send("rss");
     });
-    return { direct, proxied, proxyRss };
+    return { direct, proxied, proxyRss, directCpu, proxiedCpu };
   } finally {
     child.kill();
     await agent.stop();
@@ -126,8 +147,10 @@ async function main(): Promise<void> {
     const coldTimes = await createToReady(cold, coldSamples, "cold");
     console.log(`bench:e2e  loopback, process launcher; ${sandboxes} sandboxes, ${rounds} upload rounds of ${uploadMiB} MiB`);
     console.log(`create-to-ready (warm agent)  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms (target median <= 300 ms) | baseline cold start (no warm agent, ${coldSamples} sandboxes) median ${fmt(percentile(coldTimes, 50))} ms`);
-    const { direct, proxied, proxyRss } = await proxyRatio();
+    const { direct, proxied, proxyRss, directCpu, proxiedCpu } = await proxyRatio();
     console.log(`upload  through proxy ${fmt(proxied)} MB/s | straight to the agent ${fmt(direct)} MB/s | ratio ${fmt(proxied / direct, 2)} (target >= 0.85)`);
+    const cpu = (c: CpuPerMiB) => `client ${fmt(c.client, 2)} + proxy ${fmt(c.proxy, 2)} + agent ${fmt(c.agent, 2)}`;
+    console.log(`cpu     ms per MiB through proxy: ${cpu(proxiedCpu)} | straight: ${cpu(directCpu)} | ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
     console.log(`memory  proxy process peak RSS ${fmt(proxyRss)} MiB after ${rounds} proxied uploads of ${uploadMiB} MiB | bench client peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
   } finally {
     rmSync(base, { recursive: true, force: true });
