@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
@@ -37,6 +37,8 @@ type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; re
 export interface StartOptions {
   env?: Record<string, string>;
   image?: string;
+  /** A fork: the sandbox's root starts as a copy of this sandbox's files (same workspace). */
+  copyFilesOf?: string;
 }
 
 const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
@@ -79,6 +81,7 @@ export class SandboxAgents {
     const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(() => {
       if (supervisor.state === "stopped") throw new Error("stopped before it started");
       mkdirSync(dir, { recursive: true });
+      if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       return supervisor.start();
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
@@ -144,6 +147,14 @@ export class SandboxAgents {
         if (this.retiring.get(k) === done) this.retiring.delete(k);
       });
     this.retiring.set(k, done);
+  }
+
+  /** Copies one sandbox's files into another's root, leaving out what is mounted there (drives stay shared, not copied). */
+  private copyRoot(workspace: string, from: string, to: string): void {
+    const source = join(this.sandboxDir(workspace, from), "root");
+    if (!existsSync(source)) return;
+    const mounted = new Set(mountsUnder(source));
+    cpSync(source, join(this.sandboxDir(workspace, to), "root"), { recursive: true, verbatimSymlinks: true, filter: (path) => !mounted.has(path) });
   }
 
   /** Removes the retired sandboxes whose retention period has ended (the sweeper's job, callable at any time). */

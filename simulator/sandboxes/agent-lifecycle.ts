@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
+import { iso } from "../clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import { envOf, recordStatus } from "../agents/sandbox-status.js";
 import type { OpContext } from "../http/operation.js";
@@ -31,6 +32,13 @@ async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, d
   agents.begin(ctx.workspace, name, launchOptions(doc));
   const failure = await agents.ensure(ctx.workspace, name);
   if (failure) throw errors.serviceUnavailable(`sandbox "${name}" in workspace "${ctx.workspace}": its agent did not start: ${failure}`);
+}
+
+/** A new sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
+export function markDeploying(ctx: OpContext, doc: ResourceDoc): void {
+  const event = { type: "deployment", status: "DEPLOYING", message: "deploying: starting the sandbox agent", revision: `rev-${(doc.__revision as number | undefined) ?? 1}`, time: iso(ctx.deps.clock.now()) };
+  doc.status = "DEPLOYING";
+  doc.events = [event];
 }
 
 /** Create: the record is DEPLOYING until the agent answers /health. */

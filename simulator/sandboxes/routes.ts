@@ -8,7 +8,7 @@ import { buildNew, crudOperations, insertNew, loadItem, renderDoc, save, showSec
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
-import { afterUpdate, archive, awaitCreated, launchOptions, unarchive } from "./agent-lifecycle.js";
+import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
 
 /** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews, tokens. */
 
@@ -49,13 +49,6 @@ function createRecord(ctx: OpContext): unknown {
   // A real sandbox-agent (issue 7): started now; calls through metadata.url wait until it is healthy.
   ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, launchOptions(doc));
   return renderDoc(sandboxKind, doc, false);
-}
-
-/** A sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
-function markDeploying(ctx: OpContext, doc: ResourceDoc): void {
-  const event = { type: "deployment", status: "DEPLOYING", message: "deploying: starting the sandbox agent", revision: `rev-${(doc.__revision as number | undefined) ?? 1}`, time: iso(ctx.deps.clock.now()) };
-  doc.status = "DEPLOYING";
-  doc.events = [event];
 }
 
 /** The generic update (validation, masked secrets kept), then what the new spec means for the agent. */

@@ -7,6 +7,7 @@ import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { awaitCreated, launchOptions, markDeploying } from "./agent-lifecycle.js";
 import { listResources } from "../resources/listing.js";
 import { nameSchema } from "../resources/metadata.js";
 
@@ -67,12 +68,23 @@ function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
   return found;
 }
 
-function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string) {
+/**
+ * A fork is a new sandbox with the source's spec. With real agents it gets
+ * its own agent (DEPLOYING until healthy, the reply waits) and, forked from a
+ * live sandbox, a copy of that sandbox's files; a stored snapshot keeps no
+ * files (the simulator copies no disk), so its fork starts empty.
+ */
+function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string): unknown {
   const body = parse(ForkBody, ctx.body ?? {}, "body");
   if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
   const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
+  const agents = ctx.deps.agents;
+  if (agents) markDeploying(ctx, doc);
   insertNew(sandboxKind, ctx, "", doc);
-  return { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
+  const reply = { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
+  if (!agents) return reply;
+  agents.begin(ctx.workspace, body.targetName, { ...launchOptions(doc), copyFilesOf: liveSource });
+  return awaitCreated(ctx, agents, body.targetName).then(() => reply);
 }
 
 export const snapshotOperations: Operation[] = [
@@ -109,7 +121,7 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       const source = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
       const snap = snapshotOf(ctx, source, undefined);
-      return fork(ctx, source, snap.id);
+      return fork(ctx, source, snap.id, ctx.params.sandboxName!);
     },
   },
   { id: "listSnapshots", method: "get", path: "/snapshots", scope: "sandboxes:list", handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc) },

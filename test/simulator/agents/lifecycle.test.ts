@@ -161,6 +161,19 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(await sh("envs", "cat mine.txt")).toBe("mine");
   });
 
+  it("a fork gets its own agent and a copy of the source's files", async () => {
+    await api.post("/v0/sandboxes", { metadata: { name: "original" } }).expect(200);
+    await sh("original", "echo first > shared.txt");
+    const forked = await api.post("/v0/sandboxes/original/fork", { targetName: "copy" }).expect(200);
+    expect(forked.body).toMatchObject({ name: "copy", type: "sandbox" });
+    const got = await api.get("/v0/sandboxes/copy").expect(200);
+    expect(got.body.status).toBe("DEPLOYED");
+    expect(agentOf("copy")?.state).toBe("running");
+    expect(await sh("copy", "cat shared.txt")).toBe("first");
+    await sh("copy", "echo changed > shared.txt");
+    expect(await sh("original", "cat shared.txt")).toBe("first");
+  });
+
   it("a stopped agent is not billed: archived time costs nothing", async () => {
     await api.post("/_sim/clock", { freeze: true }).expect(200);
     try {
