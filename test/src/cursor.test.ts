@@ -26,6 +26,12 @@ describe("CursorCodec", () => {
     now += 24 * 3_600_000 + 1;
     expect(() => codec.decode(c, query)).toThrow(/expired/);
   });
+  it("accepts a cursor signed by another codec with the same secret (checked by signature, not remembered)", () => {
+    const sibling = new CursorCodec({ secret: "k", now: () => now });
+    const c = sibling.encode({ after: "z" }, query);
+    expect(codec.decode(c, query)).toEqual({ after: "z" });
+    expect(() => codec.decode(c, { ...query, q: "y" })).toThrow(/different query/);
+  });
   it("rejects cursors signed with another secret", () => {
     const other = new CursorCodec({ secret: "other", now: () => now });
     expect(() => codec.decode(other.encode(1, query), query)).toThrow(/invalid cursor/);
