@@ -18,9 +18,10 @@ export const sandboxKind: ResourceKind = {
   spec: z.strictObject({
     enabled: z.boolean().optional(),
     region: z.string().optional(),
-    runtime: runtimeSchema.optional(),
+    // The SDK's updateTtl("") and updateLifecycle(undefined) send null to clear them.
+    runtime: runtimeSchema.extend({ ttl: z.string().nullable().optional(), expires: z.string().nullable().optional() }).optional(),
     volumes: z.array(volumeAttachmentSchema).optional(),
-    lifecycle: z.looseObject({}).optional(),
+    lifecycle: z.looseObject({}).nullable().optional(),
     network: z.looseObject({}).optional(),
     vpc: z.string().optional(),
   }),
@@ -34,6 +35,9 @@ export const sandboxKind: ResourceKind = {
   prepare(doc, ctx) {
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
+    // A null clears the field (the SDK's way): it is not kept as null.
+    for (const field of ["ttl", "expires"]) if ((doc.spec.runtime as Record<string, unknown>)[field] === null) delete (doc.spec.runtime as Record<string, unknown>)[field];
+    if (doc.spec.lifecycle === null) delete doc.spec.lifecycle;
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
     doc.metadata.url = ctx.deps.agents

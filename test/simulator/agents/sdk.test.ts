@@ -56,6 +56,22 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     await sdk.SandboxInstance.delete("archived-one");
   });
 
+  it("updateTtl and updateLifecycle set and clear (the SDK sends null to clear) without touching the agent", async () => {
+    await sdk.SandboxInstance.create({ name: "ttl-one" });
+    const pid = sim.deps.agents!.get("sdk-agents", "ttl-one")!.pid;
+    const withTtl = await sdk.SandboxInstance.updateTtl("ttl-one", "2h");
+    expect(withTtl.spec.runtime?.ttl).toBe("2h");
+    const cleared = await sdk.SandboxInstance.updateTtl("ttl-one", "");
+    expect(cleared.spec.runtime?.ttl).toBeUndefined();
+    const lifecycle = await sdk.SandboxInstance.updateLifecycle("ttl-one", { expirationPolicies: [{ type: "ttl-idle", value: "1h", action: "delete" }] });
+    expect(lifecycle.spec.lifecycle).toMatchObject({ expirationPolicies: [{ type: "ttl-idle", value: "1h" }] });
+    const noLifecycle = await sdk.SandboxInstance.updateLifecycle("ttl-one", null);
+    expect(noLifecycle.spec.lifecycle).toBeUndefined();
+    expect(noLifecycle.status).toBe("DEPLOYED");
+    expect(sim.deps.agents!.get("sdk-agents", "ttl-one")!.pid).toBe(pid);
+    await sdk.SandboxInstance.delete("ttl-one");
+  });
+
   it("a crashed agent shows in the sandbox's events and status, and comes back", async () => {
     await sdk.SandboxInstance.create({ name: "crashes" });
     const sandbox = await sdk.SandboxInstance.get("crashes");
