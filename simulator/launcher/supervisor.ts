@@ -1,5 +1,5 @@
 import { DEFAULT_STOP_GRACE_MS } from "./child.js";
-import type { AgentExit, AgentHandle, LaunchSpec, Launcher } from "./types.js";
+import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 /**
  * Keeps one sandbox's agent running: starts it, restarts it with exponential
@@ -35,6 +35,7 @@ export class AgentSupervisor {
   private attempt = 0;
   private startedAt = 0;
   private timer: NodeJS.Timeout | undefined;
+  private starting: Promise<void> | undefined;
   private readonly opts: Required<Omit<SupervisorOptions, "onEvent">> & Pick<SupervisorOptions, "onEvent">;
 
   constructor(private readonly launcher: Launcher, readonly spec: LaunchSpec, options: SupervisorOptions = {}) {
@@ -61,21 +62,36 @@ export class AgentSupervisor {
     return this._state === "running" ? this.handle?.pid : undefined;
   }
 
-  /** First start: rejects (state "failed") when the agent cannot be started at all. */
-  async start(): Promise<void> {
-    try {
-      this.adopt(await this.launcher.start(this.spec));
-    } catch (err) {
-      this._state = "failed";
-      throw err;
-    }
-    this.emit({ type: "started", url: this.handle!.url, pid: this.handle!.pid });
+  /**
+   * First start: rejects (state "failed") when the agent cannot be started at
+   * all, or when stop() came while it was starting (the agent is stopped, not adopted).
+   */
+  start(): Promise<void> {
+    this.starting ??= (async () => {
+      let handle: AgentHandle;
+      try {
+        handle = await this.launcher.start(this.spec);
+      } catch (err) {
+        if (this._state !== "stopped") this._state = "failed";
+        throw err;
+      }
+      if (this._state === "stopped") {
+        await handle.stop(this.opts.stopGraceMs);
+        throw new LaunchError("the agent was stopped while it was starting");
+      }
+      this.adopt(handle);
+      this.emit({ type: "started", url: handle.url, pid: handle.pid });
+    })();
+    return this.starting;
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
+    const wasStarting = this._state === "starting" && !this.handle;
     const wasDown = this._state !== "running" && this._state !== "starting";
     this._state = "stopped";
+    // A start in flight: it sees "stopped" once the launcher answers, and stops that agent itself.
+    if (wasStarting) return void (await this.starting?.catch(() => {}));
     if (!this.handle || wasDown) return;
     const exit = await this.handle.stop(this.opts.stopGraceMs);
     this.emit({ type: "stopped", exit });

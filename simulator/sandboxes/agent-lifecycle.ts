@@ -29,6 +29,8 @@ function reply(ctx: OpContext, name: string): ResourceDoc {
 
 /** Starts the agent (status DEPLOYED once it is healthy, through its "started" event) and waits for it. */
 async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
+  // Deleted while its agent was stopping (a restart): no new agent for a sandbox that is gone.
+  if (!ctx.deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found (deleted meanwhile)`);
   agents.begin(ctx.workspace, name, launchOptions(doc));
   const failure = await agents.ensure(ctx.workspace, name);
   if (failure) throw errors.serviceUnavailable(`sandbox "${name}" in workspace "${ctx.workspace}": its agent did not start: ${failure}`);

@@ -106,6 +106,21 @@ describe("a real sandbox's status and events follow its agent", () => {
     await api.delete("/v0/sandboxes/no-room").expect(200);
   });
 
+  it("a sandbox deleted while its agent starts leaves no agent behind", async () => {
+    const held = launcher.hold();
+    const creating = api.post("/v0/sandboxes", { metadata: { name: "short-lived" } }).then((r) => r);
+    await held.reached;
+    await api.delete("/v0/sandboxes/short-lived").expect(200);
+    held.release();
+    const created = await creating;
+    expect(created.status).toBe(503);
+    expect(created.body.message).toMatch(/sandbox "short-lived".*stopped while it was starting/);
+    expect(agentOf("short-lived")).toBeUndefined();
+    // The delete waited for that start, stopped the agent, then moved the files aside: nothing is recreated.
+    await eventually(() => !existsSync(sim.deps.agents!.sandboxDir("default", "short-lived")));
+    await api.get("/v0/sandboxes/short-lived").expect(404);
+  });
+
   it("archive stops the agent and keeps its files; unarchive starts it again on them", async () => {
     await api.post("/v0/sandboxes", { metadata: { name: "shelved" } }).expect(200);
     await sh("shelved", "echo kept > kept.txt");
