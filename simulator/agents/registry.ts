@@ -50,6 +50,8 @@ export class SandboxAgents {
   private readonly retiring = new Map<string, Promise<void>>();
   /** Lifecycle changes in progress, per sandbox (exclusive()). */
   private readonly changing = new Map<string, Promise<void>>();
+  /** When each sandbox last served a request through the proxy (simulator clock): ttl-idle expiry reads it. */
+  private readonly lastUsed = new Map<string, number>();
   readonly retired: RetiredSandboxes;
 
   constructor(private readonly options: SandboxAgentsOptions) {
@@ -128,6 +130,7 @@ export class SandboxAgents {
   retire(workspace: string, sandbox: string, onError: (err: Error) => void = () => {}): void {
     const k = key(workspace, sandbox);
     const entry = this.running.get(k);
+    this.lastUsed.delete(k);
     this.running.delete(k); // from now on the name is free: a new start waits for this retirement
     const previous = this.retiring.get(k) ?? Promise.resolve();
     const done: Promise<void> = previous
@@ -160,6 +163,11 @@ export class SandboxAgents {
   /** Removes the retired sandboxes whose retention period has ended (the sweeper's job, callable at any time). */
   sweep(): { workspace: string; sandbox: string }[] {
     return this.retired.sweep().map(({ workspace, sandbox }) => ({ workspace, sandbox }));
+  }
+
+  /** When the sandbox last served a request through the proxy (simulator clock), if it did since this simulator started. */
+  lastUsedMs(workspace: string, sandbox: string): number | undefined {
+    return this.lastUsed.get(key(workspace, sandbox));
   }
 
   get(workspace: string, sandbox: string): AgentSupervisor | undefined {
@@ -232,6 +240,7 @@ export class SandboxAgents {
   /** The proxy's upstream: waits for a starting agent; 404 for an unknown sandbox, 503 naming it while its agent is down. */
   async upstream(target: SandboxTarget): Promise<Upstream> {
     const entry = this.running.get(key(target.workspace, target.sandbox));
+    if (entry) this.lastUsed.set(key(target.workspace, target.sandbox), (this.options.now ?? Date.now)());
     if (entry?.supervisor.state === "starting") await entry.ready;
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const url = entry.supervisor.url;

@@ -13,6 +13,7 @@ import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
 import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
+import { expireDueSandboxes, startExpirySweeps } from "../sandboxes/expiry.js";
 
 /** Sandboxes in these states have no agent to bring back. */
 const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
@@ -82,6 +83,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       agents.begin(ws.name, item.name, launchOptions(item.doc));
     }
   }
+  // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down, then every 5 s.
+  expireDueSandboxes(deps);
+  const stopExpiry = startExpirySweeps(deps, 5_000);
   const envText = envLines(deps, serving.url);
   const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
   let stopped: Promise<void> | undefined;
@@ -91,6 +95,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     envText,
     deps,
     stop: () => (stopped ??= (async () => {
+      stopExpiry();
       await serving.stop(2_000);
       await agents.stopAll();
       proxy.close();

@@ -4,6 +4,7 @@ import { iso } from "../clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import { envOf, recordStatus } from "../agents/sandbox-status.js";
 import type { OpContext } from "../http/operation.js";
+import type { SimDeps } from "../deps.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "../resources/kinds/sandbox.js";
@@ -104,5 +105,36 @@ export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string,
       await startAgent(ctx, agents, name, item.doc);
     }
     return reply(ctx, name);
+  });
+}
+
+/** Statuses in which a sandbox has no running agent. */
+const AGENTLESS = new Set(["DEACTIVATED", "ARCHIVED", "FAILED", "TERMINATED"]);
+
+/**
+ * A status forced by the test hooks (POST /_sim/transitions/step with
+ * `status`) must not contradict the agent: forcing DEACTIVATED, ARCHIVED,
+ * FAILED or TERMINATED stops the agent (files kept), forcing DEPLOYED starts
+ * it and waits until it is healthy (503 naming the sandbox when it cannot).
+ * Other forced statuses (in-between ones) leave the agent as it is.
+ */
+export function followForcedStatus(deps: SimDeps, workspace: string, name: string, status: string): Promise<void> {
+  const agents = deps.agents;
+  if (!agents || (!AGENTLESS.has(status) && status !== "DEPLOYED")) return Promise.resolve();
+  return agents.exclusive(workspace, name, async () => {
+    const item = deps.resources.get(workspace, "sandbox", name);
+    if (!item) return;
+    if (AGENTLESS.has(status)) {
+      if (!agents.get(workspace, name)) return;
+      await agents.stop(workspace, name);
+      recordStatus(deps, workspace, name, status, `${status.toLowerCase()} (forced by a test hook): the sandbox agent is stopped, its files are kept`);
+      return;
+    }
+    agents.begin(workspace, name, launchOptions(item.doc));
+    const failure = await agents.ensure(workspace, name);
+    if (failure) {
+      recordStatus(deps, workspace, name, "FAILED", `forced DEPLOYED (test hook) but the sandbox agent did not start: ${failure}`);
+      throw errors.serviceUnavailable(`sandbox "${name}" in workspace "${workspace}": forced DEPLOYED but its agent did not start: ${failure}`);
+    }
   });
 }

@@ -8,6 +8,8 @@ import { resetState, type SimDeps } from "../deps.js";
 import { iso } from "../clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
 import { meterResource } from "../resources/usage.js";
+import { expireDueSandboxes } from "../sandboxes/expiry.js";
+import { followForcedStatus } from "../sandboxes/agent-lifecycle.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -58,7 +60,9 @@ export function testHooksRouter(deps: SimDeps): Router {
     if ("advanceMs" in body) deps.clock.advance(body.advanceMs);
     else if ("freeze" in body) deps.clock.freeze(body.freeze);
     else deps.clock.set(Date.parse(body.set));
-    res.send(ok({ now: iso(deps.clock.now()), frozen: deps.clock.frozen }));
+    // Sandbox ttl / expires / expiration policies come due on the simulator clock: a move applies them at once.
+    const expired = expireDueSandboxes(deps);
+    res.send(ok({ now: iso(deps.clock.now()), frozen: deps.clock.frozen, expired }));
   });
   router.get("/clock", (_req, res) => {
     res.send(ok({ now: iso(deps.clock.now()), frozen: deps.clock.frozen }));
@@ -69,7 +73,7 @@ export function testHooksRouter(deps: SimDeps): Router {
     res.send(ok({ mode: deps.testHooks.transitions }));
   });
 
-  router.post("/transitions/step", (req, res) => {
+  router.post("/transitions/step", async (req, res) => {
     const body = parse(StepBody, req.body ?? {}, "body");
     const workspace = body.workspace ?? deps.config.workspace;
     const item = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent);
@@ -80,7 +84,10 @@ export function testHooksRouter(deps: SimDeps): Router {
     item.status = item.doc.status ?? "";
     deps.resources.update(item as never);
     meterResource(deps, item as never); // usage follows forced and stepped moves (account metrics)
-    res.send(ok({ moved, status: item.doc.status, pending: (item.doc.__pending ?? []).map((p) => p.status) }));
+    // A real sandbox's agent follows a forced status, so status and agent never contradict each other.
+    if (body.status && body.kind === "sandbox" && body.parent === "") await followForcedStatus(deps, workspace, body.name, body.status);
+    const after = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent)?.doc ?? item.doc;
+    res.send(ok({ moved, status: after.status, pending: (after.__pending ?? []).map((p) => p.status) }));
   });
 
   router.put("/faults", (req, res) => {

@@ -1,0 +1,117 @@
+import { parseDuration } from "../../src/units.js";
+import type { SimDeps } from "../deps.js";
+import { recordStatus } from "../agents/sandbox-status.js";
+import { unmeterResource } from "../resources/usage.js";
+import { sandboxKind } from "../resources/kinds/sandbox.js";
+
+/**
+ * Sandbox expiry (control-plane.md §3.2): `spec.runtime.ttl` (max age from
+ * creation), `spec.runtime.expires` (ISO date) and
+ * `spec.lifecycle.expirationPolicies` (`ttl-max-age` from creation,
+ * `ttl-idle` from the last use, `date`), each with the one action the SDK's
+ * types know, `delete`. Due times are read on the simulator clock, so the
+ * test hooks' clock moves expire sandboxes too.
+ */
+
+export interface Expiry {
+  dueMs: number;
+  /** Why, for the sandbox's event and the log: e.g. `spec.runtime.ttl 1h`. */
+  reason: string;
+  action: "delete";
+}
+
+interface ExpiringDoc {
+  metadata?: { createdAt?: string; updatedAt?: string };
+  spec?: {
+    runtime?: { ttl?: unknown; expires?: unknown };
+    lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[] } | null;
+  };
+}
+
+/** `30m`, `24h`, `7d`, `2w` (weeks: the control plane's unit) → ms; undefined when unreadable. */
+export function ttlMs(value: unknown): number | undefined {
+  if (typeof value !== "string" || value.trim() === "") return undefined;
+  const weeks = /^(\d+)w$/.exec(value.trim());
+  if (weeks) return Number(weeks[1]) * 7 * 86_400_000;
+  try {
+    return parseDuration(value, ["s", "m", "h", "d"]);
+  } catch {
+    return undefined;
+  }
+}
+
+const dateMs = (value: unknown): number | undefined => (typeof value === "string" && Number.isFinite(Date.parse(value)) ? Date.parse(value) : undefined);
+
+/**
+ * The earliest expiry of a sandbox, or undefined when nothing limits its
+ * life. `lastUsedMs` is when it last served a request (ttl-idle); creation
+ * or its last update counts as a use.
+ */
+export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefined {
+  const created = dateMs(doc.metadata?.createdAt) ?? 0;
+  const used = Math.max(created, dateMs(doc.metadata?.updatedAt) ?? 0, lastUsedMs ?? 0);
+  const candidates: Expiry[] = [];
+  const ttl = ttlMs(doc.spec?.runtime?.ttl);
+  if (ttl !== undefined) candidates.push({ dueMs: created + ttl, reason: `spec.runtime.ttl ${String(doc.spec?.runtime?.ttl)} reached`, action: "delete" });
+  const expires = dateMs(doc.spec?.runtime?.expires);
+  if (expires !== undefined) candidates.push({ dueMs: expires, reason: `spec.runtime.expires ${String(doc.spec?.runtime?.expires)} reached`, action: "delete" });
+  for (const policy of doc.spec?.lifecycle?.expirationPolicies ?? []) {
+    if (policy.action !== undefined && policy.action !== "delete") continue; // the only action the SDK's types name
+    const what = `expiration policy ${String(policy.type)} ${String(policy.value)}`;
+    if (policy.type === "ttl-max-age") {
+      const ms = ttlMs(policy.value);
+      if (ms !== undefined) candidates.push({ dueMs: created + ms, reason: `${what} reached`, action: "delete" });
+    } else if (policy.type === "ttl-idle") {
+      const ms = ttlMs(policy.value);
+      if (ms !== undefined) candidates.push({ dueMs: used + ms, reason: `${what}: idle since ${new Date(used).toISOString()}`, action: "delete" });
+    } else if (policy.type === "date") {
+      const at = dateMs(policy.value);
+      if (at !== undefined) candidates.push({ dueMs: at, reason: `${what} reached`, action: "delete" });
+    }
+  }
+  return candidates.sort((a, b) => a.dueMs - b.dueMs)[0];
+}
+
+/** Statuses past which a sandbox has nothing left to expire. */
+const DONE = new Set(["DELETING", "TERMINATED"]);
+
+/**
+ * Applies every expiry that is due: the sandbox records a DELETING event
+ * saying which limit was reached, its agent is stopped and its files retired
+ * through the same code as DELETE /sandboxes/{name} (SandboxAgents.retire),
+ * then the record and its children go. Returns what expired.
+ */
+export function expireDueSandboxes(deps: SimDeps): { workspace: string; sandbox: string; reason: string }[] {
+  const now = deps.clock.now();
+  const expired: { workspace: string; sandbox: string; reason: string }[] = [];
+  for (const ws of deps.accounts.allWorkspaces()) {
+    for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
+      if (item.parent !== "" || DONE.has(item.status)) continue;
+      const expiry = expiryOf(item.doc as ExpiringDoc, deps.agents?.lastUsedMs(ws.name, item.name));
+      if (!expiry || expiry.dueMs > now) continue;
+      recordStatus(deps, ws.name, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
+      deps.agents?.retire(ws.name, item.name, (err) => deps.logger.warn({ workspace: ws.name, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
+      deps.db.transaction(() => {
+        deps.resources.delete(ws.name, "sandbox", item.name);
+        if (sandboxKind.children?.length) deps.resources.deleteChildren(ws.name, sandboxKind.children, item.name);
+      })();
+      unmeterResource(deps, item as never);
+      deps.logger.info({ workspace: ws.name, sandbox: item.name, reason: expiry.reason, action: expiry.action }, "sandbox expired");
+      expired.push({ workspace: ws.name, sandbox: item.name, reason: expiry.reason });
+    }
+  }
+  return expired;
+}
+
+/** Checks for due expiries every `everyMs` of real time; the returned function stops it. */
+export function startExpirySweeps(deps: SimDeps, everyMs: number): () => void {
+  const timer = setInterval(() => {
+    try {
+      expireDueSandboxes(deps);
+    } catch (err) {
+      deps.logger.warn({ err: (err as Error).message }, "sandbox expiry sweep failed");
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,66 @@
+import { existsSync } from "node:fs";
+import request from "supertest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+
+/**
+ * Issue 7: ttl, expires and expiration policies are applied on the
+ * simulator clock. Moving it with the test hooks expires a real sandbox:
+ * its agent stops and its files are retired, as a delete does.
+ * (npm run build first: the agents run from dist/.)
+ */
+const KEY = "expiry-admin-key";
+const HOUR = 3_600_000;
+let sim: ServedSimulator;
+beforeAll(async () => {
+  sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" });
+});
+afterAll(async () => {
+  await sim?.stop();
+});
+
+const auth = (r: request.Test) => r.set("authorization", `Bearer ${KEY}`).set("x-blaxel-workspace", "default");
+const create = (body: unknown) => auth(request(sim.url).post("/v0/sandboxes")).send(body as object).expect(200);
+const get = (name: string) => auth(request(sim.url).get(`/v0/sandboxes/${name}`));
+const advance = (ms: number) => request(sim.url).post("/_sim/clock").send({ advanceMs: ms }).expect(200);
+
+describe("sandbox expiry with real agents", () => {
+  it("a sandbox past its spec.runtime.ttl is deleted: agent stopped, files retired, others untouched", async () => {
+    await create({ metadata: { name: "short-ttl" }, spec: { runtime: { ttl: "1h" } } });
+    await create({ metadata: { name: "no-ttl" } });
+    await create({ metadata: { name: "idle-one" }, spec: { lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "3h", action: "delete" }] } } });
+    const dir = sim.deps.agents!.sandboxDir("default", "short-ttl");
+    expect(sim.deps.agents!.get("default", "short-ttl")?.state).toBe("running");
+
+    const early = await advance(HOUR - 60_000);
+    expect(early.body.expired).toEqual([]);
+    await get("short-ttl").expect(200);
+
+    // Used through the proxy now: its idle time starts again.
+    await auth(request(sim.url).post("/sbx/default/idle-one/process")).send({ command: "true", waitForCompletion: true }).expect(200);
+
+    const due = await advance(2 * 60_000);
+    expect(due.body.expired).toEqual([{ workspace: "default", sandbox: "short-ttl", reason: "spec.runtime.ttl 1h reached" }]);
+    await get("short-ttl").expect(404);
+    expect(sim.deps.agents!.get("default", "short-ttl")).toBeUndefined();
+    await expect.poll(() => existsSync(dir)).toBe(false);
+    expect(sim.deps.agents!.get("default", "no-ttl")?.state).toBe("running");
+
+    // ttl-idle counts from the last use (the proxied call above), not from creation.
+    expect((await advance(2 * HOUR)).body.expired).toEqual([]);
+    expect((await get("idle-one").expect(200)).body.status).toBe("DEPLOYED");
+    const idle = await advance(HOUR);
+    expect(idle.body.expired).toMatchObject([{ sandbox: "idle-one", reason: expect.stringMatching(/^expiration policy ttl-idle 3h: idle since /) }]);
+    expect(sim.deps.agents!.get("default", "idle-one")).toBeUndefined();
+  });
+
+  it("spec.runtime.expires set by an update expires it at that date", async () => {
+    await create({ metadata: { name: "dated" } });
+    const at = new Date(sim.deps.clock.now() + 10 * 60_000).toISOString();
+    const current = (await get("dated").expect(200)).body;
+    await auth(request(sim.url).put("/v0/sandboxes/dated")).send({ metadata: { name: "dated" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, expires: at } } }).expect(200);
+    expect((await advance(10 * 60_000 + 1)).body.expired).toEqual([{ workspace: "default", sandbox: "dated", reason: `spec.runtime.expires ${at} reached` }]);
+    await get("dated").expect(404);
+    expect(sim.deps.agents!.get("default", "dated")).toBeUndefined();
+  });
+});
