@@ -60,6 +60,11 @@ export class Reply {
   ) {}
 }
 
+/** A reply body already serialized as JSON (a list page assembled from cached item texts). */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
 export interface Match {
   op: Operation;
   params: Record<string, string>;
@@ -141,7 +146,7 @@ export function send(res: ServerResponse, result: unknown): void {
     res.end();
     return;
   }
-  const text = JSON.stringify(reply.body);
+  const text = reply.body instanceof RawJson ? reply.body.text : JSON.stringify(reply.body);
   res.setHeader("Content-Length", Buffer.byteLength(text));
   res.end(text);
 }

@@ -8,7 +8,7 @@ import type { ResourceDoc, ResourceKind } from "./kind.js";
 import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
-import { keepMaskedSecrets, publicView } from "./render.js";
+import { keepMaskedSecrets, listJson, publicView } from "./render.js";
 import { meterResource, unmeterResource } from "./usage.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
@@ -104,11 +104,17 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const externalId = typeof ctx.query.externalId === "string" && ctx.query.externalId !== "" ? ctx.query.externalId : undefined;
         const keep = externalId ? (row: StoredResource) => (row.doc as ResourceDoc).metadata.externalId === externalId : undefined;
         const show = showSecrets(ctx);
-        return listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
+        const variant = show ? "secrets-shown" : "secrets-masked";
+        const list = listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
+          // Due status moves first: settling saves the item, which drops its cached texts.
           settleItem(ctx, row as StoredResource<ResourceDoc>);
-          const doc = renderDoc(kind, row.doc as ResourceDoc, show);
-          return kind.listItem ? kind.listItem(doc) : doc;
+          // The item's JSON is kept until its next save (it depends only on the document and `show`).
+          return ctx.deps.resources.renderedJson(row, variant, () => {
+            const doc = renderDoc(kind, row.doc as ResourceDoc, show);
+            return kind.listItem ? kind.listItem(doc) : doc;
+          });
         });
+        return listJson(list);
       },
     });
   }

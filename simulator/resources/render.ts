@@ -1,3 +1,6 @@
+import type { Page } from "../../src/pagination.js";
+import { RawJson } from "../http/operation.js";
+
 /** Removes the simulator's bookkeeping (keys starting with "__") before a document leaves the server. */
 export function publicView<T>(doc: T): T {
   if (!doc || typeof doc !== "object") return doc;
@@ -6,6 +9,16 @@ export function publicView<T>(doc: T): T {
   // for-in over own keys: no [key, value] array per key (every item of every list page comes through here).
   for (const k in src) if (Object.hasOwn(src, k) && !k.startsWith("__")) out[k] = src[k];
   return out as T;
+}
+
+/**
+ * A list whose items are already JSON texts (ResourceStore.renderedJson), as
+ * the reply JSON.stringify would give for the same items: a bare array, or
+ * {data, meta}.
+ */
+export function listJson(list: string[] | Page<string>): RawJson {
+  if (Array.isArray(list)) return new RawJson(`[${list.join(",")}]`);
+  return new RawJson(`{"data":[${list.data.join(",")}],"meta":${JSON.stringify(list.meta)}}`);
 }
 
 export const MASK = "***";

@@ -55,6 +55,12 @@ const ORDER: Record<Sort, { by: string; cmp: string }> = {
  * rowids from the covering index (building [rowid, parent, name, created_ms]
  * rows cost 3x more than the SQL seek itself). Callers that change a document
  * must save it with update(); they get the cached object itself.
+ *
+ * The JSON text of a rendered item (renderedJson) is kept too, by item and
+ * variant (e.g. secrets masked or shown): a list page is then the join of
+ * cached strings. It lives exactly as long as the parsed document it was
+ * rendered from: update() and delete() drop it, and it is only served while
+ * the item still holds the same document object and status.
  */
 export class ResourceStore {
   readonly #db: Db;
@@ -71,6 +77,7 @@ export class ResourceStore {
   readonly #rowids = new Map<string, number>();
   readonly #cache = new Map<number, StoredResource<unknown>>();
   readonly #counts = new Map<string, number>();
+  #rendered = new WeakMap<StoredResource<unknown>, RenderedEntry>();
 
   constructor(db: Db) {
     this.#db = db;
@@ -104,6 +111,29 @@ export class ResourceStore {
     this.#cache.clear();
     this.#rowids.clear();
     this.#counts.clear();
+    this.#rendered = new WeakMap();
+  }
+
+  /**
+   * `render()` as JSON text, computed once per item and variant: the variant
+   * names everything the rendering depends on besides the document (e.g.
+   * "masked" / "shown"). The caller settles time-driven changes (status moves)
+   * and saves them with update() before asking, so a cached text is never
+   * older than the document.
+   */
+  renderedJson(item: StoredResource<unknown>, variant: string, render: () => unknown): string {
+    let entry = this.#rendered.get(item);
+    if (!entry || entry.doc !== item.doc || entry.status !== item.status) {
+      entry = { doc: item.doc, status: item.status, texts: new Map() };
+      this.#rendered.set(item, entry);
+    }
+    let text = entry.texts.get(variant);
+    if (text === undefined) {
+      // JSON.stringify(undefined) is undefined; in an array it is written as null.
+      text = JSON.stringify(render()) ?? "null";
+      entry.texts.set(variant, text);
+    }
+    return text;
   }
 
   #forgetCounts(workspace: string, kind: string): void {
@@ -125,6 +155,13 @@ export class ResourceStore {
     const rowid = this.#rowids.get(key);
     if (rowid === undefined) return;
     this.#rowids.delete(key);
+    this.#dropRowid(rowid);
+  }
+
+  /** Forgets the parsed document under `rowid` and its rendered texts. */
+  #dropRowid(rowid: number): void {
+    const cached = this.#cache.get(rowid);
+    if (cached) this.#rendered.delete(cached);
     this.#cache.delete(rowid);
   }
 
@@ -149,14 +186,19 @@ export class ResourceStore {
 
   update(item: StoredResource): void {
     const rowid = this.#update.get({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) }) as number | undefined;
-    if (rowid !== undefined) this.#remember(rowid, item);
+    // The saved object may be the cached one changed in place: its rendered texts go either way.
+    this.#rendered.delete(item);
+    if (rowid !== undefined) {
+      this.#dropRowid(rowid);
+      this.#remember(rowid, item);
+    }
   }
 
   delete(workspace: string, kind: string, name: string, parent = ""): boolean {
     this.#forget(cacheKey(workspace, kind, parent, name));
     this.#forgetCounts(workspace, kind);
     const rowid = this.#delete.get(workspace, kind, parent, name) as number | undefined;
-    if (rowid !== undefined) this.#cache.delete(rowid);
+    if (rowid !== undefined) this.#dropRowid(rowid);
     return rowid !== undefined;
   }
 
@@ -239,6 +281,13 @@ export class ResourceStore {
 }
 
 const CACHE_LIMIT = 50_000;
+
+interface RenderedEntry {
+  /** The document and status the texts were rendered from. */
+  doc: unknown;
+  status: string;
+  texts: Map<string, string>;
+}
 const cacheKey = (workspace: string, kind: string, parent: string, name: string) => `${workspace}\u0000${kind}\u0000${parent}\u0000${name}`;
 
 function keyOf(item: StoredResource) {

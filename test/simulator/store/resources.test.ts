@@ -60,3 +60,77 @@ describe("ResourceStore cache", () => {
     expect(names(page)).toEqual(["v2", "v1"]);
   });
 });
+
+describe("ResourceStore rendered JSON", () => {
+  const render = (i: StoredResource) => () => ({ name: i.name, status: i.status, doc: i.doc });
+
+  it("renders once per item and variant, and keeps variants apart", () => {
+    const { store } = open();
+    store.insert(item("a", 1, { secret: "s" }));
+    const a = store.get("ws", "volume", "a")!;
+    let calls = 0;
+    const masked = () => (calls++, { secret: "***" });
+    expect(store.renderedJson(a, "masked", masked)).toBe('{"secret":"***"}');
+    expect(store.renderedJson(a, "masked", masked)).toBe('{"secret":"***"}');
+    expect(calls).toBe(1);
+    expect(store.renderedJson(a, "shown", () => ({ secret: a.doc.secret }))).toBe('{"secret":"s"}');
+    expect(store.renderedJson(a, "masked", masked)).toBe('{"secret":"***"}');
+    expect(store.renderedJson(a, "none", () => undefined)).toBe("null");
+  });
+
+  it("renders again after update() of the same object changed in place", () => {
+    const { store } = open();
+    store.insert(item("a", 1, { spec: { size: 1 } }));
+    const a = store.list({ workspace: "ws", kind: "volume", sort: "name:asc" })[0]!;
+    expect(store.renderedJson(a, "v", render(a))).toContain('"size":1');
+    (a.doc.spec as { size: number }).size = 2;
+    store.update(a);
+    const listed = store.list({ workspace: "ws", kind: "volume", sort: "name:asc" })[0]!;
+    expect(store.renderedJson(listed, "v", render(listed))).toContain('"size":2');
+  });
+
+  it("renders again after update() of another object for the same key", () => {
+    const { store } = open();
+    store.insert(item("a", 1));
+    const a = store.get("ws", "volume", "a")!;
+    expect(store.renderedJson(a, "v", render(a))).toContain('"DEPLOYED"');
+    store.update({ ...a, status: "FAILED", doc: { metadata: { name: "a" }, status: "FAILED" } });
+    // The old object's texts are dropped too (a caller still holding it).
+    expect(store.renderedJson(a, "v", () => "fresh")).toBe('"fresh"');
+    const b = store.get("ws", "volume", "a")!;
+    expect(store.renderedJson(b, "v", render(b))).toContain('"FAILED"');
+  });
+
+  it("serves no text of a deleted item, nor of the item that reuses its rowid", () => {
+    const { store } = open();
+    store.insert(item("a", 1));
+    store.insert(item("b", 2, { gen: 1 }));
+    const b = store.get("ws", "volume", "b")!;
+    expect(store.renderedJson(b, "v", render(b))).toContain('"gen":1');
+    store.delete("ws", "volume", "b");
+    expect(store.renderedJson(b, "v", () => "dropped")).toBe('"dropped"');
+    store.insert(item("b", 3, { gen: 2 }));
+    const again = store.list({ workspace: "ws", kind: "volume", sort: "name:asc" })[1]!;
+    expect(store.renderedJson(again, "v", render(again))).toContain('"gen":2');
+  });
+
+  it("does not serve a text rendered from a document the item no longer holds", () => {
+    const { store } = open();
+    store.insert(item("a", 1, { gen: 1 }));
+    const a = store.get("ws", "volume", "a")!;
+    expect(store.renderedJson(a, "v", render(a))).toContain('"gen":1');
+    a.doc = { metadata: { name: "a" }, gen: 2 };
+    expect(store.renderedJson(a, "v", render(a))).toContain('"gen":2');
+    a.status = "FAILED";
+    expect(store.renderedJson(a, "v", render(a))).toContain('"FAILED"');
+  });
+
+  it("forgets every text on clearCache", () => {
+    const { store } = open();
+    store.insert(item("a", 1));
+    const a = store.get("ws", "volume", "a")!;
+    store.renderedJson(a, "v", () => "old");
+    store.clearCache();
+    expect(store.renderedJson(a, "v", () => "new")).toBe('"new"');
+  });
+});
