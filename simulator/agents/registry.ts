@@ -6,6 +6,7 @@ import type { Logger } from "../../src/logging.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
+import { SnapshotFiles } from "./snapshot-files.js";
 
 /**
  * The simulator's running sandboxes: one supervised agent per sandbox, with
@@ -14,6 +15,7 @@ import { mountsUnder, RetiredSandboxes } from "./retention.js";
  *   <dir>/sandboxes/<workspace>/<sandbox>/agent  the agent's state
  *   <dir>/drives/<workspace>/<drive>             drives, shared by the workspace's sandboxes
  *   <dir>/retired/<workspace>/<sandbox>@<due>     a deleted sandbox's files, until the retention period ends
+ *   <dir>/snapshots/<workspace>/<snapshot id>     a snapshot's copy of a sandbox's root (snapshot-files.ts)
  */
 
 export interface SandboxAgentsOptions {
@@ -39,6 +41,8 @@ export interface StartOptions {
   image?: string;
   /** A fork: the sandbox's root starts as a copy of this sandbox's files (same workspace). */
   copyFilesOf?: string;
+  /** A fork of a snapshot: the sandbox's root starts as a copy of that snapshot's files (same workspace). */
+  fromSnapshot?: string;
 }
 
 const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
@@ -53,8 +57,10 @@ export class SandboxAgents {
   /** When each sandbox last served a request through the proxy (simulator clock): ttl-idle expiry reads it. */
   private readonly lastUsed = new Map<string, number>();
   readonly retired: RetiredSandboxes;
+  readonly snapshots: SnapshotFiles;
 
   constructor(private readonly options: SandboxAgentsOptions) {
+    this.snapshots = new SnapshotFiles(options.dir);
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
@@ -62,6 +68,10 @@ export class SandboxAgents {
 
   sandboxDir(workspace: string, sandbox: string): string {
     return join(this.options.dir, "sandboxes", workspace, sandbox);
+  }
+
+  rootDir(workspace: string, sandbox: string): string {
+    return join(this.sandboxDir(workspace, sandbox), "root");
   }
 
   drivesDir(workspace: string): string {
@@ -80,10 +90,11 @@ export class SandboxAgents {
       { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
-    const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(() => {
+    const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(async () => {
       if (supervisor.state === "stopped") throw new Error("stopped before it started");
       mkdirSync(dir, { recursive: true });
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
+      if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
       return supervisor.start();
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
@@ -219,6 +230,7 @@ export class SandboxAgents {
         const left = mountsUnder(this.drivesDir(workspace));
         if (left.length > 0) throw new Error(`drives of workspace "${workspace}" still mounted (${left.join(", ")})`);
         rmSync(this.drivesDir(workspace), { recursive: true, force: true });
+        this.snapshots.removeWorkspace(workspace);
       } catch (err) {
         onError(err as Error);
       }

@@ -138,3 +138,28 @@ export function followForcedStatus(deps: SimDeps, workspace: string, name: strin
     }
   });
 }
+
+/**
+ * Restore: the sandbox's root becomes a copy of the snapshot's files. A
+ * running agent is stopped first (its drives unmounted) and started again on
+ * the restored files, the status DEPLOYING in between; a sandbox without an
+ * agent (archived, deactivated) only gets its files replaced.
+ */
+export function restoreSnapshot(ctx: OpContext, agents: SandboxAgents, name: string, snapshotId: string): Promise<void> {
+  return agents.exclusive(ctx.workspace, name, async () => {
+    const item = loadItem(sandboxKind, ctx, name, "");
+    const running = agents.get(ctx.workspace, name) !== undefined;
+    if (running) {
+      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `restoring snapshot ${snapshotId}: stopping the sandbox agent`);
+      await agents.stop(ctx.workspace, name);
+    }
+    try {
+      await agents.snapshots.restoreInto(ctx.workspace, snapshotId, agents.rootDir(ctx.workspace, name));
+    } catch (err) {
+      if (running) await startAgent(ctx, agents, name, item.doc);
+      throw errors.conflict(`sandbox "${name}": snapshot ${snapshotId} could not be restored: ${(err as Error).message}`);
+    }
+    if (running) await startAgent(ctx, agents, name, item.doc);
+    else recordStatus(ctx.deps, ctx.workspace, name, item.status, `restored snapshot ${snapshotId}: the sandbox's files were replaced`);
+  });
+}

@@ -7,13 +7,16 @@ import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "../resources/kinds/sandbox.js";
-import { awaitCreated, launchOptions, markDeploying } from "./agent-lifecycle.js";
+import { awaitCreated, launchOptions, markDeploying, restoreSnapshot } from "./agent-lifecycle.js";
 import { listResources } from "../resources/listing.js";
 import { nameSchema } from "../resources/metadata.js";
 
 /**
- * Sandbox snapshots (ready at once: the simulator has no disk to copy),
- * restore, and fork into a new sandbox from the source's spec.
+ * Sandbox snapshots, restore, and fork into a new sandbox from the source's
+ * spec. With real agents a snapshot is a copy of the sandbox's root files
+ * (not its mounted drives) in the simulator's data dir, made before the
+ * snapshot is answered `ready`; fork and restore copy them back in, delete
+ * removes them. Without agents (records only) there are no files to keep.
  */
 export const SNAPSHOT_KIND = "sandbox-snapshot";
 
@@ -38,7 +41,7 @@ const ForkBody = z.strictObject({
   envs: z.array(z.looseObject({})).optional(),
 });
 
-function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Snapshot {
+async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Promise<Snapshot> {
   const runtime = (sandbox.spec.runtime ?? {}) as Record<string, unknown>;
   const id = `snap-${randomBytes(6).toString("hex")}`;
   const snapshot: Snapshot = {
@@ -46,7 +49,14 @@ function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefin
     source: { name: sandbox.metadata.name, kind: "sandbox" },
     spec: { generation: runtime.generation, image: runtime.image, memory: runtime.memory, ports: runtime.ports, region: sandbox.spec.region, volumes: sandbox.spec.volumes },
   };
-  if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, createdMs: ctx.deps.clock.now(), status: "ready", doc: snapshot as never })) throw errors.conflict(`snapshot "${snapshot.name}" already exists`);
+  const exists = () => errors.conflict(`snapshot "${snapshot.name}" already exists`);
+  if (ctx.deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
+  const agents = ctx.deps.agents;
+  if (agents) await agents.snapshots.save(ctx.workspace, id, agents.rootDir(ctx.workspace, sandbox.metadata.name));
+  if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, createdMs: ctx.deps.clock.now(), status: "ready", doc: snapshot as never })) {
+    agents?.snapshots.remove(ctx.workspace, id);
+    throw exists();
+  }
   meterSnapshot(ctx, snapshot);
   return snapshot;
 }
@@ -54,7 +64,7 @@ function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefin
 /**
  * Snapshot storage (account metrics): billed while the snapshot exists, by
  * its size taken as the sandbox's memory (spec.memory MB, 4096 by default):
- * the simulator copies no disk, and a sandbox snapshot keeps its memory state.
+ * a sandbox snapshot keeps its memory state, billed at that size.
  */
 function meterSnapshot(ctx: OpContext, snapshot: Snapshot): void {
   const memory = typeof snapshot.spec.memory === "number" && snapshot.spec.memory > 0 ? snapshot.spec.memory : 4096;
@@ -71,10 +81,10 @@ function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
 /**
  * A fork is a new sandbox with the source's spec. With real agents it gets
  * its own agent (DEPLOYING until healthy, the reply waits) and, forked from a
- * live sandbox, a copy of that sandbox's files; a stored snapshot keeps no
- * files (the simulator copies no disk), so its fork starts empty.
+ * live sandbox, a copy of that sandbox's files; forked from a stored
+ * snapshot, a copy of the snapshot's files.
  */
-function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string): unknown {
+function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string, fromSnapshot?: string): unknown {
   const body = parse(ForkBody, ctx.body ?? {}, "body");
   if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
   const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
@@ -83,7 +93,7 @@ function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSourc
   insertNew(sandboxKind, ctx, "", doc);
   const reply = { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
   if (!agents) return reply;
-  agents.begin(ctx.workspace, body.targetName, { ...launchOptions(doc), copyFilesOf: liveSource });
+  agents.begin(ctx.workspace, body.targetName, { ...launchOptions(doc), copyFilesOf: liveSource, fromSnapshot });
   return awaitCreated(ctx, agents, body.targetName).then(() => reply);
 }
 
@@ -104,6 +114,7 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
       ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+      ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
       ctx.deps.meter.stop(snap.id);
       return new Reply(204);
     },
@@ -113,15 +124,16 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
-      return { name: ctx.params.sandboxName!, snapshotId: snap.id };
+      const reply = { name: ctx.params.sandboxName!, snapshotId: snap.id };
+      const agents = ctx.deps.agents;
+      return agents ? restoreSnapshot(ctx, agents, ctx.params.sandboxName!, snap.id).then(() => reply) : reply;
     },
   },
   {
     id: "forkSandbox", method: "post", path: "/sandboxes/:sandboxName/fork", scope: "sandboxes:create",
     handler: (ctx) => {
       const source = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
-      const snap = snapshotOf(ctx, source, undefined);
-      return fork(ctx, source, snap.id, ctx.params.sandboxName!);
+      return snapshotOf(ctx, source, undefined).then((snap) => fork(ctx, source, snap.id, ctx.params.sandboxName!));
     },
   },
   { id: "listSnapshots", method: "get", path: "/snapshots", scope: "sandboxes:list", handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc) },
@@ -139,6 +151,7 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotName!);
       ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+      ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
       ctx.deps.meter.stop(snap.id);
       return new Reply(204);
     },
@@ -148,7 +161,7 @@ export const snapshotOperations: Operation[] = [
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotName!);
       const spec = { region: snap.spec.region, runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation }, volumes: snap.spec.volumes };
-      return fork(ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id);
+      return fork(ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id, undefined, snap.id);
     },
   },
 ];

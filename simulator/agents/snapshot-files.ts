@@ -1,0 +1,65 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { cp, rename, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { mountsUnder } from "./retention.js";
+
+/**
+ * The files of sandbox snapshots, under the simulator's data dir:
+ *   <dir>/snapshots/<workspace>/<snapshot id>   a copy of the sandbox's root at snapshot time
+ * A snapshot copies the sandbox's own files, not what is mounted in it
+ * (drives stay shared resources, as on the platform). Copies land in a
+ * temporary sibling first and are renamed into place, so a half-done copy
+ * is never taken for a snapshot or a restored root.
+ */
+export class SnapshotFiles {
+  constructor(private readonly dir: string) {}
+
+  dirOf(workspace: string, id: string): string {
+    return join(this.dir, "snapshots", workspace, id);
+  }
+
+  /** Copies `root` (a sandbox's root directory; absent = empty) into the snapshot `id`. */
+  async save(workspace: string, id: string, root: string): Promise<void> {
+    const target = this.dirOf(workspace, id);
+    await copyTree(root, target);
+  }
+
+  /**
+   * Replaces `root` with the snapshot's files (fork into a new sandbox,
+   * restore into an existing one). Refuses while anything is mounted under
+   * `root`: removing through a bind mount would remove a drive's files.
+   */
+  async restoreInto(workspace: string, id: string, root: string): Promise<void> {
+    const mounted = mountsUnder(root);
+    if (mounted.length > 0) throw new Error(`sandbox root still has mounts (${mounted.join(", ")})`);
+    await copyTree(this.dirOf(workspace, id), root);
+  }
+
+  remove(workspace: string, id: string): void {
+    rmSync(this.dirOf(workspace, id), { recursive: true, force: true });
+  }
+
+  removeWorkspace(workspace: string): void {
+    rmSync(join(this.dir, "snapshots", workspace), { recursive: true, force: true });
+  }
+}
+
+/** Makes `target` an exact copy of `source` (empty when source is absent), mount points left out. */
+async function copyTree(source: string, target: string): Promise<void> {
+  const staging = `${target}.tmp-${randomBytes(4).toString("hex")}`;
+  mkdirSync(dirname(target), { recursive: true });
+  try {
+    if (existsSync(source)) {
+      const mounted = new Set(mountsUnder(source).filter((m) => m !== source));
+      await cp(source, staging, { recursive: true, verbatimSymlinks: true, filter: (path) => !mounted.has(path) });
+    } else {
+      mkdirSync(staging, { recursive: true });
+    }
+    await rm(target, { recursive: true, force: true });
+    await rename(staging, target);
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  }
+}
