@@ -84,4 +84,19 @@ describe("snapshots keep the sandbox's files", () => {
     await sdk.SandboxInstance.delete("sdk-snap-fork");
     await sdk.SandboxInstance.delete("sdk-snap-src");
   });
+
+  it("a snapshot leaves out mounted drives: they stay shared resources, not copies", async () => {
+    await sdk.DriveInstance.create({ name: "snap-drive" });
+    const sandbox = await sdk.SandboxInstance.create({ name: "with-drive" });
+    await sandbox.drives.mount({ driveName: "snap-drive", mountPath: "/mnt/shared" });
+    await sandbox.fs.write("/mnt/shared/on-drive.txt", "drive file");
+    await sandbox.fs.write("/own.txt", "own file");
+    const snapshot = await sandbox.snapshots.create("with-drive-snap");
+    const files = sim.deps.agents!.snapshots.dirOf(WS, snapshot.id);
+    expect(readFileSync(join(files, "own.txt"), "utf8")).toBe("own file");
+    expect(existsSync(join(files, "mnt", "shared", "on-drive.txt"))).toBe(false);
+    await sandbox.drives.unmount("/mnt/shared");
+    await sdk.Snapshot.delete(snapshot.id);
+    await sdk.SandboxInstance.delete("with-drive");
+  });
 });
