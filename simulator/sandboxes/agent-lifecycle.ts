@@ -109,12 +109,12 @@ export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string,
 }
 
 /** Statuses in which a sandbox has no running agent. */
-const AGENTLESS = new Set(["DEACTIVATED", "ARCHIVED", "FAILED", "TERMINATED"]);
+const AGENTLESS = new Set(["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TERMINATED"]);
 
 /**
  * A status forced by the test hooks (POST /_sim/transitions/step with
  * `status`) must not contradict the agent: forcing DEACTIVATED, ARCHIVED,
- * FAILED or TERMINATED stops the agent (files kept), forcing DEPLOYED starts
+ * FAILED, DELETING or TERMINATED stops the agent (files kept), forcing DEPLOYED starts
  * it and waits until it is healthy (503 naming the sandbox when it cannot).
  * Other forced statuses (in-between ones) leave the agent as it is.
  */

@@ -26,7 +26,7 @@ async function sh(sandbox: string, command: string): Promise<string> {
 const agentOf = (name: string) => sim.deps.agents!.get("default", name);
 
 describe("a forced sandbox status moves its agent", () => {
-  for (const status of ["DEACTIVATED", "ARCHIVED", "FAILED"]) {
+  for (const status of ["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TERMINATED"]) {
     it(`forcing ${status} stops the agent; forcing DEPLOYED starts it again on the same files`, async () => {
       const name = `forced-${status.toLowerCase()}`;
       await auth(request(sim.url).post("/v0/sandboxes")).send({ metadata: { name } }).expect(200);

@@ -215,6 +215,21 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(agentOf("inside", "doomed")).toBeUndefined();
     await eventually(() => !existsSync(dir) && !isAlive(pid));
   });
+
+  it("a DEPLOYED forced by the test hooks whose agent cannot start: 503 naming the sandbox, which is FAILED", async () => {
+    await api.post("/v0/sandboxes", { metadata: { name: "forced-no-room" } }).expect(200);
+    const force = (status: string) => request(sim.url).post("/_sim/transitions/step").send({ kind: "sandbox", name: "forced-no-room", status });
+    await force("ARCHIVED").expect(200);
+    expect(agentOf("forced-no-room")).toBeUndefined();
+    launcher.refuse.add("forced-no-room");
+    const res = await force("DEPLOYED").expect(503);
+    expect(res.body.message).toMatch(/sandbox "forced-no-room".*forced DEPLOYED but its agent did not start: .*no room for forced-no-room/);
+    const got = await api.get("/v0/sandboxes/forced-no-room").expect(200);
+    expect(got.body.status).toBe("FAILED");
+    expect(agentOf("forced-no-room")).toBeUndefined();
+    launcher.refuse.delete("forced-no-room");
+    await api.delete("/v0/sandboxes/forced-no-room").expect(200);
+  });
 });
 
 function isAlive(pid: number): boolean {
