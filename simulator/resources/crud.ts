@@ -105,9 +105,11 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const keep = externalId ? (row: StoredResource) => (row.doc as ResourceDoc).metadata.externalId === externalId : undefined;
         const show = showSecrets(ctx);
         const variant = show ? "secrets-shown" : "secrets-masked";
+        // One instant for the whole page (settleItem reads the clock per item).
+        const now = ctx.deps.clock.now();
         const list = listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
           // Due status moves first: settling saves the item, which drops its cached texts.
-          settleItem(ctx, row as StoredResource<ResourceDoc>);
+          if (settle(row.doc as Deployable, now)) save(ctx, row as StoredResource<ResourceDoc>);
           // The item's JSON is kept until its next save (it depends only on the document and `show`).
           return ctx.deps.resources.renderedJson(row, variant, () => {
             const doc = renderDoc(kind, row.doc as ResourceDoc, show);
