@@ -1,4 +1,5 @@
 import { parseDuration } from "../../src/units.js";
+import { iso } from "../clock.js";
 import type { SimDeps } from "../deps.js";
 import { recordStatus } from "../agents/sandbox-status.js";
 import { unmeterResource } from "../resources/usage.js";
@@ -24,8 +25,14 @@ interface ExpiringDoc {
   metadata?: { createdAt?: string; updatedAt?: string };
   spec?: {
     runtime?: { ttl?: unknown; expires?: unknown };
-    lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[] } | null;
+    lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[]; terminatedRetention?: unknown } | null;
   };
+  terminatedAt?: string;
+}
+
+/** How long an expired sandbox's TERMINATED record stays visible: spec.lifecycle.terminatedRetention, default 5m (control-plane.md §3.2). */
+export function terminatedRetentionMs(doc: ExpiringDoc): number {
+  return ttlMs(doc.spec?.lifecycle?.terminatedRetention) ?? 5 * 60_000;
 }
 
 /** `30m`, `24h`, `7d`, `2w` (weeks: the control plane's unit) → ms; undefined when unreadable. */
@@ -72,30 +79,39 @@ export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefi
   return candidates.sort((a, b) => a.dueMs - b.dueMs)[0];
 }
 
-/** Statuses past which a sandbox has nothing left to expire. */
-const DONE = new Set(["DELETING", "TERMINATED"]);
-
 /**
  * Applies every expiry that is due: the sandbox records a DELETING event
  * saying which limit was reached, its agent is stopped and its files retired
  * through the same code as DELETE /sandboxes/{name} (SandboxAgents.retire),
- * then the record and its children go. Returns what expired.
+ * its children go, and the record stays TERMINATED (hidden from lists unless
+ * ?showTerminated=true) with those events for its terminatedRetention, then
+ * goes too. A new sandbox may take the name at once (dropTerminated).
+ * Returns what expired.
  */
 export function expireDueSandboxes(deps: SimDeps): { workspace: string; sandbox: string; reason: string }[] {
   const now = deps.clock.now();
   const expired: { workspace: string; sandbox: string; reason: string }[] = [];
   for (const ws of deps.accounts.allWorkspaces()) {
     for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
-      if (item.parent !== "" || DONE.has(item.status)) continue;
+      if (item.parent !== "" || item.status === "DELETING") continue;
+      if (item.status === "TERMINATED") {
+        const doc = item.doc as ExpiringDoc;
+        const since = doc.terminatedAt ? Date.parse(doc.terminatedAt) : now;
+        if (since + terminatedRetentionMs(doc) <= now) deps.resources.delete(ws.name, "sandbox", item.name);
+        continue;
+      }
       const expiry = expiryOf(item.doc as ExpiringDoc, deps.agents?.lastUsedMs(ws.name, item.name));
       if (!expiry || expiry.dueMs > now) continue;
       recordStatus(deps, ws.name, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
       deps.agents?.retire(ws.name, item.name, (err) => deps.logger.warn({ workspace: ws.name, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
-      deps.db.transaction(() => {
-        deps.resources.delete(ws.name, "sandbox", item.name);
-        if (sandboxKind.children?.length) deps.resources.deleteChildren(ws.name, sandboxKind.children, item.name);
-      })();
+      if (sandboxKind.children?.length) deps.resources.deleteChildren(ws.name, sandboxKind.children, item.name);
       unmeterResource(deps, item as never);
+      recordStatus(deps, ws.name, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
+      const terminated = deps.resources.get(ws.name, "sandbox", item.name);
+      if (terminated) {
+        (terminated.doc as ExpiringDoc).terminatedAt = iso(now);
+        deps.resources.update(terminated);
+      }
       deps.logger.info({ workspace: ws.name, sandbox: item.name, reason: expiry.reason, action: expiry.action }, "sandbox expired");
       expired.push({ workspace: ws.name, sandbox: item.name, reason: expiry.reason });
     }
@@ -114,4 +130,9 @@ export function startExpirySweeps(deps: SimDeps, everyMs: number): () => void {
   }, everyMs);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/** A sandbox name held by a TERMINATED (expired) record is free: the record goes before a new sandbox takes the name. */
+export function dropTerminated(deps: Pick<SimDeps, "resources">, workspace: string, name: string): void {
+  if (deps.resources.get(workspace, "sandbox", name)?.status === "TERMINATED") deps.resources.delete(workspace, "sandbox", name);
 }

@@ -9,6 +9,7 @@ import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
 import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
+import { dropTerminated } from "./expiry.js";
 
 /** Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews, tokens. */
 
@@ -35,6 +36,7 @@ function createSandbox(ctx: OpContext): unknown {
 
 function createRecord(ctx: OpContext): unknown {
   const doc = buildNew(sandboxKind, ctx, "");
+  dropTerminated(ctx.deps, ctx.workspace, doc.metadata.name);
   if (queryBool(ctx.query.createIfNotExist)) {
     const existing = ctx.deps.resources.get(ctx.workspace, "sandbox", doc.metadata.name);
     if (existing && !NOT_REUSABLE.has(existing.status)) {

@@ -8,6 +8,7 @@ import { buildNew, insertNew, loadItem } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "../resources/kinds/sandbox.js";
 import { awaitCreated, launchOptions, markDeploying, restoreSnapshot } from "./agent-lifecycle.js";
+import { dropTerminated } from "./expiry.js";
 import { listResources } from "../resources/listing.js";
 import { nameSchema } from "../resources/metadata.js";
 
@@ -90,6 +91,7 @@ function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSourc
   const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
   const agents = ctx.deps.agents;
   if (agents) markDeploying(ctx, doc);
+  dropTerminated(ctx.deps, ctx.workspace, body.targetName);
   insertNew(sandboxKind, ctx, "", doc);
   const reply = { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
   if (!agents) return reply;

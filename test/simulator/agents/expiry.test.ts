@@ -6,7 +6,8 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/
 /**
  * Issue 7: ttl, expires and expiration policies are applied on the
  * simulator clock. Moving it with the test hooks expires a real sandbox:
- * its agent stops and its files are retired, as a delete does.
+ * its agent stops and its files are retired, as a delete does; its record
+ * stays TERMINATED with the events saying why for its terminatedRetention.
  * (npm run build first: the agents run from dist/.)
  */
 const KEY = "expiry-admin-key";
@@ -25,7 +26,7 @@ const get = (name: string) => auth(request(sim.url).get(`/v0/sandboxes/${name}`)
 const advance = (ms: number) => request(sim.url).post("/_sim/clock").send({ advanceMs: ms }).expect(200);
 
 describe("sandbox expiry with real agents", () => {
-  it("a sandbox past its spec.runtime.ttl is deleted: agent stopped, files retired, others untouched", async () => {
+  it("a sandbox past its spec.runtime.ttl is deleted: agent stopped, files retired, TERMINATED with events, others untouched", async () => {
     await create({ metadata: { name: "short-ttl" }, spec: { runtime: { ttl: "1h" } } });
     await create({ metadata: { name: "no-ttl" } });
     await create({ metadata: { name: "idle-one" }, spec: { lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "3h", action: "delete" }] } } });
@@ -41,10 +42,19 @@ describe("sandbox expiry with real agents", () => {
 
     const due = await advance(2 * 60_000);
     expect(due.body.expired).toEqual([{ workspace: "default", sandbox: "short-ttl", reason: "spec.runtime.ttl 1h reached" }]);
-    await get("short-ttl").expect(404);
+    const terminated = await get("short-ttl").expect(200);
+    expect(terminated.body.status).toBe("TERMINATED");
+    expect(terminated.body.events.slice(-2)).toMatchObject([
+      { status: "DELETING", message: "expired: spec.runtime.ttl 1h reached; deleting the sandbox" },
+      { status: "TERMINATED", message: "terminated: the expired sandbox's agent is stopped and its files are retired" },
+    ]);
     expect(sim.deps.agents!.get("default", "short-ttl")).toBeUndefined();
     await expect.poll(() => existsSync(dir)).toBe(false);
     expect(sim.deps.agents!.get("default", "no-ttl")?.state).toBe("running");
+    // Hidden from lists unless asked for, as the platform does.
+    const names = async (q: string) => (await auth(request(sim.url).get(`/v0/sandboxes${q}`)).expect(200)).body.map((s: { metadata: { name: string } }) => s.metadata.name);
+    expect(await names("")).not.toContain("short-ttl");
+    expect(await names("?showTerminated=true")).toContain("short-ttl");
 
     // ttl-idle counts from the last use (the proxied call above), not from creation.
     expect((await advance(2 * HOUR)).body.expired).toEqual([]);
@@ -52,6 +62,22 @@ describe("sandbox expiry with real agents", () => {
     const idle = await advance(HOUR);
     expect(idle.body.expired).toMatchObject([{ sandbox: "idle-one", reason: expect.stringMatching(/^expiration policy ttl-idle 3h: idle since /) }]);
     expect(sim.deps.agents!.get("default", "idle-one")).toBeUndefined();
+
+    // The TERMINATED record goes once terminatedRetention (default 5m) has passed.
+    await advance(5 * 60_000);
+    await get("short-ttl").expect(404);
+    await get("idle-one").expect(404);
+  });
+
+  it("the name of an expired sandbox can be reused at once: a new sandbox with a new agent", async () => {
+    await create({ metadata: { name: "reborn" }, spec: { runtime: { ttl: "10m" } } });
+    expect((await advance(10 * 60_000 + 1)).body.expired).toMatchObject([{ sandbox: "reborn" }]);
+    expect((await get("reborn").expect(200)).body.status).toBe("TERMINATED");
+    const again = await create({ metadata: { name: "reborn" } });
+    expect(again.body.status).toBe("DEPLOYED");
+    expect(sim.deps.agents!.get("default", "reborn")?.state).toBe("running");
+    expect((await advance(HOUR)).body.expired).toEqual([]);
+    await auth(request(sim.url).delete("/v0/sandboxes/reborn")).expect(200);
   });
 
   it("spec.runtime.expires set by an update expires it at that date", async () => {
@@ -60,7 +86,7 @@ describe("sandbox expiry with real agents", () => {
     const current = (await get("dated").expect(200)).body;
     await auth(request(sim.url).put("/v0/sandboxes/dated")).send({ metadata: { name: "dated" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, expires: at } } }).expect(200);
     expect((await advance(10 * 60_000 + 1)).body.expired).toEqual([{ workspace: "default", sandbox: "dated", reason: `spec.runtime.expires ${at} reached` }]);
-    await get("dated").expect(404);
+    expect((await get("dated").expect(200)).body.status).toBe("TERMINATED");
     expect(sim.deps.agents!.get("default", "dated")).toBeUndefined();
   });
 });
