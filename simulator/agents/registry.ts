@@ -24,6 +24,8 @@ export interface SandboxAgentsOptions {
   /** Every supervisor event, for the sandbox's events and status. */
   onEvent?: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
   supervisor?: Omit<SupervisorOptions, "onEvent">;
+  /** Each request for a sandbox through the proxy (its last use: ttl-idle expiry, lastUsedAt). */
+  onUse?: (workspace: string, sandbox: string) => void;
   logLevel?: string;
   /** How long a deleted sandbox's files are kept (--sandbox-retention); default 0, removed at once. */
   retentionMs?: number;
@@ -252,7 +254,10 @@ export class SandboxAgents {
   /** The proxy's upstream: waits for a starting agent; 404 for an unknown sandbox, 503 naming it while its agent is down. */
   async upstream(target: SandboxTarget): Promise<Upstream> {
     const entry = this.running.get(key(target.workspace, target.sandbox));
-    if (entry) this.lastUsed.set(key(target.workspace, target.sandbox), (this.options.now ?? Date.now)());
+    if (entry) {
+      this.lastUsed.set(key(target.workspace, target.sandbox), (this.options.now ?? Date.now)());
+      this.options.onUse?.(target.workspace, target.sandbox);
+    }
     if (entry?.supervisor.state === "starting") await entry.ready;
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const url = entry.supervisor.url;

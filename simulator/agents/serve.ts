@@ -13,7 +13,7 @@ import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
 import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
-import { expireDueSandboxes, startExpirySweeps } from "../sandboxes/expiry.js";
+import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "../sandboxes/expiry.js";
 
 /** Sandboxes in these states have no agent to bring back. */
 const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
@@ -56,6 +56,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     retentionMs: deps.config.sandboxRetentionMs,
     now: () => deps.clock.now(),
     logger: deps.logger,
+    onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
     onEvent: (workspace, sandbox, event) => {
       deps.logger.info({ workspace, sandbox, event: event.type }, "sandbox agent");
       recordAgentEvent(deps, workspace, sandbox, event);

@@ -28,6 +28,7 @@ interface ExpiringDoc {
     lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[]; terminatedRetention?: unknown } | null;
   };
   terminatedAt?: string;
+  lastUsedAt?: string;
 }
 
 /** How long an expired sandbox's TERMINATED record stays visible: spec.lifecycle.terminatedRetention, default 5m (control-plane.md §3.2). */
@@ -100,7 +101,8 @@ export function expireDueSandboxes(deps: SimDeps): { workspace: string; sandbox:
         if (since + terminatedRetentionMs(doc) <= now) deps.resources.delete(ws.name, "sandbox", item.name);
         continue;
       }
-      const expiry = expiryOf(item.doc as ExpiringDoc, deps.agents?.lastUsedMs(ws.name, item.name));
+      const recorded = dateMs((item.doc as ExpiringDoc).lastUsedAt);
+      const expiry = expiryOf(item.doc as ExpiringDoc, Math.max(deps.agents?.lastUsedMs(ws.name, item.name) ?? 0, recorded ?? 0) || undefined);
       if (!expiry || expiry.dueMs > now) continue;
       recordStatus(deps, ws.name, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
       deps.agents?.retire(ws.name, item.name, (err) => deps.logger.warn({ workspace: ws.name, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
@@ -135,4 +137,23 @@ export function startExpirySweeps(deps: SimDeps, everyMs: number): () => void {
 /** A sandbox name held by a TERMINATED (expired) record is free: the record goes before a new sandbox takes the name. */
 export function dropTerminated(deps: Pick<SimDeps, "resources">, workspace: string, name: string): void {
   if (deps.resources.get(workspace, "sandbox", name)?.status === "TERMINATED") deps.resources.delete(workspace, "sandbox", name);
+}
+
+/** How often (simulator clock) a sandbox's lastUsedAt is written: each proxied request would be a store write. */
+const LAST_USE_EVERY_MS = 60_000;
+
+/**
+ * Records the sandbox's last use (a request through the proxy) as
+ * `lastUsedAt` (control-plane.md §3.2), at most once a minute, so ttl-idle
+ * expiry survives a restart of a --data simulator (to the minute).
+ */
+export function recordLastUse(deps: Pick<SimDeps, "resources" | "clock">, workspace: string, sandbox: string): void {
+  const item = deps.resources.get(workspace, "sandbox", sandbox);
+  if (!item) return;
+  const doc = item.doc as ExpiringDoc;
+  const now = deps.clock.now();
+  const last = dateMs(doc.lastUsedAt);
+  if (last !== undefined && now - last < LAST_USE_EVERY_MS && now >= last) return;
+  doc.lastUsedAt = iso(now);
+  deps.resources.update(item);
 }

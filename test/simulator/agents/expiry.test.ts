@@ -37,8 +37,13 @@ describe("sandbox expiry with real agents", () => {
     expect(early.body.expired).toEqual([]);
     await get("short-ttl").expect(200);
 
-    // Used through the proxy now: its idle time starts again.
+    // Used through the proxy now: its idle time starts again, and lastUsedAt says when.
+    const before = sim.deps.clock.now();
+    expect((await get("idle-one").expect(200)).body.lastUsedAt).toBeUndefined();
     await auth(request(sim.url).post("/sbx/default/idle-one/process")).send({ command: "true", waitForCompletion: true }).expect(200);
+    const lastUsedAt = Date.parse((await get("idle-one").expect(200)).body.lastUsedAt);
+    expect(lastUsedAt).toBeGreaterThanOrEqual(before);
+    expect(lastUsedAt).toBeLessThanOrEqual(sim.deps.clock.now());
 
     const due = await advance(2 * 60_000);
     expect(due.body.expired).toEqual([{ workspace: "default", sandbox: "short-ttl", reason: "spec.runtime.ttl 1h reached" }]);
