@@ -70,6 +70,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     if (!proxy.handle(req, res)) app(req, res);
   }, deps.config.host, deps.config.port);
   deps.urls.base = deps.config.publicUrl ?? serving.url;
+  // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
+  // expires first (no agent is started for it), then the sweep runs every 5 s.
+  expireDueSandboxes(deps);
   // With --data, sandboxes from the previous run get their agents back: an agent the previous run
   // left behind is stopped first (launcher pid file), then a fresh one serves the same files.
   for (const ws of deps.accounts.allWorkspaces()) {
@@ -84,8 +87,6 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       agents.begin(ws.name, item.name, launchOptions(item.doc));
     }
   }
-  // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down, then every 5 s.
-  expireDueSandboxes(deps);
   const stopExpiry = startExpirySweeps(deps, 5_000);
   const envText = envLines(deps, serving.url);
   const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));

@@ -1,4 +1,6 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -93,5 +95,37 @@ describe("sandbox expiry with real agents", () => {
     expect((await advance(10 * 60_000 + 1)).body.expired).toEqual([{ workspace: "default", sandbox: "dated", reason: `spec.runtime.expires ${at} reached` }]);
     expect((await get("dated").expect(200)).body.status).toBe("TERMINATED");
     expect(sim.deps.agents!.get("default", "dated")).toBeUndefined();
+  });
+});
+
+describe("a simulator restarted with --data", () => {
+  it("expires what came due while it was down, without starting its agent", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sim-expiry-"));
+    const config = { port: 0, apiKey: "expiry-restart-key", data: join(dir, "sim.db"), testHooks: true, logLevel: "silent" as const };
+    const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
+    try {
+      const first = await serveSimulator(config);
+      // The first run lives in 2020 (test-hook clock), so the sandbox's date is not yet due there.
+      await request(first.url).post("/_sim/clock").send({ set: "2020-01-01T00:00:00Z" }).expect(200);
+      const created = await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "outlived" }, spec: { lifecycle: { expirationPolicies: [{ type: "date", value: "2021-01-01T00:00:00Z", action: "delete" }] } } }) });
+      expect(created.status).toBe(200);
+      await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "lasting" } }) });
+      await first.stop();
+
+      // The second run is back on real time, long past that date.
+      const second = await serveSimulator(config);
+      try {
+        const got = (await (await fetch(`${second.url}/v0/sandboxes/outlived`, { headers })).json()) as { status: string; events: { message: string }[] };
+        expect(got.status).toBe("TERMINATED");
+        expect(got.events.map((e) => e.message)).toContain("expired: expiration policy date 2021-01-01T00:00:00Z reached; deleting the sandbox");
+        expect(got.events.map((e) => e.message)).not.toContain("the simulator restarted: starting the sandbox agent again");
+        expect(second.deps.agents!.get("default", "outlived")).toBeUndefined();
+        expect(second.deps.agents!.get("default", "lasting")).toBeDefined();
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
