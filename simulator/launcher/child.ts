@@ -56,9 +56,15 @@ function removePidFile(dataDir: string): void {
   }
 }
 
-async function healthy(url: string, deadline: number): Promise<void> {
+/**
+ * Polls the agent's /health until it answers 2xx or `deadline` passes. `gone`
+ * lets a launcher stop waiting as soon as it knows the agent died.
+ */
+export async function waitHealthy(url: string, deadline: number, options: { gone?: () => string | undefined; pollMs?: number } = {}): Promise<void> {
   let last = "";
   while (Date.now() < deadline) {
+    const gone = options.gone?.();
+    if (gone) throw new LaunchError(gone);
     try {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
       await res.body?.cancel();
@@ -67,7 +73,7 @@ async function healthy(url: string, deadline: number): Promise<void> {
     } catch (err) {
       last = (err as Error).message;
     }
-    await sleep(25);
+    await sleep(options.pollMs ?? 25);
   }
   throw new LaunchError(`agent at ${url} did not become healthy: ${last}`);
 }
@@ -121,7 +127,7 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     throw err;
   });
   try {
-    await healthy(url, deadline);
+    await waitHealthy(url, deadline);
   } catch (err) {
     child.kill("SIGKILL");
     await exited;

@@ -2,9 +2,8 @@ import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, realpathSync } from "node:fs";
 import { constants } from "node:os";
-import { setTimeout as sleep } from "node:timers/promises";
 import { agentMainPath } from "./agent-main.js";
-import { DEFAULT_STOP_GRACE_MS } from "./child.js";
+import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs } from "./docker-args.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
@@ -108,7 +107,7 @@ export class DockerLauncher implements Launcher {
     void exited.then(() => (gone = true));
     try {
       const url = await this.publishedUrl(name);
-      await this.healthy(url, deadline, () => gone);
+      await waitHealthy(url, deadline, { gone: () => (gone ? "the agent's container exited before it was healthy" : undefined), pollMs: 50 });
       return this.handle(name, url, exited);
     } catch (err) {
       await this.run(["rm", "--force", name]);
@@ -133,23 +132,6 @@ export class DockerLauncher implements Launcher {
     const hostPort = port.stdout.split("\n").map((l) => /^127\.0\.0\.1:(\d+)$/.exec(l.trim())?.[1]).find(Boolean);
     if (port.code !== 0 || !hostPort) throw new LaunchError(`container ${name} publishes no loopback port for ${AGENT_PORT}: ${port.stderr.trim() || port.stdout.trim()}`);
     return `http://127.0.0.1:${hostPort}`;
-  }
-
-  private async healthy(url: string, deadline: number, gone: () => boolean): Promise<void> {
-    let last = "";
-    while (Date.now() < deadline) {
-      if (gone()) throw new LaunchError(`the agent's container exited before it was healthy`);
-      try {
-        const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
-        await res.body?.cancel();
-        if (res.ok) return;
-        last = `GET /health answered ${res.status}`;
-      } catch (err) {
-        last = (err as Error).message;
-      }
-      await sleep(50);
-    }
-    throw new LaunchError(`agent at ${url} did not become healthy: ${last}`);
   }
 
   private handle(name: string, url: string, exited: Promise<AgentExit>): AgentHandle {
