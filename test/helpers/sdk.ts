@@ -17,3 +17,12 @@ export async function sandboxAt(url: string, name = "local", env: { apiKey?: str
   // The SDK's own type for the control-plane model is wide; metadata is all the sandbox-local calls need.
   return new SandboxInstance({ metadata: { name, url }, spec: {} } as ConstructorParameters<typeof SandboxInstance>[0]);
 }
+
+/** Points @blaxel/core at a running simulator (the env lines it prints) and imports it. */
+export async function sdkForSimulator(simEnv: Record<string, string>) {
+  for (const [k, v] of Object.entries(simEnv)) process.env[k] = v;
+  process.env.BL_REGION = "us-pdx-1"; // silences the SDK's "region not set" warning
+  delete process.env.BL_CLIENT_CREDENTIALS;
+  delete process.env.BL_API_VERSION;
+  return import("@blaxel/core");
+}

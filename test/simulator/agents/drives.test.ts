@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
  * Drives over real agents with @blaxel/core: a drive resource is a directory
@@ -21,11 +22,7 @@ async function api(method: string, path: string): Promise<{ status: number; body
 
 beforeAll(async () => {
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: "drives-ws", logLevel: "silent" });
-  for (const [k, v] of Object.entries(sim.env)) process.env[k] = v;
-  process.env.BL_REGION = "us-pdx-1";
-  delete process.env.BL_CLIENT_CREDENTIALS;
-  delete process.env.BL_API_VERSION;
-  sdk = await import("@blaxel/core");
+  sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
   await sim?.stop();

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { eventually } from "../launcher/helpers.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
  * @blaxel/core, unmodified, against the simulator with real agents: every
@@ -13,11 +14,7 @@ let sdk: Sdk;
 
 beforeAll(async () => {
   sim = await serveSimulator({ port: 0, apiKey: "sdk-agents-admin-key", workspace: "sdk-agents", logLevel: "silent" });
-  for (const [k, v] of Object.entries(sim.env)) process.env[k] = v;
-  process.env.BL_REGION = "us-pdx-1";
-  delete process.env.BL_CLIENT_CREDENTIALS;
-  delete process.env.BL_API_VERSION;
-  sdk = await import("@blaxel/core");
+  sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
   await sim?.stop();

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
  * Issue 7: a snapshot keeps the sandbox's root files (in the simulator's data
@@ -16,11 +17,7 @@ let sim: ServedSimulator;
 let sdk: Sdk;
 beforeAll(async () => {
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" });
-  for (const [k, v] of Object.entries(sim.env)) process.env[k] = v;
-  process.env.BL_REGION = "us-pdx-1";
-  delete process.env.BL_CLIENT_CREDENTIALS;
-  delete process.env.BL_API_VERSION;
-  sdk = await import("@blaxel/core");
+  sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
   await sim?.stop();
