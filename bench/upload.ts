@@ -16,7 +16,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { fmt, peakRssMiB, startAgentProcess } from "./lib.js";
+import { cpus } from "node:os";
+import { cpuTimeMs, fmt, peakRssMiB, startAgentProcess } from "./lib.js";
 
 const MiB = 1024 * 1024;
 const totalMiB = Number(process.env.BENCH_UPLOAD_MB ?? 1024);
@@ -74,12 +75,30 @@ async function baseline(dir: string): Promise<{ mbps: number; files: string[]; r
   return { mbps: (partCount * partMiB * MiB) / 1e6 / seconds, files, rss: peakRssMiB(process.pid) };
 }
 
-async function throughAgent(base: string): Promise<{ mbps: number; completeMs: number; rss: number; etagOk: boolean }> {
+/**
+ * The issue asks for the hex MD5 of every part as its etag, and MD5 is serial:
+ * one core hashes a stream at this rate whatever else the agent does, so it
+ * bounds any agent's part throughput (this bench's client and kernel share the
+ * same cores).
+ */
+function md5Ceiling(): number {
+  const start = performance.now();
+  let bytes = 0;
+  for (let i = 0; bytes < 256 * MiB; i++) {
+    const buf = buffers[i % buffers.length]!;
+    createHash("md5").update(buf).digest();
+    bytes += buf.length;
+  }
+  return bytes / 1e6 / ((performance.now() - start) / 1000);
+}
+
+async function throughAgent(base: string): Promise<{ mbps: number; completeMs: number; rss: number; etagOk: boolean; cpuMsPerMiB: number }> {
   const agentProc = await startAgentProcess(["--root", join(base, "root"), "--data-dir", join(base, "data")]);
   const agent = new Agent({ keepAlive: true, maxSockets: parallel });
   try {
     const init = JSON.parse(await send(`${agentProc.url}/filesystem-multipart/initiate/${encodeURIComponent("/bench/big.bin")}`, "POST", [Buffer.from("{}")], { "Content-Type": "application/json" }, agent));
     const parts: { partNumber: number; etag: string }[] = [];
+    const cpu0 = cpuTimeMs(agentProc.child.pid!);
     const start = performance.now();
     await inParallel(partCount, async (i) => {
       const buf = buffers[i % buffers.length]!;
@@ -90,6 +109,7 @@ async function throughAgent(base: string): Promise<{ mbps: number; completeMs: n
       parts.push(JSON.parse(res));
     });
     const seconds = (performance.now() - start) / 1000;
+    const cpuMsPerMiB = (cpuTimeMs(agentProc.child.pid!) - cpu0) / (partCount * partMiB);
     parts.sort((a, b) => a.partNumber - b.partNumber);
     const etagOk = parts.every((p, i) => p.etag === createHash("md5").update(buffers[i % buffers.length]!).digest("hex"));
     const body = Buffer.from(JSON.stringify({ parts }));
@@ -97,7 +117,7 @@ async function throughAgent(base: string): Promise<{ mbps: number; completeMs: n
     await send(`${agentProc.url}/filesystem-multipart/${init.uploadId}/complete`, "POST", [body], { "Content-Type": "application/json", "Content-Length": body.length }, agent);
     const completeMs = performance.now() - c0;
     const rss = peakRssMiB(agentProc.child.pid!);
-    return { mbps: (partCount * partMiB * MiB) / 1e6 / seconds, completeMs, rss, etagOk };
+    return { mbps: (partCount * partMiB * MiB) / 1e6 / seconds, completeMs, rss, etagOk, cpuMsPerMiB };
   } finally {
     agent.destroy();
     await agentProc.stop();
@@ -119,7 +139,11 @@ async function main(): Promise<void> {
     rmSync(join(base, "root"), { recursive: true, force: true });
     const base1 = await baseline(join(base, "baseline"));
     const catMs = catAndSync(base1.files, join(base, "baseline", "cat.out"));
+    const md5 = md5Ceiling();
     console.log(`parts  agent ${fmt(agentRun.mbps)} MB/s | baseline (bare node server, body → disk) ${fmt(base1.mbps)} MB/s | ratio ${fmt(agentRun.mbps / base1.mbps, 2)} (target >= 0.85)`);
+    // At the target ratio every MiB must pass in (1 / (0.85 × baseline)) s, on all cores together.
+    const budget = (cpus().length * (MiB / 1e6) * 1000) / (0.85 * base1.mbps);
+    console.log(`cpu  agent ${fmt(agentRun.cpuMsPerMiB, 2)} ms per MiB of parts, of which MD5 etags ${fmt((MiB / 1e6 / md5) * 1000, 2)} (one core hashes ${fmt(md5)} MB/s) | at the target ratio the ${cpus().length} CPUs have ${fmt(budget, 2)} ms per MiB for client, kernel and agent together`);
     console.log(`complete  agent ${fmt(agentRun.completeMs, 0)} ms | cat + fsync of the same parts ${fmt(catMs, 0)} ms | ratio ${fmt(agentRun.completeMs / catMs, 2)} (target <= 1.00)`);
     console.log(`memory  agent peak RSS ${fmt(agentRun.rss)} MiB (target <= 150) | bench client+baseline peak RSS ${fmt(base1.rss)} MiB`);
     console.log(`etags  ${agentRun.etagOk ? "all parts' etags are the MD5 of their bytes" : "MISMATCH"}`);
