@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { CursorCodec } from "../src/cursor.js";
 import { uuidIds, type Ids } from "../src/ids.js";
@@ -8,6 +7,7 @@ import { AccountStore } from "./accounts/store.js";
 import { applySeed, bootstrap, generateApiKey, SeedSchema } from "./accounts/seed.js";
 import { CredentialStore } from "./auth/credentials.js";
 import { PrincipalCache } from "./auth/principal-cache.js";
+import { SIGNING_SECRET_MIGRATIONS, signingSecret } from "./auth/signing-secrets.js";
 import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { SimConfig } from "./config.js";
@@ -64,6 +64,7 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
   const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
   const db = openDatabase(config.data);
   migrate(db, SIMULATOR_MIGRATIONS);
+  migrate(db, SIGNING_SECRET_MIGRATIONS);
   const clock = overrides.clock ?? new SimClock();
   const principals = new PrincipalCache();
   const resources = new ResourceStore(db);
@@ -82,8 +83,8 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
     clock,
     ids: overrides.ids ?? uuidIds,
     logger: overrides.logger ?? silentLogger(),
-    cursors: new CursorCodec({ now: () => clock.now() }),
-    jwtSecret: randomBytes(32),
+    cursors: new CursorCodec({ now: () => clock.now(), secret: signingSecret(db, "cursor") }),
+    jwtSecret: signingSecret(db, "jwt"),
     principals,
     testHooks: initialHooksState(config.testHooks),
     urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
