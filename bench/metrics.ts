@@ -8,6 +8,7 @@
  *
  *   BENCH_METRICS_EVENTS  events (default 1000000)
  *   BENCH_METRICS_BATCH   events per POST (default 50000)
+ *   BENCH_METRICS_SIM_NODE_ARGS  extra node flags for the simulator, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
  */
 import { spawn } from "node:child_process";
 import { Agent, request } from "node:http";
@@ -97,7 +98,7 @@ function send(url: string, method: string, body: string | undefined, agent: Agen
 
 async function startSim(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const main = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const child = spawn(process.execPath, [main, "--port", "0", "--test-hooks", "--api-key", KEY, "--log-level", "warn"], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [...(process.env.BENCH_METRICS_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean), main, "--port", "0", "--test-hooks", "--api-key", KEY, "--log-level", "warn"], { stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
     child.stdout!.on("data", (d) => {

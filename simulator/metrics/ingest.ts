@@ -33,25 +33,24 @@ export function parseUsageEvents(body: unknown): { events: UsageFields[]; ts: Fl
 
 /** Checks one parsed event in place and returns its time (ms). */
 function checkEvent(value: unknown, label: string, i: number): number {
-  const at = () => `${label}[${i}]`;
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw errors.badRequest(`${at()}: expected an object`);
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw errors.badRequest(`${label}[${i}]: expected an object`);
   const e = value as Record<string, unknown>;
-  for (const key in e) if (!EVENT_FIELDS.has(key)) throw errors.badRequest(`${at()}: unknown field "${key}"`);
+  for (const key in e) if (!EVENT_FIELDS.has(key)) throw errors.badRequest(`${label}[${i}]: unknown field "${key}"`);
   const ts = typeof e.timestamp === "string" ? parseRfc3339(e.timestamp) : undefined;
-  if (ts === undefined) throw errors.badRequest(`${at()}.timestamp: expected an RFC 3339 date-time with offset, e.g. 2026-01-01T00:00:00Z`);
-  str(e, "workspace", at);
-  const resourceType = str(e, "resourceType", at);
-  if (!isResourceType(resourceType)) throw errors.badRequest(`${at()}.resourceType: unknown resource type "${resourceType}"`);
-  str(e, "resourceName", at);
-  str(e, "resourceUuid", at);
-  str(e, "billingDimension", at);
+  if (ts === undefined) throw errors.badRequest(`${label}[${i}].timestamp: expected an RFC 3339 date-time with offset, e.g. 2026-01-01T00:00:00Z`);
+  str(e.workspace, "workspace", label, i);
+  const resourceType = str(e.resourceType, "resourceType", label, i);
+  if (!isResourceType(resourceType)) throw errors.badRequest(`${label}[${i}].resourceType: unknown resource type "${resourceType}"`);
+  str(e.resourceName, "resourceName", label, i);
+  str(e.resourceUuid, "resourceUuid", label, i);
+  str(e.billingDimension, "billingDimension", label, i);
   const usage = e.usage;
-  if (typeof usage !== "number" || !Number.isFinite(usage) || usage < 0) throw errors.badRequest(`${at()}.usage: expected a finite number >= 0`);
+  if (typeof usage !== "number" || !Number.isFinite(usage) || usage < 0) throw errors.badRequest(`${label}[${i}].usage: expected a finite number >= 0`);
   return ts;
 }
 
-function str(e: Record<string, unknown>, key: string, at: () => string): string {
-  const v = e[key];
-  if (typeof v !== "string" || v.length === 0 || v.length > MAX_STRING) throw errors.badRequest(`${at()}.${key}: expected a non-empty string of at most ${MAX_STRING} characters`);
+// The event's place (label, i) travels as values: a closure per event was measurable garbage at 1,000,000 events.
+function str(v: unknown, key: string, label: string, i: number): string {
+  if (typeof v !== "string" || v.length === 0 || v.length > MAX_STRING) throw errors.badRequest(`${label}[${i}].${key}: expected a non-empty string of at most ${MAX_STRING} characters`);
   return v;
 }

@@ -36,43 +36,62 @@ const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 export function parseRfc3339(value: string): number | undefined {
   const n = value.length;
   if (n < 20 || n > 35) return undefined;
-  const d = (i: number) => {
-    const c = value.charCodeAt(i) - 48;
-    return c >= 0 && c <= 9 ? c : NaN;
-  };
-  const two = (i: number) => d(i) * 10 + d(i + 1);
-  const year = d(0) * 1000 + d(1) * 100 + d(2) * 10 + d(3);
-  const month = two(5);
-  const day = two(8);
-  const hour = two(11);
-  const minute = two(14);
-  const second = two(17);
-  const t = value[10];
-  if (value[4] !== "-" || value[7] !== "-" || (t !== "T" && t !== "t") || value[13] !== ":" || value[16] !== ":") return undefined;
+  const year = digit(value, 0) * 1000 + digit(value, 1) * 100 + digit(value, 2) * 10 + digit(value, 3);
+  const month = two(value, 5);
+  const day = two(value, 8);
+  const hour = two(value, 11);
+  const minute = two(value, 14);
+  const second = two(value, 17);
+  const t = value.charCodeAt(10);
+  if (value.charCodeAt(4) !== DASH || value.charCodeAt(7) !== DASH || (t !== UPPER_T && t !== LOWER_T) || value.charCodeAt(13) !== COLON || value.charCodeAt(16) !== COLON) return undefined;
   if (!(year >= 1970 && month >= 1 && month <= 12 && day >= 1 && hour <= 23 && minute <= 59 && second <= 59)) return undefined;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   if (day > DAYS_IN_MONTH[month - 1]! + (month === 2 && leap ? 1 : 0)) return undefined;
   let i = 19;
   let ms = 0;
-  if (value[i] === ".") {
+  if (value.charCodeAt(i) === DOT) {
     const from = ++i;
-    while (i < n && d(i) >= 0) i++;
+    while (i < n && digit(value, i) >= 0) i++;
     if (i === from || i - from > 9) return undefined;
-    ms = Math.floor(Number(`0.${value.slice(from, i)}`) * 1000);
+    // Three digits (what toISOString writes) are the milliseconds as they stand: the same value the general rule gives.
+    ms = i - from === 3 ? digit(value, from) * 100 + digit(value, from + 1) * 10 + digit(value, from + 2) : Math.floor(Number(`0.${value.slice(from, i)}`) * 1000);
   }
   let offsetMin = 0;
-  const z = value[i];
-  if (z === "Z" || z === "z") i++;
-  else if ((z === "+" || z === "-") && value[i + 3] === ":") {
-    const oh = two(i + 1);
-    const om = two(i + 4);
+  const z = value.charCodeAt(i);
+  if (z === UPPER_Z || z === LOWER_Z) i++;
+  else if ((z === PLUS || z === DASH) && value.charCodeAt(i + 3) === COLON) {
+    const oh = two(value, i + 1);
+    const om = two(value, i + 4);
     if (!(oh <= 23 && om <= 59)) return undefined;
-    offsetMin = (z === "+" ? 1 : -1) * (oh * 60 + om);
+    offsetMin = (z === PLUS ? 1 : -1) * (oh * 60 + om);
     i += 6;
   } else return undefined;
   if (i !== n) return undefined;
-  const result = Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000;
+  // Date.UTC(year, month - 1, day, ...) without its call: exact for the years accepted above (1970–9999).
+  const result = daysFromCivil(year, month, day) * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + ms - offsetMin * 60_000;
   return result >= 0 ? result : undefined;
+}
+
+const [DASH, COLON, DOT, PLUS, UPPER_T, LOWER_T, UPPER_Z, LOWER_Z] = [..."-:.+TtZz"].map((c) => c.charCodeAt(0)) as [number, number, number, number, number, number, number, number];
+
+/** The decimal digit at `i`, or NaN (which fails every range check after it). */
+function digit(value: string, i: number): number {
+  const c = value.charCodeAt(i) - 48;
+  return c >= 0 && c <= 9 ? c : NaN;
+}
+
+function two(value: string, i: number): number {
+  return digit(value, i) * 10 + digit(value, i + 1);
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil), for year >= 1. */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146_097 + doe - 719_468;
 }
 
 const single = (name: string) =>

@@ -148,6 +148,8 @@ export class UsageStore {
     const n = events.length;
     const dimIds = new Uint8Array(n);
     const costs = new Float64Array(n);
+    // The resource each event resolved to, so the write does not look its uuid up again.
+    const refs = new Array<Resource | undefined>(n);
     const pending = new Map<string, { e: UsageFields; index: number }>();
     for (let i = 0; i < n; i++) {
       const e = events[i]!;
@@ -168,6 +170,7 @@ export class UsageStore {
         if (known.workspace !== e.workspace || known.type !== e.resourceType || known.name !== e.resourceName) {
           throw errors.badRequest(`${label}[${i}].resourceUuid: ${e.resourceUuid} is already recorded for another workspace, type or name`);
         }
+        refs[i] = known;
         continue;
       }
       const seen = pending.get(e.resourceUuid);
@@ -177,7 +180,7 @@ export class UsageStore {
       }
     }
     try {
-      this.db.transaction(() => this.#write(events, ts, dimIds, costs))();
+      this.db.transaction(() => this.#write(events, ts, dimIds, costs, refs))();
     } catch (err) {
       for (const w of [this.#stmt.events, this.#stmt.dailyResource, this.#stmt.dailyWorkspace]) w.reset();
       this.#loadCaches(); // interned rows of the failed batch were rolled back
@@ -186,12 +189,12 @@ export class UsageStore {
     return n;
   }
 
-  #write(events: readonly UsageFields[], ts: Float64Array, dimIds: Uint8Array, costs: Float64Array): void {
+  #write(events: readonly UsageFields[], ts: Float64Array, dimIds: Uint8Array, costs: Float64Array, refs: Array<Resource | undefined>): void {
     const s = this.#stmt;
     const sums = new DailySums();
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
-      const r = this.#resources.get(e.resourceUuid) ?? this.#intern(e);
+      const r = refs[i] ?? this.#resources.get(e.resourceUuid) ?? this.#intern(e);
       const dimId = dimIds[i]!;
       const cost = costs[i]!;
       const t = ts[i]!;
