@@ -53,7 +53,9 @@ const ORDER: Record<Sort, { by: string; cmp: string }> = {
  * write goes through this store (and whole-table wipes call clearCache), so a
  * read costs an index lookup and no JSON parsing, and a list page reads only
  * rowids from the covering index (building [rowid, parent, name, created_ms]
- * rows cost 3x more than the SQL seek itself). Callers that change a document
+ * rows cost 3x more than the SQL seek itself). The rowids of a list query are
+ * kept too, by its SQL and parameters, until the next insert, update or delete
+ * of that workspace and kind. Callers that change a document
  * must save it with update(); they get the cached object itself.
  *
  * The JSON text of a rendered item (renderedJson) is kept too, by item and
@@ -77,6 +79,8 @@ export class ResourceStore {
   readonly #rowids = new Map<string, number>();
   readonly #cache = new Map<number, StoredResource<unknown>>();
   readonly #counts = new Map<string, number>();
+  /** Rowids of list queries by workspace and kind, then by SQL and parameters: dropped by any write to that kind. */
+  readonly #pages = new Map<string, Map<string, number[]>>();
   #rendered = new WeakMap<StoredResource<unknown>, RenderedEntry>();
 
   constructor(db: Db) {
@@ -111,6 +115,7 @@ export class ResourceStore {
     this.#cache.clear();
     this.#rowids.clear();
     this.#counts.clear();
+    this.#pages.clear();
     this.#rendered = new WeakMap();
   }
 
@@ -136,9 +141,11 @@ export class ResourceStore {
     return text;
   }
 
+  /** After a write of this workspace and kind: its counts and list pages (an update can move an item in or out of a status or `q` filter). */
   #forgetCounts(workspace: string, kind: string): void {
     const prefix = `${workspace}\u0000${kind}\u0000`;
     for (const key of this.#counts.keys()) if (key.startsWith(prefix)) this.#counts.delete(key);
+    this.#pages.delete(prefix);
   }
 
   #remember<D>(rowid: number, item: StoredResource<D>): StoredResource<D> {
@@ -188,6 +195,7 @@ export class ResourceStore {
     const rowid = this.#update.get({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) }) as number | undefined;
     // The saved object may be the cached one changed in place: its rendered texts go either way.
     this.#rendered.delete(item);
+    this.#pages.delete(`${item.workspace}\u0000${item.kind}\u0000`);
     if (rowid !== undefined) {
       this.#dropRowid(rowid);
       this.#remember(rowid, item);
@@ -251,12 +259,22 @@ export class ResourceStore {
       sql += " LIMIT @limit";
       params.limit = filter.limit;
     }
-    let statement = this.#byStatement.get(sql);
-    if (!statement) {
-      statement = this.#db.prepare(sql).pluck(true);
-      this.#byStatement.set(sql, statement);
+    // The same page asked again before any write of this kind reads the same rowids (clients walk lists page by page).
+    const prefix = `${filter.workspace}\u0000${filter.kind}\u0000`;
+    let pages = this.#pages.get(prefix);
+    if (!pages) this.#pages.set(prefix, (pages = new Map()));
+    const pageKey = `${sql}\u0000${JSON.stringify(params)}`;
+    let rowids = pages.get(pageKey);
+    if (rowids === undefined) {
+      let statement = this.#byStatement.get(sql);
+      if (!statement) {
+        statement = this.#db.prepare(sql).pluck(true);
+        this.#byStatement.set(sql, statement);
+      }
+      rowids = statement.all(params) as number[];
+      if (pages.size >= PAGES_PER_KIND) pages.clear();
+      pages.set(pageKey, rowids);
     }
-    const rowids = statement.all(params) as number[];
     const items = new Array<StoredResource<D>>(rowids.length);
     for (let i = 0; i < rowids.length; i++) {
       const rowid = rowids[i]!;
@@ -281,6 +299,8 @@ export class ResourceStore {
 }
 
 const CACHE_LIMIT = 50_000;
+/** Cached list queries per workspace and kind (each a few hundred rowids at most with a limit). */
+const PAGES_PER_KIND = 1_000;
 
 interface RenderedEntry {
   /** The document and status the texts were rendered from. */

@@ -59,6 +59,30 @@ describe("ResourceStore cache", () => {
     const page = store.list({ workspace: "ws", kind: "volume", sort: "createdAt:desc", after: { createdMs: 11, name: "v3" }, limit: 2 });
     expect(names(page)).toEqual(["v2", "v1"]);
   });
+
+  it("answers a list query asked again with every insert, update (status, search text) and delete of that kind since", () => {
+    const { store } = open();
+    const filter = { workspace: "ws", kind: "volume", sort: "createdAt:asc" as const, limit: 10 };
+    store.insert(item("a", 1));
+    expect(names(store.list(filter))).toEqual(["a"]);
+    store.insert(item("b", 2));
+    expect(names(store.list(filter))).toEqual(["a", "b"]);
+    expect(names(store.list({ ...filter, statuses: ["FAILED"] }))).toEqual([]);
+    const b = store.get("ws", "volume", "b")!;
+    b.status = "FAILED";
+    store.update(b);
+    expect(names(store.list({ ...filter, statuses: ["FAILED"] }))).toEqual(["b"]);
+    expect(names(store.list({ ...filter, q: "renamed" }))).toEqual([]);
+    b.doc = { metadata: { name: "b", displayName: "Renamed" } };
+    store.update(b);
+    expect(names(store.list({ ...filter, q: "renamed" }))).toEqual(["b"]);
+    store.delete("ws", "volume", "a");
+    expect(names(store.list(filter))).toEqual(["b"]);
+    // Another kind's writes leave this kind's answers alone, and the other kind sees its own.
+    store.insert({ ...item("s", 3), kind: "sandbox" });
+    expect(names(store.list(filter))).toEqual(["b"]);
+    expect(names(store.list({ ...filter, kind: "sandbox" }))).toEqual(["s"]);
+  });
 });
 
 describe("ResourceStore rendered JSON", () => {
