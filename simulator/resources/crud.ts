@@ -60,9 +60,12 @@ export function showSecrets(ctx: OpContext): boolean {
   return ctx.isAdmin && queryBool(ctx.query.show_secrets);
 }
 
-export function renderDoc(kind: ResourceKind, doc: ResourceDoc, show: boolean): ResourceDoc {
+/** The document as answered; with the request's context, its read-time fields (kind.readFields) too. */
+export function renderDoc(kind: ResourceKind, doc: ResourceDoc, show: boolean, ctx?: OpContext): ResourceDoc {
   const view = publicView(doc);
-  return kind.mask ? kind.mask(view, show) : view;
+  const masked = kind.mask ? kind.mask(view, show) : view;
+  const live = ctx && kind.readFields?.(doc, ctx);
+  return live ? { ...masked, ...live } : masked;
 }
 
 /** Builds a new document from a create body; shared with kinds that add their own create routes. */
@@ -110,11 +113,15 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const list = listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
           // Due status moves first: settling saves the item, which drops its cached texts.
           if (settle(row.doc as Deployable, now)) save(ctx, row as StoredResource<ResourceDoc>);
-          // The item's JSON is kept until its next save (it depends only on the document and `show`).
-          return ctx.deps.resources.renderedJson(row, variant, () => {
+          const render = () => {
             const doc = renderDoc(kind, row.doc as ResourceDoc, show);
             return kind.listItem ? kind.listItem(doc) : doc;
-          });
+          };
+          // Read-time fields change with the clock: such an item is rendered afresh.
+          const live = kind.readFields?.(row.doc as ResourceDoc, ctx);
+          if (live) return JSON.stringify({ ...(render() as object), ...live });
+          // The item's JSON is kept until its next save (it depends only on the document and `show`).
+          return ctx.deps.resources.renderedJson(row, variant, render);
         });
         return listJson(list);
       },
@@ -127,14 +134,14 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const parent = parentKey(kind, ctx);
         const doc = buildNew(kind, ctx, parent);
         insertNew(kind, ctx, parent, doc);
-        return renderDoc(kind, doc, false);
+        return renderDoc(kind, doc, false, ctx);
       },
     });
   }
   if (get) {
     ops.push({
       id: get, method: "get", path: item, scope: scopeFor(kind.scope, "get"),
-      handler: (ctx) => renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx)),
+      handler: (ctx) => renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx), ctx),
     });
   }
   if (update) {
@@ -156,7 +163,7 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         }
         found.doc = doc;
         save(ctx, found);
-        return renderDoc(kind, doc, false);
+        return renderDoc(kind, doc, false, ctx);
       },
     });
   }

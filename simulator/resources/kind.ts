@@ -52,6 +52,8 @@ export interface ResourceKind {
   prepare?: (doc: ResourceDoc, ctx: OpContext, previous?: ResourceDoc) => void;
   /** Secret masking; `show` is true only for an admin passing show_secrets=true. */
   mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
+  /** Fields that depend on the moment of reading (a sandbox's expiresIn): added to every read, never cached. */
+  readFields?: (doc: ResourceDoc, ctx: OpContext) => Record<string, unknown> | undefined;
   /** The list item form (e.g. lite sandboxes without events). */
   listItem?: (doc: ResourceDoc) => unknown;
   /** Error details for a duplicate name (e.g. {code: "VOLUME_ALREADY_EXISTS"}). */

@@ -25,7 +25,7 @@ export function launchOptions(doc: unknown): { env: Record<string, string>; imag
 }
 
 function reply(ctx: OpContext, name: string): ResourceDoc {
-  return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, name, "").doc, false);
+  return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, name, "").doc, false, ctx);
 }
 
 /** Starts the agent (status DEPLOYED once it is healthy, through its "started" event) and waits for it. */

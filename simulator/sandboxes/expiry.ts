@@ -1,87 +1,13 @@
-import { parseDuration } from "../../src/units.js";
 import { iso } from "../clock.js";
 import type { SimDeps } from "../deps.js";
 import { recordStatus } from "../agents/sandbox-status.js";
 import { unmeterResource } from "../resources/usage.js";
 import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /**
- * Sandbox expiry (control-plane.md §3.2): `spec.runtime.ttl` (max age from
- * creation), `spec.runtime.expires` (ISO date) and
- * `spec.lifecycle.expirationPolicies` (`ttl-max-age` from creation,
- * `ttl-idle` from the last use, `date`), each with the one action the SDK's
- * types know, `delete`. Due times are read on the simulator clock, so the
- * test hooks' clock moves expire sandboxes too.
- */
-
-export interface Expiry {
-  dueMs: number;
-  /** Why, for the sandbox's event and the log: e.g. `spec.runtime.ttl 1h`. */
-  reason: string;
-  action: "delete";
-}
-
-interface ExpiringDoc {
-  metadata?: { createdAt?: string; updatedAt?: string };
-  spec?: {
-    runtime?: { ttl?: unknown; expires?: unknown };
-    lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[]; terminatedRetention?: unknown } | null;
-  };
-  terminatedAt?: string;
-  lastUsedAt?: string;
-}
-
-/** How long an expired sandbox's TERMINATED record stays visible: spec.lifecycle.terminatedRetention, default 5m (control-plane.md §3.2). */
-export function terminatedRetentionMs(doc: ExpiringDoc): number {
-  return ttlMs(doc.spec?.lifecycle?.terminatedRetention) ?? 5 * 60_000;
-}
-
-/** `30m`, `24h`, `7d`, `2w` (weeks: the control plane's unit) → ms; undefined when unreadable. */
-export function ttlMs(value: unknown): number | undefined {
-  if (typeof value !== "string" || value.trim() === "") return undefined;
-  const weeks = /^(\d+)w$/.exec(value.trim());
-  if (weeks) return Number(weeks[1]) * 7 * 86_400_000;
-  try {
-    return parseDuration(value, ["s", "m", "h", "d"]);
-  } catch {
-    return undefined;
-  }
-}
-
-const dateMs = (value: unknown): number | undefined => (typeof value === "string" && Number.isFinite(Date.parse(value)) ? Date.parse(value) : undefined);
-
-/**
- * The earliest expiry of a sandbox, or undefined when nothing limits its
- * life. `lastUsedMs` is when it last served a request (ttl-idle); creation
- * or its last update counts as a use.
- */
-export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefined {
-  const created = dateMs(doc.metadata?.createdAt) ?? 0;
-  const used = Math.max(created, dateMs(doc.metadata?.updatedAt) ?? 0, lastUsedMs ?? 0);
-  const candidates: Expiry[] = [];
-  const ttl = ttlMs(doc.spec?.runtime?.ttl);
-  if (ttl !== undefined) candidates.push({ dueMs: created + ttl, reason: `spec.runtime.ttl ${String(doc.spec?.runtime?.ttl)} reached`, action: "delete" });
-  const expires = dateMs(doc.spec?.runtime?.expires);
-  if (expires !== undefined) candidates.push({ dueMs: expires, reason: `spec.runtime.expires ${String(doc.spec?.runtime?.expires)} reached`, action: "delete" });
-  for (const policy of doc.spec?.lifecycle?.expirationPolicies ?? []) {
-    if (policy.action !== undefined && policy.action !== "delete") continue; // the only action the SDK's types name
-    const what = `expiration policy ${String(policy.type)} ${String(policy.value)}`;
-    if (policy.type === "ttl-max-age") {
-      const ms = ttlMs(policy.value);
-      if (ms !== undefined) candidates.push({ dueMs: created + ms, reason: `${what} reached`, action: "delete" });
-    } else if (policy.type === "ttl-idle") {
-      const ms = ttlMs(policy.value);
-      if (ms !== undefined) candidates.push({ dueMs: used + ms, reason: `${what}: idle since ${new Date(used).toISOString()}`, action: "delete" });
-    } else if (policy.type === "date") {
-      const at = dateMs(policy.value);
-      if (at !== undefined) candidates.push({ dueMs: at, reason: `${what} reached`, action: "delete" });
-    }
-  }
-  return candidates.sort((a, b) => a.dueMs - b.dueMs)[0];
-}
-
-/**
- * Applies every expiry that is due: the sandbox records a DELETING event
+ * Applies every expiry that is due (expiry-rules.ts, read on the simulator
+ * clock, so the test hooks' clock moves expire sandboxes too): the sandbox records a DELETING event
  * saying which limit was reached, its agent is stopped and its files retired
  * through the same code as DELETE /sandboxes/{name} (SandboxAgents.retire),
  * its children go, and the record stays TERMINATED (hidden from lists unless
@@ -101,8 +27,7 @@ export function expireDueSandboxes(deps: SimDeps): { workspace: string; sandbox:
         if (since + terminatedRetentionMs(doc) <= now) deps.resources.delete(ws.name, "sandbox", item.name);
         continue;
       }
-      const recorded = dateMs((item.doc as ExpiringDoc).lastUsedAt);
-      const expiry = expiryOf(item.doc as ExpiringDoc, Math.max(deps.agents?.lastUsedMs(ws.name, item.name) ?? 0, recorded ?? 0) || undefined);
+      const expiry = sandboxExpiry(deps, ws.name, item.name, item.doc as ExpiringDoc);
       if (!expiry || expiry.dueMs > now) continue;
       recordStatus(deps, ws.name, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
       deps.agents?.retire(ws.name, item.name, (err) => deps.logger.warn({ workspace: ws.name, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));

@@ -43,14 +43,14 @@ function createRecord(ctx: OpContext): unknown {
       const item = loadItem(sandboxKind, ctx, doc.metadata.name, "");
       // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
       if (ctx.deps.agents && (item.status === "DEPLOYED" || item.status === "DEPLOYING")) ctx.deps.agents.begin(ctx.workspace, doc.metadata.name, launchOptions(item.doc));
-      return renderDoc(sandboxKind, item.doc, false);
+      return renderDoc(sandboxKind, item.doc, false, ctx);
     }
   }
   if (ctx.deps.agents) markDeploying(ctx, doc);
   insertNew(sandboxKind, ctx, "", doc);
   // A real sandbox-agent (issue 7): started now; calls through metadata.url wait until it is healthy.
   ctx.deps.agents?.begin(ctx.workspace, doc.metadata.name, launchOptions(doc));
-  return renderDoc(sandboxKind, doc, false);
+  return renderDoc(sandboxKind, doc, false, ctx);
 }
 
 /** The generic update (validation, masked secrets kept), then what the new spec means for the agent. */
@@ -73,7 +73,7 @@ function moveSandbox(ctx: OpContext, plan: "archive" | "unarchive"): unknown {
   if (!allowed.includes(item.status)) throw errors.conflict(`sandbox "${item.name}" is ${item.status}; ${plan} needs ${allowed.join(" or ")}`);
   startPlan(item.doc as Deployable, PLANS[plan], ctx.deps.clock.now(), ctx.deps.testHooks.transitions);
   save(ctx, item);
-  return renderDoc(sandboxKind, item.doc, false);
+  return renderDoc(sandboxKind, item.doc, false, ctx);
 }
 
 const TokenBody = z.strictObject({
@@ -88,7 +88,7 @@ export const sandboxOperations: Operation[] = [
     handler: (ctx) => {
       const found = ctx.deps.resources.list({ workspace: ctx.workspace, kind: "sandbox", sort: "createdAt:desc" }).find((i) => (i.doc as { metadata?: { externalId?: string } }).metadata?.externalId === ctx.params.externalId);
       if (!found) throw errors.notFound(`no sandbox with externalId "${ctx.params.externalId}"`);
-      return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, found.name, "").doc, showSecrets(ctx));
+      return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, found.name, "").doc, showSecrets(ctx), ctx);
     },
   },
   { id: "updateSandbox", method: "put", path: "/sandboxes/:sandboxName", scope: genericUpdate.scope, handler: updateSandbox },

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import type { ResourceKind } from "../kind.js";
 import { maskEnvs } from "../render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
+import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
@@ -49,6 +50,13 @@ export const sandboxKind: ResourceKind = {
     const runtime = doc.spec.runtime as { envs?: unknown } | undefined;
     if (!runtime?.envs || show) return doc;
     return { ...doc, spec: { ...doc.spec, runtime: { ...runtime, envs: maskEnvs(runtime.envs, false) } } };
+  },
+  // "Time in seconds until the sandbox is automatically deleted based on TTL and lifecycle policies. Only present
+  // for sandboxes with lifecycle configured" (the SDK's Sandbox.expiresIn).
+  readFields(doc, ctx) {
+    if (doc.status === "TERMINATED" || doc.status === "DELETING") return undefined;
+    const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
+    return expiry && { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) };
   },
   // Lists carry the lite form: no events (control-plane.md §3.2).
   listItem: ({ events: _events, ...rest }) => rest,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { expiryOf, ttlMs } from "../../../simulator/sandboxes/expiry.js";
+import { expiryOf, ttlMs } from "../../../simulator/sandboxes/expiry-rules.js";
 
 /** Which limit expires a sandbox first, and when (pure: no clock, no agents). */
 const CREATED = "2026-01-01T00:00:00.000Z";

@@ -1,0 +1,83 @@
+import { parseDuration } from "../../src/units.js";
+import type { SimDeps } from "../deps.js";
+
+/**
+ * Sandbox expiry rules (control-plane.md §3.2): `spec.runtime.ttl` (max age
+ * from creation), `spec.runtime.expires` (ISO date) and
+ * `spec.lifecycle.expirationPolicies` (`ttl-max-age` from creation,
+ * `ttl-idle` from the last use, `date`), each with the one action the SDK's
+ * types know, `delete`. Pure: the sweep (expiry.ts) applies them, and reads
+ * render them as `expiresIn`.
+ */
+
+export interface Expiry {
+  dueMs: number;
+  /** Why, for the sandbox's event and the log: e.g. `spec.runtime.ttl 1h`. */
+  reason: string;
+  action: "delete";
+}
+
+export interface ExpiringDoc {
+  metadata?: { createdAt?: string; updatedAt?: string };
+  spec?: {
+    runtime?: { ttl?: unknown; expires?: unknown };
+    lifecycle?: { expirationPolicies?: { type?: unknown; value?: unknown; action?: unknown }[]; terminatedRetention?: unknown } | null;
+  };
+  terminatedAt?: string;
+  lastUsedAt?: string;
+}
+
+/** How long an expired sandbox's TERMINATED record stays visible: spec.lifecycle.terminatedRetention, default 5m (control-plane.md §3.2). */
+export function terminatedRetentionMs(doc: ExpiringDoc): number {
+  return ttlMs(doc.spec?.lifecycle?.terminatedRetention) ?? 5 * 60_000;
+}
+
+/** `30m`, `24h`, `7d`, `2w` (weeks: the control plane's unit) → ms; undefined when unreadable. */
+export function ttlMs(value: unknown): number | undefined {
+  if (typeof value !== "string" || value.trim() === "") return undefined;
+  const weeks = /^(\d+)w$/.exec(value.trim());
+  if (weeks) return Number(weeks[1]) * 7 * 86_400_000;
+  try {
+    return parseDuration(value, ["s", "m", "h", "d"]);
+  } catch {
+    return undefined;
+  }
+}
+
+export const dateMs = (value: unknown): number | undefined => (typeof value === "string" && Number.isFinite(Date.parse(value)) ? Date.parse(value) : undefined);
+
+/**
+ * The earliest expiry of a sandbox, or undefined when nothing limits its
+ * life. `lastUsedMs` is when it last served a request (ttl-idle); creation
+ * or its last update counts as a use.
+ */
+export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefined {
+  const created = dateMs(doc.metadata?.createdAt) ?? 0;
+  const used = Math.max(created, dateMs(doc.metadata?.updatedAt) ?? 0, lastUsedMs ?? 0);
+  const candidates: Expiry[] = [];
+  const ttl = ttlMs(doc.spec?.runtime?.ttl);
+  if (ttl !== undefined) candidates.push({ dueMs: created + ttl, reason: `spec.runtime.ttl ${String(doc.spec?.runtime?.ttl)} reached`, action: "delete" });
+  const expires = dateMs(doc.spec?.runtime?.expires);
+  if (expires !== undefined) candidates.push({ dueMs: expires, reason: `spec.runtime.expires ${String(doc.spec?.runtime?.expires)} reached`, action: "delete" });
+  for (const policy of doc.spec?.lifecycle?.expirationPolicies ?? []) {
+    if (policy.action !== undefined && policy.action !== "delete") continue; // the only action the SDK's types name
+    const what = `expiration policy ${String(policy.type)} ${String(policy.value)}`;
+    if (policy.type === "ttl-max-age") {
+      const ms = ttlMs(policy.value);
+      if (ms !== undefined) candidates.push({ dueMs: created + ms, reason: `${what} reached`, action: "delete" });
+    } else if (policy.type === "ttl-idle") {
+      const ms = ttlMs(policy.value);
+      if (ms !== undefined) candidates.push({ dueMs: used + ms, reason: `${what}: idle since ${new Date(used).toISOString()}`, action: "delete" });
+    } else if (policy.type === "date") {
+      const at = dateMs(policy.value);
+      if (at !== undefined) candidates.push({ dueMs: at, reason: `${what} reached`, action: "delete" });
+    }
+  }
+  return candidates.sort((a, b) => a.dueMs - b.dueMs)[0];
+}
+
+/** A sandbox's earliest expiry, its last use being the latest of the proxy's record (this process) and the stored lastUsedAt. */
+export function sandboxExpiry(deps: Pick<SimDeps, "agents">, workspace: string, name: string, doc: ExpiringDoc): Expiry | undefined {
+  const lastUsed = Math.max(deps.agents?.lastUsedMs(workspace, name) ?? 0, dateMs(doc.lastUsedAt) ?? 0);
+  return expiryOf(doc, lastUsed || undefined);
+}
