@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { AgentConfigSchema, type AgentConfig } from "../../sandbox-agent/config.js";
 import { openAgent, type AgentOverrides, type AgentRuntime } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
@@ -13,7 +13,10 @@ export interface TestAgent {
   config: AgentConfig;
   runtime: AgentRuntime;
   serving: Serving;
-  /** Stops the server and closes the agent; `keepFiles` leaves root and data dir for a restart. */
+  /**
+   * Stops the server and closes the agent; `keepFiles` leaves root and data dir for a restart. Without it, the
+   * temp dirs holding them go, a restarted agent's too (it was given the first one's root and data dir).
+   */
   stop(options?: { keepFiles?: boolean }): Promise<void>;
 }
 
@@ -52,7 +55,10 @@ export async function startTestAgent(
     async stop({ keepFiles = false } = {}) {
       await serving.stop(1_000);
       await runtime.close();
-      if (!keepFiles) rmSync(base, { recursive: true, force: true });
+      if (keepFiles) return;
+      for (const dir of new Set([base, dirname(parsed.root), dirname(parsed.dataDir)])) {
+        if (dirname(dir) === tmpdir() && dir.startsWith(join(tmpdir(), "sandbox-kit-"))) rmSync(dir, { recursive: true, force: true });
+      }
     },
   };
 }
