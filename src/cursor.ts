@@ -20,6 +20,8 @@ export class CursorCodec {
   readonly #maxAgeMs: number;
   readonly #now: () => number;
   readonly #bindingHashes = new Map<string, string>();
+  /** Hashes by binding object: a list page decodes its cursor and encodes the next one with the same object. */
+  readonly #bindingHashesByObject = new WeakMap<object, string>();
   /** Cursors this codec signed, with their JSON payload: authentic by construction, no HMAC to check on decode. */
   readonly #issued = new Map<string, string>();
 
@@ -29,7 +31,7 @@ export class CursorCodec {
     this.#now = options.now ?? Date.now;
   }
 
-  /** `binding` is any JSON value describing the query (workspace, filters, sort...). */
+  /** `binding` is any JSON value describing the query (workspace, filters, sort...); an object must not change once passed. */
   encode(position: unknown, binding: unknown): string {
     const json = JSON.stringify({ p: position, b: this.#bindingHash(binding), t: this.#now() });
     const payload = Buffer.from(json).toString("base64url");
@@ -65,6 +67,11 @@ export class CursorCodec {
   }
 
   #bindingHash(binding: unknown): string {
+    const byObject = binding !== null && typeof binding === "object";
+    if (byObject) {
+      const known = this.#bindingHashesByObject.get(binding);
+      if (known !== undefined) return known;
+    }
     const text = stableStringify(binding);
     let hash = this.#bindingHashes.get(text);
     if (hash === undefined) {
@@ -73,6 +80,7 @@ export class CursorCodec {
       if (this.#bindingHashes.size >= 1_000) this.#bindingHashes.clear();
       this.#bindingHashes.set(text, hash);
     }
+    if (byObject) this.#bindingHashesByObject.set(binding, hash);
     return hash;
   }
 }
@@ -81,11 +89,17 @@ export class CursorCodec {
 export function stableStringify(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(stableStringify).join(",")}]`;
   if (value && typeof value === "object") {
-    return `{${Object.keys(value as object)
-      .sort()
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${stableStringify((value as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
+    // One pass over the sorted keys (a query's binding is hashed on every list page).
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record).sort();
+    let text = "{";
+    for (const k of keys) {
+      const v = record[k];
+      if (v === undefined) continue;
+      if (text.length > 1) text += ",";
+      text += `${JSON.stringify(k)}:${stableStringify(v)}`;
+    }
+    return `${text}}`;
   }
   return JSON.stringify(value ?? null);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CursorCodec } from "../../src/cursor.js";
+import { CursorCodec, stableStringify } from "../../src/cursor.js";
 
 describe("CursorCodec", () => {
   let now = 1_000_000;
@@ -31,6 +31,18 @@ describe("CursorCodec", () => {
     const c = sibling.encode({ after: "z" }, query);
     expect(codec.decode(c, query)).toEqual({ after: "z" });
     expect(() => codec.decode(c, { ...query, q: "y" })).toThrow(/different query/);
+  });
+  it("binds to the query's content, not to the object passed (a new object of the same query decodes, another query does not)", () => {
+    const binding = { ...query };
+    const c = codec.encode(2, binding);
+    expect(codec.decode(c, binding)).toBe(2);
+    expect(codec.decode(c, { ...query })).toBe(2);
+    expect(() => codec.decode(c, { ...query, sort: "name:asc" })).toThrow(/different query/);
+  });
+  it("writes a binding as JSON with sorted keys, leaving out undefined values", () => {
+    expect(stableStringify({ b: 1, a: undefined, c: [1, { y: 2, x: null }], d: {} })).toBe('{"b":1,"c":[1,{"x":null,"y":2}],"d":{}}');
+    expect(stableStringify({ a: undefined })).toBe("{}");
+    expect(stableStringify(undefined)).toBe("null");
   });
   it("rejects cursors signed with another secret", () => {
     const other = new CursorCodec({ secret: "other", now: () => now });
