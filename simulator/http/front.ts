@@ -35,13 +35,27 @@ export function createFront(deps: SimDeps, dispatcher: Dispatcher, fallback: Lis
     }
     if (!match) return fallback(req, res);
     const started = process.hrtime.bigint();
-    res.on("finish", () => logLine(deps, req, res, started));
-    res.setHeader("Cache-Control", "no-store");
-    handle(deps, dispatcher, match, req, res, q < 0 ? "" : url.slice(q + 1)).catch((err: unknown) => {
+    const search = q < 0 ? "" : url.slice(q + 1);
+    const failed = (err: unknown) => {
       let apiError = toApiError(deps, err, req);
       if (match.op.errorShape) apiError = match.op.errorShape(apiError, { method: req.method ?? "GET", headers: req.headers, body: (req as { parsedBody?: unknown }).parsedBody });
-      fail(res, apiError);
-    });
+      fail(res, apiError, true);
+    };
+    const replied = () => logWhenFinished(deps, req, res, started);
+    // A request without a body (every get and list) runs in this turn: no promise unless its handler returns one.
+    if (!deps.testHooks.enabled && !hasBody(req)) {
+      let pending: void | Promise<void>;
+      try {
+        pending = run(dispatcher, match, req, res, search, undefined);
+      } catch (err) {
+        failed(err);
+        return replied();
+      }
+      if (pending) pending.catch(failed).finally(replied);
+      else replied();
+      return;
+    }
+    handle(deps, dispatcher, match, req, res, search).catch(failed).finally(replied);
   };
 }
 
@@ -50,16 +64,25 @@ async function handle(deps: SimDeps, dispatcher: Dispatcher, match: Match, req: 
     const fault = injectedFault(deps.testHooks, req.method ?? "GET", (req.url ?? "").split("?")[0]!, req.headers.prefer);
     if (fault) throw fault;
   }
+  const version = requestVersion(req);
+  const body = await readJsonBody(req);
+  await run(dispatcher, match, req, res, search, body, version);
+}
+
+function requestVersion(req: IncomingMessage) {
   let versionHeader: string | undefined;
   for (const name of VERSION_HEADERS) {
     const v = req.headers[name];
     versionHeader ??= Array.isArray(v) ? v[0] : v;
   }
-  const version = resolveVersion(versionHeader);
-  const body = await readJsonBody(req);
+  return resolveVersion(versionHeader);
+}
+
+/** The version is checked before the body is read (an invalid version is a 400 whatever the body). */
+function run(dispatcher: Dispatcher, match: Match, req: IncomingMessage, res: ServerResponse, search: string, body: unknown, version = requestVersion(req)): void | Promise<void> {
   (req as { parsedBody?: unknown }).parsedBody = body;
   const view: RequestView = { method: req.method ?? "GET", headers: req.headers, body };
-  await dispatcher.run(match, view, res, parseQuery(search), version);
+  return dispatcher.run(match, view, res, parseQuery(search), version);
 }
 
 /** Query strings as Express's simple parser gives them: repeated keys become arrays. */
@@ -74,9 +97,12 @@ export function parseQuery(search: string): Record<string, unknown> {
 }
 
 /** A JSON body (application/json or +json), like express.json(): other types and empty bodies give undefined. */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+}
+
 function readJsonBody(req: IncomingMessage): Promise<unknown> {
-  const hasBody = req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
-  if (!hasBody) return Promise.resolve(undefined);
+  if (!hasBody(req)) return Promise.resolve(undefined);
   const type = req.headers["content-type"] ?? "";
   const declared = Number(req.headers["content-length"] ?? 0);
   if (declared > BODY_LIMIT) return Promise.reject(new ApiError("payload_too_large", "request body too large", { headers: { Connection: "close" } }));
@@ -112,12 +138,13 @@ function toApiError(deps: SimDeps, err: unknown, req: IncomingMessage): ApiError
   return errors.internal("internal error");
 }
 
-function fail(res: ServerResponse, err: unknown): void {
+function fail(res: ServerResponse, err: unknown, noStore = false): void {
   const apiError = err instanceof ApiError ? err : errors.internal("internal error");
   if (res.headersSent) {
     res.destroy();
     return;
   }
+  if (noStore) res.setHeader("Cache-Control", "no-store");
   if (apiError.headers) for (const [k, v] of Object.entries(apiError.headers)) res.setHeader(k, v);
   const text = JSON.stringify(renderError(apiError));
   res.statusCode = apiError.status;
@@ -126,8 +153,20 @@ function fail(res: ServerResponse, err: unknown): void {
   res.end(text);
 }
 
+const levelOf = (status: number) => (status >= 500 ? "error" : status >= 400 ? "warn" : "debug");
+
+/**
+ * The request's log line once its reply is finished, when the line's level
+ * is on; with it off (a success below debug) no listener is added at all.
+ */
+function logWhenFinished(deps: SimDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
+  if (!deps.logger.isLevelEnabled(levelOf(res.statusCode))) return;
+  if (res.writableFinished) logLine(deps, req, res, started);
+  else res.once("finish", () => logLine(deps, req, res, started));
+}
+
 function logLine(deps: SimDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
-  const level = res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : "debug";
+  const level = levelOf(res.statusCode);
   // Redacting the URL costs more than the rest of a get: only for a line that will be written.
   if (!deps.logger.isLevelEnabled(level)) return;
   const ms = Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10;

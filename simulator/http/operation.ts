@@ -138,15 +138,24 @@ function matchSegments(pattern: string[], parts: string[]): Record<string, strin
   return params;
 }
 
+/**
+ * Writes a reply with its headers in one writeHead of a flat list (Node's
+ * fast path: no per-header setHeader bookkeeping), in the order the wire
+ * always had: Cache-Control, Content-Type, Content-Length.
+ */
 export function send(res: ServerResponse, result: unknown): void {
   const reply = result instanceof Reply ? result : new Reply(200, result);
-  res.statusCode = reply.status;
-  res.setHeader("Content-Type", "application/json; charset=utf-8");
   if (reply.status === 204 || reply.body === undefined) {
+    // end() without a body writes the headers itself (Content-Length: 0 where a body is allowed).
+    res.statusCode = reply.status;
+    res.setHeader("Cache-Control", "no-store");
+    res.setHeader("Content-Type", JSON_TYPE);
     res.end();
     return;
   }
   const text = reply.body instanceof RawJson ? reply.body.text : JSON.stringify(reply.body);
-  res.setHeader("Content-Length", Buffer.byteLength(text));
+  res.writeHead(reply.status, ["Cache-Control", "no-store", "Content-Type", JSON_TYPE, "Content-Length", String(Buffer.byteLength(text))]);
   res.end(text);
 }
+
+const JSON_TYPE = "application/json; charset=utf-8";
