@@ -32,7 +32,7 @@ export function parseUsageEvents(body: unknown): { events: UsageFields[]; ts: Fl
 }
 
 /** Checks one parsed event in place and returns its time (ms). */
-function checkEvent(value: unknown, label: string, i: number): number {
+export function checkEvent(value: unknown, label: string, i: number): number {
   if (!value || typeof value !== "object" || Array.isArray(value)) throw errors.badRequest(`${label}[${i}]: expected an object`);
   const e = value as Record<string, unknown>;
   for (const key in e) if (!EVENT_FIELDS.has(key)) throw errors.badRequest(`${label}[${i}]: unknown field "${key}"`);

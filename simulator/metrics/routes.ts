@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import express, { type Request, type Router } from "express";
 import { z } from "zod";
 import type { CursorCodec } from "../../src/cursor.js";
@@ -5,6 +6,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { GROUP_BY_VALUES } from "./dimensions.js";
 import { parseUsageEvents } from "./ingest.js";
+import { parseUsageEventsText } from "./ingest-text.js";
 import { parseMetricsQuery, parseWindow, type MetricsQuery } from "./params.js";
 import { MetricsQueries, usd, type Scope } from "./query.js";
 import type { UsageMeter } from "./meter.js";
@@ -97,6 +99,13 @@ function cursorBinding(q: MetricsQuery, access: MetricsAccess, visible: string[]
   return { metrics: query, accountId: access.accountId ?? null, admin: access.isAccountAdmin, visible };
 }
 
+/** What express.json would decode as utf-8 without inflating: `application/json`, no parameter but charset=utf-8. */
+function isPlainJson(req: IncomingMessage): boolean {
+  const encoding = req.headers["content-encoding"];
+  if (encoding !== undefined && encoding.toLowerCase() !== "identity") return false;
+  return /^application\/json[ \t]*(;[ \t]*charset=("?)utf-8\2[ \t]*)?$/i.test(req.headers["content-type"] ?? "");
+}
+
 const PricesBody = z.record(z.string(), z.number().nonnegative().nullable());
 
 /**
@@ -108,7 +117,14 @@ export function createMetricsTestHooksRouter(deps: { usage: UsageStore }): Route
   const router = express.Router();
   const json = express.json({ limit: "64mb" });
 
-  router.post("/_sim/usage-events", json, (req, res) => {
+  // A plain JSON body (utf-8, not compressed) is read as text and parsed in slices (ingest-text.ts); any other goes through express.json as before.
+  const text = express.text({ type: isPlainJson, limit: "64mb" });
+  router.post("/_sim/usage-events", text, json, (req, res) => {
+    if (typeof req.body === "string") {
+      const { events, ts, usage, label } = parseUsageEventsText(req.body);
+      res.json({ ingested: deps.usage.recordAt(events, ts, label, usage) });
+      return;
+    }
     const { events, ts, label } = parseUsageEvents(req.body);
     res.json({ ingested: deps.usage.recordAt(events, ts, label) });
   });
