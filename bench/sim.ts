@@ -135,13 +135,18 @@ process.stdin.on("end", () => {
  * The same warm-up for each server before its first measured phase (and for
  * this client before the simulator's): without it the first phase (create)
  * measures both processes' JIT compilation, and only the simulator's, since
- * the bare server runs second. Creates, gets and deletes of other volumes.
+ * the bare server runs second. Creates, gets and deletes of other volumes,
+ * from CLIENTS loops, so that every keep-alive connection is open before the
+ * measure: with 10 loops the create phase opened 40 connections while the
+ * server was saturated, and those first requests waited 20-450 ms (one new
+ * connection served every ~5 ms; a bare server spending 250 µs per create
+ * shows the same p99 of ~220 ms), which was the create phase's p99.
  */
 const WARM_UP = Number(process.env.BENCH_SIM_WARMUP ?? 300);
 async function warmUp(agent: Agent, base: string): Promise<void> {
   await Promise.all(
-    Array.from({ length: 10 }, async (_, c) => {
-      for (let i = c; i < WARM_UP; i += 10) {
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      for (let i = c; i < WARM_UP; i += CLIENTS) {
         const name = `warm-${i}`;
         await call(agent, base, "POST", "/v0/volumes", JSON.stringify({ metadata: { name, labels: { bench: "warm" } }, spec: { region: "us-pdx-1", size: 1024 } }));
         await call(agent, base, "GET", `/v0/volumes/${name}`);
