@@ -148,6 +148,14 @@ export class ResourceStore {
     this.#pages.delete(prefix);
   }
 
+  /** The kept rowids of the list queries of a workspace and kind (see list() and allOfKind()). */
+  #pagesOf(workspace: string, kind: string): Map<string, number[]> {
+    const prefix = `${workspace}\u0000${kind}\u0000`;
+    let pages = this.#pages.get(prefix);
+    if (!pages) this.#pages.set(prefix, (pages = new Map()));
+    return pages;
+  }
+
   #remember<D>(rowid: number, item: StoredResource<D>): StoredResource<D> {
     if (this.#cache.size >= CACHE_LIMIT) {
       this.#cache.clear();
@@ -260,9 +268,7 @@ export class ResourceStore {
       params.limit = filter.limit;
     }
     // The same page asked again before any write of this kind reads the same rowids (clients walk lists page by page).
-    const prefix = `${filter.workspace}\u0000${filter.kind}\u0000`;
-    let pages = this.#pages.get(prefix);
-    if (!pages) this.#pages.set(prefix, (pages = new Map()));
+    const pages = this.#pagesOf(filter.workspace, filter.kind);
     const pageKey = `${sql}\u0000${JSON.stringify(params)}`;
     let rowids = pages.get(pageKey);
     if (rowids === undefined) {
@@ -285,14 +291,24 @@ export class ResourceStore {
 
   /** Every resource of a kind across workspaces (lifecycle sweeps, usages). */
   allOfKind<D = Record<string, unknown>>(workspace: string, kinds: string[]): StoredResource<D>[] {
-    // Rowids from the primary-key index; documents (parsed) from the cache, read on a miss.
-    const sql = "SELECT rowid FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?))";
-    let statement = this.#byStatement.get(sql);
-    if (!statement) {
-      statement = this.#db.prepare(sql).pluck(true);
-      this.#byStatement.set(sql, statement);
+    // One kind (e.g. a volume create looks for the sandboxes using it): its rowids are kept like a list page's.
+    const pages = kinds.length === 1 ? this.#pagesOf(workspace, kinds[0]!) : undefined;
+    let rowids = pages?.get(ALL_OF_KIND);
+    if (rowids === undefined) {
+      // Rowids from the primary-key index; documents (parsed) from the cache, read on a miss.
+      const sql = "SELECT rowid FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?))";
+      let statement = this.#byStatement.get(sql);
+      if (!statement) {
+        statement = this.#db.prepare(sql).pluck(true);
+        this.#byStatement.set(sql, statement);
+      }
+      rowids = statement.all(workspace, JSON.stringify(kinds)) as number[];
+      if (pages) {
+        if (pages.size >= PAGES_PER_KIND) pages.clear();
+        pages.set(ALL_OF_KIND, rowids);
+      }
     }
-    return (statement.all(workspace, JSON.stringify(kinds)) as number[]).map(
+    return rowids.map(
       (rowid) => (this.#cache.get(rowid) as StoredResource<D> | undefined) ?? this.#remember(rowid, toStored<D>(this.#byRowid.get(rowid) as Row)),
     );
   }
@@ -301,6 +317,8 @@ export class ResourceStore {
 const CACHE_LIMIT = 50_000;
 /** Cached list queries per workspace and kind (each a few hundred rowids at most with a limit). */
 const PAGES_PER_KIND = 1_000;
+/** The key of allOfKind's rowids among a kind's list queries (those are keyed by their SQL). */
+const ALL_OF_KIND = "allOfKind";
 
 interface RenderedEntry {
   /** The document and status the texts were rendered from. */

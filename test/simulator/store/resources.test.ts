@@ -83,6 +83,21 @@ describe("ResourceStore cache", () => {
     expect(names(store.list(filter))).toEqual(["b"]);
     expect(names(store.list({ ...filter, kind: "sandbox" }))).toEqual(["s"]);
   });
+
+  it("answers allOfKind asked again with the inserts and deletes of that kind since, for one kind or several", () => {
+    const { store } = open();
+    store.insert(item("a", 1));
+    expect(names(store.allOfKind("ws", ["volume"]))).toEqual(["a"]);
+    store.insert(item("b", 2));
+    expect(names(store.allOfKind("ws", ["volume"])).sort()).toEqual(["a", "b"]);
+    store.delete("ws", "volume", "a");
+    expect(names(store.allOfKind("ws", ["volume"]))).toEqual(["b"]);
+    expect(names(store.allOfKind("ws", ["sandbox"]))).toEqual([]);
+    store.insert({ ...item("s", 3), kind: "sandbox" });
+    expect(names(store.allOfKind("ws", ["sandbox"]))).toEqual(["s"]);
+    expect(names(store.allOfKind("ws", ["volume", "sandbox"])).sort()).toEqual(["b", "s"]);
+    expect(names(store.allOfKind("other", ["volume"]))).toEqual([]);
+  });
 });
 
 describe("ResourceStore rendered JSON", () => {
