@@ -5,6 +5,7 @@ import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
 import { receiveFormFile } from "../http/form-file.js";
+import { isRawBody, receiveRawFile } from "../http/raw-file.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { fileEntry, listDirectory } from "./entries.js";
@@ -62,10 +63,17 @@ export function filesystemRouter(paths: SandboxPaths): Router {
     res.json({ ...fileEntry(path, stat, owners), content });
   });
 
-  router.put("/{*rest}", (req, res, next) => (isMultipart(req) ? next() : jsonBody(req, res, next)), async (req, res) => {
+  router.put("/{*rest}", (req, res, next) => (isMultipart(req) || isRawBody(req) ? next() : jsonBody(req, res, next)), async (req, res) => {
     const path = pathOf(req);
     if (path === "/") throw errors.badRequest("path: cannot write the sandbox root");
     const host = await paths.resolve(path);
+    if (isRawBody(req)) {
+      // The body is the file (curl -T); ?permissions= sets its mode.
+      const mode = req.query.permissions === undefined ? undefined : parsePermissions(String(req.query.permissions), 0o644);
+      const size = await receiveRawFile(req, { write: (file) => writeFile(host, path, file, mode) });
+      res.json({ message: "Binary file uploaded successfully", path, size });
+      return;
+    }
     if (isMultipart(req)) {
       let mode: number | undefined;
       const size = await receiveFormFile(req, {

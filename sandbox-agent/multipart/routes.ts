@@ -3,6 +3,7 @@ import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { receiveFormFile } from "../http/form-file.js";
+import { isRawBody, receiveRawFile } from "../http/raw-file.js";
 import { parsePermissions } from "../filesystem/permissions.js";
 import type { MultipartService } from "./service.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
@@ -33,8 +34,9 @@ export function multipartRouter(service: MultipartService, maxPartSize: number):
 
   router.put("/:uploadId/part", async (req, res) => {
     const partNumber = partNumberOf(req.query.partNumber);
+    // The SDK sends a form with a `file` field; a raw application/octet-stream body is the part itself.
     const result = await service.putPart(req.params.uploadId, partNumber, (write) =>
-      receiveFormFile(req, { field: "file", maxFileSize: maxPartSize, write }),
+      isRawBody(req) ? receiveRawFile(req, { maxFileSize: maxPartSize, write }) : receiveFormFile(req, { field: "file", maxFileSize: maxPartSize, write }),
     );
     res.json(result);
   });
