@@ -34,6 +34,20 @@ export function metricsApp(clock = new FakeClock("2026-06-01T00:00:00Z")) {
   return { app, usage, clock, db };
 }
 
+/** One usage event as the hook receives it: a 1 h sandbox of ws-a at 10:00 on 2026-04-01, with `over` applied. */
+export function wireEvent(over: Partial<WireEvent> = {}): WireEvent {
+  return {
+    timestamp: "2026-04-01T10:00:00Z",
+    workspace: "ws-a",
+    resourceType: "sandbox",
+    resourceName: "box",
+    resourceUuid: "u-box",
+    billingDimension: "sandbox_compute_runtime_gbs",
+    usage: 3600,
+    ...over,
+  };
+}
+
 /** Deterministic PRNG (mulberry32) so generated histories are reproducible. */
 export function rng(seed: number): () => number {
   let a = seed >>> 0;

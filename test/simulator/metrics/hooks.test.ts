@@ -1,19 +1,10 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { ACCOUNT, metricsApp } from "./harness.js";
+import { ACCOUNT, metricsApp, wireEvent } from "./harness.js";
 
 const URL = `/v0/accounts/${ACCOUNT}/metrics`;
 const W = { startTime: "2026-04-01T00:00:00Z", endTime: "2026-04-02T00:00:00Z" };
-const ev = (over: Record<string, unknown> = {}) => ({
-  timestamp: "2026-04-01T10:00:00Z",
-  workspace: "ws-a",
-  resourceType: "sandbox",
-  resourceName: "box",
-  resourceUuid: "u-box",
-  billingDimension: "sandbox_compute_runtime_gbs",
-  usage: 3600,
-  ...over,
-});
+const ev = (over: Record<string, unknown> = {}) => wireEvent(over);
 
 describe("POST /_sim/usage-events", () => {
   it("ingests a bare array or {events}, and the events show in the metrics", async () => {

@@ -3,18 +3,9 @@ import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { parseUsageEvents } from "../../../simulator/metrics/ingest.js";
 import { parseUsageEventsText } from "../../../simulator/metrics/ingest-text.js";
-import { metricsApp } from "./harness.js";
+import { metricsApp, wireEvent } from "./harness.js";
 
-const ev = (over: Record<string, unknown> = {}) => ({
-  timestamp: "2026-04-01T10:00:00.000Z",
-  workspace: "ws-a",
-  resourceType: "sandbox",
-  resourceName: "box",
-  resourceUuid: "u-box",
-  billingDimension: "sandbox_compute_runtime_gbs",
-  usage: 3600,
-  ...over,
-});
+const ev = (over: Record<string, unknown> = {}) => wireEvent(over);
 
 /** What the hook did before the sliced reader: express.json, then parseUsageEvents. */
 const reference = express();

@@ -2,7 +2,7 @@ import request from "supertest";
 import { beforeAll, describe, expect, it } from "vitest";
 import { bucketStarts, type Resolution } from "../../../simulator/metrics/buckets.js";
 import type { GroupByDimension } from "../../../simulator/metrics/dimensions.js";
-import { ACCOUNT, metricsApp, randomEvents, WORKSPACES, type WireEvent } from "./harness.js";
+import { ACCOUNT, metricsApp, randomEvents, wireEvent, WORKSPACES, type WireEvent } from "./harness.js";
 import { expected, groupKey, nanos } from "./oracle.js";
 
 const URL = `/v0/accounts/${ACCOUNT}/metrics`;
@@ -106,16 +106,7 @@ describe("figures match the events, add up, and page exactly once", () => {
 
 describe("windows, buckets and entries", () => {
   const { app: small } = metricsApp();
-  const ev = (timestamp: string, over: Partial<WireEvent> = {}): WireEvent => ({
-    timestamp,
-    workspace: "ws-a",
-    resourceType: "sandbox",
-    resourceName: "box",
-    resourceUuid: "u-box",
-    billingDimension: "sandbox_compute_runtime_gbs",
-    usage: 3600,
-    ...over,
-  });
+  const ev = (timestamp: string, over: Partial<WireEvent> = {}): WireEvent => wireEvent({ timestamp, ...over });
   beforeAll(async () => {
     const events = [
       ev("2026-03-31T23:59:59.999Z"), // just before the window
