@@ -1,30 +1,17 @@
+import type { ProcessOutput, ProcessRecord, StartProcessRequest } from "../process/types.js";
+
+/** The part of a process record the scheduler reads to learn how a run ended. */
+export type RunnerProcess = Pick<ProcessRecord, "pid" | "name" | "status" | "exitCode" | "error">;
+
 /**
  * What the scheduler needs from the process manager (sandbox-agent/process/),
  * and nothing more: start a command, learn how it ended, read its output,
- * kill it. The real ProcessManager satisfies this structurally.
+ * kill it. The real ProcessManager satisfies this structurally; tests give a fake.
  */
-export interface RunnerStartRequest {
-  command: string;
-  name?: string;
-  workingDir?: string;
-  env?: Record<string, string>;
-  /** seconds; 0 = none */
-  timeout?: number;
-  keepAlive?: boolean;
-}
-
-export interface RunnerProcess {
-  pid: string;
-  name: string;
-  status: "running" | "completed" | "failed" | "killed" | "stopped";
-  exitCode: number | null;
-  error: string | null;
-}
-
 export interface ScheduleRunner {
-  start(req: RunnerStartRequest): Promise<RunnerProcess>;
+  start(req: StartProcessRequest): Promise<RunnerProcess>;
   waitForExit(pidOrName: string): Promise<RunnerProcess>;
-  logs(pidOrName: string): Promise<{ stdout: string; stderr: string; logs: string }>;
+  logs(pidOrName: string): Promise<ProcessOutput>;
   kill(pidOrName: string): Promise<void>;
 }
 

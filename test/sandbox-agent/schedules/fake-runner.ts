@@ -1,7 +1,8 @@
-import type { RunnerProcess, RunnerStartRequest, ScheduleRunner } from "../../../sandbox-agent/schedules/runner.js";
+import type { StartProcessRequest } from "../../../sandbox-agent/process/types.js";
+import type { RunnerProcess, ScheduleRunner } from "../../../sandbox-agent/schedules/runner.js";
 
 interface FakeProcess {
-  request: RunnerStartRequest;
+  request: StartProcessRequest;
   record: RunnerProcess;
   waiters: ((r: RunnerProcess) => void)[];
   output: string;
@@ -12,14 +13,14 @@ interface FakeProcess {
  * logic is tested without spawning anything (HTTP tests use the real one).
  */
 export class FakeRunner implements ScheduleRunner {
-  readonly started: RunnerStartRequest[] = [];
+  readonly started: StartProcessRequest[] = [];
   readonly killed: string[] = [];
   readonly #procs = new Map<string, FakeProcess>();
   #pid = 1000;
   /** When set, start() rejects with it. */
   failStart: (Error & { status?: number }) | undefined;
 
-  async start(request: RunnerStartRequest): Promise<RunnerProcess> {
+  async start(request: StartProcessRequest): Promise<RunnerProcess> {
     if (this.failStart) throw this.failStart;
     const name = request.name ?? `proc-${this.#pid}`;
     const record: RunnerProcess = { pid: String(++this.#pid), name, status: "running", exitCode: null, error: null };
