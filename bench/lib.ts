@@ -25,26 +25,48 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-/** Starts the built agent as a child process and resolves with its URL. */
-export async function startAgentProcess(args: string[]): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
-  const main = fileURLToPath(new URL("../sandbox-agent/main.js", import.meta.url));
-  const child = spawn(process.execPath, [main, "--port", "0", "--log-level", "warn", ...args], { stdio: ["ignore", "pipe", "inherit"] });
+export interface Listening {
+  url: string;
+  child: ChildProcess;
+  /** SIGTERM, resolved once the process has exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `node <args>` and resolves once its stdout prints "listening on <url>"
+ * (what the agent, the simulator and the benches' bare servers print).
+ * `stdin` is written to the child and closed.
+ */
+export async function spawnListening(args: string[], stdin = ""): Promise<Listening> {
+  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
+  child.stdin!.end(stdin);
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
-    child.stdout!.on("data", (d) => {
+    const onData = (d: Buffer) => {
       out += d;
       const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`agent exited with ${code}`)));
+      if (m?.[1]) {
+        child.stdout!.off("data", onData).resume(); // keep draining, or a chatty child blocks on a full pipe
+        resolve(m[1]);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`${args.find((a) => a.endsWith(".js")) ?? "server"} exited with ${code}`)));
   });
   return {
     url,
     child,
     stop: () =>
       new Promise((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
       }),
   };
+}
+
+/** Starts the built agent as a child process and resolves with its URL. */
+export function startAgentProcess(args: string[]): Promise<Listening> {
+  const main = fileURLToPath(new URL("../sandbox-agent/main.js", import.meta.url));
+  return spawnListening([main, "--port", "0", "--log-level", "warn", ...args]);
 }

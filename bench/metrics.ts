@@ -10,12 +10,11 @@
  *   BENCH_METRICS_BATCH   events per POST (default 50000)
  *   BENCH_METRICS_SIM_NODE_ARGS  extra node flags for the simulator, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
  */
-import { spawn } from "node:child_process";
 import { Agent, request } from "node:http";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { BILLING_DIMENSIONS, RESOURCE_TYPES } from "../simulator/metrics/dimensions.js";
-import { cpuTimeMs, fmt, peakRssMiB } from "./lib.js";
+import { cpuTimeMs, fmt, peakRssMiB, spawnListening, type Listening } from "./lib.js";
 
 const EVENTS = Number(process.env.BENCH_METRICS_EVENTS ?? 1_000_000);
 const BATCH = Number(process.env.BENCH_METRICS_BATCH ?? 50_000);
@@ -96,20 +95,10 @@ function send(url: string, method: string, body: string | undefined, agent: Agen
   });
 }
 
-async function startSim(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+function startSim(): Promise<Listening> {
   const main = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const child = spawn(process.execPath, [...(process.env.BENCH_METRICS_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean), main, "--port", "0", "--test-hooks", "--api-key", KEY, "--log-level", "warn"], { stdio: ["ignore", "pipe", "inherit"] });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`sandbox-sim exited with ${code}`)));
-  });
-  child.stdout!.resume();
-  return { url, pid: child.pid!, stop: () => new Promise((done) => (child.once("exit", () => done()), child.kill("SIGTERM"))) };
+  const nodeArgs = (process.env.BENCH_METRICS_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  return spawnListening([...nodeArgs, main, "--port", "0", "--test-hooks", "--api-key", KEY, "--log-level", "warn"]);
 }
 
 /** The baseline: the same rows into a bare table with a ts index, one transaction per batch, no HTTP. */
@@ -163,13 +152,13 @@ async function main(): Promise<void> {
 
     // Two POSTs in flight: the client writes the next body while the simulator stores the previous one.
     const t0 = performance.now();
-    const cpu0 = cpuTimeMs(sim.pid);
+    const cpu0 = cpuTimeMs(sim.child.pid!);
     let next = 0;
     await Promise.all([0, 1].map(async () => {
       while (next < batches.length) await send(`${sim.url}/_sim/usage-events`, "POST", batches[next++], agent);
     }));
     const ingestRate = EVENTS / ((performance.now() - t0) / 1000);
-    const cpuRate = EVENTS / ((cpuTimeMs(sim.pid) - cpu0) / 1000);
+    const cpuRate = EVENTS / ((cpuTimeMs(sim.child.pid!) - cpu0) / 1000);
     const base = baseline(events);
     console.log(`  ingest through POST /_sim/usage-events   ${fmt(ingestRate / 1000)} k events/s   baseline bare INSERT loop ${fmt(base.rate / 1000)} k events/s   ratio ${fmt(ingestRate / base.rate, 2)}`);
     // Load-independent: events per CPU-second the simulator spent (the machine is shared).
@@ -216,7 +205,7 @@ async function main(): Promise<void> {
     // The resource-level path (per-resource rollup, thousands of groups), for reference: no target.
     const byUuid = await walk({ ...QUERY, groupBy: "resource_uuid" }, 1);
     console.log(`  full walk   groupBy resource_uuid: ${byUuid.pages} pages, ${byUuid.groups} groups   ${fmt(byUuid.walk)} ms (${fmt(byUuid.walk / byUuid.pages)} ms per page)   baseline ${byUuid.pages} × count(*) ${fmt(byUuid.pages * base.countMs)} ms   ratio ${fmt(byUuid.walk / (byUuid.pages * base.countMs), 2)}`);
-    console.log(`  peak RSS    simulator ${fmt(peakRssMiB(sim.pid), 0)} MiB   bench client (holds the JSON and the baseline DB) ${fmt(peakRssMiB(process.pid), 0)} MiB`);
+    console.log(`  peak RSS    simulator ${fmt(peakRssMiB(sim.child.pid!), 0)} MiB   bench client (holds the JSON and the baseline DB) ${fmt(peakRssMiB(process.pid), 0)} MiB`);
   } finally {
     agent.destroy();
     await sim.stop();

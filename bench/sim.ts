@@ -17,11 +17,10 @@
  * (auth, validation, store, versioned paginated list).
  *   BENCH_SIM_NODE_ARGS extra node flags for the simulator process (e.g. "--cpu-prof")
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { Agent, request } from "node:http";
 import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
-import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
+import { cpuTimeMs, fmt, peakRssMiB, percentile, spawnListening } from "./lib.js";
 
 const CLIENTS = Number(process.env.BENCH_SIM_CLIENTS ?? 50);
 const GETS = Number(process.env.BENCH_SIM_GETS ?? 20_000);
@@ -97,20 +96,6 @@ async function load(count: number, pid: number, one: (i: number) => Promise<Repl
   return { rps: count / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpuUs, clientUs: (client.user + client.system) / count };
 }
 
-function spawnServer(args: string[], pattern: RegExp, stdin = ""): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
-  child.stdin!.end(stdin);
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m?.[1]) resolve({ url: m[1], child });
-    });
-    child.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
-}
-
 /** The bare baseline: node:http answering fixed bodies by method and path shape, reading request bodies like the simulator must. */
 const BARE = `
 import { createServer } from "node:http";
@@ -156,16 +141,10 @@ async function warmUp(agent: Agent, base: string): Promise<void> {
   );
 }
 
-const stop = (child: ChildProcess) => new Promise<void>((resolve) => {
-  if (child.exitCode !== null) return resolve();
-  child.once("exit", () => resolve());
-  child.kill("SIGTERM");
-});
-
 async function main(): Promise<void> {
   const loadAtStart = loadavg().map((n) => fmt(n, 2)).join(" ");
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const sim = await spawnServer([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"], /listening on (http:\/\/\S+)/);
+  const sim = await spawnListening([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"]);
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
   const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
   try {
@@ -190,7 +169,7 @@ async function main(): Promise<void> {
       list: (await call(agent, sim.url, "GET", pages[1] ?? pages[0]!)).body,
       create: (await call(agent, sim.url, "POST", "/v0/volumes", bodyFor(0, "sample"))).body,
     };
-    const bare = await spawnServer(["--input-type=module", "-e", BARE], /listening on (http:\/\/\S+)/, JSON.stringify(samples));
+    const bare = await spawnListening(["--input-type=module", "-e", BARE], JSON.stringify(samples));
     let bareCreate, bareGet, bareList;
     try {
       await warmUp(agent, bare.url);
@@ -198,7 +177,7 @@ async function main(): Promise<void> {
       bareGet = await load(GETS, bare.child.pid!, (i) => call(agent, bare.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
       bareList = await load(LISTS, bare.child.pid!, (i) => call(agent, bare.url, "GET", pages[i % pages.length]!));
     } finally {
-      await stop(bare.child);
+      await bare.stop();
     }
     const line = (name: string, s: Figures, b: Figures) =>
       `${name.padEnd(28)} ${fmt(s.rps, 0).padStart(6)} req/s  p50 ${fmt(s.p50, 1)} ms  p99 ${fmt(s.p99, 1)} ms  ${fmt(s.cpuUs, 0)} µs CPU/req` +
@@ -214,7 +193,7 @@ async function main(): Promise<void> {
     console.log(`closed loop of ${CLIENTS}: mean latency = ${CLIENTS} / req/s, e.g. ${fmt((1000 * CLIENTS) / bareGet.rps, 1)} ms for the bare get; p99 <= 10 ms needs >= ${fmt((1000 * CLIENTS) / 10, 0)} req/s with no tail`);
   } finally {
     agent.destroy();
-    await stop(sim.child);
+    await sim.stop();
   }
 }
 
