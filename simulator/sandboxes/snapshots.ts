@@ -79,6 +79,13 @@ function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
   return found;
 }
 
+/** The record, its copied files and its storage metering go together. */
+function removeSnapshot(ctx: OpContext, snap: Snapshot): void {
+  ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+  ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
+  ctx.deps.meter.stop(snap.id);
+}
+
 /**
  * A fork is a new sandbox with the source's spec. With real agents it gets
  * its own agent (DEPLOYING until healthy, the reply waits) and, forked from a
@@ -115,9 +122,7 @@ export const snapshotOperations: Operation[] = [
     id: "deleteSandboxSnapshot", method: "delete", path: "/sandboxes/:sandboxName/snapshots/:snapshotId", scope: "sandboxes:control",
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
-      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
-      ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
-      ctx.deps.meter.stop(snap.id);
+      removeSnapshot(ctx, snap);
       return new Reply(204);
     },
   },
@@ -152,9 +157,7 @@ export const snapshotOperations: Operation[] = [
     id: "deleteSnapshot", method: "delete", path: "/snapshots/:snapshotName", scope: "sandboxes:control",
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotName!);
-      ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
-      ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
-      ctx.deps.meter.stop(snap.id);
+      removeSnapshot(ctx, snap);
       return new Reply(204);
     },
   },

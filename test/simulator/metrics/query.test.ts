@@ -2,6 +2,7 @@ import request from "supertest";
 import { beforeAll, describe, expect, it } from "vitest";
 import { bucketStarts, type Resolution } from "../../../simulator/metrics/buckets.js";
 import type { GroupByDimension } from "../../../simulator/metrics/dimensions.js";
+import type { MetricsEntry } from "../../../simulator/metrics/query.js";
 import { ACCOUNT, metricsApp, randomEvents, wireEvent, WORKSPACES, type WireEvent } from "./harness.js";
 import { expected, groupKey, nanos } from "./oracle.js";
 
@@ -9,15 +10,7 @@ const URL = `/v0/accounts/${ACCOUNT}/metrics`;
 const { app } = metricsApp();
 const history = randomEvents(4000, "2026-01-01T00:00:00Z", "2026-06-01T00:00:00Z", 40, 42);
 
-interface Entry {
-  workspace?: string;
-  resourceType?: string;
-  resourceName?: string;
-  resourceUuid?: string;
-  billingDimension?: string;
-  summary: { cost: number; usage?: number };
-  timeseries: Array<{ timestamp: string; cost: number; usage?: number }>;
-}
+type Entry = MetricsEntry;
 
 async function walk(query: Record<string, string>, token = "admin", limit = 7) {
   const pages: Array<{ data: Entry[]; meta: { hasMore: boolean; nextCursor: string; total: number }; summary: { totalCost: number; totalUsage?: number }; resolution: string }> = [];
