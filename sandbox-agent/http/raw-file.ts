@@ -37,11 +37,12 @@ export async function receiveRawFile<T>(req: Request, options: { maxFileSize?: n
     throw errors.payloadTooLarge(`file of ${declared} bytes exceeds the maximum size of ${options.maxFileSize} bytes`);
   }
   const file = new SizeLimit(options.maxFileSize);
-  let cutShort = false;
+  const cutShort = errors.badRequest("request body ended before it was complete");
+  let wasCutShort = false;
   req.on("close", () => {
     if (req.complete) return;
-    cutShort = true;
-    file.destroy(errors.badRequest("request body ended before it was complete"));
+    wasCutShort = true;
+    file.destroy(cutShort);
   });
   req.on("error", (err) => file.destroy(err));
   req.pipe(file);
@@ -50,6 +51,6 @@ export async function receiveRawFile<T>(req: Request, options: { maxFileSize?: n
   } catch (err) {
     req.unpipe(file);
     if (!req.complete) req.resume();
-    throw cutShort ? errors.badRequest("request body ended before it was complete") : err;
+    throw wasCutShort ? cutShort : err;
   }
 }
