@@ -10,14 +10,19 @@ import { Transform, type TransformCallback } from "node:stream";
  * Nothing waits on a timer: whatever arrived in one turn of the event loop
  * leaves in the same turn's check phase (setImmediate), or as soon as
  * `maxBytes` have gathered, so streamed input (a process's stdin) is not
- * delayed. Memory stays bounded: the readable side's high-water mark is
- * `maxBytes`, so backpressure from the agent reaches the caller as before.
+ * delayed. Memory stays bounded: input is acknowledged only while the
+ * output waiting for the agent is under `maxBytes` (the readable side's
+ * high-water mark), so a slow or stalled agent pauses the caller's socket.
+ * Transform's own check cannot see this: it only holds back input when the
+ * push happened inside _transform, and most releases happen on the timer.
  */
 export class Coalescer extends Transform {
   readonly #maxBytes: number;
   #pending: Buffer[] = [];
   #pendingBytes = 0;
   #scheduled: NodeJS.Immediate | undefined;
+  /** The last input's callback, held while the output is over the high-water mark. */
+  #held: TransformCallback | undefined;
 
   constructor(maxBytes = 1024 * 1024) {
     super({ readableHighWaterMark: maxBytes });
@@ -29,7 +34,15 @@ export class Coalescer extends Transform {
     this.#pendingBytes += chunk.length;
     if (this.#pendingBytes >= this.#maxBytes) this.#release();
     else this.#scheduled ??= setImmediate(() => this.#release());
-    callback();
+    if (this.readableLength + this.#pendingBytes >= this.readableHighWaterMark) this.#held = callback;
+    else callback();
+  }
+
+  override _read(size: number): void {
+    const held = this.#held;
+    this.#held = undefined;
+    held?.();
+    super._read(size);
   }
 
   override _flush(callback: TransformCallback): void {
@@ -41,6 +54,7 @@ export class Coalescer extends Transform {
     this.#cancel();
     this.#pending = [];
     this.#pendingBytes = 0;
+    this.#held = undefined;
     callback(err);
   }
 

@@ -27,6 +27,28 @@ describe("Coalescer", () => {
     expect(Buffer.concat(out.chunks).equals(Buffer.concat(parts))).toBe(true);
   });
 
+  it("holds input back while its output waits, however the input is spread over turns", async () => {
+    // A stalled agent and a caller sending less than maxBytes per turn: every release
+    // happens on the timer, outside _transform, where Transform's own check cannot see it.
+    const coalescer = new Coalescer(64 * 1024);
+    const sent: Buffer[] = [];
+    let refused = false;
+    for (let i = 0; i < 500 && !refused; i++) {
+      const chunk = Buffer.alloc(1024, i);
+      sent.push(chunk);
+      refused = !coalescer.write(chunk);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(refused).toBe(true);
+    expect(coalescer.readableLength).toBeLessThanOrEqual(64 * 1024 + 1024);
+    // Reading again lets everything through, in order.
+    const out = sink();
+    const done = pipeline(coalescer, out.stream);
+    coalescer.end();
+    await done;
+    expect(Buffer.concat(out.chunks).equals(Buffer.concat(sent))).toBe(true);
+  });
+
   it("passes on a lone chunk without waiting for more input or for the end", async () => {
     const coalescer = new Coalescer();
     const received = new Promise<Buffer>((resolve) => coalescer.once("data", resolve));
