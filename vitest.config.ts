@@ -5,6 +5,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    setupFiles: ["test/helpers/setup.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 30_000,

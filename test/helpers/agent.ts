@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { AgentConfigSchema, type AgentConfig } from "../../sandbox-agent/config.js";
 import { openAgent, type AgentOverrides, type AgentRuntime } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { listen, type Serving } from "../../src/serve.js";
+import { trackedTempDir } from "./temp-dirs.js";
 
 export interface TestAgent {
   url: string;
@@ -20,9 +21,9 @@ export interface TestAgent {
   stop(options?: { keepFiles?: boolean }): Promise<void>;
 }
 
-/** A temp dir removed by the caller (or by TestAgent.stop). */
+/** A temp dir, removed by TestAgent.stop or else after the test file (test/helpers/setup.ts). */
 export function tempDir(prefix = "sandbox-kit-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  return trackedTempDir(prefix);
 }
 
 /**

@@ -1,11 +1,11 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { LaunchSpec } from "../../../simulator/launcher/index.js";
+import { trackedTempDir } from "../../helpers/temp-dirs.js";
 
+/** Removed after the test file (test/helpers/setup.ts), if the test did not remove it. */
 export function tempBase(prefix = "launcher-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  return trackedTempDir(prefix);
 }
 
 export function specFor(base: string, sandbox: string, extra: Partial<LaunchSpec> = {}): LaunchSpec {
