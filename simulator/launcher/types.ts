@@ -22,6 +22,26 @@ export interface LaunchSpec {
   drivesDir?: string;
   /** The agent's --log-level (default warn). */
   logLevel?: string;
+  /**
+   * The image's root filesystem on the host, read-only and shared by every sandbox made from it
+   * (the overlay's lower layer; rootDir is then the sandbox's own writable layer). Resolved by the
+   * image store before the launch; undefined = the launcher's own choice (the host's root).
+   */
+  imageRootDir?: string;
+  /** Host directories mounted into the sandbox (spec.volumes: the volume's directory at its mountPath). */
+  mounts?: SandboxMount[];
+  /** spec.runtime.memory in MB: the sandbox's memory limit where the launcher can enforce one. */
+  memoryMb?: number;
+  /** Outbound network from inside the sandbox (default true where the launcher gives it a network of its own). */
+  outboundNetwork?: boolean;
+}
+
+export interface SandboxMount {
+  /** Host path of what is mounted. */
+  source: string;
+  /** Absolute path inside the sandbox. */
+  target: string;
+  readOnly: boolean;
 }
 
 export interface AgentExit {
