@@ -4,6 +4,7 @@ import { callerAccess } from "./auth/access.js";
 import { oauthRouter } from "./auth/oauth-routes.js";
 import type { SimDeps } from "./deps.js";
 import { createFront, renderError, type Listener } from "./http/front.js";
+import { unauthenticatedBodyBudget } from "./http/body-budget.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
@@ -31,7 +32,8 @@ export function createSimulatorApp(deps: SimDeps): Listener {
     res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString() }));
   });
   const v0 = express.Router();
-  v0.use(express.json({ limit: "10mb" }));
+  // Every body Express reads under /v0 comes before authentication (OAuth) or is for no route: small, and capped together.
+  v0.use(unauthenticatedBodyBudget());
   v0.use(apiVersion());
   v0.use(oauthRouter(deps));
   // Account metrics (simulator/metrics, issue 6): the caller's account, admin flag and visible workspaces come from auth.

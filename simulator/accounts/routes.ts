@@ -50,7 +50,7 @@ function withCounts(ctx: OpContext, doc: Record<string, unknown>): Record<string
 
 export const accountOperations: Operation[] = [
   {
-    id: "checkWorkspaceAvailability", method: "post", path: "/workspaces/availability", level: "account",
+    id: "checkWorkspaceAvailability", method: "post", path: "/workspaces/availability", scope: "workspaces:create", level: "account",
     handler: (ctx) => {
       const { name } = parse(z.object({ name: z.string().min(1, "required") }), ctx.body ?? {}, "body");
       const result = checkAvailability(ctx.deps.accounts, name, usesSeedSpelling(ctx));
@@ -109,7 +109,7 @@ export const accountOperations: Operation[] = [
     },
   },
   {
-    id: "listAccounts", method: "get", path: "/accounts", level: "account",
+    id: "listAccounts", method: "get", path: "/accounts", scope: "workspaces:list", level: "account",
     handler: (ctx) => {
       const ids = new Set([ctx.principal.accountId, ...[...ctx.principal.workspaces.keys()].map((w) => ctx.deps.accounts.workspace(w)?.accountId)]);
       return [...ids].filter((id): id is string => Boolean(id)).map((id) => {
@@ -118,9 +118,9 @@ export const accountOperations: Operation[] = [
       });
     },
   },
-  { id: "getWorkspaceFeatures", method: "get", path: "/features", handler: () => ({ features: Object.fromEntries(Object.entries(FEATURE_FLAGS).filter(([, on]) => on)) }) },
+  { id: "getWorkspaceFeatures", method: "get", path: "/features", scope: "workspaces:get", handler: () => ({ features: Object.fromEntries(Object.entries(FEATURE_FLAGS).filter(([, on]) => on)) }) },
   {
-    id: "testFeatureFlag", method: "get", path: "/features/:featureKey",
+    id: "testFeatureFlag", method: "get", path: "/features/:featureKey", scope: "workspaces:get",
     handler: (ctx) => {
       const key = ctx.params.featureKey!;
       if (!(key in FEATURE_FLAGS)) throw errors.notFound(`feature "${key}" not found`);
@@ -128,7 +128,7 @@ export const accountOperations: Operation[] = [
     },
   },
   {
-    id: "listWorkspaceUsers", method: "get", path: "/users",
+    id: "listWorkspaceUsers", method: "get", path: "/users", scope: "workspaces:get",
     handler: (ctx) => ctx.deps.accounts.membersOf(ctx.workspace).map((u) => ({ sub: u.sub, email: u.email, email_verified: true, given_name: "", family_name: "", role: u.ws_role, accepted: true, expired: false, source: "invitation" })),
   },
   {

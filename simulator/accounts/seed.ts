@@ -5,6 +5,7 @@ import type { SimDeps } from "../deps.js";
 import { iso } from "../clock.js";
 import { digest } from "../auth/credentials.js";
 import { NAME_PATTERN } from "../resources/metadata.js";
+import { redirectUriSchema } from "../auth/redirect-uri.js";
 
 /** Body of POST /_sim/seed and of the --seed file. */
 export const SeedSchema = z.strictObject({
@@ -20,6 +21,10 @@ export const SeedSchema = z.strictObject({
         apiKey: z.string().min(8).optional(),
       }),
     )
+    .default([]),
+  // OAuth clients of the authorization-code flow: a code is sent only to one of their exact redirect URIs.
+  oauthClients: z
+    .array(z.strictObject({ clientId: z.string().min(1), name: z.string().optional(), redirectUris: z.array(redirectUriSchema).min(1) }))
     .default([]),
 });
 export type Seed = z.infer<typeof SeedSchema>;
@@ -46,7 +51,7 @@ export function createWorkspace(deps: SimDeps, input: { name: string; accountId:
 }
 
 /** Creates (or extends) accounts, workspaces and users; each user's apiKey becomes a working Bearer credential. */
-export function applySeed(deps: SimDeps, seed: Seed): { accounts: number; workspaces: number; users: number } {
+export function applySeed(deps: SimDeps, seed: Seed): { accounts: number; workspaces: number; users: number; oauthClients: number } {
   const run = deps.db.transaction(() => {
     const now = deps.clock.now();
     for (const a of seed.accounts) deps.accounts.putAccount(a.id, a.name ?? a.id, now);
@@ -67,9 +72,10 @@ export function applySeed(deps: SimDeps, seed: Seed): { accounts: number; worksp
         deps.credentials.insertApiKey({ id: deps.ids(), key_hash: digest(u.apiKey), name: "seed", sub: user.sub, sub_type: "user", expires_in: null, expires_ms: null, created_at: iso(now), created_by: user.sub });
       }
     }
+    for (const c of seed.oauthClients) deps.credentials.putOAuthClient({ client_id: c.clientId, name: c.name ?? c.clientId, redirect_uris: JSON.stringify(c.redirectUris), created_at: iso(now) });
   });
   run();
-  return { accounts: seed.accounts.length, workspaces: seed.workspaces.length, users: seed.users.length };
+  return { accounts: seed.accounts.length, workspaces: seed.workspaces.length, users: seed.users.length, oauthClients: seed.oauthClients.length };
 }
 
 export const DEFAULT_ACCOUNT = "local";
@@ -81,6 +87,7 @@ export function bootstrap(deps: SimDeps, workspace: string, apiKey: string): voi
     accounts: [{ id: DEFAULT_ACCOUNT, name: "Local account" }],
     workspaces: [{ name: workspace, accountId: DEFAULT_ACCOUNT }],
     users: [{ email: DEFAULT_ADMIN_EMAIL, accountId: DEFAULT_ACCOUNT, role: "admin", workspaces: [workspace], apiKey }],
+    oauthClients: [],
   });
 }
 

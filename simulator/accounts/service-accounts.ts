@@ -75,9 +75,9 @@ export function createApiKey(ctx: OpContext, sub: string, subType: ApiKeyRow["su
 }
 
 export const serviceAccountOperations: Operation[] = [
-  { id: "getWorkspaceServiceAccounts", method: "get", path: "/service_accounts", handler: (ctx) => ctx.deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa) },
+  { id: "getWorkspaceServiceAccounts", method: "get", path: "/service_accounts", scope: "apiKey:list", handler: (ctx) => ctx.deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa) },
   {
-    id: "createWorkspaceServiceAccount", method: "post", path: "/service_accounts",
+    id: "createWorkspaceServiceAccount", method: "post", path: "/service_accounts", scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const body = parse(SaBody, ctx.body ?? {}, "body");
@@ -89,7 +89,7 @@ export const serviceAccountOperations: Operation[] = [
     },
   },
   {
-    id: "updateWorkspaceServiceAccount", method: "put", path: "/service_accounts/:clientId",
+    id: "updateWorkspaceServiceAccount", method: "put", path: "/service_accounts/:clientId", scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const sa = loadSa(ctx);
@@ -100,7 +100,7 @@ export const serviceAccountOperations: Operation[] = [
     },
   },
   {
-    id: "deleteWorkspaceServiceAccount", method: "delete", path: "/service_accounts/:clientId",
+    id: "deleteWorkspaceServiceAccount", method: "delete", path: "/service_accounts/:clientId", scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const sa = loadSa(ctx);
@@ -111,7 +111,7 @@ export const serviceAccountOperations: Operation[] = [
   },
   { id: "listApiKeysForServiceAccount", method: "get", path: "/service_accounts/:clientId/api_keys", scope: "apiKey:list", handler: (ctx) => ctx.deps.credentials.apiKeysOf(loadSa(ctx).client_id).map((k) => renderApiKey(k)) },
   {
-    id: "createApiKeyForServiceAccount", method: "post", path: "/service_accounts/:clientId/api_keys", scope: "apiKey:write",
+    id: "createApiKeyForServiceAccount", method: "post", path: "/service_accounts/:clientId/api_keys", scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       return createApiKey(ctx, loadSa(ctx).client_id, "service_account", parse(KeyBody, ctx.body ?? {}, "body"));

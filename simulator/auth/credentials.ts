@@ -26,6 +26,14 @@ export interface ApiKeyRow {
   created_by: string;
 }
 
+/** A registered OAuth client of the authorization-code flow; `redirect_uris` is a JSON array of exact URIs. */
+export interface OAuthClientRow {
+  client_id: string;
+  name: string;
+  redirect_uris: string;
+  created_at: string;
+}
+
 export interface GrantRow {
   token_hash: string;
   kind: "code" | "refresh";
@@ -64,6 +72,8 @@ export class CredentialStore {
       grant: db.prepare("SELECT * FROM oauth_grants WHERE token_hash = ? AND kind = ?"),
       deleteGrant: db.prepare("DELETE FROM oauth_grants WHERE token_hash = ?"),
       deleteGrantsOf: db.prepare("DELETE FROM oauth_grants WHERE sub = ?"),
+      putClient: db.prepare("INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at) VALUES (@client_id, @name, @redirect_uris, @created_at) ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, redirect_uris = excluded.redirect_uris"),
+      client: db.prepare("SELECT * FROM oauth_clients WHERE client_id = ?"),
     };
     // Deleting a service account takes its secret, keys and grants in one
     // transaction; its access tokens die with it (verification looks the subject up).
@@ -110,6 +120,16 @@ export class CredentialStore {
   deleteApiKey(sub: string, id: string): boolean {
     this.#changed();
     return this.#s.deleteKey!.run(sub, id).changes === 1;
+  }
+
+  putOAuthClient(row: OAuthClientRow): void {
+    this.#s.putClient!.run(row);
+  }
+
+  /** The registered client and its exact redirect URIs, or undefined. */
+  oauthClient(clientId: string): { clientId: string; name: string; redirectUris: string[] } | undefined {
+    const row = this.#s.client!.get(clientId) as OAuthClientRow | undefined;
+    return row && { clientId: row.client_id, name: row.name, redirectUris: JSON.parse(row.redirect_uris) as string[] };
   }
 
   insertGrant(row: GrantRow): void {

@@ -1,27 +1,23 @@
 import express, { type Router } from "express";
 import { z } from "zod";
-import { ApiError } from "../../src/errors.js";
 import { secretsEqual } from "../../src/auth.js";
 import { randomToken } from "../../src/ids.js";
 import { parse } from "../../src/http.js";
 import type { SimDeps } from "../deps.js";
 import { digest, type SubjectType } from "./credentials.js";
 import { ACCESS_TOKEN_TTL_S, signJwt } from "./jwt.js";
-import { authenticateHeaders, principalOf } from "./principal.js";
-import { parseScopeList } from "./scopes.js";
+import { authorizeRouter } from "./oauth-authorize.js";
+import { OAUTH_BODY_LIMIT, oauthError, requestedScope } from "./oauth-errors.js";
+import { principalOf } from "./principal.js";
 
 /**
  * OAuth 2.0 endpoints (unauthenticated): POST /oauth/token for
  * client_credentials (Basic header or body, as the SDK and docs send it),
- * authorization_code and refresh_token; GET /oauth/authorize issues codes for
- * a seeded user. Errors use the OAuth names in `error` (the SDK throws
- * `new Error(body.error)`), inside the simulator's {error, code, message}.
+ * authorization_code (client_id required, redirect_uri as authorized) and
+ * refresh_token; /oauth/authorize (oauth-authorize.ts) issues the codes.
+ * Errors use the OAuth names in `error` (oauth-errors.ts).
  */
-const CODE_TTL_MS = 10 * 60_000;
 const REFRESH_TTL_MS = 30 * 24 * 3_600_000;
-
-const oauthError = (status: number, error: string, description: string) =>
-  new ApiError(status === 401 ? "unauthorized" : "bad_request", description, { status, details: { error, error_description: description } });
 
 const TokenBody = z.object({
   grant_type: z.string({ error: "required" }),
@@ -33,15 +29,6 @@ const TokenBody = z.object({
   scope: z.string().optional(),
   code_verifier: z.string().optional(),
   device_code: z.string().optional(),
-});
-
-const AuthorizeQuery = z.object({
-  response_type: z.literal("code", { error: "expected \"code\"" }),
-  client_id: z.string().min(1, "required"),
-  redirect_uri: z.string().optional(),
-  scope: z.string().optional(),
-  state: z.string().optional(),
-  login_hint: z.string().optional(),
 });
 
 export function oauthRouter(deps: SimDeps): Router {
@@ -60,13 +47,7 @@ export function oauthRouter(deps: SimDeps): Router {
     return body;
   };
 
-  const requestedScope = (value: string | undefined): string => {
-    const { scopes, unknown } = parseScopeList(value);
-    if (unknown.length) throw oauthError(400, "invalid_scope", `scope: unknown scope ${unknown.map((s) => `"${s}"`).join(", ")}`);
-    return scopes.length ? scopes.join(" ") : "admin";
-  };
-
-  router.post("/oauth/token", express.urlencoded({ extended: false }), (req, res) => {
+  router.post("/oauth/token", express.urlencoded({ extended: false, limit: OAUTH_BODY_LIMIT }), express.json({ limit: OAUTH_BODY_LIMIT }), (req, res) => {
     const body = parse(TokenBody, req.body ?? {}, "body");
     let reply: Record<string, unknown>;
     switch (body.grant_type) {
@@ -91,7 +72,7 @@ export function oauthRouter(deps: SimDeps): Router {
         const grant = deps.credentials.takeGrant(body.code, "code");
         if (!grant || grant.expires_ms <= deps.clock.now()) throw oauthError(400, "invalid_grant", "code: unknown, used or expired");
         if (grant.redirect_uri && grant.redirect_uri !== body.redirect_uri) throw oauthError(400, "invalid_grant", "redirect_uri: does not match the authorization request");
-        if (body.client_id && body.client_id !== grant.client_id) throw oauthError(400, "invalid_grant", "client_id: does not match the authorization request");
+        if (body.client_id !== grant.client_id) throw oauthError(400, "invalid_grant", "client_id: does not match the authorization request");
         if (!principalOf(deps, grant.sub_type, grant.sub)) throw oauthError(400, "invalid_grant", "the user no longer exists");
         reply = issue(grant.sub_type, grant.sub, grant.scope, grant.client_id, true);
         break;
@@ -110,31 +91,6 @@ export function oauthRouter(deps: SimDeps): Router {
     res.send(JSON.stringify(reply));
   });
 
-  // No login page: the user is the caller of a user credential, or the seeded user named by login_hint.
-  router.get("/oauth/authorize", (req, res) => {
-    const q = parse(AuthorizeQuery, req.query, "query");
-    let sub: string | undefined;
-    if (q.login_hint) sub = deps.accounts.userByEmail(q.login_hint)?.sub;
-    else {
-      try {
-        const p = authenticateHeaders(deps, req.headers);
-        if (p.type === "user") sub = p.sub;
-      } catch {
-        sub = undefined;
-      }
-    }
-    if (!sub) throw oauthError(400, "invalid_request", "login_hint: the email of a seeded user is required");
-    const code = randomToken(24);
-    deps.credentials.insertGrant({ token_hash: digest(code), kind: "code", sub, sub_type: "user", client_id: q.client_id, redirect_uri: q.redirect_uri ?? "", scope: requestedScope(q.scope), expires_ms: deps.clock.now() + CODE_TTL_MS });
-    if (q.redirect_uri) {
-      const target = new URL(q.redirect_uri);
-      target.searchParams.set("code", code);
-      if (q.state) target.searchParams.set("state", q.state);
-      res.status(302).set("Location", target.toString()).send(JSON.stringify({ code, state: q.state }));
-      return;
-    }
-    res.send(JSON.stringify({ code, state: q.state }));
-  });
-
+  router.use(authorizeRouter(deps));
   return router;
 }

@@ -1,8 +1,9 @@
 /**
  * OAuth scopes of the seed (exact values). `admin` covers every operation.
- * Operations whose resource has no scope of its own in this list (drives,
- * images, VPCs, ...) need no particular scope: any credential that may see the
- * workspace may call them.
+ * Every operation names the scope it needs (issue 14: an operation without
+ * one let a token scoped `sandboxes:get`, or a drive's access token, mint a
+ * service account); operations whose resource has no scope of its own in this
+ * list (drives, images, VPCs, service accounts...) need `admin`.
  */
 export const SCOPES = [
   "admin",
@@ -34,15 +35,19 @@ export function isScope(value: string): value is Scope {
   return KNOWN.has(value);
 }
 
-/** `resource:verb` when the seed lists it, else undefined (no particular scope needed). */
-export function scopeFor(resource: string | undefined, verb: string): Scope | undefined {
-  if (!resource) return undefined;
+/** `resource:verb` when the seed lists it, else `admin`. */
+export function scopeFor(resource: string | undefined, verb: string): Scope {
   const candidate = `${resource}:${verb}`;
-  return isScope(candidate) ? candidate : undefined;
+  return resource && isScope(candidate) ? candidate : "admin";
 }
 
-export function grants(scopes: ReadonlySet<string>, needed: Scope | undefined): boolean {
-  return needed === undefined || scopes.has("admin") || scopes.has(needed);
+/**
+ * Whether a credential's scopes allow an operation. `alsoGrantedBy` names a
+ * narrower scope that allows it too: a drive's access token carries
+ * `drive:<name>` and may read that drive, nothing else.
+ */
+export function grants(scopes: ReadonlySet<string>, needed: Scope, alsoGrantedBy?: string): boolean {
+  return scopes.has("admin") || scopes.has(needed) || (alsoGrantedBy !== undefined && scopes.has(alsoGrantedBy));
 }
 
 /** Parses a space-separated scope request; unknown values are reported by name. */

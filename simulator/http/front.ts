@@ -4,6 +4,7 @@ import { redactUrl } from "../../src/logging.js";
 import { resolveVersion, VERSION_HEADERS } from "../../src/versioning.js";
 import type { SimDeps } from "../deps.js";
 import { injectedFault } from "../test-hooks/faults.js";
+import { closeRatherThanDrain, hasBody } from "./body-budget.js";
 import type { Dispatcher, Match, RequestView } from "./operation.js";
 
 /**
@@ -39,6 +40,8 @@ export function createFront(deps: SimDeps, dispatcher: Dispatcher, fallback: Lis
     const failed = (err: unknown) => {
       let apiError = toApiError(deps, err, req);
       if (match.op.errorShape) apiError = match.op.errorShape(apiError, { method: req.method ?? "GET", headers: req.headers, body: (req as { parsedBody?: unknown }).parsedBody });
+      // A large body left unread (refused before it was read): close rather than drain it.
+      if (closeRatherThanDrain(req)) res.setHeader("Connection", "close");
       fail(res, apiError, true);
     };
     const replied = () => logWhenFinished(deps, req, res, started);
@@ -65,8 +68,13 @@ async function handle(deps: SimDeps, dispatcher: Dispatcher, match: Match, req: 
     if (fault) throw fault;
   }
   const version = requestVersion(req);
+  const query = parseQuery(search);
+  // The credential, scope and workspace are checked before a byte of the body is read (issue 14):
+  // an anonymous caller never makes the simulator hold its body.
+  const caller = dispatcher.authorize(match, req.headers, query);
   const body = await readJsonBody(req);
-  await run(dispatcher, match, req, res, search, body, version);
+  (req as { parsedBody?: unknown }).parsedBody = body;
+  await dispatcher.run(match, { method: req.method ?? "GET", headers: req.headers, body }, res, query, version, caller);
 }
 
 function requestVersion(req: IncomingMessage) {
@@ -97,10 +105,6 @@ export function parseQuery(search: string): Record<string, unknown> {
 }
 
 /** A JSON body (application/json or +json), like express.json(): other types and empty bodies give undefined. */
-function hasBody(req: IncomingMessage): boolean {
-  return req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
-}
-
 function readJsonBody(req: IncomingMessage): Promise<unknown> {
   if (!hasBody(req)) return Promise.resolve(undefined);
   const type = req.headers["content-type"] ?? "";

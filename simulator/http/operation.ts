@@ -45,7 +45,13 @@ export interface Operation {
   method: Method;
   /** Path under /v0, e.g. `/sandboxes/:sandboxName`; the first segment is literal. */
   path: string;
-  scope?: Scope;
+  /**
+   * The scope a credential needs (`admin` covers all): every operation names
+   * one (issue 14), `admin` where the seed has no scope for the resource.
+   */
+  scope: Scope;
+  /** A narrower scope that allows this operation too, from its path parameters (a drive token: `drive:<name>`). */
+  alsoGrantedBy?: (params: Record<string, string>) => string;
   /** "workspace" (default): needs a selected workspace; "account": any authenticated caller. */
   level?: "workspace" | "account";
   handler: (ctx: OpContext) => unknown;
@@ -63,6 +69,13 @@ export class Reply {
 /** A reply body already serialized as JSON (a list page assembled from cached item texts). */
 export class RawJson {
   constructor(readonly text: string) {}
+}
+
+/** The authenticated caller of an operation (Dispatcher.authorize). */
+export interface Caller {
+  principal: Principal;
+  workspace: string;
+  role: Role | undefined;
 }
 
 export interface Match {
@@ -103,13 +116,23 @@ export class Dispatcher {
     return undefined;
   }
 
-  /** Runs a matched operation and writes its reply; throws ApiErrors for the caller to render (and shape). */
-  run({ op, params }: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion): void | Promise<void> {
-    const principal = authenticateHeaders(this.#deps, req.headers);
-    if (!grants(principal.scopes, op.scope)) throw errors.forbidden(`missing scope ${op.scope}`);
+  /**
+   * Who may run a matched operation: the credential (401), its scope (403)
+   * and its workspace (403). The front calls it before reading any body.
+   */
+  authorize({ op, params }: Match, headers: IncomingHttpHeaders, query: Record<string, unknown>): Caller {
+    const principal = authenticateHeaders(this.#deps, headers);
+    if (!grants(principal.scopes, op.scope, op.alsoGrantedBy?.(params))) throw errors.forbidden(`missing scope ${op.scope}`);
     let workspace = "";
     let role: Role | undefined;
-    if ((op.level ?? "workspace") === "workspace") ({ workspace, role } = selectWorkspace(principal, requestedWorkspace(req.headers, query)));
+    if ((op.level ?? "workspace") === "workspace") ({ workspace, role } = selectWorkspace(principal, requestedWorkspace(headers, query)));
+    return { principal, workspace, role };
+  }
+
+  /** Runs a matched operation and writes its reply; throws ApiErrors for the caller to render (and shape). */
+  run(match: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion, caller = this.authorize(match, req.headers, query)): void | Promise<void> {
+    const { op, params } = match;
+    const { principal, workspace, role } = caller;
     const ctx: OpContext = {
       deps: this.#deps, req, params, query, body: req.body, version, paginated: paginates(version),
       principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,

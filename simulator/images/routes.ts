@@ -40,16 +40,29 @@ const ShareBody = z.strictObject({ targetWorkspace: z.string().min(1, "required"
 
 const shareKey = (ctx: OpContext) => `${parseResourceType(ctx.params.resourceType)}/${ctx.params.imageName}`;
 
+/**
+ * Copies a shared image into the target workspace. An image of the same
+ * name there is never replaced (issue 14): tags it lacks are added beside
+ * its own; a tag it already has is a 409 unless `force` (accepting a pending
+ * share with ?force=true), which replaces those tags only.
+ */
 function copyInto(ctx: OpContext, doc: ImageDoc, target: string, source: string, force: boolean): ImageDoc {
   const existing = ctx.deps.resources.get<ImageDoc>(target, IMAGE_KIND, doc.metadata.name, doc.metadata.resourceType);
-  if (existing && !force && existing.doc.spec.tags.some((t) => doc.spec.tags.some((s) => s.name === t.name))) throw errors.conflict(`workspace "${target}" already has ${doc.metadata.name} with the same tags (accept with force=true to overwrite)`);
   const copy = copyFor(doc, target, source, ctx.deps.clock.now());
+  let result = copy;
   if (existing) {
-    existing.doc = copy;
+    const clashing = existing.doc.spec.tags.filter((t) => doc.spec.tags.some((s) => s.name === t.name)).map((t) => t.name);
+    if (clashing.length && !force) throw errors.conflict(`workspace "${target}" already has image ${doc.metadata.name} with tag${clashing.length > 1 ? "s" : ""} ${clashing.join(", ")}: an existing image is never replaced (a pending share accepted with force=true replaces those tags)`);
+    result = structuredClone(existing.doc);
+    result.spec.tags = [...result.spec.tags.filter((t) => !clashing.includes(t.name)), ...copy.spec.tags];
+    result.__layerSizes = { ...result.__layerSizes, ...copy.__layerSizes };
+    recomputeSizes(result);
+    result.metadata.updatedAt = copy.metadata.updatedAt;
+    existing.doc = result;
     ctx.deps.resources.update(existing as never);
   } else ctx.deps.resources.insert({ workspace: target, kind: IMAGE_KIND, parent: doc.metadata.resourceType, name: doc.metadata.name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: copy as never });
   meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(target, IMAGE_KIND, doc.metadata.name, doc.metadata.resourceType)!);
-  return copy;
+  return result;
 }
 
 function pendingShare(ctx: OpContext): { item: NonNullable<ReturnType<OpContext["deps"]["resources"]["get"]>>; share: PendingShare } {
@@ -73,9 +86,9 @@ function closePending(ctx: OpContext, share: PendingShare, accepted: boolean): v
 }
 
 export const imageOperations: Operation[] = [
-  { id: "listImages", method: "get", path: "/images", handler: (ctx) => ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => renderImage(i.doc)) },
+  { id: "listImages", method: "get", path: "/images", scope: "admin", handler: (ctx) => ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => renderImage(i.doc)) },
   {
-    id: "createImage", method: "post", path: "/images",
+    id: "createImage", method: "post", path: "/images", scope: "admin",
     handler: (ctx) => {
       const body = parse(CreateBody, ctx.body ?? {}, "body");
       const type = parseResourceType(body.resourceType);
@@ -87,7 +100,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "cleanupImages", method: "delete", path: "/images",
+    id: "cleanupImages", method: "delete", path: "/images", scope: "admin",
     handler: (ctx) => {
       let deleted = 0;
       for (const item of ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:asc" })) {
@@ -99,9 +112,9 @@ export const imageOperations: Operation[] = [
       return { deleted, message: `${deleted} unused image${deleted === 1 ? "" : "s"} deleted` };
     },
   },
-  { id: "getImage", method: "get", path: "/images/:resourceType/:imageName", handler: (ctx) => renderImage(loadImage(ctx).doc) },
+  { id: "getImage", method: "get", path: "/images/:resourceType/:imageName", scope: "admin", handler: (ctx) => renderImage(loadImage(ctx).doc) },
   {
-    id: "deleteImage", method: "delete", path: "/images/:resourceType/:imageName",
+    id: "deleteImage", method: "delete", path: "/images/:resourceType/:imageName", scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const users = item.doc.spec.tags.flatMap((t) => tagUsers(ctx, item.name, t.name));
@@ -112,7 +125,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "deleteImageTag", method: "delete", path: "/images/:resourceType/:imageName/tags/:tagName",
+    id: "deleteImageTag", method: "delete", path: "/images/:resourceType/:imageName/tags/:tagName", scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const tag = ctx.params.tagName!;
@@ -128,14 +141,14 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "listImageShares", method: "get", path: "/images/:resourceType/:imageName/share",
+    id: "listImageShares", method: "get", path: "/images/:resourceType/:imageName/share", scope: "admin",
     handler: (ctx) => {
       loadImage(ctx);
       return ctx.deps.resources.list({ workspace: ctx.workspace, kind: SHARE_KIND, parent: shareKey(ctx), sort: "createdAt:asc" }).map((s) => s.doc);
     },
   },
   {
-    id: "shareImage", method: "post", path: "/images/:resourceType/:imageName/share",
+    id: "shareImage", method: "post", path: "/images/:resourceType/:imageName/share", scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const body = parse(ShareBody, ctx.body ?? {}, "body");
@@ -148,7 +161,9 @@ export const imageOperations: Operation[] = [
       const now = ctx.deps.clock.now();
       const entry = { workspace: target.name, accountId: target.accountId, status: "active", workspaceDisplayName: String(target.doc.displayName ?? target.name) };
       if (target.accountId === sourceAccount) {
-        const copy = copyInto(ctx, item.doc, target.name, ctx.workspace, true);
+        // Applied at once, so the sharer must administer the target too (a member of the source only gets 403).
+        if (ctx.principal.workspaces.get(target.name) !== "admin") throw errors.forbidden(`sharing into workspace "${target.name}" at once needs an admin of it`);
+        const copy = copyInto(ctx, item.doc, target.name, ctx.workspace, false);
         ctx.deps.resources.insert({ workspace: ctx.workspace, kind: SHARE_KIND, parent: key, name: target.name, createdMs: now, status: "active", doc: entry });
         return renderImage(copy);
       }
@@ -164,7 +179,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "unshareImage", method: "delete", path: "/images/:resourceType/:imageName/share/:targetWorkspace",
+    id: "unshareImage", method: "delete", path: "/images/:resourceType/:imageName/share/:targetWorkspace", scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const entry = ctx.deps.resources.get<{ status: string; pendingShareId?: string }>(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, shareKey(ctx));
@@ -179,7 +194,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "listPendingImageShares", method: "get", path: "/pending-image-shares",
+    id: "listPendingImageShares", method: "get", path: "/pending-image-shares", scope: "admin",
     handler: (ctx) => {
       const outgoing = ctx.query.direction === "outgoing";
       if (ctx.query.direction !== undefined && !outgoing && ctx.query.direction !== "incoming") throw errors.badRequest("query.direction: expected incoming or outgoing");
@@ -195,7 +210,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "acceptImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/accept", level: "account",
+    id: "acceptImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/accept", scope: "admin", level: "account",
     handler: (ctx) => {
       const { share } = pendingShare(ctx);
       if (Date.parse(share.expiresAt) <= ctx.deps.clock.now()) throw new ApiError("gone", `pending share "${share.id}" expired at ${share.expiresAt}`);
@@ -207,7 +222,7 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "declineImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/decline", level: "account",
+    id: "declineImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/decline", scope: "admin", level: "account",
     handler: (ctx) => {
       closePending(ctx, pendingShare(ctx).share, false);
       return new Reply(204);

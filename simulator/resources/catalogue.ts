@@ -50,13 +50,13 @@ export const catalogueOperations: Operation[] = [
       return found;
     },
   },
-  { id: "getChangelog", method: "get", path: "/changelog", level: "account", handler: () => ({ entries: [{ title: "sandbox-sim", date: "2026-04-28", content: "API version 2026-04-28: cursor pagination on list operations." }] }) },
+  { id: "getChangelog", method: "get", path: "/changelog", scope: "workspaces:get", level: "account", handler: () => ({ entries: [{ title: "sandbox-sim", date: "2026-04-28", content: "API version 2026-04-28: cursor pagination on list operations." }] }) },
   {
-    id: "listPublicIps", method: "get", path: "/publicIps",
+    id: "listPublicIps", method: "get", path: "/publicIps", scope: "locations:list",
     handler: (ctx) => Object.fromEntries(REGIONS.filter((r) => !ctx.query.region || r.region === ctx.query.region).map((r, i) => [r.region, { description: `egress of ${r.region}`, ipv4Cidrs: [`198.51.100.${i * 16}/28`], ipv6Cidrs: [`2001:db8:${i + 1}::/48`] }])),
   },
   {
-    id: "getIntegration", method: "get", path: "/integrations/:integrationName",
+    id: "getIntegration", method: "get", path: "/integrations/:integrationName", scope: "integrations:list",
     handler: (ctx) => ({ name: ctx.params.integrationName, additionalInfos: {}, endpoints: {}, headers: {}, params: {}, organizations: [], repositories: [] }),
   },
 ];

@@ -141,6 +141,7 @@ export function crudOperations(kind: ResourceKind): Operation[] {
   if (get) {
     ops.push({
       id: get, method: "get", path: item, scope: scopeFor(kind.scope, "get"),
+      alsoGrantedBy: kind.itemTokenScope ? (params) => `${kind.itemTokenScope}:${params[kind.param]}` : undefined,
       handler: (ctx) => renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx), ctx),
     });
   }

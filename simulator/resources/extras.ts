@@ -88,11 +88,11 @@ export const extraOperations: Operation[] = [
     },
   },
   { id: "getVolumeByExternalId", method: "get", path: "/volumes/by-external-id/:externalId", scope: "volumes:get", handler: (ctx) => byExternalId(volumeKind, ctx) },
-  { id: "getDriveByExternalId", method: "get", path: "/drives/by-external-id/:externalId", handler: (ctx) => byExternalId(driveKind, ctx) },
+  { id: "getDriveByExternalId", method: "get", path: "/drives/by-external-id/:externalId", scope: "admin", handler: (ctx) => byExternalId(driveKind, ctx) },
   // HS256 tokens have no public key to publish; the set names the key id and algorithm.
-  { id: "getDriveJwks", method: "get", path: "/drives/jwks.json", level: "account", handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }) },
+  { id: "getDriveJwks", method: "get", path: "/drives/jwks.json", scope: "admin", level: "account", handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }) },
   {
-    id: "createDriveAccessToken", method: "post", path: "/drives/:driveName/access-token",
+    id: "createDriveAccessToken", method: "post", path: "/drives/:driveName/access-token", scope: "admin",
     handler: (ctx) => {
       const drive = loadItem(driveKind, ctx, ctx.params.driveName!, "");
       const iat = Math.floor(ctx.deps.clock.now() / 1000);
@@ -132,9 +132,9 @@ export const extraOperations: Operation[] = [
       return { agents: of("agent"), functions: of("function"), jobs: of("job"), models: of("model"), sandboxes: of("sandbox") };
     },
   },
-  { id: "listAllEgressGateways", method: "get", path: "/egressgateways", handler: (ctx) => allUnderParents(egressGatewayKind, ctx) },
+  { id: "listAllEgressGateways", method: "get", path: "/egressgateways", scope: "admin", handler: (ctx) => allUnderParents(egressGatewayKind, ctx) },
   {
-    id: "getEgressGatewayUsage", method: "get", path: "/egressgateways/usage",
+    id: "getEgressGatewayUsage", method: "get", path: "/egressgateways/usage", scope: "admin",
     handler: (ctx) => {
       const usage: Record<string, string[]> = {};
       for (const g of ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: egressGatewayKind.kind, parent: null, sort: "name:asc" })) usage[g.name] = [];
@@ -145,11 +145,11 @@ export const extraOperations: Operation[] = [
       return usage;
     },
   },
-  { id: "listAllEgressIps", method: "get", path: "/egressips", handler: (ctx) => allUnderParents(egressIpKind, ctx) },
+  { id: "listAllEgressIps", method: "get", path: "/egressips", scope: "admin", handler: (ctx) => allUnderParents(egressIpKind, ctx) },
   ...["getIntegrationConnectionModelEndpointConfigurations:/endpointConfigurations", "listIntegrationConnectionModels:/models"].map((entry): Operation => {
     const [id, suffix] = entry.split(":") as [string, string];
     return {
-      id, method: "get", path: `/integrations/connections/:connectionName${suffix}`,
+      id, method: "get", path: `/integrations/connections/:connectionName${suffix}`, scope: "admin",
       handler: (ctx) => {
         const c = loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
         return suffix === "/models" ? [] : { integration: (c.doc.spec as { integration?: string }).integration ?? "", endpoints: {} };
@@ -157,7 +157,7 @@ export const extraOperations: Operation[] = [
     };
   }),
   {
-    id: "getIntegrationConnectionModel", method: "get", path: "/integrations/connections/:connectionName/models/:modelId",
+    id: "getIntegrationConnectionModel", method: "get", path: "/integrations/connections/:connectionName/models/:modelId", scope: "admin",
     handler: (ctx) => {
       loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
       throw errors.notFound(`model "${ctx.params.modelId}" not found on this connection`);

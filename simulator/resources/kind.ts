@@ -30,8 +30,10 @@ export interface ResourceKind {
   parent?: { params: string[]; kind: string; label: string };
   /** SDK operation ids; an absent one is not served by the generic layer. */
   ops: { list?: string; create?: string; get?: string; update?: string; delete?: string };
-  /** Scope resource ("agents" → agents:list, agents:create ...); undefined = no particular scope. */
+  /** Scope resource ("agents" → agents:list, agents:create ...); undefined (or not in the seed) = `admin`. */
   scope?: string;
+  /** A per-item token scope prefix that may read one item: "drive" → a `drive:<name>` token may GET that drive. */
+  itemTokenScope?: string;
   /** Writable `spec` schema. Unknown spec fields → 400 unless the schema is loose. */
   spec: z.ZodType<Record<string, unknown>>;
   /** Other writable top-level fields kept on the document (e.g. volume `state`); read-only ones are always accepted and dropped. */

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { errors } from "../../src/errors.js";
 import { SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
 import { listResources, type ListShape } from "../resources/listing.js";
+import { keepMaskedSecrets } from "../resources/render.js";
 import { iso } from "../clock.js";
 import type { OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
@@ -128,7 +129,9 @@ export class LocalScheduleBackend implements ScheduleBackend {
   update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry {
     const item = this.#load(ctx, sandbox, id);
     const { type, value } = normalizeScheduleValue(input.type, input.value, ctx.deps.clock.now());
-    item.doc = { ...item.doc, type, value, input: input.input ?? item.doc.input, maxExecutions: input.maxExecutions ?? item.doc.maxExecutions };
+    const next = input.input && structuredClone(input.input);
+    keepMaskedSecrets(next, item.doc.input); // a masked env value sent back keeps the stored one
+    item.doc = { ...item.doc, type, value, input: next ?? item.doc.input, maxExecutions: input.maxExecutions ?? item.doc.maxExecutions };
     item.status = type;
     ctx.deps.resources.update(item as never);
     return item.doc;

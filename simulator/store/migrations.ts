@@ -41,4 +41,9 @@ export const SIMULATOR_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX resources_by_created ON resources(workspace, kind, parent, created_ms, name);
     `,
   },
+  {
+    // Registered OAuth clients of the authorization-code flow (issue 14): a code goes only to a registered redirect URI.
+    id: "simulator/002-oauth-clients",
+    sql: "CREATE TABLE oauth_clients (client_id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', redirect_uris TEXT NOT NULL, created_at TEXT NOT NULL)",
+  },
 ];

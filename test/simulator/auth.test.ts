@@ -114,9 +114,13 @@ describe("OAuth", () => {
     await sim.api.post(`/v0/service_accounts/${sa.client_id}/api_keys`, { expires_in: "soon" }).expect(400);
   });
 
-  it("runs authorization_code then refresh_token for a seeded user; codes are single-use", async () => {
-    await request(sim.app).post("/_sim/seed").send({ users: [{ email: "ann@local.test", accountId: "local", role: "member", workspaces: ["default"] }] }).expect(200);
-    const auth = await request(sim.app).get("/v0/oauth/authorize").query({ response_type: "code", client_id: "app", redirect_uri: "http://127.0.0.1:9/cb", state: "s1", login_hint: "ann@local.test" }).expect(302);
+  it("runs authorization_code (the user's own key, a registered client) then refresh_token; codes are single-use", async () => {
+    await request(sim.app).post("/_sim/seed").send({
+      users: [{ email: "ann@local.test", accountId: "local", role: "member", workspaces: ["default"], apiKey: "ann-key-00001" }],
+      oauthClients: [{ clientId: "app", redirectUris: ["http://127.0.0.1:9/cb"] }],
+    }).expect(200);
+    const auth = await request(sim.app).get("/v0/oauth/authorize").set("Authorization", "Bearer ann-key-00001")
+      .query({ response_type: "code", client_id: "app", redirect_uri: "http://127.0.0.1:9/cb", state: "s1" }).expect(302);
     const location = new URL(auth.headers.location!);
     expect(location.searchParams.get("state")).toBe("s1");
     const code = location.searchParams.get("code")!;
@@ -124,7 +128,9 @@ describe("OAuth", () => {
     expect(wrongUri.body.error).toBe("invalid_grant");
     // the failed attempt consumed the code
     await request(sim.app).post("/v0/oauth/token").type("form").send({ grant_type: "authorization_code", code, redirect_uri: "http://127.0.0.1:9/cb", client_id: "app" }).expect(400);
-    const again = await request(sim.app).get("/v0/oauth/authorize").query({ response_type: "code", client_id: "app", login_hint: "ann@local.test" }).expect(200);
+    // the login form: the key in the POST body, the client's only redirect URI by default
+    const again = await request(sim.app).post("/v0/oauth/authorize").type("form").send({ response_type: "code", client_id: "app", api_key: "ann-key-00001" }).expect(302);
+    expect(again.headers.location).toMatch(/^http:\/\/127\.0\.0\.1:9\/cb\?code=/);
     const tokens = await request(sim.app).post("/v0/oauth/token").type("form").send({ grant_type: "authorization_code", code: again.body.code, client_id: "app" }).expect(200);
     expect(typeof tokens.body.refresh_token).toBe("string");
     await request(sim.app).get("/v0/sandboxes").set("Authorization", `Bearer ${tokens.body.access_token}`).set("X-Blaxel-Workspace", "default").expect(200);
