@@ -28,7 +28,7 @@ export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPath
     clock,
     logger,
   });
-  const service = new DriveService({ backend, store: new DriveStore(db), paths, drivesDir, existingOnly: config.drivesExistingOnly, dataDir: config.dataDir, clock, logger });
+  const service = new DriveService({ backend, store: new DriveStore(db), paths, drivesDir, existingOnly: config.drivesExistingOnly, sandboxName: config.sandboxName, dataDir: config.dataDir, clock, logger });
   const { adopted, forgotten } = await service.adopt();
   const line = { backend: backend.name, description: backend.description, adopted, forgotten };
   if (backend.name === "symlink") logger.warn(line, "drives: symlink backend, for unprivileged local development only (not real mounts)");

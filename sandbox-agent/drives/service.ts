@@ -4,6 +4,7 @@ import type { Clock } from "../../src/clock.js";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
+import { checkDriveAccess } from "./access.js";
 import { backendFor } from "./backends/index.js";
 import { DriveBusyError, type BackendName, type DriveBackend, type MountSpec } from "./backends/types.js";
 import { KeyedLock } from "./keyed-lock.js";
@@ -34,6 +35,8 @@ export interface DriveServiceOptions {
   drivesDir: string;
   /** Refuse drives whose directory under drivesDir does not exist (--drives-existing-only). */
   existingOnly?: boolean;
+  /** This sandbox's name: with existingOnly, its labels and the drive's permissions decide a mount (access.ts). */
+  sandboxName?: string;
   dataDir: string;
   clock: Clock;
   logger: Logger;
@@ -68,7 +71,10 @@ export class DriveService {
     if (readOnly && !this.backend.supportsReadOnly) throw errors.badRequest(`readOnly: the ${this.backend.name} drive backend cannot make a drive read-only`);
     const hostPath = await this.#hostPathOf(mountPath);
     const reply = (message: string, info: DriveMountInfo) => ({ success: true as const, message, ...info });
-    if (this.#o.existingOnly && this.backend.name !== "command") await this.#requireDrive(driveName);
+    if (this.#o.existingOnly && this.backend.name !== "command") {
+      await this.#requireDrive(driveName);
+      await checkDriveAccess(this.#o.drivesDir, this.#o.sandboxName ?? "", driveName, drivePath, readOnly);
+    }
 
     return this.#lock.run(hostPath, async () => {
       const table = await this.#readTable();

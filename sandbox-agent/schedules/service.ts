@@ -3,6 +3,7 @@ import { errors } from "../../src/errors.js";
 import type { Ids } from "../../src/ids.js";
 import { decideOverlap, firstDueAt } from "./due.js";
 import type { ScheduleBody } from "./definition.js";
+import { MASK } from "./present.js";
 import type { Scheduler, ScheduleInput } from "./scheduler.js";
 import type { ExecutionRow, ExecutionStatus, ListQuery, ScheduleRow, ScheduleStore } from "./store.js";
 import { resolveTiming, TimingError } from "./timing.js";
@@ -43,7 +44,10 @@ export class ScheduleService {
     if (body.id !== undefined && body.id !== id) throw errors.badRequest(`body.id: "${body.id}" does not match the schedule in the URL ("${id}")`);
     const existing = this.get(id);
     const now = this.#o.clock.now();
-    const definition = this.#define(body, now);
+    // Read-modify-write: an env value sent back masked ("***") keeps the stored one (the README's promise).
+    const stored = (JSON.parse(existing.input) as ScheduleInput).env ?? {};
+    const env = body.input.env && Object.fromEntries(Object.entries(body.input.env).map(([k, v]) => [k, v === MASK && k in stored ? stored[k]! : v]));
+    const definition = this.#define({ ...body, input: { ...body.input, env } }, now);
     this.#o.store.replaceSchedule({ id, updated_at: now, last_due_at: existing.last_due_at, ...definition });
     const replaced = this.get(id);
     this.#o.scheduler.track(replaced);

@@ -1,5 +1,7 @@
-import { mkdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { tempPathBeside } from "../../src/atomic-file.js";
+import { ACCESS_DIR } from "../../sandbox-agent/drives/access.js";
 import { errors } from "../../src/errors.js";
 import { callAgent } from "./client.js";
 import type { SandboxAgents } from "./registry.js";
@@ -15,9 +17,31 @@ export function driveDir(agents: SandboxAgents, workspace: string, drive: string
   return join(agents.drivesDir(workspace), drive);
 }
 
-/** Creates the drive's directory (idempotent: an update or a re-create keeps its files). */
-export function provisionDrive(agents: SandboxAgents, workspace: string, drive: string): void {
+/**
+ * Creates the drive's directory (idempotent: an update or a re-create keeps
+ * its files) and writes its permissions where the workspace's agents read
+ * them at mount time (sandbox-agent/drives/access.ts).
+ */
+export function provisionDrive(agents: SandboxAgents, workspace: string, drive: string, permissions: unknown[] = []): void {
   mkdirSync(driveDir(agents, workspace, drive), { recursive: true, mode: 0o755 });
+  writeAccessFile(join(agents.drivesDir(workspace), ACCESS_DIR, "drives", `${drive}.json`), { permissions });
+}
+
+/** A sandbox's labels, which drive permissions match (written on create and on every update). */
+export function recordWorkloadLabels(agents: SandboxAgents, workspace: string, sandbox: string, labels: Record<string, unknown> | undefined): void {
+  writeAccessFile(join(agents.drivesDir(workspace), ACCESS_DIR, "sandboxes", `${sandbox}.json`), { labels: labels ?? {} });
+}
+
+export function forgetWorkload(agents: SandboxAgents, workspace: string, sandbox: string): void {
+  rmSync(join(agents.drivesDir(workspace), ACCESS_DIR, "sandboxes", `${sandbox}.json`), { force: true });
+}
+
+/** Temp file and rename: an agent reading at mount time sees the old file or the new one, never half of one. */
+function writeAccessFile(path: string, content: unknown): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
+  const tmp = tempPathBeside(path);
+  writeFileSync(tmp, JSON.stringify(content), { mode: 0o644 });
+  renameSync(tmp, path);
 }
 
 /**
@@ -35,4 +59,5 @@ export async function retireDrive(agents: SandboxAgents, workspace: string, sand
   const users = answers.flat();
   if (users.length > 0) throw errors.conflict(`drive "${drive}" is mounted in ${users.join(", ")}: unmount it first`);
   rmSync(driveDir(agents, workspace, drive), { recursive: true, force: true });
+  rmSync(join(agents.drivesDir(workspace), ACCESS_DIR, "drives", `${drive}.json`), { force: true });
 }

@@ -45,3 +45,14 @@ export function requestHeaders(headers: IncomingHttpHeaders, ctx: ForwardContext
 export function responseHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
   return withoutHopByHop(headers);
 }
+
+/** The agent's answer to a CORS preflight (sandbox-agent/http/middleware.ts cors()), given by the proxy itself. */
+export const SANDBOX_CORS_HEADERS: OutgoingHttpHeaders = {
+  "access-control-allow-origin": "*",
+  "access-control-allow-methods": "GET, POST, PUT, DELETE, HEAD, OPTIONS",
+  "access-control-allow-headers":
+    "Content-Type, Authorization, X-Blaxel-Authorization, X-Service-Authorization, X-Blaxel-Workspace, X-Service-Workspace, Blaxel-Version, Service-Version, X-Blaxel-Preview-Token",
+  "access-control-expose-headers": "Content-Disposition, Content-Length",
+  "access-control-max-age": "600",
+  "cache-control": "no-store",
+};

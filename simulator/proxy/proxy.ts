@@ -2,8 +2,9 @@ import { Agent, request, type IncomingMessage, type ServerResponse } from "node:
 import { pipeline } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { closeRatherThanDrain } from "../http/body-budget.js";
 import { Coalescer } from "./coalesce.js";
-import { requestHeaders, responseHeaders } from "./headers.js";
+import { requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS } from "./headers.js";
 import { targetFromHost, targetFromPath, type SandboxTarget } from "./route.js";
 
 /**
@@ -36,13 +37,14 @@ export interface SandboxProxy {
   close(): void;
 }
 
-function sendError(res: ServerResponse, err: ApiError): void {
+/** `close`: the request's body is not read, so the connection cannot carry another request. */
+function sendError(res: ServerResponse, err: ApiError, close = false): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const body = JSON.stringify({ error: err.code, code: err.status, message: err.message });
-  res.writeHead(err.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...err.headers });
+  res.writeHead(err.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...err.headers, ...(close ? { connection: "close" } : {}) });
   res.end(body);
 }
 
@@ -50,7 +52,7 @@ function agentDown(target: SandboxTarget, reason: string): ApiError {
   return errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is not answering (${reason})`);
 }
 
-/** A CORS preflight carries no credentials by design; the agent answers it. */
+/** A CORS preflight carries no credentials by design; the proxy answers it as the agent would. */
 function isPreflight(req: IncomingMessage): boolean {
   return req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
 }
@@ -60,7 +62,14 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   const agent = new Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
 
   async function forward(req: IncomingMessage, res: ServerResponse, target: SandboxTarget): Promise<void> {
-    if (!isPreflight(req)) await options.authorize(req, target);
+    if (isPreflight(req)) {
+      // Answered here, the same for every sandbox URL: forwarding it would tell an anonymous
+      // caller which sandboxes exist (204 from an agent, 404 without one; issue 14).
+      res.writeHead(204, SANDBOX_CORS_HEADERS);
+      res.end();
+      return;
+    }
+    await options.authorize(req, target);
     const upstream = await options.upstream(target);
     const base = new URL(upstream.url);
     const upReq = request({
@@ -96,13 +105,22 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): boolean {
-    const target = targetFromHost(req.headers.host, req.url ?? "/", options.workspaceOfId) ?? targetFromPath(req.url ?? "/");
+    let target: SandboxTarget | undefined;
+    try {
+      target = targetFromHost(req.headers.host, req.url ?? "/", options.workspaceOfId) ?? targetFromPath(req.url ?? "/");
+    } catch (err) {
+      // A host name DNS could not carry (400): refused before any lookup or body byte.
+      sendError(res, err instanceof ApiError ? err : errors.badRequest("Host: invalid"), true);
+      return true;
+    }
     if (!target) return false;
     forward(req, res, target).catch((err: unknown) => {
       const apiErr = err instanceof ApiError ? err : errors.internal((err as Error)?.message ?? String(err));
       if (!(err instanceof ApiError)) options.logger?.error({ err }, "sandbox proxy failed");
-      req.resume(); // drain the unread body so the connection can be reused
-      sendError(res, apiErr);
+      // A body refused before it was read (401/403/404): a small one is drained, a large one closes the connection.
+      const close = closeRatherThanDrain(req);
+      if (!close) req.resume();
+      sendError(res, apiErr, close);
     });
     return true;
   }

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import type { ResourceKind } from "../kind.js";
-import { maskEnvs } from "../render.js";
+import { maskEnvs, maskMap } from "../render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
+import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
@@ -45,11 +46,14 @@ export const sandboxKind: ResourceKind = {
       ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy (issue 7)
       : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
     doc.state = "RUNNING";
+    // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
+    if (ctx.deps.agents) recordWorkloadLabels(ctx.deps.agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
   },
   mask(doc, show) {
     const runtime = doc.spec.runtime as { envs?: unknown } | undefined;
-    if (!runtime?.envs || show) return doc;
-    return { ...doc, spec: { ...doc.spec, runtime: { ...runtime, envs: maskEnvs(runtime.envs, false) } } };
+    const network = maskRoutingSecrets(doc.spec.network);
+    if ((!runtime?.envs || show) && network === doc.spec.network) return doc;
+    return { ...doc, spec: { ...doc.spec, network, runtime: runtime?.envs && !show ? { ...runtime, envs: maskEnvs(runtime.envs, false) } : runtime } };
   },
   // "Time in seconds until the sandbox is automatically deleted based on TTL and lifecycle policies. Only present
   // for sandboxes with lifecycle configured" (the SDK's Sandbox.expiresIn).
@@ -62,6 +66,7 @@ export const sandboxKind: ResourceKind = {
   listItem: ({ events: _events, ...rest }) => rest,
   // Delete stops the agent (SIGTERM, then SIGKILL) and removes its files.
   beforeDelete(item, ctx) {
+    if (ctx.deps.agents) forgetWorkload(ctx.deps.agents, ctx.workspace, item.name);
     ctx.deps.agents?.retire(ctx.workspace, item.name, (err) => ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
   },
 };
@@ -110,3 +115,15 @@ export const previewTokenKind: ResourceKind = {
   generateName: () => `token-${randomBytes(4).toString("hex")}`,
   deleteReply: (doc) => ({ message: `preview token ${doc.metadata.name} deleted` }),
 };
+
+/**
+ * `spec.network.proxy.routing[].secrets` are write-only in the SDK's types
+ * ("never returned in API responses"): always "***", even for an admin
+ * (issue 14); a "***" sent back on update keeps the stored value (crud.ts).
+ */
+function maskRoutingSecrets(network: unknown): unknown {
+  const proxy = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy;
+  if (!Array.isArray(proxy?.routing) || !proxy.routing.some((r) => (r as { secrets?: unknown })?.secrets)) return network;
+  const routing = proxy.routing.map((r) => ((r as { secrets?: unknown })?.secrets ? { ...(r as object), secrets: maskMap((r as { secrets: unknown }).secrets, false) } : r));
+  return { ...(network as object), proxy: { ...proxy, routing } };
+}

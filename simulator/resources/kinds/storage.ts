@@ -67,6 +67,8 @@ export const driveKind: ResourceKind = {
   kind: "drive",
   collection: "/drives",
   param: "driveName",
+  // createDriveAccessToken's token (scope `drive:<name>`) may read its own drive, nothing else.
+  itemTokenScope: "drive",
   ops: { list: "listDrives", create: "createDrive", get: "getDrive", update: "updateDrive", delete: "deleteDrive" },
   spec: z.strictObject({
     region: z.string().optional(),
@@ -82,7 +84,7 @@ export const driveKind: ResourceKind = {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
     // With real sandboxes (issue 7) a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
-    if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name);
+    if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
   },
   // Refused while a sandbox has it mounted; then its files go with it.
   beforeDelete(item, ctx) {
