@@ -62,8 +62,13 @@ export function authenticateHeaders(src: PrincipalSources, headers: IncomingHttp
     const claims = verifyJwt(token, src.jwtSecret);
     if (!claims) throw errors.unauthorized("invalid access token");
     if (claims.exp * 1000 <= now) throw errors.unauthorized("access token expired");
-    const principal = principalOf(src, claims.sub_type, claims.sub, new Set(claims.scope.split(" ").filter(Boolean)));
+    let principal = principalOf(src, claims.sub_type, claims.sub, new Set(claims.scope.split(" ").filter(Boolean)));
     if (!principal) throw errors.unauthorized("access token revoked");
+    // A token minted for one workspace (a drive's access token) is valid there only.
+    if (claims.workspace !== undefined) {
+      const role = principal.workspaces.get(claims.workspace);
+      principal = { ...principal, accountAdmin: false, workspaces: new Map(role ? [[claims.workspace, role]] : []) };
+    }
     src.principals?.set(token, principal, claims.exp * 1000);
     return principal;
   }

@@ -102,6 +102,9 @@ describe("2. every operation checks an explicit scope", () => {
     const { body } = await sim.api.post("/v0/drives/vault/access-token").expect(200);
     const as = api(sim.app, body.access_token);
     await as.get("/v0/drives/vault").expect(200);
+    // a drive of the same name in another workspace of the same user is not its drive
+    await api(sim.app, ADMIN_KEY, "team-b").post("/v0/drives", { metadata: { name: "vault" }, spec: {} }).expect(200);
+    await api(sim.app, body.access_token, "team-b").get("/v0/drives/vault").expect(403);
     await as.get("/v0/drives/other").expect(403);
     await as.get("/v0/drives").expect(403);
     await as.delete("/v0/drives/vault").expect(403);
