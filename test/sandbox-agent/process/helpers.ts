@@ -1,5 +1,4 @@
 import { createServer } from "node:net";
-import request from "supertest";
 import type { TestAgent } from "../../helpers/agent.js";
 import { signalGroup } from "../../../sandbox-agent/process/os.js";
 
@@ -16,9 +15,8 @@ export function freePort(): Promise<number> {
 }
 
 /** Kills the process group of every process the agent started that still has one, so nothing outlives the test file. */
-export async function killAll(agent: TestAgent): Promise<void> {
-  const list = (await request(agent.url).get("/process")).body as { pid: string }[];
-  for (const p of list) {
+export function killAll(agent: TestAgent): void {
+  for (const p of agent.runtime.deps.processes.list()) {
     const run = agent.runtime.deps.processes.runOf(Number(p.pid));
     if (run?.alive) signalGroup(run.runPid, "SIGKILL");
   }

@@ -23,7 +23,7 @@ beforeAll(async () => {
   callbackUrl = `http://127.0.0.1:${(callbacks.address() as { port: number }).port}/ports`;
 });
 afterAll(async () => {
-  await killAll(agent);
+  killAll(agent);
   await agent.stop();
   await new Promise((r) => callbacks.close(r));
 });

@@ -11,7 +11,7 @@ beforeAll(async () => {
   agent = await startTestAgent();
 });
 afterAll(async () => {
-  await killAll(agent);
+  killAll(agent);
   await agent.stop();
 });
 
