@@ -122,7 +122,7 @@ export class ProcessManager {
     const { running, name } = this.#requireStdin(pidOrName);
     if (!running) throw errors.conflict(`stdin of process '${name}' is closed: the process has ended`);
     if (!running.stdin) {
-      const why = running.restart ? "the process is being restarted" : "the agent restarted since it started, and the pipe does not survive that";
+      const why = running.betweenRuns ? "the process is being restarted" : "the agent restarted since it started, and the pipe does not survive that";
       throw errors.conflict(`stdin of process '${name}' is gone: ${why}`);
     }
     await running.stdin.write(name, data);

@@ -30,6 +30,10 @@ export interface Running {
   killTimer?: Timer;
   /** Pending respawn after a failed run. */
   restart?: Timer;
+  /** From a failed run's end to the next run's start (the pause and the respawn itself). */
+  betweenRuns?: boolean;
+  /** #finish has begun: once only. */
+  finishing?: boolean;
   /** Adopted after a restart: polled, since it is not our child. */
   poll?: NodeJS.Timeout;
   waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
@@ -201,6 +205,9 @@ export class Supervisor {
   }
 
   async #finish(running: Running, end: { status: ProcessStatus; error: string | null }, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (running.finishing) return;
+    running.finishing = true;
+    running.betweenRuns = false;
     for (const t of running.timers) t.cancel();
     running.killTimer?.cancel();
     running.restart?.cancel();
@@ -229,6 +236,7 @@ export class Supervisor {
     const of = row.maxRestarts < 0 ? "unlimited" : String(row.maxRestarts);
     this.#note(running, `\n[Process failed with exit code ${exitCode}. Attempting restart ${row.restartCount}/${of}...]\n`);
     this.#o.logger.info({ processPid: row.pid, processName: row.name, exitCode, restart: row.restartCount }, "process failed: restarting");
+    running.betweenRuns = true;
     running.restart = this.#o.clock.setTimer(this.#o.restartDelayMs ?? RESTART_DELAY_MS, () => void this.#respawn(running));
   }
 
@@ -238,8 +246,12 @@ export class Supervisor {
     if (this.#closed || !spec) return;
     try {
       await this.spawnTurn();
-      if (this.#closed || running.endReason) return;
+      if (this.#closed) return;
+      if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
       const child = await spawnInGroup({ ...spec, env: this.#env(spec.env), stdin: row.stdin }, new LogFiles(this.#o.logDir, row.id));
+      running.betweenRuns = false;
+      // Stopped or killed while it was being spawned: it ends at once.
+      if (running.endReason) signalGroup(child.pid!, "SIGKILL");
       row.runPid = child.pid!;
       row.procStart = processStartTime(row.runPid);
       row.startedAt = this.#o.clock.now();
@@ -254,9 +266,10 @@ export class Supervisor {
 
   /** Stop, kill or the kill timer between two runs: nothing to signal, the process ends now. */
   endBetweenRuns(running: Running, reason: { status: ProcessStatus; error: string }): boolean {
-    if (!running.restart) return false;
+    if (!running.betweenRuns) return false;
     running.endReason = reason;
-    void this.#finish(running, reason, null, null);
+    // During the pause it ends now; during the respawn, #respawn sees endReason and ends it.
+    if (running.restart) void this.#finish(running, reason, null, null);
     return true;
   }
 

@@ -102,6 +102,15 @@ describe("ProcessManager", () => {
     expect(ended).toMatchObject({ pid: p.pid, status: "failed", exitCode: 2, restartCount: 1 });
   });
 
+  it("kill during the pause before a restart ends it at once: killed, no new run", async () => {
+    const p = await manager.start({ command: "exit 2", restartOnFailure: true, maxRestarts: -1 });
+    await eventually(() => manager.get(p.pid)!.restartCount === 1);
+    await manager.kill(p.pid);
+    clock.advance(5_000);
+    expect(manager.get(p.pid)).toMatchObject({ status: "killed", error: "killed on request", restartCount: 1 });
+    expect(manager.runOf(Number(p.pid))).toMatchObject({ runPid: Number(p.pid), alive: false });
+  });
+
   it("a timeout alone arms no timer: it only bounds an HTTP caller's waits (reference §4.2)", async () => {
     const p = await manager.start({ command: "true", timeout: 5 });
     expect(clock.pendingTimers).toBe(0);
