@@ -35,9 +35,9 @@ export function createApp(deps: AgentDeps): Express {
   app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));
   app.use("/filesystem", filesystemRouter(deps.paths));
   app.use("/drives", drivesRouter(deps.drives));
-  app.use("/process", processRouter(deps.processes, deps.clock));
+  app.use("/process", processRouter(deps.processes, deps.clock, { keepAliveDisabled: deps.config.keepAliveDisabled }));
   app.use("/network", networkRouter(deps.processes, deps.portMonitors));
-  app.use("/mcp", mcpRouter({ paths: deps.paths, processes: deps.processes, clock: deps.clock, owners: new OwnerNames() }));
+  app.use("/mcp", mcpRouter({ paths: deps.paths, processes: deps.processes, clock: deps.clock, owners: new OwnerNames(), keepAliveDisabled: deps.config.keepAliveDisabled }));
   const scheduleRoutes = { cursors: new CursorCodec({ now: () => deps.clock.now() }), tokenRequired: Boolean(deps.config.token) };
   app.use("/schedules", schedulesRouter(deps.schedules.service, scheduleRoutes));
   app.use("/schedule-executions", scheduleExecutionsRouter(deps.schedules.service, scheduleRoutes));

@@ -68,6 +68,8 @@ export const AgentConfigSchema = z.object({
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
+  /** BL_DISABLE_KEEPALIVE (the sandbox's plan has no keepAlive): POST /process with keepAlive answers 400, as the reference. */
+  keepAliveDisabled: z.boolean().default(false),
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
   metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -140,6 +142,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
     metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
+    keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   };
   const parsed = AgentConfigSchema.safeParse(raw);

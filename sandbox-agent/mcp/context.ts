@@ -10,6 +10,8 @@ export interface ToolContext {
   processes: ProcessManager;
   clock: Clock;
   owners: OwnerNames;
+  /** BL_DISABLE_KEEPALIVE: processExecute with keepAlive is refused. */
+  keepAliveDisabled?: boolean;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
-import { ApiError } from "../../src/errors.js";
-import { execute, KEEP_ALIVE_DEFAULT_TIMEOUT } from "../process/execute.js";
+import { ApiError, errors } from "../../src/errors.js";
+import { execute, KEEP_ALIVE_DEFAULT_TIMEOUT, KEEP_ALIVE_DISABLED } from "../process/execute.js";
 import type { ProcessRecord } from "../process/manager.js";
 import { INLINE_OUTPUT_BYTES, toProcessResponse } from "../process/response.js";
 import { ProcessResponseSchema, toolResult, type ToolContext } from "./context.js";
@@ -50,6 +50,7 @@ export function registerProcessTools(server: McpServer, ctx: ToolContext): void 
       logs: z.string().optional(), message: z.string().optional(), pollRequired: z.boolean().optional(),
     }),
   }, async (input) => {
+    if (input.keepAlive && ctx.keepAliveDisabled) throw errors.badRequest(KEEP_ALIVE_DISABLED);
     const timeout = input.timeout !== undefined && input.timeout >= 0 ? input.timeout : input.keepAlive ? KEEP_ALIVE_DEFAULT_TIMEOUT : MCP_DEFAULT_TIMEOUT;
     const request = {
       command: input.command, name: input.name, workingDir: input.workingDir ?? "/", env: input.env, keepAlive: input.keepAlive,

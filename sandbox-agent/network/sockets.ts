@@ -150,7 +150,8 @@ export async function servedPorts(root: number, wanted: readonly number[]): Prom
   const served = new Set<number>();
   for (const p of await socketsOfTree(root)) {
     if (!wanted.includes(p.localPort) || !isRoutable(p.localAddr)) continue;
-    if (p.state === "LISTEN" || p.state === "UNCONN") served.add(p.localPort);
+    // A bound TCP socket that does not listen also shows 07 (UNCONN): only a UDP one serves that way.
+    if (p.state === "LISTEN" || (p.protocol === "udp" && p.state === "UNCONN")) served.add(p.localPort);
   }
   return served;
 }

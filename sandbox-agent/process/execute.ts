@@ -18,6 +18,9 @@ export function timeoutsOf(timeout: number | null | undefined, keepAlive: boolea
   return { timeout: effective, killAfter: keepAlive ? effective : 0 };
 }
 
+/** Reference §4.2 step 2, word for word. */
+export const KEEP_ALIVE_DISABLED = "keepAlive is not available for this sandbox: it is not included in your current plan";
+
 export interface Waits {
   waitForCompletion?: boolean;
   waitForPorts?: readonly number[];

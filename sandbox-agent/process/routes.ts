@@ -2,7 +2,8 @@ import { Router, json, raw, type Request, type Response } from "express";
 import { z } from "zod";
 import type { Clock } from "../../src/clock.js";
 import { parse } from "../../src/http.js";
-import { execute, timeoutsOf } from "./execute.js";
+import { errors } from "../../src/errors.js";
+import { execute, KEEP_ALIVE_DISABLED, timeoutsOf } from "./execute.js";
 import type { ProcessManager, StartProcessRequest } from "./manager.js";
 import { INLINE_OUTPUT_BYTES, toProcessResponse } from "./response.js";
 import { MAX_STDIN_WRITE_BYTES } from "./stdin.js";
@@ -41,13 +42,14 @@ function clientGone(res: Response): AbortSignal {
 }
 
 /** /process routes, wire-compatible with @blaxel/core's sandbox.process (reference §4, §9.6–9.8). */
-export function processRouter(manager: ProcessManager, clock: Clock): Router {
+export function processRouter(manager: ProcessManager, clock: Clock, options: { keepAliveDisabled?: boolean } = {}): Router {
   const router = Router();
   const logMaxBytes = manager.logMaxBytes;
   const body = json({ limit: "1mb", type: () => true });
 
   router.post("/", body, async (req, res) => {
     const parsed = parse(ExecBody, req.body ?? {}, "body");
+    if (parsed.keepAlive && options.keepAliveDisabled) throw errors.badRequest(KEEP_ALIVE_DISABLED);
     const request = startRequest(parsed);
     if (wantsStream(req)) return execStream(req, res, manager, request, logMaxBytes);
     const waits = { waitForCompletion: parsed.waitForCompletion, waitForPorts: parsed.waitForPorts ?? undefined, timeout: request.timeout ?? 0, signal: clientGone(res) };

@@ -85,3 +85,27 @@ describe("restartOnFailure (reference §9.7)", () => {
     expect(await get("stopped-flaky")).toMatchObject({ status: "stopped" });
   });
 });
+
+describe("the log stream", () => {
+  it("restart notices arrive raw (unprefixed), as the reference writes them", async () => {
+    const started = (await exec({ command: "echo out; exit 1", name: "noisy", restartOnFailure: true, maxRestarts: 1 }).expect(200)).body;
+    const text = (await request(agent.url).get(`/process/${started.pid}/logs/stream`).buffer(true).parse((res, cb) => {
+      let data = "";
+      res.on("data", (c: Buffer) => (data += c)).on("end", () => cb(null, data));
+    }).expect(200)).body as string;
+    expect(text).toBe("stdout:out\nstdout:\n[Process failed with exit code 1. Attempting restart 1/1...]\nstdout:out\n");
+  });
+});
+
+describe("BL_DISABLE_KEEPALIVE", () => {
+  it("keepAlive is refused with the reference's 400; other starts work", async () => {
+    const limited = await startTestAgent({ keepAliveDisabled: true });
+    try {
+      const res = await request(limited.url).post("/process").send({ command: "true", keepAlive: true }).expect(400);
+      expect(res.body).toEqual({ error: "keepAlive is not available for this sandbox: it is not included in your current plan" });
+      await request(limited.url).post("/process").send({ command: "true", waitForCompletion: true }).expect(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
