@@ -15,6 +15,14 @@ export function createMcpServer(ctx: ToolContext): McpServer {
   return server;
 }
 
+/** A `tools/call` naming a tool the server does not have (registered tools are a field of McpServer the SDK does not expose). */
+function unknownToolCall(server: McpServer, body: unknown): { id: unknown; name: string } | undefined {
+  const call = body as { method?: unknown; id?: unknown; params?: { name?: unknown } } | undefined;
+  if (call?.method !== "tools/call" || typeof call.params?.name !== "string") return undefined;
+  const tools = (server as unknown as { _registeredTools: Record<string, unknown> })._registeredTools;
+  return Object.hasOwn(tools, call.params.name) ? undefined : { id: call.id, name: call.params.name };
+}
+
 const NO_STREAM = { error: "SSE streaming not supported. Please use POST for MCP communication." };
 
 /**
@@ -30,6 +38,12 @@ export function mcpRouter(ctx: ToolContext): Router {
 
   router.post("/", body, async (req, res) => {
     const server = createMcpServer(ctx);
+    const unknown = unknownToolCall(server, req.body);
+    if (unknown) {
+      // Reference (go-sdk): a JSON-RPC error, where the TypeScript SDK would answer a tool error.
+      res.json({ jsonrpc: "2.0", id: unknown.id, error: { code: -32602, message: `unknown tool "${unknown.name}"` } });
+      return;
+    }
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.once("close", () => {
       void transport.close();

@@ -65,6 +65,13 @@ describe("/mcp transport", () => {
     expect(res.body.result.structuredContent).toEqual({ path: "/" });
     expect((await request(agent.url).get("/mcp").set("Authorization", `Bearer ${TOKEN}`).expect(405)).body.error).toMatch(/SSE streaming not supported/);
   });
+
+  it("an unknown tool is a JSON-RPC error -32602, as the reference answers", async () => {
+    await expect(client.callTool({ name: "noSuchTool", arguments: {} })).rejects.toThrow(/unknown tool "noSuchTool"/);
+    const rpc = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "noSuchTool", arguments: {} } };
+    const res = await request(agent.url).post("/mcp").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc).expect(200);
+    expect(res.body).toEqual({ jsonrpc: "2.0", id: 7, error: { code: -32602, message: 'unknown tool "noSuchTool"' } });
+  });
 });
 
 describe("filesystem tools", () => {
