@@ -28,18 +28,21 @@ export interface WalkLimits {
   skipHidden: boolean;
   /** Sandbox path of the start, to recognise /proc, /sys and /dev under the root. */
   sandboxStart: string;
+  /** Wall-clock milliseconds the walk may take (a slow disk or a huge tree): it stops there, truncated. */
+  budgetMs?: number;
 }
 
 /** Depth-first, lexical order; symlinks are reported (kind "other") and never followed. Stops when `visit` returns false. */
 export async function walk(hostStart: string, limits: WalkLimits, visit: (e: WalkEntry) => boolean | Promise<boolean>): Promise<{ truncated: boolean }> {
   let seen = 0;
+  const stopAt = Date.now() + (limits.budgetMs ?? 15_000);
   const stack: { host: string; rel: string }[] = [{ host: hostStart, rel: "" }];
   while (stack.length > 0) {
     const dir = stack.pop()!;
     const entries = (await fsp.readdir(dir.host, { withFileTypes: true }).catch(() => [])).sort((a, b) => (a.name < b.name ? -1 : 1));
     const subdirs: { host: string; rel: string }[] = [];
     for (const d of entries) {
-      if (++seen > limits.maxEntries) return { truncated: true };
+      if (++seen > limits.maxEntries || (seen % 256 === 0 && Date.now() > stopAt)) return { truncated: true };
       if (limits.skipHidden && d.name.startsWith(".")) continue;
       const rel = dir.rel ? `${dir.rel}/${d.name}` : d.name;
       const host = join(dir.host, d.name);
