@@ -200,7 +200,8 @@ export class Supervisor {
     running.child = undefined;
     running.stdin = undefined;
     const end = running.endReason ?? exitMeaning(code, signal, running.spec === undefined);
-    if (!running.endReason && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
+    // An adopted process (no spec: not our child, exit status unknown) is not restarted.
+    if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);
   }
 
