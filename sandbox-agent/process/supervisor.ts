@@ -197,6 +197,7 @@ export class Supervisor {
     if (this.#closed || this.#running.get(running.row.id) !== running) return;
     if (running.poll) clearInterval(running.poll);
     running.poll = undefined;
+    running.child?.stdin?.destroy(); // the run is over: free the pipe's descriptor (later writes are 409s)
     running.child = undefined;
     running.stdin = undefined;
     const end = running.endReason ?? exitMeaning(code, signal, running.spec === undefined);

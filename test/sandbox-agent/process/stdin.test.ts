@@ -1,3 +1,4 @@
+import { readdirSync } from "node:fs";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
@@ -54,6 +55,14 @@ describe("stdin (reference §9.8)", () => {
     await request(agent.url).delete("/process/closed-in/kill").expect(200);
     await request(agent.url).delete("/process/no-in/kill").expect(200);
     await request(agent.url).delete("/process/big-in/kill").expect(200);
+  });
+
+  it("an ended process's pipe is released (no descriptor left open per process)", async () => {
+    const fds = () => readdirSync("/proc/self/fd").length;
+    await exec({ command: "true", stdin: true, waitForCompletion: true }).expect(200); // warm-up: lazily opened descriptors
+    const before = fds();
+    for (let i = 0; i < 20; i++) await exec({ command: "true", stdin: true, waitForCompletion: true }).expect(200);
+    expect(fds()).toBeLessThan(before + 10);
   });
 
   it("a process that closes its stdin makes later writes 409", async () => {
