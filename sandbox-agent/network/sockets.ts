@@ -1,4 +1,5 @@
-import { promises as fsp } from "node:fs";
+import { existsSync, promises as fsp } from "node:fs";
+import { connect } from "node:net";
 
 /** One socket of a process tree: the reference's `PortInfo` (§9.9). */
 export interface PortInfo {
@@ -145,9 +146,25 @@ export function isRoutable(addr: string): boolean {
   return !/^127\./.test(addr) && addr !== "::1" && !/^::ffff:127\./.test(addr);
 }
 
+/** Whether the kernel's socket tables can be read here (Linux with /proc). */
+const HAS_SOCKET_TABLES = existsSync("/proc/net/tcp");
+
+/** Without socket tables (no /proc), the reference accepts a TCP connect to 127.0.0.1:<port>. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port, timeout: 1_000 });
+    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
+    socket.once("connect", () => done(true)).once("error", () => done(false)).once("timeout", () => done(false));
+  });
+}
+
 /** The ports among `wanted` that the tree serves: TCP listeners or UDP sockets, on a routable address. */
 export async function servedPorts(root: number, wanted: readonly number[]): Promise<Set<number>> {
   const served = new Set<number>();
+  if (!HAS_SOCKET_TABLES) {
+    for (const port of wanted) if (await accepts(port)) served.add(port);
+    return served;
+  }
   for (const p of await socketsOfTree(root)) {
     if (!wanted.includes(p.localPort) || !isRoutable(p.localAddr)) continue;
     // A bound TCP socket that does not listen also shows 07 (UNCONN): only a UDP one serves that way.
