@@ -10,6 +10,8 @@ import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
+import { SandboxEnvironment } from "./environment.js";
+import { PortMonitors } from "./network/monitor.js";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -25,6 +27,9 @@ export interface AgentDeps {
   multipart: MultipartService;
   drives: DriveService;
   processes: ProcessManager;
+  /** The environment processes start with (POST /environment/reload overlays it). */
+  environment: SandboxEnvironment;
+  portMonitors: PortMonitors;
   schedules: Schedules;
   startedAt: number;
 }
@@ -67,6 +72,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   await recoverUploads(multipart);
   const sweeper = startUploadSweeper(multipart, clock);
 
+  const environment = new SandboxEnvironment(process.env, config.metadataPath);
   // Processes outlive the agent (as the reference daemon's do): recover() adopts
   // the survivors and marks the vanished ones failed with "agent restarted".
   const processes = new ProcessManager({
@@ -78,8 +84,10 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
     logMaxBytes: config.processLogMaxBytes,
     stopGraceMs: config.processStopGraceMs,
     maxFinished: config.processHistory,
+    baseEnv: () => environment.current(),
   });
   processes.recover();
+  const portMonitors = new PortMonitors({ runOf: (pid) => processes.runOf(pid), logger });
 
   // Drives stay mounted across agent restarts; openDrives adopts them.
   const drives = await openDrives(config, db, paths, clock, logger);
@@ -89,7 +97,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
   schedules.scheduler.start();
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, schedules, startedAt: clock.now() };
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -98,6 +106,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       closed = true;
       sweeper.stop();
       schedules.scheduler.stop();
+      portMonitors.close();
       processes.close(); // stops watching; the processes themselves keep running
       // Drives are left mounted on purpose: processes may still use them.
       db.close();

@@ -6,9 +6,12 @@ import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
 import { cors, noCache, requireToken } from "./http/middleware.js";
 import { multipartRouter } from "./multipart/routes.js";
+import { OwnerNames } from "./filesystem/owners.js";
+import { mcpRouter } from "./mcp/server.js";
+import { networkRouter } from "./network/routes.js";
 import { processRouter } from "./process/routes.js";
 import { scheduleExecutionsRouter, schedulesRouter } from "./schedules/routes.js";
-import { AGENT_VERSION } from "./version.js";
+import { healthHandler, systemRouter } from "./system/routes.js";
 
 /**
  * Builds the sandbox-local HTTP API from its dependencies. Never listens:
@@ -25,21 +28,16 @@ export function createApp(deps: AgentDeps): Express {
   app.use(accessLog(deps.logger));
   app.use(requireToken(deps.config.token));
 
-  app.get("/health", (_req, res) => {
-    const now = deps.clock.now();
-    res.json({
-      status: "ok",
-      version: AGENT_VERSION,
-      sandbox: deps.config.sandboxName,
-      startedAt: new Date(deps.startedAt).toISOString(),
-      uptimeSeconds: (now - deps.startedAt) / 1000,
-    });
-  });
+  const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment };
+  app.get("/health", healthHandler(system));
+  app.use(systemRouter(system));
 
   app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));
   app.use("/filesystem", filesystemRouter(deps.paths));
   app.use("/drives", drivesRouter(deps.drives));
-  app.use("/process", processRouter(deps.processes));
+  app.use("/process", processRouter(deps.processes, deps.clock, { keepAliveDisabled: deps.config.keepAliveDisabled }));
+  app.use("/network", networkRouter(deps.processes, deps.portMonitors));
+  app.use("/mcp", mcpRouter({ paths: deps.paths, processes: deps.processes, clock: deps.clock, owners: new OwnerNames(), keepAliveDisabled: deps.config.keepAliveDisabled }));
   const scheduleRoutes = { cursors: new CursorCodec({ now: () => deps.clock.now() }), tokenRequired: Boolean(deps.config.token) };
   app.use("/schedules", schedulesRouter(deps.schedules.service, scheduleRoutes));
   app.use("/schedule-executions", scheduleExecutionsRouter(deps.schedules.service, scheduleRoutes));

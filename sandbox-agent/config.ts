@@ -29,6 +29,7 @@ export const AGENT_OPTIONS = {
   "drive-mount-command": { type: "string" },
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
+  "metadata-path": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -67,6 +68,10 @@ export const AgentConfigSchema = z.object({
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
+  /** BL_DISABLE_KEEPALIVE (the sandbox's plan has no keepAlive): POST /process with keepAlive answers 400, as the reference. */
+  keepAliveDisabled: z.boolean().default(false),
+  /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
+  metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -93,6 +98,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
+  --metadata-path <file>     JSON {generation, environment} read by POST /environment/reload (default /bl/metadata; env BL_METADATA_PATH)
+  --metadata-path <file>     POST /environment/reload reads {generation, environment} here (default /bl/metadata; env BL_METADATA_PATH)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
@@ -101,7 +108,7 @@ const FLAG_OF: Record<string, string> = {
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
-  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
+  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
 };
 
 export class ConfigError extends Error {}
@@ -134,6 +141,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveMountCommand: values["drive-mount-command"],
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
+    metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
+    keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   };
   const parsed = AgentConfigSchema.safeParse(raw);

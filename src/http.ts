@@ -34,7 +34,8 @@ export type ErrorRenderer = (err: ApiError) => Record<string, unknown>;
 export function errorMiddleware(render: ErrorRenderer, logger: Logger): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const apiError = toApiError(err);
-    if (apiError.status >= 500) logger.error({ err, method: req.method, url: redactUrl(req.originalUrl) }, "request failed");
+    // 501 is a route the program will never have, not a fault: no error log.
+    if (apiError.status >= 500 && apiError.status !== 501) logger.error({ err, method: req.method, url: redactUrl(req.originalUrl) }, "request failed");
     if (res.headersSent) {
       res.destroy();
       return;

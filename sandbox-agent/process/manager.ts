@@ -1,14 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { randomUUID } from "node:crypto";
-import { closeSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { errors } from "../../src/errors.js";
-import type { Timer } from "../../src/clock.js";
-import { LiveOutput } from "./live-output.js";
-import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
-import { capWhileGroupLives } from "./linger.js";
-import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
-import { exitMeaning, randomName, toRecord } from "./record.js";
-import { ProcessStore, type ProcessRow, type ProcessStatus } from "./store.js";
+import type { LiveOutput } from "./live-output.js";
+import { groupAlive, isSameProcessAlive, signalGroup } from "./os.js";
+import { randomName, toRecord } from "./record.js";
+import { ProcessStore, type ProcessRow } from "./store.js";
+import { Supervisor, type Running } from "./supervisor.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 import { resolveWorkingDir, validateStartRequest } from "./validate.js";
 
@@ -16,42 +12,25 @@ export type { ProcessStatus } from "./store.js";
 // The manager's public contract (schedules code against it) lives in types.ts.
 export type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 
-/** In-memory state of a process this agent is watching. */
-interface Running {
-  row: ProcessRow;
-  child?: ChildProcess;
-  output: LiveOutput;
-  /** Set by stop, kill or the timeout: what the exit means. */
-  endReason?: { status: ProcessStatus; error: string };
-  timers: Timer[];
-  /** Adopted after a restart: polled, since it is not our child. */
-  poll?: NodeJS.Timeout;
-  waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
-}
-
-const ADOPTED_POLL_MS = 500;
-
 /**
- * Runs commands with `sh -c` in their own process group, captures their
- * output to capped files, records them in SQLite, and enforces timeouts.
+ * Runs commands with the sandbox's shell in their own process group, captures
+ * their output to capped files, records them in SQLite, restarts the failed
+ * ones that asked for it, and kills those with a kill timer when it expires.
  * Processes outlive the agent (as the reference daemon's do); on the next
  * start the survivors are adopted and the vanished ones marked failed.
  */
 export class ProcessManager {
   readonly #o: ProcessManagerOptions;
   readonly #store: ProcessStore;
-  readonly #running = new Map<string, Running>();
+  readonly #runs: Supervisor;
   /** Names between the running-name check and the insert, so two starts cannot both pass. */
   readonly #starting = new Set<string>();
-  /** Cap timers for ended processes whose background children still write to the output files. */
-  readonly #lingering = new Set<{ stop(): void }>();
-  /** spawn() blocks the event loop for a fork; this chain gives each its own loop turn. */
-  #spawnTurns: Promise<void> = Promise.resolve();
   #closed = false;
 
   constructor(options: ProcessManagerOptions) {
     this.#o = options;
     this.#store = new ProcessStore(options.db);
+    this.#runs = new Supervisor(options, this.#store);
     mkdirSync(options.logDir, { recursive: true });
   }
 
@@ -62,8 +41,8 @@ export class ProcessManager {
    */
   recover(): void {
     for (const row of this.#store.running()) {
-      if (isSameProcessAlive(row.pid, row.procStart)) {
-        this.#adopt(row);
+      if (isSameProcessAlive(row.runPid, row.procStart)) {
+        this.#runs.adopt(row);
       } else {
         this.#store.finish(row.id, { status: "failed", exitCode: null, error: "agent restarted", completedAt: this.#o.clock.now() });
         this.#o.logger.warn({ processPid: row.pid, processName: row.name }, "process gone after agent restart: marked failed");
@@ -81,9 +60,9 @@ export class ProcessManager {
     try {
       const sandboxDir = this.#o.paths.normalize(input.workingDir ?? "/", "workingDir");
       const cwd = await resolveWorkingDir(this.#o.paths, input.command, input.workingDir ?? "/", sandboxDir);
-      await this.#spawnTurn();
+      await this.#runs.spawnTurn();
       if (this.#closed) throw errors.serviceUnavailable("the agent is shutting down");
-      return await this.#spawn(input, name, sandboxDir, cwd);
+      return await this.#runs.spawnNew(input, name, sandboxDir, cwd);
     } finally {
       this.#starting.delete(name);
     }
@@ -107,50 +86,84 @@ export class ProcessManager {
   /** Resolves with the final record once the process has ended (at once if it has). 404 if unknown. */
   waitForExit(pidOrName: string): Promise<ProcessRecord> {
     const row = this.#require(pidOrName);
-    const running = this.#running.get(row.id);
+    const running = this.#runs.running(row.id);
     if (row.status !== "running" || !running) return Promise.resolve(toRecord(row));
-    return this.#waitRunning(running);
+    return this.#runs.waitRunning(running);
   }
 
   /** The captured output, each stream cut to the last `maxBytes` (default: the cap) behind a truncation marker. 404 if unknown. */
   async logs(pidOrName: string, maxBytes = this.#o.logMaxBytes): Promise<ProcessOutput> {
-    return this.#readOutput(this.#require(pidOrName), maxBytes);
+    return this.#runs.readOutput(this.#require(pidOrName), maxBytes);
   }
 
   /** Graceful stop: SIGTERM to the group, SIGKILL after the grace period; resolves once it has ended. 404 unknown, 409 not running. */
   async stop(pidOrName: string): Promise<void> {
+    if (this.#signalLeftovers(pidOrName, "SIGTERM")) return;
     const running = this.#requireRunning(pidOrName);
-    const ended = this.#waitRunning(running);
-    if (signalGroup(running.row.pid, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
-    running.timers.push(this.#o.clock.setTimer(this.#o.stopGraceMs, () => signalGroup(running.row.pid, "SIGKILL")));
+    const ended = this.#runs.waitRunning(running);
+    if (this.#runs.endBetweenRuns(running, { status: "stopped", error: "stopped on request" })) return void (await ended);
+    if (signalGroup(running.row.runPid, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
+    running.timers.push(this.#o.clock.setTimer(this.#o.stopGraceMs, () => signalGroup(running.row.runPid, "SIGKILL")));
     await ended;
   }
 
   /** SIGKILL to the group; resolves once it has ended. 404 unknown, 409 not running. */
   async kill(pidOrName: string): Promise<void> {
+    if (this.#signalLeftovers(pidOrName, "SIGKILL")) return;
     const running = this.#requireRunning(pidOrName);
-    const ended = this.#waitRunning(running);
-    if (signalGroup(running.row.pid, "SIGKILL")) running.endReason = { status: "killed", error: "killed on request" };
+    const ended = this.#runs.waitRunning(running);
+    if (this.#runs.endBetweenRuns(running, { status: "killed", error: "killed on request" })) return void (await ended);
+    if (signalGroup(running.row.runPid, "SIGKILL")) running.endReason = { status: "killed", error: "killed on request" };
     await ended;
+  }
+
+  /** Writes to the stdin of a process started with `stdin: true`. 404 unknown; 409 no stdin, closed or gone; 503 not reading. */
+  async writeStdin(pidOrName: string, data: Buffer): Promise<void> {
+    const { running, name } = this.#requireStdin(pidOrName);
+    if (!running) throw errors.conflict(`stdin of process '${name}' is closed: the process has ended`);
+    if (!running.stdin) {
+      const why = running.betweenRuns ? "the process is being restarted" : "the agent restarted since it started, and the pipe does not survive that";
+      throw errors.conflict(`stdin of process '${name}' is gone: ${why}`);
+    }
+    await running.stdin.write(name, data);
+  }
+
+  /** EOF to the process's stdin; idempotent (an ended process too). 404 unknown, 409 started without stdin. */
+  closeStdin(pidOrName: string): void {
+    const { running } = this.#requireStdin(pidOrName);
+    if (!running) return;
+    running.stdinClosed = true;
+    running.stdin?.close();
+  }
+
+  /**
+   * The OS pid of the current (or last) run of a known process, whose tree's
+   * sockets count as its own; `alive` while it runs or members of its process
+   * group live on (`sh -c 'server &'`). Undefined for a pid the agent did not start.
+   */
+  runOf(pid: number): { runPid: number; alive: boolean } | undefined {
+    const row = this.#store.byPid(pid);
+    if (!row) return undefined;
+    return { runPid: row.runPid, alive: this.#runs.running(row.id) !== undefined || groupAlive(row.runPid) };
   }
 
   /** A record with its output inlined (each stream cut to `maxBytes`), as the API's responses carry it. */
   async describe(pidOrName: string, maxBytes: number): Promise<ProcessRecord & ProcessOutput> {
     const row = this.#require(pidOrName);
-    return { ...toRecord(row), ...(await this.#readOutput(row, maxBytes)) };
+    return { ...toRecord(row), ...(await this.#runs.readOutput(row, maxBytes)) };
   }
 
   /** Every known process with its output inlined, oldest first. */
   async describeAll(maxBytes: number): Promise<(ProcessRecord & ProcessOutput)[]> {
     const result = [];
-    for (const row of this.#store.all()) result.push({ ...toRecord(row), ...(await this.#readOutput(row, maxBytes)) });
+    for (const row of this.#store.all()) result.push({ ...toRecord(row), ...(await this.#runs.readOutput(row, maxBytes)) });
     return result;
   }
 
   /** Follows a running process's output; undefined once it has ended (read the files instead). */
   live(pidOrName: string): { record: ProcessRecord; output: LiveOutput } | undefined {
     const row = this.#find(pidOrName);
-    const running = row && this.#running.get(row.id);
+    const running = row && this.#runs.running(row.id);
     return running && { record: toRecord(row), output: running.output };
   }
 
@@ -158,157 +171,7 @@ export class ProcessManager {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const running of this.#running.values()) {
-      for (const t of running.timers) t.cancel();
-      if (running.poll) clearInterval(running.poll);
-      running.child?.removeAllListeners("exit");
-      running.output.abandon();
-      for (const w of running.waiters) w.reject(errors.serviceUnavailable("the agent is shutting down"));
-    }
-    this.#running.clear();
-    for (const linger of this.#lingering) linger.stop();
-    this.#lingering.clear();
-  }
-
-  // --- internals ---------------------------------------------------------
-
-  /**
-   * Node forks synchronously (a few ms for a process of the agent's size), so
-   * a burst of starts — a thousand `at` schedules due the same second — would
-   * stall timers and requests for seconds. One spawn per event-loop turn lets
-   * them run in between.
-   */
-  #spawnTurn(): Promise<void> {
-    const turn = this.#spawnTurns.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
-    this.#spawnTurns = turn;
-    return turn;
-  }
-
-  async #spawn(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
-    const files = new LogFiles(this.#o.logDir, randomUUID());
-    const fds = files.openForChild();
-    let child: ChildProcess;
-    try {
-      child = spawn("/bin/sh", ["-c", input.command], {
-        cwd,
-        env: { ...inheritedEnv(this.#o.baseEnv ?? process.env), ...input.env },
-        detached: true, // own process group: stop/kill/timeout reach everything it starts
-        stdio: ["ignore", fds.stdout, fds.stderr],
-      });
-    } finally {
-      closeSync(fds.stdout);
-      closeSync(fds.stderr);
-    }
-    if (child.pid === undefined) {
-      const err = await new Promise<Error>((resolve) => child.once("error", resolve));
-      await files.remove();
-      throw errors.unprocessable(`failed to start process: ${err.message}`);
-    }
-    child.on("error", (err) => this.#o.logger.error({ err, processPid: child.pid }, "process error"));
-    child.unref();
-    const row: ProcessRow = {
-      id: files.id,
-      pid: child.pid,
-      name,
-      command: input.command,
-      status: "running",
-      exitCode: null,
-      error: null,
-      startedAt: this.#o.clock.now(),
-      completedAt: null,
-      workingDir,
-      keepAlive: input.keepAlive ?? false,
-      timeout: input.timeout ?? 0,
-      procStart: processStartTime(child.pid),
-      stdoutDropped: 0,
-      stderrDropped: 0,
-    };
-    this.#store.insert(row);
-    const running = this.#track(row, files);
-    running.child = child;
-    child.once("exit", (code, signal) => void this.#ended(running, code, signal));
-    this.#o.logger.info({ processPid: row.pid, processName: name, workingDir, timeout: row.timeout }, "process started");
-    return toRecord(row);
-  }
-
-  #adopt(row: ProcessRow): void {
-    const files = new LogFiles(this.#o.logDir, row.id);
-    const running = this.#track(row, files, true);
-    running.poll = setInterval(() => {
-      if (!isSameProcessAlive(row.pid, row.procStart)) void this.#ended(running, null, null);
-    }, ADOPTED_POLL_MS);
-    running.poll.unref();
-    this.#o.logger.info({ processPid: row.pid, processName: row.name }, "process adopted after agent restart");
-  }
-
-  #track(row: ProcessRow, files: LogFiles, adopted = false): Running {
-    const output = new LiveOutput(files, {
-      capBytes: this.#o.logMaxBytes,
-      dropped: { stdout: row.stdoutDropped, stderr: row.stderrDropped },
-      offsets: adopted ? undefined : { stdout: 0, stderr: 0 },
-      onDropped: (d) => { if (!this.#closed) this.#store.setDropped(row.id, d.stdout, d.stderr); },
-    });
-    const running: Running = { row, output, timers: [], waiters: [] };
-    this.#running.set(row.id, running);
-    if (row.timeout > 0) {
-      const left = row.startedAt + row.timeout * 1000 - this.#o.clock.now();
-      running.timers.push(this.#o.clock.setTimer(left, () => {
-        this.#o.logger.info({ processPid: row.pid, processName: row.name, timeout: row.timeout }, "process timed out: killing its group");
-        if (signalGroup(row.pid, "SIGKILL")) running.endReason = { status: "killed", error: `timed out after ${row.timeout} seconds` };
-      }));
-    }
-    return running;
-  }
-
-  async #ended(running: Running, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
-    if (this.#closed || this.#running.get(running.row.id) !== running) return;
-    if (running.poll) clearInterval(running.poll);
-    running.poll = undefined;
-    for (const t of running.timers) t.cancel();
-    await running.output.finish().catch((err: unknown) => this.#o.logger.warn({ err, processPid: running.row.pid }, "reading final output failed"));
-    if (this.#closed) return;
-    const end = running.endReason ?? exitMeaning(code, signal, running.child === undefined);
-    const completedAt = this.#o.clock.now();
-    this.#store.finish(running.row.id, { ...end, exitCode: code, completedAt });
-    this.#running.delete(running.row.id);
-    this.#o.logger.info({ processPid: running.row.pid, processName: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
-    const record = toRecord(this.#store.byId(running.row.id)!);
-    if (groupAlive(running.row.pid)) this.#linger(running.row, running.output.dropped);
-    await this.#prune();
-    for (const w of running.waiters) w.resolve(record);
-  }
-
-  /** `sh -c 'server &'` ends at once while the server keeps writing to its files: keep them capped. */
-  #linger(row: ProcessRow, dropped: Readonly<Record<StreamName, number>>): void {
-    const linger = capWhileGroupLives({
-      files: new LogFiles(this.#o.logDir, row.id),
-      pid: row.pid,
-      capBytes: this.#o.logMaxBytes,
-      dropped,
-      stillKnown: () => !this.#closed && this.#store.byId(row.id) !== undefined,
-      onDropped: (d) => this.#store.setDropped(row.id, d.stdout, d.stderr),
-      onStop: () => this.#lingering.delete(linger),
-    });
-    this.#lingering.add(linger);
-  }
-
-  /** Forgets the oldest finished processes beyond the history size, with their output files. */
-  async #prune(): Promise<void> {
-    for (const id of this.#store.finishedBeyond(this.#o.maxFinished)) {
-      this.#store.delete(id);
-      await new LogFiles(this.#o.logDir, id).remove().catch(() => undefined);
-    }
-  }
-
-  async #readOutput(row: ProcessRow, maxBytes: number): Promise<ProcessOutput> {
-    const files = new LogFiles(this.#o.logDir, row.id);
-    const dropped = this.#running.get(row.id)?.output.dropped ?? { stdout: row.stdoutDropped, stderr: row.stderrDropped };
-    const text = {} as Record<StreamName, string>;
-    for (const s of STREAMS) {
-      const tail = await files.readTail(s, maxBytes, dropped[s]);
-      text[s] = truncationMarker(tail.dropped) + tail.data.toString("utf8");
-    }
-    return { stdout: text.stdout, stderr: text.stderr, logs: text.stdout + text.stderr };
+    this.#runs.close();
   }
 
   /** Reference rule: an all-digit identifier is a pid and nothing else; anything else is a name (latest start wins). */
@@ -323,20 +186,30 @@ export class ProcessManager {
     return row;
   }
 
-  #waitRunning(running: Running): Promise<ProcessRecord> {
-    return new Promise((resolve, reject) => running.waiters.push({ resolve, reject }));
+
+  /**
+   * An ended process whose group lives on (`sh -c 'server &'`): stop and kill
+   * reach the group, as the reference's signal to `-pid` does; its record
+   * keeps the status it ended with. False when there is nothing of the kind.
+   */
+  #signalLeftovers(pidOrName: string, signal: NodeJS.Signals): boolean {
+    const row = this.#require(pidOrName);
+    if (row.status === "running" || !groupAlive(row.runPid)) return false;
+    signalGroup(row.runPid, signal);
+    if (signal === "SIGTERM") this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(row.runPid)) signalGroup(row.runPid, "SIGKILL"); });
+    return true;
+  }
+
+  #requireStdin(pidOrName: string): { running?: Running; name: string } {
+    const row = this.#require(pidOrName);
+    if (!row.stdin) throw errors.conflict(`process '${pidOrName}' was not started with stdin: true`);
+    return { running: row.status === "running" ? this.#runs.running(row.id) : undefined, name: pidOrName };
   }
 
   #requireRunning(pidOrName: string): Running {
     const row = this.#require(pidOrName);
-    const running = this.#running.get(row.id);
+    const running = this.#runs.running(row.id);
     if (row.status !== "running" || !running) throw errors.conflict(`process '${pidOrName}' is not running (status: ${row.status})`);
     return running;
   }
-}
-
-/** The agent's environment minus its own API token: a command in the sandbox should not learn it for free. */
-function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const { SANDBOX_AGENT_TOKEN: _token, ...rest } = env;
-  return rest;
 }

@@ -24,6 +24,11 @@ export function toRecord(row: ProcessRow): ProcessRecord {
     workingDir: row.workingDir,
     keepAlive: row.keepAlive,
     timeout: row.timeout,
+    killAfter: row.killAfter,
+    restartOnFailure: row.restartOnFailure,
+    maxRestarts: row.maxRestarts,
+    restartCount: row.restartCount,
+    stdin: row.stdin,
   };
 }
 

@@ -27,8 +27,9 @@ export function toProcessResponse(p: ProcessRecord & Partial<ProcessOutput>) {
     logs: p.logs ?? null,
     stdout: p.stdout ?? null,
     stderr: p.stderr ?? null,
-    restartOnFailure: false,
-    maxRestarts: 0,
-    restartCount: 0,
+    restartOnFailure: p.restartOnFailure,
+    maxRestarts: p.maxRestarts,
+    restartCount: p.restartCount,
+    stdin: p.stdin,
   };
 }

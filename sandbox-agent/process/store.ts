@@ -31,13 +31,29 @@ export const PROCESS_MIGRATIONS: Migration[] = [
       CREATE INDEX processes_finished ON processes (status, completed_at);
     `,
   },
+  {
+    // timeout stops killing (reference §4.2): kill_after carries the kill timer; rows started before keep theirs.
+    id: "process/002-restarts-stdin-kill-after",
+    sql: `
+      ALTER TABLE processes ADD COLUMN run_pid INTEGER;
+      ALTER TABLE processes ADD COLUMN kill_after INTEGER NOT NULL DEFAULT 0;
+      UPDATE processes SET kill_after = timeout;
+      ALTER TABLE processes ADD COLUMN restart_on_failure INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE processes ADD COLUMN max_restarts INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE processes ADD COLUMN restart_count INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE processes ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export type ProcessStatus = "running" | "completed" | "failed" | "killed" | "stopped";
 
 export interface ProcessRow {
   id: string;
+  /** The pid of the first run: what clients know the process by (reference: it stays after restarts). */
   pid: number;
+  /** The OS pid of the current run (differs from `pid` after a restart): signals and sockets go by it. */
+  runPid: number;
   name: string;
   command: string;
   status: ProcessStatus;
@@ -47,21 +63,33 @@ export interface ProcessRow {
   completedAt: number | null;
   workingDir: string;
   keepAlive: boolean;
+  /** Seconds the HTTP caller's waits were bounded by (recorded, never kills). */
   timeout: number;
+  /** Seconds after which the process group is killed; 0 = never (keepAlive with a timeout, schedules). */
+  killAfter: number;
+  restartOnFailure: boolean;
+  /** Negative = unlimited. */
+  maxRestarts: number;
+  restartCount: number;
+  /** Started with a stdin pipe. */
+  stdin: boolean;
   /** Kernel start time of the pid (Linux /proc), to tell our process from a reused pid. */
   procStart: string | null;
   stdoutDropped: number;
   stderrDropped: number;
 }
 
-type RawRow = Omit<ProcessRow, "keepAlive"> & { keepAlive: number };
+type Flag = "keepAlive" | "restartOnFailure" | "stdin";
+type RawRow = Omit<ProcessRow, Flag> & Record<Flag, number>;
 
 const COLS = `id, pid, name, command, status, exit_code AS exitCode, error, started_at AS startedAt,
   completed_at AS completedAt, working_dir AS workingDir, keep_alive AS keepAlive, timeout,
-  proc_start AS procStart, stdout_dropped AS stdoutDropped, stderr_dropped AS stderrDropped`;
+  proc_start AS procStart, stdout_dropped AS stdoutDropped, stderr_dropped AS stderrDropped,
+  COALESCE(run_pid, pid) AS runPid, kill_after AS killAfter, restart_on_failure AS restartOnFailure,
+  max_restarts AS maxRestarts, restart_count AS restartCount, stdin`;
 
 function fromRaw(raw: RawRow | undefined): ProcessRow | undefined {
-  return raw && { ...raw, keepAlive: raw.keepAlive === 1 };
+  return raw && { ...raw, keepAlive: raw.keepAlive === 1, restartOnFailure: raw.restartOnFailure === 1, stdin: raw.stdin === 1 };
 }
 
 export class ProcessStore {
@@ -76,12 +104,19 @@ export class ProcessStore {
   readonly #dropped;
   readonly #oldFinished;
   readonly #delete;
+  readonly #restarted;
+  readonly #restartCount;
 
   constructor(db: Db) {
     this.#insert = db.prepare(`INSERT INTO processes (id, pid, name, command, status, exit_code, error, started_at,
-      completed_at, working_dir, keep_alive, timeout, proc_start, stdout_dropped, stderr_dropped)
+      completed_at, working_dir, keep_alive, timeout, proc_start, stdout_dropped, stderr_dropped,
+      run_pid, kill_after, restart_on_failure, max_restarts, restart_count, stdin)
       VALUES (@id, @pid, @name, @command, @status, @exitCode, @error, @startedAt, @completedAt, @workingDir,
-      @keepAlive, @timeout, @procStart, @stdoutDropped, @stderrDropped)`);
+      @keepAlive, @timeout, @procStart, @stdoutDropped, @stderrDropped,
+      @runPid, @killAfter, @restartOnFailure, @maxRestarts, @restartCount, @stdin)`);
+    this.#restartCount = db.prepare(`UPDATE processes SET restart_count = ? WHERE id = ?`);
+    this.#restarted = db.prepare(`UPDATE processes SET run_pid = @runPid, proc_start = @procStart, started_at = @startedAt,
+      restart_count = @restartCount WHERE id = @id AND status = 'running'`);
     this.#byId = db.prepare(`SELECT ${COLS} FROM processes WHERE id = ?`);
     this.#byPid = db.prepare(`SELECT ${COLS} FROM processes WHERE pid = ? ORDER BY started_at DESC, rowid DESC LIMIT 1`);
     this.#byName = db.prepare(`SELECT ${COLS} FROM processes WHERE name = ? ORDER BY started_at DESC, rowid DESC LIMIT 1`);
@@ -97,7 +132,17 @@ export class ProcessStore {
   }
 
   insert(row: ProcessRow): void {
-    this.#insert.run({ ...row, keepAlive: row.keepAlive ? 1 : 0 });
+    this.#insert.run({ ...row, keepAlive: row.keepAlive ? 1 : 0, restartOnFailure: row.restartOnFailure ? 1 : 0, stdin: row.stdin ? 1 : 0 });
+  }
+
+  /** A restart is decided (the run follows after a pause): counted at once, so readers see it. */
+  countRestart(id: string, restartCount: number): void {
+    this.#restartCount.run(restartCount, id);
+  }
+
+  /** A new run of a process that failed and is restarted in place (its public pid stays). */
+  restarted(id: string, run: { runPid: number; procStart: string | null; startedAt: number; restartCount: number }): void {
+    this.#restarted.run({ id, ...run });
   }
 
   byId(id: string): ProcessRow | undefined {

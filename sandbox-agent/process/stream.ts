@@ -110,6 +110,11 @@ export async function execStream(_req: Request, res: Response, manager: ProcessM
   res.end();
 }
 
+/** Lines the agent itself adds to a process's stdout (restart notices): raw in the log stream, as the reference writes them. */
+function isAgentNotice(line: string): boolean {
+  return /^\[(Process failed with exit code -?\d+\. Attempting restart \d+\/(\d+|unlimited)\.\.\.|Failed to restart process: .*)\]$/.test(line);
+}
+
 /**
  * GET /process/{id}/logs/stream: text/plain, one `stdout:`/`stderr:` prefixed
  * line per output line (the reference prefixes per chunk), backlog then live,
@@ -128,7 +133,7 @@ export async function followLogs(_req: Request, res: Response, manager: ProcessM
   const write = (text: string) => { if (!res.destroyed) res.write(text); };
   keepAlive(res, LOGS_KEEPALIVE_MS, () => write("[keepalive]\n"));
   try {
-    await follow(res, manager, record.pid, logMaxBytes, (s, line) => write(`${s}:${line}\n`), (_s, marker) => write(marker));
+    await follow(res, manager, record.pid, logMaxBytes, (s, line) => write(s === "stdout" && isAgentNotice(line) ? `${line}\n` : `${s}:${line}\n`), (_s, marker) => write(marker));
   } catch (err) {
     write(`[error: ${(err as Error).message}]\n`);
   }

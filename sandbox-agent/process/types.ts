@@ -12,9 +12,19 @@ export interface StartProcessRequest {
   workingDir?: string;
   /** Merged over the agent's own environment (these win). */
   env?: Record<string, string>;
-  /** Seconds; 0 or absent = none. When it expires the whole process group is killed (status `killed`). */
+  /**
+   * Seconds the caller's waits are bounded by (recorded on the process; the
+   * HTTP route enforces it). It never kills: see killAfter (reference §4.2).
+   */
   timeout?: number;
+  /** Seconds; 0 or absent = never. When it expires the whole process group is killed (status `killed`). */
+  killAfter?: number;
   keepAlive?: boolean;
+  /** Restart when a run fails (non-zero exit), up to maxRestarts times (negative = unlimited), after 1 s. */
+  restartOnFailure?: boolean;
+  maxRestarts?: number;
+  /** Give the process a stdin pipe (writeStdin/closeStdin); otherwise it reads /dev/null. */
+  stdin?: boolean;
 }
 
 export interface ProcessRecord {
@@ -31,6 +41,11 @@ export interface ProcessRecord {
   workingDir: string;
   keepAlive: boolean;
   timeout: number;
+  killAfter: number;
+  restartOnFailure: boolean;
+  maxRestarts: number;
+  restartCount: number;
+  stdin: boolean;
 }
 
 export interface ProcessOutput {
@@ -53,7 +68,9 @@ export interface ProcessManagerOptions {
   stopGraceMs: number;
   /** Finished processes kept (with their output); older ones are forgotten. */
   maxFinished: number;
-  /** The environment commands inherit (default: the agent's). */
-  baseEnv?: NodeJS.ProcessEnv;
+  /** The environment commands inherit (default: the agent's), read at each spawn (environment reload). */
+  baseEnv?: NodeJS.ProcessEnv | (() => NodeJS.ProcessEnv);
+  /** Pause before a restart (reference: 1 s). */
+  restartDelayMs?: number;
 }
 

@@ -27,7 +27,11 @@ export const StartProcessSchema = z.object({
     )
     .optional(),
   timeout: z.number().int("must be a whole number of seconds").min(0, "must be 0 (none) or a positive number of seconds").optional(),
+  killAfter: z.number().int("must be a whole number of seconds").min(0, "must be 0 (never) or a positive number of seconds").optional(),
   keepAlive: z.boolean().optional(),
+  restartOnFailure: z.boolean().optional(),
+  maxRestarts: z.number().int("must be a whole number").optional(),
+  stdin: z.boolean().optional(),
 });
 
 /** Checks a start request (from HTTP or from the scheduler) and drops empty optional fields. */

@@ -9,6 +9,7 @@ export type RunnerProcess = Pick<ProcessRecord, "pid" | "name" | "status" | "exi
  * kill it. The real ProcessManager satisfies this structurally; tests give a fake.
  */
 export interface ScheduleRunner {
+  /** Runs pass `killAfter: input.timeout`: the runner kills the process group when it expires (status `killed`). */
   start(req: StartProcessRequest): Promise<RunnerProcess>;
   waitForExit(pidOrName: string): Promise<RunnerProcess>;
   logs(pidOrName: string): Promise<ProcessOutput>;

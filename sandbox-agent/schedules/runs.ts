@@ -84,7 +84,9 @@ export class Runs {
   async launch(run: Run, input: ScheduleInput): Promise<void> {
     const { runner, clock, logger } = this.#o;
     try {
-      await runner.start({ command: input.command, name: run.processName, workingDir: input.workingDir, env: input.env, timeout: input.timeout, keepAlive: input.keepAlive });
+      // A scheduled run is killed at input.timeout whatever keepAlive says (documented): the kill timer is
+      // explicit here, since a process's own timeout only bounds an HTTP caller's waits (reference §4.2).
+      await runner.start({ command: input.command, name: run.processName, workingDir: input.workingDir, env: input.env, timeout: input.timeout, killAfter: input.timeout, keepAlive: input.keepAlive });
     } catch (err) {
       const status = (err as { status?: number }).status;
       this.#settle(run, { status: "failed", status_code: typeof status === "number" ? status : 500, error: `could not start the process: ${(err as Error).message}`, completed_at: clock.now() });

@@ -11,6 +11,9 @@ describe("parseAgentConfig", () => {
     const env = { PORT: "9000", SANDBOX_AGENT_HOST: "127.0.0.2", SANDBOX_AGENT_ROOT: "/srv", SANDBOX_AGENT_DATA_DIR: "/var/x", SANDBOX_AGENT_TOKEN: "t" };
     expect(parseAgentConfig([], env)).toMatchObject({ port: 9000, host: "127.0.0.2", root: "/srv", dataDir: "/var/x", token: "t" });
     expect(parseAgentConfig(["--port", "0"], env)).toMatchObject({ port: 0 });
+    expect(parseAgentConfig([], {})).toMatchObject({ metadataPath: "/bl/metadata" });
+    expect(parseAgentConfig([], { BL_METADATA_PATH: "/run/meta.json" })).toMatchObject({ metadataPath: "/run/meta.json" });
+    expect(parseAgentConfig(["--metadata-path", "/x/m"], { BL_METADATA_PATH: "/run/meta.json" })).toMatchObject({ metadataPath: "/x/m" });
   });
   it("parses durations and sizes", () => {
     expect(parseAgentConfig(["--upload-expiry", "90m", "--max-part-size", "64MiB"], {})).toMatchObject({ uploadExpiryMs: 5_400_000, maxPartSize: 64 * 2 ** 20 });

@@ -1,4 +1,4 @@
-import { readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../../src/clock.js";
@@ -57,8 +57,8 @@ describe("ProcessManager", () => {
     expect(await manager.waitForExit(started.pid)).toEqual(ended); // at once when already ended
   });
 
-  it("a timeout kills the whole process group when it expires, status killed", async () => {
-    const p = await manager.start({ command: "sleep 30 & echo $!; sleep 30", timeout: 2 });
+  it("killAfter kills the whole process group when it expires, status killed", async () => {
+    const p = await manager.start({ command: "sleep 30 & echo $!; sleep 30", killAfter: 2 });
     let child = 0;
     for (let i = 0; i < 500 && !child; i++) {
       child = Number((await manager.logs(p.pid)).stdout.trim());
@@ -80,8 +80,39 @@ describe("ProcessManager", () => {
     expect((await manager.logs(p.pid)).stdout).toBe("unset agent request\n");
   });
 
-  it("no timeout, no timer", async () => {
-    const p = await manager.start({ command: "true", timeout: 0 });
+  it.skipIf(!existsSync("/bin/bash"))("runs commands with $SHELL $SHELL_ARGS of the sandbox's environment, /bin/sh -c when unset", async () => {
+    manager.close();
+    manager = makeManager({ baseEnv: { PATH: process.env.PATH, SHELL: "/bin/bash", SHELL_ARGS: "-e -c" } });
+    const bash = await manager.start({ command: 'echo "$0 ${BASH_VERSION:+bash} $-"' });
+    await manager.waitForExit(bash.pid);
+    expect((await manager.logs(bash.pid)).stdout).toMatch(/^\/bin\/bash bash \S*e\S*\n$/);
+    manager.close();
+    manager = makeManager({ baseEnv: { PATH: process.env.PATH } });
+    const sh = await manager.start({ command: 'echo "$0"' });
+    await manager.waitForExit(sh.pid);
+    expect((await manager.logs(sh.pid)).stdout).toBe("/bin/sh\n");
+  });
+
+  it("restarts a failed run in place after the delay on the clock: same pid, new run pid, restartCount", async () => {
+    const p = await manager.start({ command: "exit 2", restartOnFailure: true, maxRestarts: 1 });
+    await eventually(() => clock.pendingTimers > 0);
+    expect(manager.get(p.pid)).toMatchObject({ status: "running", restartCount: 1 });
+    clock.advance(1_000);
+    const ended = await manager.waitForExit(p.pid);
+    expect(ended).toMatchObject({ pid: p.pid, status: "failed", exitCode: 2, restartCount: 1 });
+  });
+
+  it("kill during the pause before a restart ends it at once: killed, no new run", async () => {
+    const p = await manager.start({ command: "exit 2", restartOnFailure: true, maxRestarts: -1 });
+    await eventually(() => manager.get(p.pid)!.restartCount === 1);
+    await manager.kill(p.pid);
+    clock.advance(5_000);
+    expect(manager.get(p.pid)).toMatchObject({ status: "killed", error: "killed on request", restartCount: 1 });
+    expect(manager.runOf(Number(p.pid))).toMatchObject({ runPid: Number(p.pid), alive: false });
+  });
+
+  it("a timeout alone arms no timer: it only bounds an HTTP caller's waits (reference §4.2)", async () => {
+    const p = await manager.start({ command: "true", timeout: 5 });
     expect(clock.pendingTimers).toBe(0);
     await manager.waitForExit(p.pid);
   });

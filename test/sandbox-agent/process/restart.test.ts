@@ -65,9 +65,17 @@ describe("process records across an agent restart", () => {
     await until(() => !isAlive(Number(q.pid)), "the adopted process to die");
   });
 
-  it("an adopted process's timeout is re-armed from its start time", async () => {
+  it("an adopted process that asked for restarts is not restarted: its exit status is unknown", async () => {
     const first = await startTestAgent();
-    const p = (await request(first.url).post("/process").send({ command: "sleep 30", name: "deadline", timeout: 5 }).expect(200)).body;
+    const p = (await request(first.url).post("/process").send({ command: "sleep 0.5; exit 1", name: "adopted-flaky", restartOnFailure: true, maxRestarts: -1 }).expect(200)).body;
+    const second = await restart(first);
+    const ended = await second.runtime.deps.processes.waitForExit("adopted-flaky");
+    expect(ended).toMatchObject({ pid: p.pid, status: "failed", restartCount: 0 });
+  });
+
+  it("an adopted process's kill timer (keepAlive with a timeout) is re-armed from its start time", async () => {
+    const first = await startTestAgent();
+    const p = (await request(first.url).post("/process").send({ command: "sleep 30", name: "deadline", timeout: 5, keepAlive: true }).expect(200)).body;
     await first.stop({ keepFiles: true });
     const clock = new FakeClock(new Date(p.startedAt).getTime() + 4_000);
     const second = await startTestAgent({ root: first.config.root, dataDir: first.dataDir }, { clock });

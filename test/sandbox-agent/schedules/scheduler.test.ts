@@ -107,7 +107,7 @@ describe("firing", () => {
     s.service.create(def({ id: "d", type: "sleep", value: "1m", input: { command: "env", env: { A: "1" }, name: "job", workingDir: "/tmp" } }));
     clock.advance(MIN);
     await settle();
-    expect(runner.started[0]).toEqual({ command: "env", env: { A: "1" }, name: "job-e0-1", workingDir: "/tmp", keepAlive: true, timeout: 600 });
+    expect(runner.started[0]).toEqual({ command: "env", env: { A: "1" }, name: "job-e0-1", workingDir: "/tmp", keepAlive: true, timeout: 600, killAfter: 600 });
   });
 });
 

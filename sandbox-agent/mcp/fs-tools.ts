@@ -1,0 +1,120 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { promises as fsp } from "node:fs";
+import { z } from "zod";
+import { errors, fromFsError } from "../../src/errors.js";
+import { fileEntry, listDirectory } from "../filesystem/entries.js";
+import { parsePermissions } from "../filesystem/permissions.js";
+import { MAX_JSON_READ_BYTES } from "../filesystem/routes.js";
+import { writeDirectory, writeFile } from "../filesystem/write.js";
+import { DirectorySchema, FileSchema, toolResult, WORKING_DIRECTORY, type ToolContext } from "./context.js";
+
+const PathMessage = z.object({ path: z.string(), message: z.string() });
+
+/** A tool path: absolute, or relative to the working directory; always confined under --root. */
+export async function resolveToolPath(ctx: ToolContext, raw: string): Promise<{ path: string; host: string }> {
+  const path = ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
+  return { path, host: await ctx.paths.resolve(path) };
+}
+
+export async function listTool(ctx: ToolContext, raw: string) {
+  const { path, host } = await resolveToolPath(ctx, raw);
+  const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot list", path); });
+  if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+  return listDirectory(path, host, ctx.owners).catch((err) => { throw fromFsError(err, "cannot list", path); });
+}
+
+/** The reference's filesystem tools (§9.11): the same operations as /filesystem, for MCP clients. */
+export function registerFsTools(server: McpServer, ctx: ToolContext): void {
+  server.registerTool("fsGetWorkingDirectory", {
+    description: "Get the working directory relative paths are resolved from.",
+    inputSchema: z.object({}).strict(),
+    outputSchema: z.object({ path: z.string() }),
+  }, async () => toolResult({ path: WORKING_DIRECTORY }));
+
+  server.registerTool("fsListDirectory", {
+    description: "List the files and subdirectories of a directory (one level).",
+    inputSchema: z.object({ path: z.string().describe("Directory path, absolute or relative to the working directory") }).strict(),
+    outputSchema: z.object({ directory: DirectorySchema }),
+  }, async ({ path }) => toolResult({ directory: await listTool(ctx, path) }));
+
+  server.registerTool("fsReadFile", {
+    description: "Read a text file with its metadata.",
+    inputSchema: z.object({ path: z.string().describe("File path") }).strict(),
+    outputSchema: FileSchema.extend({ content: z.string() }),
+  }, async ({ path: raw }) => {
+    const { path, host } = await resolveToolPath(ctx, raw);
+    const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot read", path); });
+    if (stat.isDirectory()) throw errors.badRequest(`${path} is a directory: use fsListDirectory`);
+    if (stat.size > MAX_JSON_READ_BYTES) throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large to read here`);
+    const content = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    return toolResult({ ...fileEntry(path, stat, ctx.owners), content });
+  });
+
+  server.registerTool("fsWriteFile", {
+    description: "Create or replace a file (atomically), or create a directory with isDirectory. Parent directories are created.",
+    inputSchema: z.object({
+      path: z.string().describe("File or directory path"),
+      content: z.string().optional().describe("File content"),
+      permissions: z.string().optional().describe("Octal mode such as 0644 (default 0644 for files, 0755 for directories)"),
+      isDirectory: z.boolean().optional().describe("Create a directory instead of a file"),
+    }).strict(),
+    outputSchema: PathMessage,
+  }, async ({ path: raw, content, permissions, isDirectory }) => {
+    const { path, host } = await resolveToolPath(ctx, raw);
+    if (path === "/") throw errors.badRequest("cannot write the sandbox root");
+    if (isDirectory) {
+      await writeDirectory(host, path, parsePermissions(permissions, 0o755));
+      return toolResult({ path: raw, message: "Directory created successfully" });
+    }
+    await writeFile(host, path, content ?? "", permissions === undefined ? undefined : parsePermissions(permissions, 0o644));
+    return toolResult({ path: raw, message: "File created/updated successfully" });
+  });
+
+  server.registerTool("fsEditFile", {
+    description: "Replace an exact string in a file: once (the string must occur exactly once) or everywhere with replaceAll.",
+    inputSchema: z.object({
+      path: z.string().describe("File path"),
+      oldString: z.string().describe("Exact text to replace"),
+      newString: z.string().describe("Replacement text"),
+      replaceAll: z.boolean().optional().describe("Replace every occurrence (default false)"),
+    }).strict(),
+    outputSchema: z.object({ path: z.string(), occurrencesReplaced: z.number() }),
+  }, async ({ path: raw, oldString, newString, replaceAll }) => {
+    if (oldString === "") throw errors.badRequest("oldString must not be empty");
+    if (oldString === newString) throw errors.badRequest("oldString and newString are identical: nothing to change");
+    const { path, host } = await resolveToolPath(ctx, raw);
+    const text = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    const parts = text.split(oldString);
+    const found = parts.length - 1;
+    if (found === 0) throw errors.badRequest(`oldString not found in ${path}`);
+    if (found > 1 && !replaceAll) throw errors.badRequest(`oldString found ${found} times in ${path}: include more context to make it unique, or set replaceAll`);
+    await writeFile(host, path, parts.join(newString));
+    return toolResult({ path: raw, occurrencesReplaced: found });
+  });
+
+  server.registerTool("fsDeleteFileOrDirectory", {
+    description: "Delete a file, or a directory (recursive for a non-empty one).",
+    inputSchema: z.object({
+      path: z.string().describe("Path to delete"),
+      isDirectory: z.boolean().optional().describe("Expect a directory (detected when absent)"),
+      recursive: z.boolean().optional().describe("Delete a directory with its content (default false)"),
+    }).strict(),
+    outputSchema: PathMessage,
+  }, async ({ path: raw, isDirectory, recursive }) => {
+    const path = ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
+    if (path === "/") throw errors.forbidden("cannot delete the sandbox root");
+    const host = await ctx.paths.resolveParent(path);
+    const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+    if (isDirectory === true && !stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+    if (isDirectory === false && stat.isDirectory()) throw errors.badRequest(`${path} is a directory`);
+    if (stat.isDirectory()) {
+      await (recursive ? fsp.rm(host, { recursive: true, force: true }) : fsp.rmdir(host)).catch((err) => {
+        if ((err as NodeJS.ErrnoException).code === "ENOTEMPTY") throw errors.conflict(`cannot delete ${path}: directory not empty (set recursive)`);
+        throw fromFsError(err, "cannot delete", path);
+      });
+      return toolResult({ path: raw, message: "Directory deleted successfully" });
+    }
+    await fsp.unlink(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+    return toolResult({ path: raw, message: "File deleted successfully" });
+  });
+}

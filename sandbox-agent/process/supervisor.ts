@@ -1,0 +1,329 @@
+import type { ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { appendFileSync } from "node:fs";
+import type { Timer } from "../../src/clock.js";
+import { errors } from "../../src/errors.js";
+import { capWhileGroupLives } from "./linger.js";
+import { LiveOutput } from "./live-output.js";
+import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
+import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
+import { exitMeaning, toRecord } from "./record.js";
+import { spawnInGroup } from "./spawn.js";
+import { StdinPipe } from "./stdin.js";
+import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
+import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
+
+/** In-memory state of a process this agent is watching. */
+export interface Running {
+  row: ProcessRow;
+  child?: ChildProcess;
+  stdin?: StdinPipe;
+  /** The client closed stdin: a restarted run gets EOF at once too. */
+  stdinClosed?: boolean;
+  /** How to run it again (restartOnFailure); absent for a process adopted after an agent restart. */
+  spec?: { command: string; cwd: string; env?: Record<string, string> };
+  output: LiveOutput;
+  /** Set by stop, kill or the kill timer: what the exit means. */
+  endReason?: { status: ProcessStatus; error: string };
+  /** Stop's SIGKILL after the grace period. */
+  timers: Timer[];
+  killTimer?: Timer;
+  /** Pending respawn after a failed run. */
+  restart?: Timer;
+  /** From a failed run's end to the next run's start (the pause and the respawn itself). */
+  betweenRuns?: boolean;
+  /** #finish has begun: once only. */
+  finishing?: boolean;
+  /** Adopted after a restart: polled, since it is not our child. */
+  poll?: NodeJS.Timeout;
+  waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
+}
+
+const ADOPTED_POLL_MS = 500;
+const RESTART_DELAY_MS = 1_000; // reference: 1 s between a failure and the restart
+const STDIN_STALL_MS = 30_000;
+/**
+ * The life of each run the manager watches: spawn, follow the exit, restart
+ * a failed run that asked for it, kill at the kill timer, record the end and
+ * wake the waiters. ProcessManager is the API in front of it.
+ */
+export class Supervisor {
+  readonly #o: ProcessManagerOptions;
+  readonly #store: ProcessStore;
+  readonly #running = new Map<string, Running>();
+  /** Cap timers for ended processes whose background children still write to the output files. */
+  readonly #lingering = new Set<{ stop(): void }>();
+  /** spawn() blocks the event loop for a fork; this chain gives each its own loop turn. */
+  #spawnTurns: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(options: ProcessManagerOptions, store: ProcessStore) {
+    this.#o = options;
+    this.#store = store;
+  }
+
+  /** The watched state of a record, while it runs. */
+  running(id: string): Running | undefined {
+    return this.#running.get(id);
+  }
+
+  /** Stops watching; pending waits are rejected with 503. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const running of this.#running.values()) {
+      for (const t of running.timers) t.cancel();
+      running.killTimer?.cancel();
+      running.restart?.cancel();
+      if (running.poll) clearInterval(running.poll);
+      running.child?.removeAllListeners("exit");
+      running.output.abandon();
+      for (const w of running.waiters) w.reject(errors.serviceUnavailable("the agent is shutting down"));
+    }
+    this.#running.clear();
+    for (const linger of this.#lingering) linger.stop();
+    this.#lingering.clear();
+  }
+
+
+  /**
+   * Node forks synchronously (a few ms for a process of the agent's size), so
+   * a burst of starts — a thousand `at` schedules due the same second — would
+   * stall timers and requests for seconds. One spawn per event-loop turn lets
+   * them run in between.
+   */
+  spawnTurn(): Promise<void> {
+    const turn = this.#spawnTurns.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    this.#spawnTurns = turn;
+    return turn;
+  }
+
+  #env(custom: Record<string, string> | undefined): NodeJS.ProcessEnv {
+    const base = typeof this.#o.baseEnv === "function" ? this.#o.baseEnv() : this.#o.baseEnv ?? process.env;
+    return { ...inheritedEnv(base), ...custom };
+  }
+
+  async spawnNew(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
+    const files = new LogFiles(this.#o.logDir, randomUUID());
+    const stdin = input.stdin ?? false;
+    let child: ChildProcess;
+    try {
+      child = await spawnInGroup({ command: input.command, cwd, env: this.#env(input.env), stdin }, files);
+    } catch (err) {
+      await files.remove();
+      throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
+    }
+    const pid = child.pid!;
+    const row: ProcessRow = {
+      id: files.id,
+      pid,
+      runPid: pid,
+      name,
+      command: input.command,
+      status: "running",
+      exitCode: null,
+      error: null,
+      startedAt: this.#o.clock.now(),
+      completedAt: null,
+      workingDir,
+      keepAlive: input.keepAlive ?? false,
+      timeout: input.timeout ?? 0,
+      killAfter: input.killAfter ?? 0,
+      restartOnFailure: input.restartOnFailure ?? false,
+      maxRestarts: input.maxRestarts ?? 0,
+      restartCount: 0,
+      stdin,
+      procStart: processStartTime(pid),
+      stdoutDropped: 0,
+      stderrDropped: 0,
+    };
+    this.#store.insert(row);
+    const running = this.#track(row, files);
+    running.spec = { command: input.command, cwd, env: input.env };
+    this.#attach(running, child);
+    this.#o.logger.info({ processPid: pid, processName: name, workingDir, killAfter: row.killAfter }, "process started");
+    return toRecord(row);
+  }
+
+  /** Follows a run's exit and takes its stdin pipe. */
+  #attach(running: Running, child: ChildProcess): void {
+    running.child = child;
+    child.on("error", (err) => this.#o.logger.error({ err, processPid: child.pid }, "process error"));
+    if (child.stdin) {
+      running.stdin = new StdinPipe(child.stdin, this.#o.clock, STDIN_STALL_MS);
+      if (running.stdinClosed) running.stdin.close();
+    }
+    child.once("exit", (code, signal) => void this.#ended(running, code, signal));
+  }
+
+  adopt(row: ProcessRow): void {
+    const files = new LogFiles(this.#o.logDir, row.id);
+    const running = this.#track(row, files, true);
+    running.poll = setInterval(() => {
+      if (!isSameProcessAlive(row.runPid, row.procStart)) void this.#ended(running, null, null);
+    }, ADOPTED_POLL_MS);
+    running.poll.unref();
+    this.#o.logger.info({ processPid: row.pid, processName: row.name }, "process adopted after agent restart");
+  }
+
+  #track(row: ProcessRow, files: LogFiles, adopted = false): Running {
+    const output = new LiveOutput(files, {
+      capBytes: this.#o.logMaxBytes,
+      dropped: { stdout: row.stdoutDropped, stderr: row.stderrDropped },
+      offsets: adopted ? undefined : { stdout: 0, stderr: 0 },
+      onDropped: (d) => { if (!this.#closed) this.#store.setDropped(row.id, d.stdout, d.stderr); },
+    });
+    const running: Running = { row, output, timers: [], waiters: [] };
+    this.#running.set(row.id, running);
+    this.#armKillTimer(running);
+    return running;
+  }
+
+  /** keepAlive with a timeout, and schedules: kill the group `killAfter` seconds after the (latest) start. */
+  #armKillTimer(running: Running): void {
+    const { row } = running;
+    running.killTimer?.cancel();
+    if (row.killAfter <= 0) return;
+    const left = row.startedAt + row.killAfter * 1000 - this.#o.clock.now();
+    running.killTimer = this.#o.clock.setTimer(left, () => {
+      this.#o.logger.info({ processPid: row.pid, processName: row.name, killAfter: row.killAfter }, "process timed out: killing its group");
+      const reason = { status: "killed" as const, error: `timed out after ${row.killAfter} seconds` };
+      if (this.endBetweenRuns(running, reason)) return;
+      if (signalGroup(row.runPid, "SIGKILL")) running.endReason = reason;
+    });
+  }
+
+  async #ended(running: Running, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (this.#closed || this.#running.get(running.row.id) !== running) return;
+    if (running.poll) clearInterval(running.poll);
+    running.poll = undefined;
+    running.child?.stdin?.destroy(); // the run is over: free the pipe's descriptor (later writes are 409s)
+    running.child = undefined;
+    running.stdin = undefined;
+    const end = running.endReason ?? exitMeaning(code, signal, running.spec === undefined);
+    // An adopted process (no spec: not our child, exit status unknown) is not restarted.
+    if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
+    await this.#finish(running, end, code, signal);
+  }
+
+  async #finish(running: Running, end: { status: ProcessStatus; error: string | null }, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (running.finishing) return;
+    running.finishing = true;
+    running.betweenRuns = false;
+    for (const t of running.timers) t.cancel();
+    running.killTimer?.cancel();
+    running.restart?.cancel();
+    running.restart = undefined;
+    await running.output.finish().catch((err: unknown) => this.#o.logger.warn({ err, processPid: running.row.pid }, "reading final output failed"));
+    if (this.#closed) return;
+    const completedAt = this.#o.clock.now();
+    this.#store.finish(running.row.id, { ...end, exitCode: code, completedAt });
+    this.#running.delete(running.row.id);
+    this.#o.logger.info({ processPid: running.row.pid, processName: running.row.name, status: end.status, exitCode: code, signal }, "process ended");
+    const record = toRecord(this.#store.byId(running.row.id)!);
+    if (groupAlive(running.row.runPid)) this.#linger(running.row, running.output.dropped);
+    await this.#prune();
+    for (const w of running.waiters) w.resolve(record);
+  }
+
+  #mayRestart(row: ProcessRow): boolean {
+    return row.restartOnFailure && (row.maxRestarts < 0 || row.restartCount < row.maxRestarts);
+  }
+
+  /** Reference §9.7: a notice in stdout, a 1 s pause, the same command again; the record stays `running`, its pid unchanged. */
+  #restartLater(running: Running, exitCode: number): void {
+    const { row } = running;
+    row.restartCount += 1;
+    this.#store.countRestart(row.id, row.restartCount);
+    const of = row.maxRestarts < 0 ? "unlimited" : String(row.maxRestarts);
+    this.#note(running, `\n[Process failed with exit code ${exitCode}. Attempting restart ${row.restartCount}/${of}...]\n`);
+    this.#o.logger.info({ processPid: row.pid, processName: row.name, exitCode, restart: row.restartCount }, "process failed: restarting");
+    running.betweenRuns = true;
+    running.restart = this.#o.clock.setTimer(this.#o.restartDelayMs ?? RESTART_DELAY_MS, () => void this.#respawn(running));
+  }
+
+  async #respawn(running: Running): Promise<void> {
+    running.restart = undefined;
+    const { row, spec } = running;
+    if (this.#closed || !spec) return;
+    try {
+      await this.spawnTurn();
+      if (this.#closed) return;
+      if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
+      const child = await spawnInGroup({ ...spec, env: this.#env(spec.env), stdin: row.stdin }, new LogFiles(this.#o.logDir, row.id));
+      running.betweenRuns = false;
+      // Stopped or killed while it was being spawned: it ends at once.
+      if (running.endReason) signalGroup(child.pid!, "SIGKILL");
+      row.runPid = child.pid!;
+      row.procStart = processStartTime(row.runPid);
+      row.startedAt = this.#o.clock.now();
+      this.#store.restarted(row.id, { runPid: row.runPid, procStart: row.procStart, startedAt: row.startedAt, restartCount: row.restartCount });
+      this.#attach(running, child);
+      this.#armKillTimer(running);
+    } catch (err) {
+      this.#note(running, `\n[Failed to restart process: ${(err as Error).message}]\n`);
+      await this.#finish(running, { status: "failed", error: `failed to restart: ${(err as Error).message}` }, null, null);
+    }
+  }
+
+  /** Stop, kill or the kill timer between two runs: nothing to signal, the process ends now. */
+  endBetweenRuns(running: Running, reason: { status: ProcessStatus; error: string }): boolean {
+    if (!running.betweenRuns) return false;
+    running.endReason = reason;
+    // During the pause it ends now; during the respawn, #respawn sees endReason and ends it.
+    if (running.restart) void this.#finish(running, reason, null, null);
+    return true;
+  }
+
+  /** A line the agent itself adds to the process's stdout (restart notices), unprefixed in streams. */
+  #note(running: Running, text: string): void {
+    try {
+      appendFileSync(new LogFiles(this.#o.logDir, running.row.id).live("stdout"), text);
+    } catch (err) {
+      this.#o.logger.warn({ err, processPid: running.row.pid }, "could not write a restart notice");
+    }
+  }
+
+  /** `sh -c 'server &'` ends at once while the server keeps writing to its files: keep them capped. */
+  #linger(row: ProcessRow, dropped: Readonly<Record<StreamName, number>>): void {
+    const linger = capWhileGroupLives({
+      files: new LogFiles(this.#o.logDir, row.id),
+      pid: row.runPid,
+      capBytes: this.#o.logMaxBytes,
+      dropped,
+      stillKnown: () => !this.#closed && this.#store.byId(row.id) !== undefined,
+      onDropped: (d) => this.#store.setDropped(row.id, d.stdout, d.stderr),
+      onStop: () => this.#lingering.delete(linger),
+    });
+    this.#lingering.add(linger);
+  }
+
+  /** Forgets the oldest finished processes beyond the history size, with their output files. */
+  async #prune(): Promise<void> {
+    for (const id of this.#store.finishedBeyond(this.#o.maxFinished)) {
+      this.#store.delete(id);
+      await new LogFiles(this.#o.logDir, id).remove().catch(() => undefined);
+    }
+  }
+
+  async readOutput(row: ProcessRow, maxBytes: number): Promise<ProcessOutput> {
+    const files = new LogFiles(this.#o.logDir, row.id);
+    const dropped = this.#running.get(row.id)?.output.dropped ?? { stdout: row.stdoutDropped, stderr: row.stderrDropped };
+    const text = {} as Record<StreamName, string>;
+    for (const s of STREAMS) {
+      const tail = await files.readTail(s, maxBytes, dropped[s]);
+      text[s] = truncationMarker(tail.dropped) + tail.data.toString("utf8");
+    }
+    return { stdout: text.stdout, stderr: text.stderr, logs: text.stdout + text.stderr };
+  }
+
+  waitRunning(running: Running): Promise<ProcessRecord> {
+    return new Promise((resolve, reject) => running.waiters.push({ resolve, reject }));
+  }
+}
+
+/** The agent's environment minus its own API token: a command in the sandbox should not learn it for free. */
+function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { SANDBOX_AGENT_TOKEN: _token, ...rest } = env;
+  return rest;
+}

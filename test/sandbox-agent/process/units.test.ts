@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { decodeAddress, isRoutable } from "../../../sandbox-agent/network/sockets.js";
+import { timeoutsOf } from "../../../sandbox-agent/process/execute.js";
+import { shellFor } from "../../../sandbox-agent/process/spawn.js";
+import { globMatcher, isSubsequence } from "../../../sandbox-agent/mcp/search.js";
+
+describe("kernel socket addresses", () => {
+  it.each([
+    ["0100007F:1F90", "127.0.0.1", 8080],
+    ["00000000:0050", "0.0.0.0", 80],
+    ["00000000000000000000000000000000:0016", "::", 22],
+    ["00000000000000000000000001000000:0BB8", "::1", 3000],
+    ["0000000000000000FFFF00000100007F:0035", "::ffff:127.0.0.1", 53],
+    ["B80D0120000000000000000001000000:01BB", "2001:db8::1", 443],
+  ])("%s → %s:%d", (hex, addr, port) => {
+    expect(decodeAddress(hex)).toEqual({ addr, port });
+  });
+
+  it("loopback is not routable", () => {
+    expect(["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"].map(isRoutable)).toEqual([false, false, false, false]);
+    expect(["0.0.0.0", "::", "10.0.0.5", "::ffff:10.0.0.5"].map(isRoutable)).toEqual([true, true, true, true]);
+  });
+});
+
+describe("timeouts (reference §4.2)", () => {
+  it.each([
+    [undefined, false, 0, 0],
+    [null, false, 0, 0],
+    [30, false, 30, 0],
+    [-1, false, 0, 0],
+    [undefined, true, 600, 600],
+    [-1, true, 600, 600],
+    [0, true, 0, 0],
+    [5, true, 5, 5],
+  ] as const)("timeout %s keepAlive %s → wait %d, kill after %d", (timeout, keepAlive, wait, killAfter) => {
+    expect(timeoutsOf(timeout, keepAlive)).toEqual({ timeout: wait, killAfter });
+  });
+});
+
+describe("the shell", () => {
+  it("$SHELL $SHELL_ARGS, else /bin/sh -c", () => {
+    expect(shellFor({})).toEqual({ file: "/bin/sh", args: ["-c"] });
+    expect(shellFor({ SHELL: "/bin/bash" })).toEqual({ file: "/bin/bash", args: ["-c"] });
+    expect(shellFor({ SHELL: "/bin/zsh", SHELL_ARGS: " -l  -c " })).toEqual({ file: "/bin/zsh", args: ["-l", "-c"] });
+  });
+});
+
+describe("search helpers", () => {
+  it("globs as ripgrep's -g", () => {
+    expect(globMatcher("*.ts")("src/a/b.ts")).toBe(true);
+    expect(globMatcher("*.ts")("src/a/b.tsx")).toBe(false);
+    expect(globMatcher("src/**/*.ts")("src/a/b/c.ts")).toBe(true);
+    expect(globMatcher("src/**/*.ts")("src/c.ts")).toBe(true);
+    expect(globMatcher("**/lib/**")("app/lib/x.ts")).toBe(true);
+    expect(globMatcher("*.{js,ts}")("x.js")).toBe(true);
+    expect(globMatcher("a,b.txt")("a,b.txt")).toBe(true);
+    expect(globMatcher("file?.[ch]")("file1.c")).toBe(true);
+  });
+
+  it("subsequence match, case-insensitive", () => {
+    expect(isSubsequence("PrcMgr", "process-manager.ts")).toBe(true);
+    expect(isSubsequence("mgrp", "process-manager.ts")).toBe(false);
+  });
+});
