@@ -1,25 +1,8 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
-
-/** RFC 9110 §7.6.1: connection-specific headers a proxy must not forward, plus any the Connection header names. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
+import { withoutHopByHop } from "../../src/hop-by-hop.js";
 
 /** The caller's credentials for the simulator; the agent gets the per-sandbox token instead. */
 const CALLER_CREDENTIALS = new Set(["authorization", "x-blaxel-authorization", "x-service-authorization", "cookie"]);
-
-function named(connection: string | string[] | undefined): Set<string> {
-  const value = Array.isArray(connection) ? connection.join(",") : (connection ?? "");
-  return new Set(value.split(",").map((t) => t.trim().toLowerCase()).filter(Boolean));
-}
-
-function withoutHopByHop(headers: IncomingHttpHeaders, alsoDrop: Set<string> = new Set()): OutgoingHttpHeaders {
-  const dropped = named(headers.connection);
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || alsoDrop.has(name)) continue;
-    out[name] = value;
-  }
-  return out;
-}
 
 export interface ForwardContext {
   token: string;
