@@ -50,7 +50,9 @@ export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents)
       // The platform's own header wins: with it, an Authorization header is the app's (sandbox.fetch(port, path, {headers})).
       const h = req.headers;
       const headers = h["x-blaxel-authorization"] || h["x-service-authorization"] ? { ...h, authorization: undefined } : h;
-      selectWorkspace(authenticateHeaders(src, headers), target.workspace);
+      const principal = authenticateHeaders(src, headers);
+      if (!src.accounts.workspace(target.workspace)) throw edgeError("WORKSPACE_NOT_FOUND", errors.notFound(`workspace "${target.workspace}" not found`));
+      selectWorkspace(principal, target.workspace);
     },
     upstream: (target) => sandboxUpstream(src, agents, target),
     workspaceOfId: (id) => src.accounts.allWorkspaces().find((w) => (w.doc as { id?: unknown }).id === id)?.name,
