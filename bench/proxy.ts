@@ -18,6 +18,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { cpus, loadavg } from "node:os";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import httpProxy from "http-proxy";
 import { serveSimulator } from "../simulator/agents/serve.js";
@@ -108,7 +109,8 @@ function upload(url: string, mib: number, headers: Record<string, string> = {}):
   });
 }
 
-async function main(): Promise<void> {
+/** The whole bench; bench:e2e may call it too (the roles run as child processes of this file either way). */
+export async function benchProxy(log: (line: string) => void = console.log): Promise<void> {
   const started = performance.now();
   const app = await role("app");
   const appUrl = app.first.url!;
@@ -125,7 +127,7 @@ async function main(): Promise<void> {
     ["http-proxy", (mib) => upload(`${lib.first.url}/port/${port}/upload`, mib)],
   ];
   try {
-    console.log(`bench:proxy  loopback, process launcher; uploads of ${sizes.join(" and ")} MiB, ${rounds} alternating rounds each (best kept); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    log(`bench:proxy  loopback, process launcher; uploads of ${sizes.join(" and ")} MiB, ${rounds} alternating rounds each (best kept); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
     for (const mib of sizes) {
       const best = new Map<string, number>();
       await paths[1]![1](Math.min(mib, 16)); // warm-up: connections, JIT
@@ -134,11 +136,11 @@ async function main(): Promise<void> {
       const simRss = (await sim.ask("rss")).rss!;
       const libRss = (await lib.ask("rss")).rss!;
       const line = paths.map(([name]) => `${name} ${fmt(best.get(name)!)} MB/s`).join(" | ");
-      console.log(`upload ${mib} MiB  ${line}`);
-      console.log(`  ratio to direct: /port/n ${fmt(best.get("/port/n")! / direct, 2)}, preview ${fmt(best.get("preview")! / direct, 2)} (target >= 0.85) | ours vs http-proxy: /port/n ${fmt(best.get("/port/n")! / best.get("http-proxy")!, 2)}, preview ${fmt(best.get("preview")! / best.get("http-proxy")!, 2)} (target >= 1.00)`);
-      console.log(`  peak RSS after ${mib} MiB uploads: simulator (proxy) ${fmt(simRss)} MiB | agent ${fmt(peakRssMiB(agentPid!))} MiB | http-proxy ${fmt(libRss)} MiB | app ${fmt((await app.ask("rss")).rss!)} MiB`);
+      log(`upload ${mib} MiB  ${line}`);
+      log(`  ratio to direct: /port/n ${fmt(best.get("/port/n")! / direct, 2)}, preview ${fmt(best.get("preview")! / direct, 2)} (target >= 0.85) | ours vs http-proxy: /port/n ${fmt(best.get("/port/n")! / best.get("http-proxy")!, 2)}, preview ${fmt(best.get("preview")! / best.get("http-proxy")!, 2)} (target >= 1.00)`);
+      log(`  peak RSS after ${mib} MiB uploads: simulator (proxy) ${fmt(simRss)} MiB | agent ${fmt(peakRssMiB(agentPid!))} MiB | http-proxy ${fmt(libRss)} MiB | app ${fmt((await app.ask("rss")).rss!)} MiB`);
     }
-    console.log(`bench:proxy done in ${fmt((performance.now() - started) / 1000)} s`);
+    log(`bench:proxy done in ${fmt((performance.now() - started) / 1000)} s`);
   } finally {
     lib.child.kill();
     app.child.kill();
@@ -147,9 +149,11 @@ async function main(): Promise<void> {
   }
 }
 
-const [flag, ...args] = process.argv.slice(2);
-const run = flag === "--app" ? serveApp() : flag === "--sim" ? serveSim(args[0]!) : flag === "--http-proxy" ? serveHttpProxy(args[0]!, args[1]!) : main();
-run.catch((err) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+if (process.argv[1] && resolve(process.argv[1]) === SELF) {
+  const [flag, ...args] = process.argv.slice(2);
+  const run = flag === "--app" ? serveApp() : flag === "--sim" ? serveSim(args[0]!) : flag === "--http-proxy" ? serveHttpProxy(args[0]!, args[1]!) : benchProxy();
+  run.catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
+}
