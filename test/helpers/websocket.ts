@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import { writeMiB } from "./memory.js";
 
 /**
  * A real in-process app server for port-forwarding tests ("the sandbox's
@@ -59,16 +60,7 @@ export async function startAppServer(host = "127.0.0.1"): Promise<AppServer> {
     if (url.pathname.endsWith("/big")) {
       const mib = Number(url.searchParams.get("mib") ?? "1");
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": mib * 1024 * 1024 });
-      const chunk = Buffer.alloc(1024 * 1024, 7);
-      let sent = 0;
-      const more = () => {
-        while (sent < mib) {
-          sent++;
-          if (!res.write(chunk)) return void res.once("drain", more);
-        }
-        res.end();
-      };
-      return more();
+      return writeMiB(res, mib);
     }
     const hash = createHash("sha256");
     let bytes = 0;

@@ -3,6 +3,7 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parsePortPath } from "../../../sandbox-agent/ports/target.js";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
+import { writeMiB } from "../../helpers/memory.js";
 import { startAppServer, wsRoundTrip, type AppServer, type Echo } from "../../helpers/websocket.js";
 
 const TOKEN = "agent-token-123";
@@ -90,15 +91,7 @@ describe("/port/{n} on the agent", () => {
         res.on("data", (d) => (text += d)).on("end", () => resolve(JSON.parse(text) as Echo));
       });
       req.on("error", reject);
-      let sent = 0;
-      const more = () => {
-        while (sent < total) {
-          sent++;
-          if (!req.write(chunk)) return void req.once("drain", more);
-        }
-        req.end();
-      };
-      more();
+      writeMiB(req, total, 3);
     });
     expect(echo.bytes).toBe(total * 1024 * 1024);
     expect(echo.sha256).toBe(expected.digest("hex"));
