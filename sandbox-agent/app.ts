@@ -1,6 +1,7 @@
 import express, { type Express } from "express";
 import { CursorCodec } from "../src/cursor.js";
 import { errorMiddleware, accessLog, notFoundHandler } from "../src/http.js";
+import type { UpgradeListener } from "../src/serve.js";
 import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
@@ -9,6 +10,7 @@ import { multipartRouter } from "./multipart/routes.js";
 import { OwnerNames } from "./filesystem/owners.js";
 import { mcpRouter } from "./mcp/server.js";
 import { networkRouter } from "./network/routes.js";
+import { createPortForwarder } from "./ports/forward.js";
 import { processRouter } from "./process/routes.js";
 import { scheduleExecutionsRouter, schedulesRouter } from "./schedules/routes.js";
 import { healthHandler, systemRouter } from "./system/routes.js";
@@ -17,10 +19,17 @@ import { healthHandler, systemRouter } from "./system/routes.js";
  * Builds the sandbox-local HTTP API from its dependencies. Never listens:
  * main.ts does, and tests use supertest or listen(0).
  */
-export function createApp(deps: AgentDeps): Express {
-  const app = express();
+export function createApp(deps: AgentDeps): Express & UpgradeListener {
+  const app: Express & UpgradeListener = express();
   app.disable("x-powered-by");
   app.set("etag", false);
+  // /port/{n}/... goes to the in-sandbox server before anything else: its replies keep the app's own
+  // headers (no CORS or no-cache of the agent's), and src/serve.ts's listen() routes upgrades to it.
+  const ports = createPortForwarder(deps.config.token, deps.logger);
+  app.onUpgrade = ports.upgrade;
+  app.use((req, res, next) => {
+    if (!ports.handle(req, res)) next();
+  });
   // Order matters: CORS answers preflights before auth (browsers send no
   // credentials on OPTIONS); no-cache and the access log apply to everything.
   app.use(cors());

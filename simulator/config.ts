@@ -15,6 +15,7 @@ export const SIM_OPTIONS = {
   "public-url": { type: "string" },
   launcher: { type: "string" },
   "sandbox-retention": { type: "string" },
+  "preview-urls": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -45,6 +46,8 @@ export const SimConfigSchema = z.object({
       return z.NEVER;
     }
   }),
+  /** The form of previews' spec.url: "path" (resolves everywhere) or "host" (<label>.preview.localhost; simulator/previews/urls.ts). */
+  previewUrls: z.enum(["path", "host"]).default("path"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -64,10 +67,12 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         or docker (a container of spec.runtime.image; needs a Docker daemon)
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
+  --preview-urls <form> path (default: <url>/<ws>/sandboxes/<sb>/previews/<name>) or host
+                        (<label>.preview.localhost:<port>, as on the platform); both forms are served
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls" };
 
 export class ConfigError extends Error {}
 
@@ -90,6 +95,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
+    previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   });
   if (!parsed.success) {

@@ -1,4 +1,5 @@
-import { createServer, type Server, type RequestListener } from "node:http";
+import { createServer, type IncomingMessage, type Server, type RequestListener } from "node:http";
+import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "./logging.js";
 
@@ -10,13 +11,29 @@ export interface Serving {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** A request listener that also serves upgrades (WebSocket): listen() gives it the server's `upgrade` event. */
+export interface UpgradeListener {
+  onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+}
+
 /**
  * Listens with timeouts fit for long streamed uploads and downloads: no
  * overall request timeout (it would cut a large part mid-way), but a bound on
- * slow headers.
+ * slow headers. A handler with `onUpgrade` (UpgradeListener) serves upgrade
+ * requests too; without one, Node refuses them by closing the socket.
  */
-export function listen(handler: RequestListener, host: string, port: number): Promise<Serving> {
+export function listen(handler: RequestListener & UpgradeListener, host: string, port: number): Promise<Serving> {
   const server = createServer(handler);
+  // Upgraded sockets leave the server's connection tracking: kept here so stop() can end them too.
+  const upgraded = new Set<Duplex>();
+  const onUpgrade = handler.onUpgrade;
+  if (onUpgrade) {
+    server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      upgraded.add(socket);
+      socket.once("close", () => upgraded.delete(socket));
+      onUpgrade(req, socket, head);
+    });
+  }
   server.requestTimeout = 0;
   server.headersTimeout = 30_000;
   server.keepAliveTimeout = 65_000;
@@ -32,7 +49,10 @@ export function listen(handler: RequestListener, host: string, port: number): Pr
         url: `http://${shownHost}:${addr.port}`,
         stop: (graceMs = 10_000) =>
           new Promise<void>((done) => {
-            const force = setTimeout(() => server.closeAllConnections(), graceMs);
+            const force = setTimeout(() => {
+              server.closeAllConnections();
+              for (const socket of upgraded) socket.destroy();
+            }, graceMs);
             force.unref();
             server.close(() => {
               clearTimeout(force);

@@ -1,9 +1,12 @@
-import { errors } from "../../src/errors.js";
 import { authenticateHeaders, selectWorkspace, type PrincipalSources } from "../auth/principal.js";
 import { grants, type Scope } from "../auth/scopes.js";
 import type { AccountStore } from "../accounts/store.js";
-import { createSandboxProxy, type SandboxProxy } from "../proxy/index.js";
+import { ApiError, errors } from "../../src/errors.js";
+import { createPreviewRouter } from "../previews/router.js";
+import { createSandboxProxy, edgeError, type SandboxProxy, type SandboxTarget, type Upstream } from "../proxy/index.js";
 import type { Logger } from "../../src/logging.js";
+import type { SimDeps } from "../deps.js";
+import { expireDueSandboxes } from "../sandboxes/expiry.js";
 import type { SandboxAgents } from "./registry.js";
 
 /**
@@ -18,18 +21,55 @@ export const SANDBOX_URL_SCOPE: Scope = "sandboxes:update";
  * be valid (401), allow the sandbox URL's scope and belong to the sandbox's
  * workspace (403), exactly as on the control plane; the agent then gets the
  * sandbox's own token. The agent unmasks secrets for its own token, so
- * `show_secrets` reaches it only from an admin of the workspace.
+ * `show_secrets` reaches it only from an admin of the workspace. Preview URLs
+ * (simulator/previews) go through the same proxy.
  */
-export function createSimulatorSandboxProxy(src: PrincipalSources & { accounts: AccountStore; logger?: Logger }, agents: SandboxAgents): SandboxProxy {
+
+/** Statuses of a sandbox that exists but has no agent to answer now: 503, retry (not 404, do not). */
+const STOPPED = new Set(["ARCHIVING", "ARCHIVED", "UNARCHIVING", "DEACTIVATING", "DEACTIVATED", "DEPLOYING", "FAILED"]);
+
+type Sources = PrincipalSources & Pick<SimDeps, "resources" | "clock" | "accounts"> & { accounts: AccountStore; logger?: Logger };
+
+/**
+ * The running agent of a sandbox, or the error the edge gives: the sandbox's
+ * expiry is applied first (a read after its ttl finds it gone), then an
+ * unknown or expired sandbox is WORKLOAD_NOT_FOUND (404) and one that exists
+ * without a running agent WORKLOAD_UNAVAILABLE (503).
+ */
+export async function sandboxUpstream(deps: Sources, agents: SandboxAgents, target: SandboxTarget): Promise<Upstream> {
+  if (!deps.accounts.workspace(target.workspace)) {
+    throw edgeError("WORKSPACE_NOT_FOUND", errors.notFound(`workspace "${target.workspace}" not found`));
+  }
+  expireDueSandboxes(deps as SimDeps, { workspace: target.workspace, sandbox: target.sandbox });
+  const status = deps.resources.get(target.workspace, "sandbox", target.sandbox)?.status;
+  const gone = (why: string) => edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}"${why}`));
+  if (status === "TERMINATED" || status === "DELETING") throw gone(` (${status})`);
+  try {
+    return await agents.upstream(target);
+  } catch (err) {
+    if (!(err instanceof ApiError) || (err.status !== 404 && err.status !== 503)) throw err;
+    if (status === undefined && err.status === 404) throw gone("");
+    const why = status && STOPPED.has(status) ? `it is ${status}` : err.status === 503 ? err.message.replace(/^.*is unavailable: /, "") : "its agent is not running";
+    throw edgeError("WORKLOAD_UNAVAILABLE", errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: ${why}`));
+  }
+}
+
+export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents): SandboxProxy {
   return createSandboxProxy({
     authorize: (req, target) => {
-      const principal = authenticateHeaders(src, req.headers);
+      // The platform's own header wins: with it, an Authorization header is the app's (sandbox.fetch(port, path, {headers})).
+      const h = req.headers;
+      const headers = h["x-blaxel-authorization"] || h["x-service-authorization"] ? { ...h, authorization: undefined } : h;
+      const principal = authenticateHeaders(src, headers);
       if (!grants(principal.scopes, SANDBOX_URL_SCOPE)) throw errors.forbidden(`missing scope ${SANDBOX_URL_SCOPE}`);
+      if (!src.accounts.workspace(target.workspace)) throw edgeError("WORKSPACE_NOT_FOUND", errors.notFound(`workspace "${target.workspace}" not found`));
       const { role } = selectWorkspace(principal, target.workspace);
       if (role !== "admin") target.path = withoutQueryParameter(target.path, "show_secrets");
     },
-    upstream: (target) => agents.upstream(target),
+    upstream: (target) => sandboxUpstream(src, agents, target),
     workspaceOfId: workspaceIdIndex(src.accounts),
+    previews: createPreviewRouter(src),
+    now: () => src.clock.now(),
     logger: src.logger,
   });
 }

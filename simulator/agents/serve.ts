@@ -1,9 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "../../src/logging.js";
-import { listen } from "../../src/serve.js";
+import { listen, type UpgradeListener } from "../../src/serve.js";
+import { rawReply } from "../../src/tunnel.js";
 import { createSimulatorApp } from "../app.js";
 import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
@@ -66,9 +67,14 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   deps.agents = agents;
   const proxy = createSimulatorSandboxProxy(deps, agents);
   const app = createSimulatorApp(deps);
-  const serving = await listen((req: IncomingMessage, res: ServerResponse) => {
+  const handler: RequestListener & UpgradeListener = (req: IncomingMessage, res: ServerResponse) => {
     if (!proxy.handle(req, res)) app(req, res);
-  }, deps.config.host, deps.config.port);
+  };
+  // WebSockets (a dev server's hot reload) through sandbox URLs (/port/{n}) and previews.
+  handler.onUpgrade = (req, socket, head) => {
+    if (!proxy.upgrade(req, socket, head)) rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
+  };
+  const serving = await listen(handler, deps.config.host, deps.config.port);
   deps.urls.base = deps.config.publicUrl ?? serving.url;
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.

@@ -1,25 +1,8 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
-
-/** RFC 9110 §7.6.1: connection-specific headers a proxy must not forward, plus any the Connection header names. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
+import { withoutHopByHop } from "../../src/hop-by-hop.js";
 
 /** The caller's credentials for the simulator; the agent gets the per-sandbox token instead. */
 const CALLER_CREDENTIALS = new Set(["authorization", "x-blaxel-authorization", "x-service-authorization", "cookie"]);
-
-function named(connection: string | string[] | undefined): Set<string> {
-  const value = Array.isArray(connection) ? connection.join(",") : (connection ?? "");
-  return new Set(value.split(",").map((t) => t.trim().toLowerCase()).filter(Boolean));
-}
-
-function withoutHopByHop(headers: IncomingHttpHeaders, alsoDrop: Set<string> = new Set()): OutgoingHttpHeaders {
-  const dropped = named(headers.connection);
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || alsoDrop.has(name)) continue;
-    out[name] = value;
-  }
-  return out;
-}
 
 export interface ForwardContext {
   token: string;
@@ -29,15 +12,41 @@ export interface ForwardContext {
   originalHost: string | undefined;
 }
 
+function forwardedFor(headers: IncomingHttpHeaders, out: OutgoingHttpHeaders, ctx: ForwardContext): void {
+  const prior = headers["x-forwarded-for"];
+  out["x-forwarded-for"] = [prior, ctx.clientAddress].flat().filter(Boolean).join(", ");
+  out["x-forwarded-host"] = ctx.originalHost ?? "";
+  out["x-forwarded-proto"] = "http";
+}
+
 /** Request headers for the agent: end-to-end headers only, the caller's credentials replaced by the sandbox's token. */
 export function requestHeaders(headers: IncomingHttpHeaders, ctx: ForwardContext): OutgoingHttpHeaders {
   const out = withoutHopByHop(headers, CALLER_CREDENTIALS);
   out.host = ctx.upstreamHost;
   out.authorization = `Bearer ${ctx.token}`;
-  const prior = headers["x-forwarded-for"];
-  out["x-forwarded-for"] = [prior, ctx.clientAddress].flat().filter(Boolean).join(", ");
-  out["x-forwarded-host"] = ctx.originalHost ?? "";
-  out["x-forwarded-proto"] = "http";
+  forwardedFor(headers, out, ctx);
+  return out;
+}
+
+/**
+ * Request headers for a server inside the sandbox (/port/{n}, previews): the
+ * app's own Authorization and cookies reach it, and Host stays the caller's
+ * (dev servers check it, e.g. Vite's allowedHosts). Only the platform
+ * credential the caller authenticated with is dropped (`platformCredential`:
+ * a sandbox URL's X-Blaxel-Authorization, or Authorization when it came
+ * alone); the agent's token travels in X-Blaxel-Authorization, which the
+ * agent's /port route keeps for itself.
+ */
+export function appRequestHeaders(headers: IncomingHttpHeaders, ctx: ForwardContext, platformCredential: boolean): OutgoingHttpHeaders {
+  const drop = new Set<string>();
+  if (platformCredential) {
+    drop.add("x-blaxel-authorization").add("x-service-authorization");
+    if (!headers["x-blaxel-authorization"] && !headers["x-service-authorization"]) drop.add("authorization");
+  }
+  const out = withoutHopByHop(headers, drop);
+  out.host = ctx.originalHost ?? ctx.upstreamHost;
+  out["x-blaxel-authorization"] = `Bearer ${ctx.token}`;
+  forwardedFor(headers, out, ctx);
   return out;
 }
 

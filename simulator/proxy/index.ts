@@ -1,2 +1,3 @@
-export { createSandboxProxy, type SandboxProxy, type SandboxProxyOptions, type Upstream } from "./proxy.js";
-export { targetFromHost, targetFromPath, PATH_PREFIX, type SandboxTarget } from "./route.js";
+export { createSandboxProxy, type ForwardPlan, type PreviewRouter, type SandboxProxy, type SandboxProxyOptions, type Upstream } from "./proxy.js";
+export { edgeError, edgeErrorReply, type EdgeCode } from "./edge-errors.js";
+export { isPortPath, OWN_PATHS, targetFromHost, targetFromPath, targetFromRunPath, PATH_PREFIX, type SandboxTarget } from "./route.js";

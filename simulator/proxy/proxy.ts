@@ -1,22 +1,52 @@
-import { Agent, request, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, request, type IncomingMessage, type OutgoingHttpHeaders, type RequestOptions, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { spliceSockets } from "../../src/tunnel.js";
 import { closeRatherThanDrain } from "../http/body-budget.js";
 import { Coalescer } from "./coalesce.js";
-import { requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS } from "./headers.js";
-import { targetFromHost, targetFromPath, type SandboxTarget } from "./route.js";
+import { edgeError, edgeErrorReply } from "./edge-errors.js";
+import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
+import { isPortPath, targetFromHost, targetFromPath, targetFromRunPath, type SandboxTarget } from "./route.js";
 
 /**
  * The sandbox reverse proxy: streams each request to the sandbox's agent and
  * the reply back, both ways without buffering (node:http piping keeps
  * backpressure, so a 200 MiB upload holds a few socket buffers, not the body).
+ * Upgrades (WebSocket) become a raw socket pipe once the agent answers 101.
  */
 
 export interface Upstream {
   /** The agent's base URL, e.g. http://127.0.0.1:41234. */
   url: string;
   token: string;
+}
+
+/** Where one request goes, once routed and allowed. */
+export interface ForwardPlan {
+  target: SandboxTarget;
+  /**
+   * "api": a call of the sandbox API (the caller's credentials are replaced by
+   * the sandbox's token); "app": traffic for a server inside the sandbox
+   * (/port/{n}, previews), whose own Authorization, cookies and Host pass.
+   */
+  audience: "api" | "app";
+  /** The caller authenticated with a platform credential, which the app must not see. */
+  platformCredential: boolean;
+  /** Last edits of the headers sent upstream (a preview's requestHeaders, its token removed). */
+  editRequest?: (headers: OutgoingHttpHeaders) => void;
+  /** Headers added to the reply, replacing the app's of the same name (a preview's responseHeaders). */
+  replyHeaders?: Record<string, string | string[]>;
+  /** A reply given without asking the agent (a preview's CORS preflight). */
+  answer?: { status: number; headers: Record<string, string> };
+}
+
+/** Preview URLs (simulator/previews): recognised synchronously, then resolved and checked. */
+export interface PreviewRouter {
+  matches(req: IncomingMessage): boolean;
+  /** Throws an ApiError (401 without a valid preview token, 404 for no such preview). */
+  plan(req: IncomingMessage): ForwardPlan | Promise<ForwardPlan>;
 }
 
 export interface SandboxProxyOptions {
@@ -26,30 +56,24 @@ export interface SandboxProxyOptions {
   upstream(target: SandboxTarget): Upstream | Promise<Upstream>;
   /** Workspace name for a workspace id, for host-name routing. */
   workspaceOfId(id: string): string | undefined;
+  previews?: PreviewRouter;
+  /** For the errors' timestamps (the simulator's clock). */
+  now?: () => number;
   logger?: Logger;
 }
 
 export interface SandboxProxy {
-  /** Serves the request and returns true when it is for a sandbox; false leaves it to the caller. */
+  /** Serves the request and returns true when it is for a sandbox or a preview; false leaves it to the caller. */
   handle(req: IncomingMessage, res: ServerResponse): boolean;
+  /** The server's `upgrade` event; false when the request is not for a sandbox or a preview. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
   /** Express-style middleware over handle(). */
   middleware(): (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
   close(): void;
 }
 
-/** `close`: the request's body is not read, so the connection cannot carry another request. */
-function sendError(res: ServerResponse, err: ApiError, close = false): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const body = JSON.stringify({ error: err.code, code: err.status, message: err.message });
-  res.writeHead(err.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...err.headers, ...(close ? { connection: "close" } : {}) });
-  res.end(body);
-}
-
 function agentDown(target: SandboxTarget, reason: string): ApiError {
-  return errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is not answering (${reason})`);
+  return edgeError("WORKLOAD_UNAVAILABLE", errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is not answering (${reason})`));
 }
 
 /** A CORS preflight carries no credentials by design; the proxy answers it as the agent would. */
@@ -57,42 +81,85 @@ function isPreflight(req: IncomingMessage): boolean {
   return req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
 }
 
+/** The raw head of a reply relayed on an upgrade request's socket. */
+function rawHead(status: number, message: string | undefined, rawHeaders: string[], keepConnection: boolean): string {
+  const lines = [`HTTP/1.1 ${status} ${message ?? ""}`];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    if (!keepConnection && (lower === "connection" || lower === "transfer-encoding" || lower === "keep-alive")) continue;
+    lines.push(`${rawHeaders[i]}: ${rawHeaders[i + 1]}`);
+  }
+  if (!keepConnection) lines.push("Connection: close");
+  return `${lines.join("\r\n")}\r\n\r\n`;
+}
+
 export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   // Keep-alive connections to the agents: a new TCP handshake per request would cost more than the proxying.
   const agent = new Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
+  const now = options.now ?? Date.now;
 
-  async function forward(req: IncomingMessage, res: ServerResponse, target: SandboxTarget): Promise<void> {
-    if (isPreflight(req)) {
+  /** The one place that says how to reach an agent (its URL today; the launcher decides). */
+  function upstreamRequest(upstream: Upstream, method: string | undefined, path: string, headers: OutgoingHttpHeaders): RequestOptions {
+    const base = new URL(upstream.url);
+    return { protocol: base.protocol, hostname: base.hostname, port: base.port, method, path, agent, headers };
+  }
+
+  function headersFor(req: IncomingMessage, plan: ForwardPlan, upstream: Upstream): OutgoingHttpHeaders {
+    const ctx: ForwardContext = { token: upstream.token, upstreamHost: new URL(upstream.url).host, clientAddress: req.socket.remoteAddress, originalHost: req.headers.host };
+    const headers = plan.audience === "app" ? appRequestHeaders(req.headers, ctx, plan.platformCredential) : requestHeaders(req.headers, ctx);
+    plan.editRequest?.(headers);
+    return headers;
+  }
+
+  /** Sandbox URLs first (/sbx/..., sbx-* hosts, the run-URL form), then preview URLs; undefined for anything else. */
+  function planFor(req: IncomingMessage): Promise<ForwardPlan> | undefined {
+    const url = req.url ?? "/";
+    if (options.previews?.matches(req)) return Promise.resolve().then(() => options.previews!.plan(req));
+    let target: SandboxTarget | undefined;
+    try {
+      target = targetFromHost(req.headers.host, url, options.workspaceOfId) ?? targetFromPath(url) ?? targetFromRunPath(url);
+    } catch (err) {
+      // A host name DNS could not carry (400): refused before any lookup or body byte.
+      return Promise.reject(err instanceof ApiError ? err : errors.badRequest("Host: invalid"));
+    }
+    if (!target) return undefined;
+    const found = target;
+    return (async (): Promise<ForwardPlan> => {
+      const audience = isPortPath(found.path) ? "app" : "api";
       // Answered here, the same for every sandbox URL: forwarding it would tell an anonymous
       // caller which sandboxes exist (204 from an agent, 404 without one; issue 14).
-      res.writeHead(204, SANDBOX_CORS_HEADERS);
-      res.end();
-      return;
-    }
-    await options.authorize(req, target);
-    const upstream = await options.upstream(target);
-    const base = new URL(upstream.url);
-    const upReq = request({
-      protocol: base.protocol,
-      hostname: base.hostname,
-      port: base.port,
-      method: req.method,
-      path: target.path,
-      agent,
-      headers: requestHeaders(req.headers, { token: upstream.token, upstreamHost: base.host, clientAddress: req.socket.remoteAddress, originalHost: req.headers.host }),
-    });
+      if (isPreflight(req)) return { target: found, audience, platformCredential: true, answer: { status: 204, headers: SANDBOX_CORS_HEADERS as Record<string, string> } };
+      await options.authorize(req, found);
+      return { target: found, audience, platformCredential: true };
+    })();
+  }
+
+  /** `close`: the request's body is not read, so the connection cannot carry another request. */
+  function sendError(req: IncomingMessage, res: ServerResponse, err: ApiError, close = false): void {
+    if (res.headersSent) return void res.destroy();
+    const reply = edgeErrorReply(err, req, now());
+    res.writeHead(reply.status, { ...reply.headers, "content-length": Buffer.byteLength(reply.body), ...(close ? { connection: "close" } : {}) });
+    res.end(reply.body);
+  }
+
+  function asApiError(err: unknown): ApiError {
+    if (err instanceof ApiError) return err;
+    options.logger?.error({ err }, "sandbox proxy failed");
+    return errors.internal((err as Error)?.message ?? String(err));
+  }
+
+  async function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): Promise<void> {
+    const upstream = await options.upstream(plan.target);
+    const upReq = request(upstreamRequest(upstream, req.method, plan.target.path, headersFor(req, plan, upstream)));
     upReq.on("response", (upRes) => {
-      res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, responseHeaders(upRes.headers));
+      res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, { ...responseHeaders(upRes.headers), ...plan.replyHeaders });
       res.flushHeaders(); // streamed replies (process logs) must reach the caller before their first byte
       pipeline(upRes, res, () => {});
     });
     upReq.on("error", (err) => {
-      if (res.headersSent || res.destroyed) {
-        res.destroy();
-        return;
-      }
-      options.logger?.warn({ sandbox: target.sandbox, workspace: target.workspace, err: err.message }, "sandbox agent unreachable");
-      sendError(res, agentDown(target, (err as NodeJS.ErrnoException).code ?? err.message));
+      if (res.headersSent || res.destroyed) return void res.destroy();
+      options.logger?.warn({ sandbox: plan.target.sandbox, workspace: plan.target.workspace, err: err.message }, "sandbox agent unreachable");
+      sendError(req, res, agentDown(plan.target, (err as NodeJS.ErrnoException).code ?? err.message));
     });
     // The caller going away (a cut upload, a closed log stream) ends the agent's side too.
     res.on("close", () => {
@@ -105,28 +172,64 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): boolean {
-    let target: SandboxTarget | undefined;
-    try {
-      target = targetFromHost(req.headers.host, req.url ?? "/", options.workspaceOfId) ?? targetFromPath(req.url ?? "/");
-    } catch (err) {
-      // A host name DNS could not carry (400): refused before any lookup or body byte.
-      sendError(res, err instanceof ApiError ? err : errors.badRequest("Host: invalid"), true);
-      return true;
-    }
-    if (!target) return false;
-    forward(req, res, target).catch((err: unknown) => {
-      const apiErr = err instanceof ApiError ? err : errors.internal((err as Error)?.message ?? String(err));
-      if (!(err instanceof ApiError)) options.logger?.error({ err }, "sandbox proxy failed");
-      // A body refused before it was read (401/403/404): a small one is drained, a large one closes the connection.
-      const close = closeRatherThanDrain(req);
-      if (!close) req.resume();
-      sendError(res, apiErr, close);
-    });
+    const planned = planFor(req);
+    if (!planned) return false;
+    planned
+      .then((plan) => {
+        if (!plan.answer) return forward(req, res, plan);
+        req.resume();
+        res.writeHead(plan.answer.status, plan.answer.headers).end();
+      })
+      .catch((err: unknown) => {
+        // A body refused before it was read (401/403/404): a small one is drained, a large one closes the connection.
+        const close = closeRatherThanDrain(req);
+        if (!close) req.resume();
+        sendError(req, res, asApiError(err), close);
+      });
+    return true;
+  }
+
+  function refuse(req: IncomingMessage, socket: Duplex, err: ApiError): void {
+    if (socket.destroyed) return;
+    const reply = edgeErrorReply(err, req, now());
+    const head = Object.entries({ ...reply.headers, "content-length": String(Buffer.byteLength(reply.body)), connection: "close" }).map(([k, v]) => `${k}: ${v}`);
+    socket.end(`HTTP/1.1 ${reply.status} ${err.code}\r\n${head.join("\r\n")}\r\n\r\n${reply.body}`);
+  }
+
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const planned = planFor(req);
+    if (!planned) return false;
+    socket.on("error", () => socket.destroy());
+    planned
+      .then(async (plan) => {
+        const upstream = await options.upstream(plan.target);
+        const headers = headersFor(req, plan, upstream);
+        headers.connection = "Upgrade";
+        headers.upgrade = req.headers.upgrade ?? "websocket";
+        const upReq = request(upstreamRequest(upstream, req.method, plan.target.path, headers));
+        upReq.on("upgrade", (upRes, upSocket, upHead) => {
+          if (socket.destroyed) return void upSocket.destroy();
+          socket.write(rawHead(101, upRes.statusMessage, upRes.rawHeaders, true));
+          if (upHead.length > 0) socket.write(upHead);
+          if (head.length > 0) upSocket.write(head);
+          spliceSockets(socket, upSocket);
+        });
+        // The agent or the app refused the upgrade (401, 404, 502...): its reply goes back as it is.
+        upReq.on("response", (upRes) => {
+          socket.write(rawHead(upRes.statusCode ?? 502, upRes.statusMessage, upRes.rawHeaders, false));
+          pipeline(upRes, socket, () => {});
+        });
+        upReq.on("error", (err: NodeJS.ErrnoException) => refuse(req, socket, agentDown(plan.target, err.code ?? err.message)));
+        socket.on("close", () => upReq.destroy());
+        upReq.end();
+      })
+      .catch((err: unknown) => refuse(req, socket, asApiError(err)));
     return true;
   }
 
   return {
     handle,
+    upgrade,
     middleware: () => (req, res, next) => {
       if (!handle(req, res)) next();
     },

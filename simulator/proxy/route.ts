@@ -2,8 +2,10 @@ import { errors } from "../../src/errors.js";
 
 /**
  * Which sandbox a request is for: `/sbx/{workspace}/{sandbox}/...` (what
- * metadata.url carries) or the seed's host-name pattern
- * `sbx-{sandbox}-{workspaceId}.{region}.localhost[:port]`.
+ * metadata.url carries), the run-URL form `/{workspace}/sandboxes/{sandbox}/...`
+ * (the SDK's fallback when a sandbox has no metadata.url, and the docs'
+ * `run.blaxel.ai/{workspace}/sandboxes/{sandbox}/port/3000`), or the seed's
+ * host-name pattern `sbx-{sandbox}-{workspaceId}.{region}.localhost[:port]`.
  */
 
 export interface SandboxTarget {
@@ -17,16 +19,38 @@ export const PATH_PREFIX = "/sbx/";
 
 export function targetFromPath(url: string): SandboxTarget | undefined {
   if (!url.startsWith(PATH_PREFIX)) return undefined;
+  const [workspace, sandbox, ...rest] = splitPath(url, PATH_PREFIX.length);
+  return target(workspace, sandbox, rest, url);
+}
+
+/** Top-level paths of the simulator itself: never a workspace of the run-URL form. */
+export const OWN_PATHS: ReadonlySet<string> = new Set(["v0", "_sim", "health", "sbx", "oauth", "console"]);
+
+/** `/{workspace}/sandboxes/{sandbox}/...`, except `.../previews/...` (a preview URL, simulator/previews). */
+export function targetFromRunPath(url: string): SandboxTarget | undefined {
+  const [workspace, collection, sandbox, ...rest] = splitPath(url, 1);
+  if (collection !== "sandboxes" || !workspace || OWN_PATHS.has(workspace) || rest[0] === "previews") return undefined;
+  return target(workspace, sandbox, rest, url);
+}
+
+function splitPath(url: string, from: number): string[] {
   const queryAt = url.indexOf("?");
-  const pathname = queryAt === -1 ? url : url.slice(0, queryAt);
-  const query = queryAt === -1 ? "" : url.slice(queryAt);
-  const [workspace, sandbox, ...rest] = pathname.slice(PATH_PREFIX.length).split("/");
+  return (queryAt === -1 ? url : url.slice(0, queryAt)).slice(from).split("/");
+}
+
+function target(workspace: string | undefined, sandbox: string | undefined, rest: string[], url: string): SandboxTarget | undefined {
   if (!workspace || !sandbox) return undefined;
+  const queryAt = url.indexOf("?");
   try {
-    return { workspace: decodeURIComponent(workspace), sandbox: decodeURIComponent(sandbox), path: `/${rest.join("/")}${query}` };
+    return { workspace: decodeURIComponent(workspace), sandbox: decodeURIComponent(sandbox), path: `/${rest.join("/")}${queryAt === -1 ? "" : url.slice(queryAt)}` };
   } catch {
     return undefined; // malformed percent-encoding: not a sandbox URL
   }
+}
+
+/** `/port/{n}` or `/port/{n}/...`: traffic for a server inside the sandbox, not the sandbox API. */
+export function isPortPath(path: string): boolean {
+  return /^\/port\/\d+(?:[/?]|$)/.test(path);
 }
 
 /**

@@ -100,6 +100,7 @@ export function crudOperations(kind: ResourceKind): Operation[] {
     ops.push({
       id: list, method: "get", path: kind.collection, scope: scopeFor(kind.scope, "list"),
       handler: (ctx) => {
+        kind.beforeRead?.(ctx);
         const parent = parentKey(kind, ctx);
         const statuses = kind.statusFilter ? statusFilter(ctx.query.status) : undefined;
         // e.g. sandboxes: TERMINATED hidden unless ?showTerminated=true; an explicit ?status= wins.
@@ -142,7 +143,10 @@ export function crudOperations(kind: ResourceKind): Operation[] {
     ops.push({
       id: get, method: "get", path: item, scope: scopeFor(kind.scope, "get"),
       alsoGrantedBy: kind.itemTokenScope ? (params) => `${kind.itemTokenScope}:${params[kind.param]}` : undefined,
-      handler: (ctx) => renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx), ctx),
+      handler: (ctx) => {
+        kind.beforeRead?.(ctx, ctx.params[kind.param]!);
+        return renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx), ctx);
+      },
     });
   }
   if (update) {

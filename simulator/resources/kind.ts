@@ -56,6 +56,8 @@ export interface ResourceKind {
   mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
   /** Fields that depend on the moment of reading (a sandbox's expiresIn): added to every read, never cached. */
   readFields?: (doc: ResourceDoc, ctx: OpContext) => Record<string, unknown> | undefined;
+  /** Runs before a get (with the item's name) or a list answers: time-driven changes the reader must see (a sandbox's expiry). */
+  beforeRead?: (ctx: OpContext, name?: string) => void;
   /** The list item form (e.g. lite sandboxes without events). */
   listItem?: (doc: ResourceDoc) => unknown;
   /** Error details for a duplicate name (e.g. {code: "VOLUME_ALREADY_EXISTS"}). */

@@ -1,4 +1,5 @@
 import { iso } from "../clock.js";
+import type { StoredResource } from "../store/resources.js";
 import type { SimDeps } from "../deps.js";
 import { recordStatus } from "../agents/sandbox-status.js";
 import { unmeterResource } from "../resources/usage.js";
@@ -15,35 +16,49 @@ import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "
  * goes too. A new sandbox may take the name at once (dropTerminated).
  * Returns what expired.
  */
-export function expireDueSandboxes(deps: SimDeps): { workspace: string; sandbox: string; reason: string }[] {
+export function expireDueSandboxes(deps: SimDeps, scope: { workspace?: string; sandbox?: string } = {}): { workspace: string; sandbox: string; reason: string }[] {
   const now = deps.clock.now();
   const expired: { workspace: string; sandbox: string; reason: string }[] = [];
-  for (const ws of deps.accounts.allWorkspaces()) {
-    for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
-      if (item.parent !== "" || item.status === "DELETING") continue;
-      if (item.status === "TERMINATED") {
-        const doc = item.doc as ExpiringDoc;
-        const since = doc.terminatedAt ? Date.parse(doc.terminatedAt) : now;
-        if (since + terminatedRetentionMs(doc) <= now) deps.resources.delete(ws.name, "sandbox", item.name);
-        continue;
-      }
-      const expiry = sandboxExpiry(deps, ws.name, item.name, item.doc as ExpiringDoc);
-      if (!expiry || expiry.dueMs > now) continue;
-      recordStatus(deps, ws.name, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
-      deps.agents?.retire(ws.name, item.name, (err) => deps.logger.warn({ workspace: ws.name, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
-      if (sandboxKind.children?.length) deps.resources.deleteChildren(ws.name, sandboxKind.children, item.name);
-      unmeterResource(deps, item as never);
-      recordStatus(deps, ws.name, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
-      const terminated = deps.resources.get(ws.name, "sandbox", item.name);
-      if (terminated) {
-        (terminated.doc as ExpiringDoc).terminatedAt = iso(now);
-        deps.resources.update(terminated);
-      }
-      deps.logger.info({ workspace: ws.name, sandbox: item.name, reason: expiry.reason, action: expiry.action }, "sandbox expired");
-      expired.push({ workspace: ws.name, sandbox: item.name, reason: expiry.reason });
+  const workspaces = scope.workspace ? [scope.workspace] : deps.accounts.allWorkspaces().map((w) => w.name);
+  for (const ws of workspaces) {
+    const items = scope.sandbox ? [deps.resources.get(ws, "sandbox", scope.sandbox)].filter((i) => i !== undefined) : deps.resources.allOfKind(ws, ["sandbox"]);
+    for (const item of items) {
+      const reason = expireIfDue(deps, ws, item, now);
+      if (reason) expired.push({ workspace: ws, sandbox: item.name, reason });
     }
   }
   return expired;
+}
+
+/**
+ * One sandbox: a TERMINATED record past its retention goes; a live one whose
+ * expiry is due is deleted (returns why). A sandbox whose agent is starting
+ * is left for the next look: its create (or restart) is answering, and
+ * retiring the agent under it would turn a successful create into a 503.
+ */
+function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: number): string | undefined {
+  if (item.parent !== "" || item.status === "DELETING") return undefined;
+  if (item.status === "TERMINATED") {
+    const doc = item.doc as ExpiringDoc;
+    const since = doc.terminatedAt ? Date.parse(doc.terminatedAt) : now;
+    if (since + terminatedRetentionMs(doc) <= now) deps.resources.delete(ws, "sandbox", item.name);
+    return undefined;
+  }
+  const expiry = sandboxExpiry(deps, ws, item.name, item.doc as ExpiringDoc);
+  if (!expiry || expiry.dueMs > now) return undefined;
+  if (deps.agents?.get(ws, item.name)?.state === "starting") return undefined;
+  recordStatus(deps, ws, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
+  deps.agents?.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
+  if (sandboxKind.children?.length) deps.resources.deleteChildren(ws, sandboxKind.children, item.name);
+  unmeterResource(deps, item as never);
+  recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
+  const terminated = deps.resources.get(ws, "sandbox", item.name);
+  if (terminated) {
+    (terminated.doc as ExpiringDoc).terminatedAt = iso(now);
+    deps.resources.update(terminated);
+  }
+  deps.logger.info({ workspace: ws, sandbox: item.name, reason: expiry.reason, action: expiry.action }, "sandbox expired");
+  return expiry.reason;
 }
 
 /** Checks for due expiries every `everyMs` of real time; the returned function stops it. */

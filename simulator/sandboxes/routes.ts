@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { ApiError, errors } from "../../src/errors.js";
+import { secretsEqual } from "../../src/auth.js";
+import { scopeFor } from "../auth/scopes.js";
 import { parse, queryBool } from "../../src/http.js";
 import { iso } from "../clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
@@ -111,14 +113,29 @@ export const sandboxOperations: Operation[] = [
       loadItem(previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
       const body = parse(TokenBody, ctx.body ?? {}, "body");
       const now = ctx.deps.clock.now();
-      const name = body.metadata?.name ?? `token-${randomBytes(4).toString("hex")}`;
+      // Every token gets its own id: the SDK names them "token-" + Date.now(), which collides within a millisecond.
+      const name = `token-${randomBytes(8).toString("hex")}`;
       const expiresAt = body.spec?.expiresAt ?? iso(now + 24 * 3_600_000);
       const doc = {
-        metadata: { name, previewName: ctx.params.previewName!, resourceName: ctx.params.sandboxName!, resourceType: "sandbox", workspace: ctx.workspace, createdAt: iso(now), updatedAt: iso(now), createdBy: ctx.actor, updatedBy: ctx.actor, displayName: name, labels: {} },
+        metadata: { name, previewName: ctx.params.previewName!, resourceName: ctx.params.sandboxName!, resourceType: "sandbox", workspace: ctx.workspace, createdAt: iso(now), updatedAt: iso(now), createdBy: ctx.actor, updatedBy: ctx.actor, displayName: body.metadata?.name ?? name, labels: {} },
         spec: { token: randomBytes(24).toString("base64url"), expiresAt, expired: Date.parse(expiresAt) <= now },
       };
       insertNew(previewTokenKind, ctx, `${ctx.params.sandboxName}/${ctx.params.previewName}`, doc);
       return doc;
+    },
+  },
+  {
+    // By the token's id (metadata.name) or by its value (what SandboxPreviewToken.value hands a program).
+    id: "deleteSandboxPreviewToken", method: "delete", path: "/sandboxes/:sandboxName/previews/:previewName/tokens/:tokenName", scope: scopeFor("sandboxes", "delete"),
+    handler: (ctx) => {
+      loadItem(previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
+      const parent = `${ctx.params.sandboxName}/${ctx.params.previewName}`;
+      const given = ctx.params.tokenName!;
+      const byName = ctx.deps.resources.get(ctx.workspace, "preview-token", given, parent);
+      const found = byName ?? ctx.deps.resources.list<{ spec: { token?: string } }>({ workspace: ctx.workspace, kind: "preview-token", parent, sort: "createdAt:asc" }).find((t) => t.doc.spec.token !== undefined && secretsEqual(t.doc.spec.token, given));
+      if (!found) throw errors.notFound(`preview token "${given.length > 24 ? `${given.slice(0, 6)}…` : given}" not found`);
+      ctx.deps.resources.delete(ctx.workspace, "preview-token", found.name, parent);
+      return { message: `preview token ${found.name} deleted` };
     },
   },
 ];

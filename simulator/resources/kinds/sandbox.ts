@@ -1,9 +1,13 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
-import type { ResourceKind } from "../kind.js";
+import { errors } from "../../../src/errors.js";
+import type { OpContext } from "../../http/operation.js";
+import { previewUrl } from "../../previews/urls.js";
+import type { ResourceDoc, ResourceKind } from "../kind.js";
 import { maskEnvs, maskMap } from "../render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
+import { expireDueSandboxes } from "../../sandboxes/expiry.js";
 import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
 
 /**
@@ -62,6 +66,10 @@ export const sandboxKind: ResourceKind = {
     const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
     return expiry && { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) };
   },
+  // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED (issue 12).
+  beforeRead(ctx, name) {
+    expireDueSandboxes(ctx.deps, { workspace: ctx.workspace, sandbox: name });
+  },
   // Lists carry the lite form: no events (control-plane.md §3.2).
   listItem: ({ events: _events, ...rest }) => rest,
   // Delete stops the agent (SIGTERM, then SIGKILL) and removes its files.
@@ -98,22 +106,35 @@ export const previewKind: ResourceKind = {
     doc.metadata.resourceType = "sandbox";
     doc.spec.port ??= 80;
     doc.spec.public ??= false;
-    doc.spec.url = `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${ctx.params.sandboxName}/previews/${doc.metadata.name}`;
+    checkPrefixUrl(ctx, doc);
+    // Served by the sandbox proxy (simulator/previews): both forms answer, the config picks the one written here.
+    doc.spec.url = previewUrl(ctx.deps.urls.base, ctx.deps.config.previewUrls, ctx.workspace, ctx.params.sandboxName!, doc.metadata.name, doc.spec.prefixUrl as string | undefined);
   },
 };
+
+/** prefixUrl names the preview's host (`{prefixUrl}-{workspace}.preview...`): a DNS label, one preview per workspace. */
+function checkPrefixUrl(ctx: OpContext, doc: ResourceDoc): void {
+  const prefix = doc.spec.prefixUrl;
+  if (prefix === undefined || prefix === "") return void delete doc.spec.prefixUrl;
+  if (typeof prefix !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/.test(prefix)) throw errors.badRequest("spec.prefixUrl: lowercase letters, digits and '-', at most 32 characters");
+  const taken = ctx.deps.resources.allOfKind(ctx.workspace, ["preview"]).find((p) => (p.doc as ResourceDoc).spec.prefixUrl === prefix && !(p.parent === ctx.params.sandboxName && p.name === doc.metadata.name));
+  if (taken) throw errors.conflict(`spec.prefixUrl "${prefix}" is already used by preview "${taken.name}" of sandbox "${taken.parent}"`);
+}
 
 export const previewTokenKind: ResourceKind = {
   kind: "preview-token",
   collection: "/sandboxes/:sandboxName/previews/:previewName/tokens",
   param: "tokenName",
   parent: { params: ["sandboxName", "previewName"], kind: "preview", label: "preview" },
-  ops: { list: "listSandboxPreviewTokens", delete: "deleteSandboxPreviewToken" },
+  // deleteSandboxPreviewToken is simulator/sandboxes/routes.ts: by the token's id or by its value.
+  ops: { list: "listSandboxPreviewTokens" },
   scope: "sandboxes",
   spec: z.strictObject({ expiresAt: z.string().optional(), token: z.string().optional(), expired: z.boolean().optional() }),
   lifecycle: "none",
   list: "bare",
   generateName: () => `token-${randomBytes(4).toString("hex")}`,
-  deleteReply: (doc) => ({ message: `preview token ${doc.metadata.name} deleted` }),
+  // `expired` follows the simulator clock.
+  readFields: (doc, ctx) => ({ spec: { ...doc.spec, expired: !(Date.parse(String(doc.spec.expiresAt)) > ctx.deps.clock.now()) } }),
 };
 
 /**

@@ -39,7 +39,12 @@ describe("a forced sandbox status moves its agent", () => {
       const got = await auth(request(sim.url).get(`/v0/sandboxes/${name}`)).expect(200);
       expect(got.body.status).toBe(status);
       expect(got.body.events.at(-1).message).toMatch(/forced by a test hook\): the sandbox agent is stopped/);
-      expect((await auth(request(sim.url).post(`/sbx/default/${name}/process`)).send({ command: "true" })).status).toBe(404);
+      // Stopped, it exists without an agent: 503 WORKLOAD_UNAVAILABLE naming its status (a retry may work);
+      // deleted, 404 WORKLOAD_NOT_FOUND (do not retry) (issue 12).
+      const down = await auth(request(sim.url).post(`/sbx/default/${name}/process`)).send({ command: "true" });
+      const gone = status === "DELETING" || status === "TERMINATED";
+      expect(down.status).toBe(gone ? 404 : 503);
+      expect(down.body.error).toMatchObject({ code: gone ? "WORKLOAD_NOT_FOUND" : "WORKLOAD_UNAVAILABLE", retryable: !gone, message: expect.stringContaining(status) });
 
       const started = await force(name, "DEPLOYED").expect(200);
       expect(started.body.status).toBe("DEPLOYED");

@@ -128,7 +128,10 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(archived.body.status).toBe("ARCHIVED");
     expect(statuses(archived.body.events).slice(-2)).toEqual(["ARCHIVING", "ARCHIVED"]);
     expect(agentOf("shelved")).toBeUndefined();
-    expect((await api.post("/sbx/default/shelved/process", { command: "true" })).status).toBe(404);
+    // An archived sandbox exists but has no agent now: 503 WORKLOAD_UNAVAILABLE (retry), not 404 (issue 12).
+    const shelved = await api.post("/sbx/default/shelved/process", { command: "true" });
+    expect(shelved.status).toBe(503);
+    expect(shelved.body.error).toMatchObject({ code: "WORKLOAD_UNAVAILABLE", message: expect.stringContaining("ARCHIVED") });
     expect(readFileSync(join(sim.deps.agents!.sandboxDir("default", "shelved"), "root", "kept.txt"), "utf8")).toBe("kept\n");
     // Cross-sandbox schedule lists leave out a sandbox whose agent is stopped on purpose (no 503 for it).
     await api.get("/v0/schedules").expect(200);

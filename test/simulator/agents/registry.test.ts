@@ -65,7 +65,7 @@ describe("the simulator's sandbox agents behind the proxy", () => {
 
     const other = await fetch(`${url}/sbx/default/box/filesystem/hello.txt`, { headers: as(OTHER) });
     expect(other.status).toBe(403);
-    expect(await other.json()).toMatchObject({ error: "forbidden", code: 403, message: expect.stringContaining('"default"') });
+    expect(await other.json()).toMatchObject({ error: { code: "FORBIDDEN", status: 403, message: expect.stringContaining('"default"') } });
     const bad = await fetch(`${url}/sbx/default/box/filesystem/hello.txt`, { headers: as("not-a-key-at-all") });
     expect(bad.status).toBe(401);
   });
@@ -88,7 +88,7 @@ describe("the simulator's sandbox agents behind the proxy", () => {
     await eventually(() => events.some((e) => e.sandbox === "fragile" && e.event.type === "crashed"));
     const res = await fetch(`${url}/sbx/default/fragile/filesystem/`, { headers: as(ADMIN) });
     expect(res.status).toBe(503);
-    expect(await res.json()).toMatchObject({ error: "service_unavailable", message: expect.stringContaining('sandbox "fragile"') });
+    expect(await res.json()).toMatchObject({ error: { code: "WORKLOAD_UNAVAILABLE", message: expect.stringContaining('sandbox "fragile"') } });
   });
 
   it("stop then removeFiles: 404 afterwards and the files are gone", async () => {

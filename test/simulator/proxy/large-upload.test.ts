@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProcessLauncher, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { specFor, tempBase } from "../launcher/helpers.js";
 import { startProxy, type ProxyHarness } from "./harness.js";
+import { rssGrowthDuring } from "../../helpers/memory.js";
 
 const MiB = 1024 * 1024;
 const SIZE_MIB = 200;
@@ -29,21 +30,6 @@ afterAll(async () => {
   await harness?.close();
   rmSync(base, { recursive: true, force: true });
 });
-
-/** Samples this process's RSS (the proxy runs here) while `work` runs; returns the peak growth in MiB. */
-async function rssGrowthDuring(work: () => Promise<void>): Promise<number> {
-  global.gc?.();
-  const before = process.memoryUsage().rss;
-  let peak = before;
-  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 10);
-  try {
-    await work();
-  } finally {
-    clearInterval(sampler);
-  }
-  peak = Math.max(peak, process.memoryUsage().rss);
-  return (peak - before) / MiB;
-}
 
 async function* multipartBody(mib: number): AsyncGenerator<Buffer> {
   yield Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);

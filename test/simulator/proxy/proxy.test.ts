@@ -46,19 +46,25 @@ describe("sandbox proxy over a real agent", () => {
     expect(JSON.parse(body).content).toBe("through the proxy");
   });
 
-  it("401 without a credential, 403 with another workspace's, as {error, code, message}", async () => {
+  it("401 without a credential, 403 with another workspace's, in the edge gateway's shape", async () => {
     const none = await fetch(`${harness.url}/sbx/ws/box/filesystem/notes/a.txt`);
     expect(none.status).toBe(401);
-    expect(await none.json()).toMatchObject({ error: "unauthorized", code: 401, message: expect.any(String) });
+    expect(none.headers.get("x-blaxel-error-code")).toBe("AUTHENTICATION_REQUIRED");
+    expect(await none.json()).toEqual({
+      error: { code: "AUTHENTICATION_REQUIRED", message: expect.any(String), status: 401, retryable: false, action: expect.any(String), do_not: expect.any(String), docs_url: expect.any(String), origin: "sandbox-sim", timestamp: expect.any(String) },
+    });
+    const bad = await fetch(`${harness.url}/sbx/ws/box/filesystem/notes/a.txt`, { headers: { authorization: "Bearer wrong-key" } });
+    expect(bad.status).toBe(401);
+    expect(await bad.json()).toMatchObject({ error: { code: "AUTHENTICATION_FAILED" } });
     const other = await fetch(`${harness.url}/sbx/ws/box/filesystem/notes/a.txt`, { headers: { authorization: "Bearer key-of-other" } });
     expect(other.status).toBe(403);
-    expect(await other.json()).toMatchObject({ error: "forbidden", code: 403, message: expect.stringContaining('"ws"') });
+    expect(await other.json()).toMatchObject({ error: { code: "FORBIDDEN", status: 403, message: expect.stringContaining('"ws"') } });
   });
 
   it("404 for a sandbox that does not exist", async () => {
     const res = await fetch(`${harness.url}/sbx/ws/nope/filesystem/`, { headers: asWs });
     expect(res.status).toBe(404);
-    expect(await res.json()).toMatchObject({ error: "not_found", message: expect.stringContaining('"nope"') });
+    expect(await res.json()).toMatchObject({ error: { code: "ROUTE_NOT_FOUND", status: 404, message: expect.stringContaining('"nope"') } });
   });
 
   it("503 naming the sandbox when its agent is down", async () => {
@@ -67,7 +73,8 @@ describe("sandbox proxy over a real agent", () => {
     await gone.stop(1_000);
     const res = await fetch(`${harness.url}/sbx/ws/gone/filesystem/`, { headers: asWs });
     expect(res.status).toBe(503);
-    expect(await res.json()).toMatchObject({ error: "service_unavailable", code: 503, message: expect.stringContaining('sandbox "gone"') });
+    expect(res.headers.get("x-blaxel-error-code")).toBe("WORKLOAD_UNAVAILABLE");
+    expect(await res.json()).toMatchObject({ error: { code: "WORKLOAD_UNAVAILABLE", status: 503, retryable: true, message: expect.stringContaining('sandbox "gone"') } });
   });
 
   it("passes the agent's own errors through unchanged", async () => {

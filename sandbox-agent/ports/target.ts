@@ -1,0 +1,42 @@
+import { connect, type Socket } from "node:net";
+
+/**
+ * `/port/{n}/rest?query` → port n and the path to ask the in-sandbox server
+ * for ("/rest?query"; "/" when nothing follows the port). Undefined for any
+ * other path, or a port outside 1–65535.
+ */
+export function parsePortPath(url: string): { port: number; path: string } | undefined {
+  const match = /^\/port\/(\d{1,5})(?=[/?]|$)(.*)$/.exec(url);
+  if (!match) return undefined;
+  const port = Number(match[1]);
+  if (port < 1 || port > 65_535) return undefined;
+  const rest = match[2]!;
+  return { port, path: rest.startsWith("/") ? rest : `/${rest}` };
+}
+
+/**
+ * Connects to a server inside the sandbox: 127.0.0.1 first, then ::1, since
+ * dev servers bound to "localhost" listen on either depending on the resolver
+ * (Vite on Node ≥ 17 picks ::1 where it comes first). Rejects with the IPv4
+ * error when neither answers.
+ */
+export function connectLocal(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const attempt = (host: string, onFail: (err: NodeJS.ErrnoException) => void) => {
+      const socket = connect({ host, port });
+      socket.once("connect", () => {
+        socket.removeAllListeners("error");
+        socket.setNoDelay(true);
+        resolve(socket);
+      });
+      socket.once("error", (err: NodeJS.ErrnoException) => {
+        socket.destroy();
+        onFail(err);
+      });
+    };
+    attempt("127.0.0.1", (v4) => {
+      if (v4.code !== "ECONNREFUSED" && v4.code !== "EADDRNOTAVAIL") return reject(v4);
+      attempt("::1", () => reject(v4));
+    });
+  });
+}
