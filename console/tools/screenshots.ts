@@ -97,6 +97,12 @@ async function main(): Promise<void> {
     await page.locator(".tasks li").first().waitFor();
     await page.screenshot({ path: join(dir, "job.png") });
     await shoot(page, dir, "service-accounts", "#/w/default/service_accounts", ".panel-head h2");
+    await page.getByRole("button", { name: "API keys" }).click();
+    await page.getByLabel("Key name").fill("laptop");
+    await page.getByRole("button", { name: "New API key" }).click();
+    await page.locator("[data-secret]").waitFor();
+    await page.locator(".subpanel li", { hasText: "laptop" }).waitFor();
+    await page.screenshot({ path: join(dir, "service-accounts.png") });
     await shoot(page, dir, "metrics", "#/metrics", ".chart canvas");
     await shoot(page, dir, "test-hooks", "#/hooks", "[data-clock]");
     await page.setViewportSize({ width: 420, height: 860 });

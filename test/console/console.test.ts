@@ -104,6 +104,30 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await page.close();
   });
 
+  it("shows a new service account's secret and API key once; the key then signs in", async () => {
+    const page = await signedIn(ADMIN, "#/w/default/service_accounts");
+    await page.getByLabel("Name").fill("console-made");
+    await page.getByRole("button", { name: "Create", exact: true }).click();
+    const secret = await page.locator("[data-secret]").textContent();
+    expect(secret).toMatch(/^\S{20,}$/);
+    await page.getByRole("button", { name: "I saved it" }).click();
+    const panel = page.locator(".panel", { has: page.locator("h2", { hasText: "console-made" }) });
+    await panel.getByRole("button", { name: "API keys" }).click();
+    await panel.getByLabel("Key name").fill("from-the-console");
+    await panel.getByRole("button", { name: "New API key" }).click();
+    const key = (await page.locator("[data-secret]").textContent())!;
+    expect(key).toMatch(/^sim_/);
+    await panel.locator("li", { hasText: "from-the-console" }).waitFor();
+    await page.getByRole("button", { name: "I saved it" }).click();
+    expect(await page.content()).not.toContain(key);
+    expect(await page.content()).not.toContain(secret!);
+    await page.close();
+    // The key works, for the service account's workspace only.
+    const again = await signedIn(key);
+    expect(await again.locator(".ws-pick option").allTextContents()).toEqual(["default"]);
+    await again.close();
+  });
+
   it("creates a sandbox, uploads 20 MB through the multipart API with a progress bar, and lists the file", async () => {
     const page = await signedIn(ADMIN, "#/w/default/sandboxes");
     await page.getByLabel("Name").fill("console-box");

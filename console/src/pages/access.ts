@@ -96,7 +96,7 @@ function ApiKeys({ sa, onSecret }: { sa: ServiceAccount; onSecret: (s: Secret) =
     </form>
     <${ErrorBox} error=${keys.error} /><${ErrorBox} error=${action.error} />
     <ul class="plain">
-      ${keys.data?.map((k) => html`<li><strong>${k.name || "(unnamed)"}</strong> <code>sim_••••••••</code> <span class="muted small">id ${k.id} · created <${Time} iso=${k.createdAt} />${k.expires_in ? ` · expires in ${k.expires_in}` : ""}</span>
+      ${keys.data?.map((k) => html`<li><strong>${k.name || "(unnamed)"}</strong> <code>sim_••••••••</code> <span class="muted small">id ${k.id} · created <${Time} iso=${k.createdAt} />${k.expires_in ? ` · expires in ${k.expires_in}` : ""}</span>${" "}
         <button class="small danger" onClick=${() => remove(k)}>Revoke</button></li>`)}
       ${keys.data?.length === 0 ? html`<li class="muted">No API keys.</li>` : null}
     </ul>
