@@ -27,7 +27,7 @@ export class ApiError extends Error {
 }
 
 /** The simulator answers {error, code, message}, an agent {error}, OAuth {error, error_description}. */
-export async function errorFrom(status: number, text: string): Promise<ApiError> {
+export function errorFrom(status: number, text: string): ApiError {
   try {
     const body = JSON.parse(text) as { error?: unknown; message?: unknown; error_description?: unknown };
     const code = typeof body.error === "string" && (typeof body.message === "string" || typeof body.error_description === "string") ? body.error : String(status);
@@ -84,7 +84,7 @@ export class Api {
       body: JSON.stringify({ grant_type: "client_credentials" }),
     });
     const text = await res.text();
-    if (!res.ok) throw await errorFrom(res.status, text);
+    if (!res.ok) throw errorFrom(res.status, text);
     const body = JSON.parse(text) as { access_token: string; expires_in: number };
     this.#token = { value: body.access_token, refreshAt: Date.now() + Math.max(10, body.expires_in - 60) * 1000 };
     return body.access_token;
@@ -107,7 +107,7 @@ export class Api {
       body: options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
       signal: options.signal,
     });
-    if (!res.ok) throw await errorFrom(res.status, await res.text());
+    if (!res.ok) throw errorFrom(res.status, await res.text());
     return res;
   }
 

@@ -33,7 +33,8 @@ export const KINDS: Kind[] = [
   { id: "integrations", label: "Integrations", path: "/integrations/connections", example: { metadata: { name: "" }, spec: { integration: "openai", config: {}, secret: { apiKey: "" } } } },
   { id: "customdomains", label: "Custom domains", path: "/customdomains", example: { metadata: { name: "" }, spec: {} } },
   { id: "vpcs", label: "VPCs", path: "/vpcs", example: { metadata: { name: "" }, spec: {} } },
-  { id: "images", label: "Images", path: "/images", noDetail: true },
+  // A bare array: the API neither pages nor sorts images.
+  { id: "images", label: "Images", path: "/images", noDetail: true, sortFields: [] },
 ];
 
 export const kindById = (id: string) => KINDS.find((k) => k.id === id);

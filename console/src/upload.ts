@@ -25,7 +25,7 @@ function send(target: UploadTarget, method: string, url: string, body: Blob, onP
         xhr.upload.onprogress = (e) => onProgress(e.loaded);
         xhr.onload = () => {
           if (xhr.status >= 200 && xhr.status < 300) resolve(xhr.responseText);
-          else void errorFrom(xhr.status, xhr.responseText).then(reject);
+          else reject(errorFrom(xhr.status, xhr.responseText));
         };
         xhr.onerror = () => reject(new Error(`network error during ${method} ${url}`));
         xhr.send(body);
