@@ -34,7 +34,7 @@ function useHash(): string[] {
 
 /** Checks a credential the way every page will use it: GET /v0/workspaces lists what it may see. */
 async function openSession(credential: Credential): Promise<Session> {
-  const api = Api.signIn(credential);
+  const api = new Api(credential);
   const list = await api.get<{ name: string }[]>("/v0/workspaces");
   const health = await fetch("/health").then((r) => r.json() as Promise<{ testHooks?: boolean }>).catch(() => ({ testHooks: false }));
   return { api, workspaces: list.map((w) => w.name), testHooks: health.testHooks === true };

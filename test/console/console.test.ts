@@ -274,6 +274,17 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await expect.poll(() => page.locator("[data-clock]").textContent()).toBe(new Date(Date.parse(frozenAt!) + 7_200_000).toISOString());
     await page.getByRole("button", { name: "Unfreeze" }).click();
     await page.locator(".status", { hasText: "running" }).waitFor();
+    // Manual transitions: an agent stays UPLOADING until stepped from the page.
+    await page.getByRole("radio", { name: "manual" }).check();
+    await expect.poll(async () => (await api("GET", "/_sim/transitions")).mode).toBe("manual");
+    await api("POST", "/v0/agents", { metadata: { name: "stepped" }, spec: { runtime: { image: "x", memory: 512 } } });
+    await page.getByLabel("Kind").selectOption("agent");
+    await page.getByLabel("Name").fill("stepped");
+    await page.getByRole("button", { name: "Step" }).click();
+    await page.locator("code", { hasText: '"status":"BUILDING"' }).waitFor();
+    expect((await api("GET", "/v0/agents/stepped")).status).toBe("BUILDING");
+    await page.getByRole("radio", { name: "timed" }).check();
+    await expect.poll(async () => (await api("GET", "/_sim/transitions")).mode).toBe("timed");
     await page.close();
   });
 });

@@ -65,10 +65,16 @@ function TransitionsPanel() {
   const mode = usePoll(() => api.get<{ mode: string }>("/_sim/transitions"), [], 5000);
   const action = useAction();
   const [result, setResult] = useState<unknown>();
-  const setMode = (value: string) => void action.run(async () => {
-    await api.json("POST", "/_sim/transitions", { body: { mode: value } });
-    mode.reload();
-  });
+  // The radio shows the choice at once; a refused change falls back to what the simulator says.
+  const [chosen, setChosen] = useState<string | undefined>();
+  const setMode = (value: string) => {
+    setChosen(value);
+    void action.run(async () => {
+      await api.json("POST", "/_sim/transitions", { body: { mode: value } });
+      mode.reload();
+    }).then(() => setChosen(undefined));
+  };
+  const current = chosen ?? mode.data?.mode;
   const step = (event: Event) => {
     const v = formValues(event);
     void action.run(async () => {
@@ -77,7 +83,7 @@ function TransitionsPanel() {
   };
   return html`<${Section} title="Transitions">
     <fieldset class="radios"><legend>Mode</legend>
-      ${["timed", "immediate", "manual"].map((m) => html`<label class="check"><input type="radio" name="mode" value=${m} checked=${mode.data?.mode === m} onChange=${() => setMode(m)} /> ${m}</label>`)}
+      ${["timed", "immediate", "manual"].map((m) => html`<label class="check"><input type="radio" name="mode" value=${m} checked=${current === m} onChange=${() => setMode(m)} /> ${m}</label>`)}
     </fieldset>
     <form class="inline-form" onSubmit=${step}>
       <label>Kind <select name="kind">${["sandbox", "agent", "function", "job", "model", "application", "vpc", "egress-gateway", "egress-ip"].map((k) => html`<option>${k}</option>`)}</select></label>

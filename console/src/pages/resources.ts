@@ -21,8 +21,7 @@ function columnsFor(kind: Kind, workspace: string, fetchedAt: () => number): Col
     cols.push({ label: "Sandbox", render: (item) => { const s = (item as { sandbox?: string }).sandbox ?? ""; return html`<a href=${link("w", workspace, "sandboxes", s, "schedules")}>${s}</a>`; } });
     cols.push({ label: "When", render: (item) => { const s = item as { type?: string; value?: string }; return `${s.type} ${s.value}`; } });
   }
-  // Lists carry no events (the API leaves them out); the latest one shows when an item has them.
-  cols.push({ label: "Last event", className: "wide", render: (item) => { const e = item.events?.[item.events.length - 1]; return e ? html`<span class="muted">${e.message}</span>` : html`<span class="muted">—</span>`; } });
+  // List items carry no events (the API leaves them out of lists): each item's page shows them, refreshed live.
   cols.push({ label: "Created", sort: "createdAt", render: (item) => html`<${Time} iso=${createdAtOf(item)} />` });
   cols.push({ label: "Updated", render: (item) => html`<${Time} iso=${updatedAtOf(item)} />` });
   return cols;
