@@ -258,6 +258,22 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await page.close();
   });
 
+  it("renews a client-credentials access token the simulator clock has expired", async () => {
+    const sa = await api("POST", "/v0/service_accounts", { name: "console-renew" });
+    const page = await browser.context.newPage();
+    await page.goto(`${sim.url}/console#/w/default/volumes`);
+    await page.getByRole("radio", { name: /client credentials/ }).check();
+    await page.getByRole("textbox", { name: "Client ID" }).fill(sa.client_id);
+    await page.getByLabel("Client secret").fill(sa.client_secret);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator("tr[data-row=vol-zz]").waitFor();
+    await api("POST", "/_sim/clock", { advanceMs: 3 * 3_600_000 }); // access tokens live 2 h
+    await page.getByRole("link", { name: "Drives" }).click();
+    await page.locator("table[aria-label=Drives] td", { hasText: "No drives." }).waitFor();
+    expect(await page.getByRole("alert").count()).toBe(0);
+    await page.close();
+  });
+
   it("shows an injected fault as the API gave it, and drives the clock through the test hooks", async () => {
     await api("PUT", "/_sim/faults", { rules: [{ method: "POST", path: "/v0/sandboxes", status: 503, times: 1 }] });
     const page = await signedIn(ADMIN, "#/w/default/sandboxes");

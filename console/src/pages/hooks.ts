@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ErrorBox, formValues, html, parseJsonInput, Section, useAction, useApp, usePoll } from "../ui.js";
 
 /** The simulator's test hooks (/_sim/*, only with --test-hooks): clock, status transitions, fault rules. */
@@ -72,8 +72,12 @@ function TransitionsPanel() {
     void action.run(async () => {
       await api.json("POST", "/_sim/transitions", { body: { mode: value } });
       mode.reload();
-    }).then(() => setChosen(undefined));
+      return true;
+    }).then((done) => done || setChosen(undefined));
   };
+  useEffect(() => {
+    if (chosen !== undefined && mode.data?.mode === chosen) setChosen(undefined);
+  }, [mode.data?.mode]);
   const current = chosen ?? mode.data?.mode;
   const step = (event: Event) => {
     const v = formValues(event);

@@ -149,7 +149,7 @@ export function WorkspacesPage() {
       ${polled.data?.map((w) => html`<a class="card" href=${link("w", w.name, "sandboxes")}>
         <h2>${w.displayName || w.name}</h2>
         <p class="muted">${w.name} · account ${w.accountId} · ${w.region}</p>
-        <ul class="counts">${Object.entries(w.resourceCounts ?? {}).map(([k, n]) => html`<li><strong>${n}</strong> ${k}${n === 1 ? "" : "s"}</li>`)}</ul>
+        <ul class="counts">${Object.entries(w.resourceCounts ?? {}).map(([k, n]) => html`<li><strong>${n}</strong> ${n === 1 ? k : k.replace(/y$/, "ie") + "s"}</li>`)}</ul>
       </a>`)}
     </div>
   </div>`;
