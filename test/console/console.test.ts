@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -177,6 +177,13 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     const listing = await api("GET", "/sbx/default/console-box/filesystem/");
     expect(listing.files.find((f: { name: string }) => f.name === "big.bin")?.size).toBe(size);
     expect(await api("GET", "/sbx/default/console-box/filesystem-multipart")).toMatchObject({ uploads: [] });
+    // View a text file, and download it.
+    await api("PUT", "/sbx/default/console-box/filesystem/notes.txt", { content: "line one\nline two\n" });
+    await page.getByRole("button", { name: "notes.txt" }).click();
+    await page.locator(".viewer", { hasText: "line two" }).waitFor();
+    const [download] = await Promise.all([page.waitForEvent("download"), page.locator("tr[data-file='notes.txt']").getByRole("button", { name: "Download" }).click()]);
+    expect(download.suggestedFilename()).toBe("notes.txt");
+    expect(readFileSync((await download.path())!, "utf8")).toBe("line one\nline two\n");
     await page.close();
   });
 
@@ -198,6 +205,14 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     expect(states).toContain("true|1\n");
     expect(states).toContain("true|1\n2\n");
     expect(states.at(-1)).toBe("false|1\n2\n3\n");
+    // Stop (SIGTERM) and kill (SIGKILL) from the output panel.
+    for (const [how, status] of [["Stop", "stopped"], ["Kill", "killed"]] as const) {
+      await page.getByLabel("Command").fill("sleep 300");
+      await page.getByRole("button", { name: "Run", exact: true }).click();
+      await page.locator("pre.logs[data-streaming=true]").waitFor();
+      await page.locator(".panel", { hasText: "Output of" }).getByRole("button", { name: how, exact: true }).click();
+      await page.locator(".procs li.selected", { hasText: status }).waitFor();
+    }
     await page.close();
   });
 
