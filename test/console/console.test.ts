@@ -273,6 +273,27 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await page.close();
   });
 
+  it("starts a job execution, shows its tasks, and cancels it", async () => {
+    await api("POST", "/v0/jobs", { metadata: { name: "batch" }, spec: { runtime: { image: "blaxel/job:latest", memory: 512 } } });
+    await api("POST", "/_sim/clock", { freeze: true }); // nothing moves until unfrozen: the statuses are exact
+    try {
+      const page = await signedIn(ADMIN, "#/w/default/jobs/batch");
+      await page.getByLabel("Tasks").fill('[{"duration":"5s"},{"duration":"5s"}]');
+      await page.getByRole("button", { name: "Start execution" }).click();
+      const row = page.locator("table[aria-label=Executions] tbody tr[data-row]");
+      await row.locator(".status", { hasText: "queued" }).waitFor();
+      await page.locator(".tasks li").first().waitFor(); // the new execution's tasks open at once
+      expect(await page.locator(".tasks .status").allTextContents()).toEqual(["pending", "pending"]);
+      await row.getByRole("button", { name: "Cancel" }).click();
+      await row.locator(".status", { hasText: "cancelled" }).waitFor();
+      await expect.poll(() => page.locator(".tasks .status").allTextContents()).toEqual(["cancelled", "cancelled"]);
+      expect(await row.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+      await page.close();
+    } finally {
+      await api("POST", "/_sim/clock", { freeze: false });
+    }
+  });
+
   it("renews a client-credentials access token the simulator clock has expired", async () => {
     const sa = await api("POST", "/v0/service_accounts", { name: "console-renew" });
     const page = await browser.context.newPage();
