@@ -3,6 +3,7 @@ import { accessLog, errorMiddleware, notFoundHandler } from "../src/http.js";
 import { callerAccess } from "./auth/access.js";
 import { oauthRouter } from "./auth/oauth-routes.js";
 import type { SimDeps } from "./deps.js";
+import { createConsoleHandler } from "./console/serve.js";
 import { createFront, renderError, type Listener } from "./http/front.js";
 import { unauthenticatedBodyBudget } from "./http/body-budget.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
@@ -21,6 +22,11 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "extended");
+  // The web console (/console, simulator/console): static pages with their own headers, no credential needed to load them.
+  const consolePages = createConsoleHandler();
+  app.use((req, res, next) => {
+    if (!consolePages(req, res)) next();
+  });
   app.use(jsonContentType());
   app.use(accessLog(deps.logger));
   if (deps.testHooks.enabled) {

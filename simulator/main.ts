@@ -3,6 +3,7 @@ import { createLogger } from "../src/logging.js";
 import { onShutdownSignal } from "../src/serve.js";
 import { serveSimulator } from "./agents/serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
+import { CONSOLE_PATH } from "./console/serve.js";
 
 async function main(): Promise<void> {
   let config;
@@ -20,9 +21,10 @@ async function main(): Promise<void> {
   const logger = createLogger({ name: "sandbox-sim", level: config.logLevel });
   // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
   const served = await serveSimulator(config, { logger });
-  logger.info({ url: served.url, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
-  // The lines a user pastes (or `eval`s) to point the SDK at this simulator.
-  process.stdout.write(`sandbox-sim listening on ${served.url}\n${served.envText}\n`);
+  const consoleUrl = `${served.url}${CONSOLE_PATH}`;
+  logger.info({ url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
+  // The lines a user pastes (or `eval`s) to point the SDK at this simulator, and where the web console is.
+  process.stdout.write(`sandbox-sim listening on ${served.url}\nsandbox-sim console: ${consoleUrl} (sign in with BL_API_KEY)\n${served.envText}\n`);
   onShutdownSignal(logger, () => served.stop());
 }
 

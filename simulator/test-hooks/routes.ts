@@ -72,6 +72,9 @@ export function testHooksRouter(deps: SimDeps): Router {
     deps.testHooks.transitions = parse(TransitionsBody, req.body ?? {}, "body").mode;
     res.send(ok({ mode: deps.testHooks.transitions }));
   });
+  router.get("/transitions", (_req, res) => {
+    res.send(ok({ mode: deps.testHooks.transitions }));
+  });
 
   router.post("/transitions/step", async (req, res) => {
     const body = parse(StepBody, req.body ?? {}, "body");
@@ -93,6 +96,9 @@ export function testHooksRouter(deps: SimDeps): Router {
   router.put("/faults", (req, res) => {
     const { rules } = parse(FaultsBody, req.body ?? {}, "body");
     deps.testHooks.faults.splice(0, deps.testHooks.faults.length, ...rules);
+    res.send(ok({ rules: deps.testHooks.faults }));
+  });
+  router.get("/faults", (_req, res) => {
     res.send(ok({ rules: deps.testHooks.faults }));
   });
   router.delete("/faults", (_req, res) => {
