@@ -30,6 +30,7 @@ export const AGENT_OPTIONS = {
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
   "log-level": { type: "string" },
+  "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -48,8 +49,10 @@ const commandTemplate = z.string().transform((v, ctx) => {
 export const AgentConfigSchema = z.object({
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(8080),
-  root: z.string().min(1).default("/").transform((p) => resolve(p)),
-  dataDir: z.string().min(1).default("./.sandbox-agent").transform((p) => resolve(p)),
+  // Safe defaults for a person trying the agent alone: everything under ./.sandbox, never the host's `/`.
+  // Launchers pass --root and --data-dir explicitly (inside an isolated sandbox the root is `/`).
+  root: z.string().min(1).default("./.sandbox/root").transform((p) => resolve(p)),
+  dataDir: z.string().min(1).default("./.sandbox/data").transform((p) => resolve(p)),
   token: z.string().min(1).optional(),
   noAuth: z.boolean().default(false),
   uploadExpiryMs: duration.default(parseDuration("24h")),
@@ -68,6 +71,7 @@ export const AgentConfigSchema = z.object({
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
 
 export type AgentConfig = Readonly<z.infer<typeof AgentConfigSchema>>;
@@ -76,8 +80,9 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
 
   --host <addr>              listen address (default 127.0.0.1; env SANDBOX_AGENT_HOST)
   --port <n>                 listen port, 0 picks a free one (default 8080; env PORT)
-  --root <dir>               sandbox root every API path is confined under (default /; env SANDBOX_AGENT_ROOT)
-  --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox-agent; env SANDBOX_AGENT_DATA_DIR)
+  --root <dir>               sandbox root every API path is confined under, created when missing
+                             (default ./.sandbox/root; env SANDBOX_AGENT_ROOT)
+  --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox/data; env SANDBOX_AGENT_DATA_DIR)
   --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
   --no-auth                  allow listening on a non-loopback address without a token
   --upload-expiry <dur>      abandoned multipart uploads expire after this idle time (default 24h)
@@ -94,12 +99,13 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+  --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 `;
 
 const FLAG_OF: Record<string, string> = {
   dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
-  processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
+  processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level", logFormat: "log-format",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
 };
@@ -135,6 +141,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
+    logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };
   const parsed = AgentConfigSchema.safeParse(raw);
   if (!parsed.success) {

@@ -16,6 +16,8 @@ export const SIM_OPTIONS = {
   launcher: { type: "string" },
   "sandbox-retention": { type: "string" },
   "log-level": { type: "string" },
+  "log-format": { type: "string" },
+  "write-env": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -46,6 +48,9 @@ export const SimConfigSchema = z.object({
     }
   }),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
+  /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
+  writeEnv: z.string().min(1).optional().transform((p) => (p ? resolve(p) : undefined)),
 });
 
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
@@ -65,9 +70,11 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+  --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
+  --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention" };
 
 export class ConfigError extends Error {}
 
@@ -91,6 +98,8 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
+    logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
+    writeEnv: values["write-env"],
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

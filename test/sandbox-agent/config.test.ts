@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../../sandbox-agent/config.js";
+import { resolve } from "node:path";
 
 describe("parseAgentConfig", () => {
   it("applies defaults", () => {
     const c = parseAgentConfig([], {});
-    expect(c).toMatchObject({ host: "127.0.0.1", port: 8080, root: "/", uploadExpiryMs: 86_400_000, maxOpenUploads: 100, maxPartSize: 5 * 2 ** 30 });
+    expect(c).toMatchObject({ host: "127.0.0.1", port: 8080, root: resolve(".sandbox/root"), dataDir: resolve(".sandbox/data"), logFormat: "auto", uploadExpiryMs: 86_400_000, maxOpenUploads: 100, maxPartSize: 5 * 2 ** 30 });
     expect(Object.isFrozen(c)).toBe(true);
   });
   it("reads env fallbacks, flags win", () => {
