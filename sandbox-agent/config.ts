@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -15,6 +16,7 @@ export const AGENT_OPTIONS = {
   root: { type: "string" },
   "data-dir": { type: "string" },
   token: { type: "string" },
+  "token-file": { type: "string" },
   "no-auth": { type: "boolean" },
   "upload-expiry": { type: "string" },
   "max-open-uploads": { type: "string" },
@@ -84,6 +86,7 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
                              (default ./.sandbox/root; env SANDBOX_AGENT_ROOT)
   --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox/data; env SANDBOX_AGENT_DATA_DIR)
   --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
+  --token-file <file>        read the token from this file (a container secret; env SANDBOX_AGENT_TOKEN_FILE)
   --no-auth                  allow listening on a non-loopback address without a token
   --upload-expiry <dur>      abandoned multipart uploads expire after this idle time (default 24h)
   --max-open-uploads <n>     cap on open multipart uploads, 429 beyond (default 100)
@@ -112,6 +115,21 @@ const FLAG_OF: Record<string, string> = {
 
 export class ConfigError extends Error {}
 
+/** The token kept in a file (a Docker or Kubernetes secret): its first line, trimmed. */
+function readTokenFile(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ConfigError(`--token-file ${path}: ${code === "ENOENT" ? "no such file (mount the secret there, or unset SANDBOX_AGENT_TOKEN_FILE)" : (e as Error).message}`);
+  }
+  const token = text.split("\n")[0]!.trim();
+  if (!token) throw new ConfigError(`--token-file ${path} is empty`);
+  return token;
+}
+
 export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig | "help" {
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -125,7 +143,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined) ?? readTokenFile((values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined)),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
