@@ -9,7 +9,7 @@
  */
 import type { SimConfig } from "./simulator/config.js";
 import { serveSimulator } from "./simulator/agents/serve.js";
-import type { Launcher } from "./simulator/launcher/index.js";
+import type { Launcher } from "./simulator/launcher/types.js";
 
 export interface StartSimulatorOptions extends Partial<Omit<SimConfig, "port" | "launcher">> {
   /** Listen port; default 0 (a free one). */
@@ -31,4 +31,4 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
   return { url: served.url, env: served.env, stop: served.stop };
 }
 
-export type { Launcher, LaunchSpec, AgentHandle } from "./simulator/launcher/index.js";
+export type { AgentExit, AgentHandle, Launcher, LaunchSpec, SandboxMount } from "./simulator/launcher/types.js";

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -15,6 +16,7 @@ export const AGENT_OPTIONS = {
   root: { type: "string" },
   "data-dir": { type: "string" },
   token: { type: "string" },
+  "token-file": { type: "string" },
   "no-auth": { type: "boolean" },
   "upload-expiry": { type: "string" },
   "max-open-uploads": { type: "string" },
@@ -31,6 +33,7 @@ export const AGENT_OPTIONS = {
   "drive-mount-timeout": { type: "string" },
   "metadata-path": { type: "string" },
   "log-level": { type: "string" },
+  "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -49,8 +52,10 @@ const commandTemplate = z.string().transform((v, ctx) => {
 export const AgentConfigSchema = z.object({
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(8080),
-  root: z.string().min(1).default("/").transform((p) => resolve(p)),
-  dataDir: z.string().min(1).default("./.sandbox-agent").transform((p) => resolve(p)),
+  // Safe defaults for a person trying the agent alone: everything under ./.sandbox, never the host's `/`.
+  // Launchers pass --root and --data-dir explicitly (inside an isolated sandbox the root is `/`).
+  root: z.string().min(1).default("./.sandbox/root").transform((p) => resolve(p)),
+  dataDir: z.string().min(1).default("./.sandbox/data").transform((p) => resolve(p)),
   token: z.string().min(1).optional(),
   noAuth: z.boolean().default(false),
   uploadExpiryMs: duration.default(parseDuration("24h")),
@@ -73,6 +78,7 @@ export const AgentConfigSchema = z.object({
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
   metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
 
 export type AgentConfig = Readonly<z.infer<typeof AgentConfigSchema>>;
@@ -81,9 +87,11 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
 
   --host <addr>              listen address (default 127.0.0.1; env SANDBOX_AGENT_HOST)
   --port <n>                 listen port, 0 picks a free one (default 8080; env PORT)
-  --root <dir>               sandbox root every API path is confined under (default /; env SANDBOX_AGENT_ROOT)
-  --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox-agent; env SANDBOX_AGENT_DATA_DIR)
+  --root <dir>               sandbox root every API path is confined under, created when missing
+                             (default ./.sandbox/root; env SANDBOX_AGENT_ROOT)
+  --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox/data; env SANDBOX_AGENT_DATA_DIR)
   --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
+  --token-file <file>        read the token from this file (a container secret; env SANDBOX_AGENT_TOKEN_FILE)
   --no-auth                  allow listening on a non-loopback address without a token
   --upload-expiry <dur>      abandoned multipart uploads expire after this idle time (default 24h)
   --max-open-uploads <n>     cap on open multipart uploads, 429 beyond (default 100)
@@ -101,17 +109,33 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --metadata-path <file>     JSON {generation, environment} read by POST /environment/reload (default /bl/metadata; env BL_METADATA_PATH)
   --metadata-path <file>     POST /environment/reload reads {generation, environment} here (default /bl/metadata; env BL_METADATA_PATH)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+  --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 `;
 
 const FLAG_OF: Record<string, string> = {
   dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
-  processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
+  processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level", logFormat: "log-format",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
 };
 
 export class ConfigError extends Error {}
+
+/** The token kept in a file (a Docker or Kubernetes secret): its first line, trimmed. */
+function readTokenFile(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ConfigError(`--token-file ${path}: ${code === "ENOENT" ? "no such file (mount the secret there, or unset SANDBOX_AGENT_TOKEN_FILE)" : (e as Error).message}`);
+  }
+  const token = text.split("\n")[0]!.trim();
+  if (!token) throw new ConfigError(`--token-file ${path} is empty`);
+  return token;
+}
 
 export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig | "help" {
   let values: Record<string, string | boolean | undefined>;
@@ -126,7 +150,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined) ?? readTokenFile((values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined)),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
@@ -144,6 +168,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
     keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
+    logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };
   const parsed = AgentConfigSchema.safeParse(raw);
   if (!parsed.success) {

@@ -1,9 +1,12 @@
 #!/usr/bin/env node
+import type { RequestListener } from "node:http";
 import { createLogger } from "../src/logging.js";
 import { listen, onShutdownSignal } from "../src/serve.js";
+import { exitOnStartFailure, listenFailure, optionErrorLine } from "../src/startup.js";
 import { openAgent } from "./agent.js";
 import { createApp } from "./app.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
+import { ensureDirectory } from "./start-checks.js";
 
 async function main(): Promise<void> {
   let config;
@@ -11,16 +14,29 @@ async function main(): Promise<void> {
     config = parseAgentConfig(process.argv.slice(2), process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`sandbox-agent: ${err.message}\n\n${AGENT_USAGE}`);
+    process.stderr.write(optionErrorLine("sandbox-agent", err.message));
     process.exit(2);
   }
   if (config === "help") {
     process.stdout.write(AGENT_USAGE);
     return;
   }
-  const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
+  const logger = createLogger({ name: "sandbox-agent", level: config.logLevel, format: config.logFormat });
+  // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
+  // before it has done or logged anything; requests are answered once the app exists, which is before
+  // the "listening on" line launchers wait for.
+  let app: RequestListener | undefined;
+  const serving = await listen((req, res) => {
+    if (app) return app(req, res);
+    res.writeHead(503, { "content-type": "application/json" }).end('{"error":"the agent is starting"}');
+  }, config.host, config.port).catch((err: unknown) => {
+    throw listenFailure(err, config.host, config.port) ?? err;
+  });
+  const rootState = ensureDirectory(config.root, "--root");
+  ensureDirectory(config.dataDir, "--data-dir");
+  if (rootState === "created") logger.info({ root: config.root }, "the sandbox root did not exist: created it");
   const runtime = await openAgent(config, { logger });
-  const serving = await listen(createApp(runtime.deps), config.host, config.port);
+  app = createApp(runtime.deps);
   logger.info(
     { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
     "sandbox-agent listening",
@@ -33,7 +49,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  process.stderr.write(`sandbox-agent: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-  process.exit(1);
-});
+main().catch((err) => exitOnStartFailure("sandbox-agent", err, (e) => e instanceof ConfigError));

@@ -17,6 +17,8 @@ export const SIM_OPTIONS = {
   "sandbox-retention": { type: "string" },
   "preview-urls": { type: "string" },
   "log-level": { type: "string" },
+  "log-format": { type: "string" },
+  "write-env": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -49,6 +51,9 @@ export const SimConfigSchema = z.object({
   /** The form of previews' spec.url: "path" (resolves everywhere) or "host" (<label>.preview.localhost; simulator/previews/urls.ts). */
   previewUrls: z.enum(["path", "host"]).default("path"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
+  /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
+  writeEnv: z.string().min(1).optional().transform((p) => (p ? resolve(p) : undefined)),
 });
 
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
@@ -70,9 +75,11 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --preview-urls <form> path (default: <url>/<ws>/sandboxes/<sb>/previews/<name>) or host
                         (<label>.preview.localhost:<port>, as on the platform); both forms are served
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
+  --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
+  --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls" };
 
 export class ConfigError extends Error {}
 
@@ -97,6 +104,8 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
+    logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
+    writeEnv: values["write-env"],
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

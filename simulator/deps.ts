@@ -1,13 +1,12 @@
-import { readFileSync } from "node:fs";
 import { CursorCodec } from "../src/cursor.js";
 import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import { AccountStore } from "./accounts/store.js";
-import { applySeed, bootstrap, generateApiKey, SeedSchema } from "./accounts/seed.js";
+import { applySeed, bootstrap, generateApiKey, readSeedFile } from "./accounts/seed.js";
 import { CredentialStore } from "./auth/credentials.js";
 import { PrincipalCache } from "./auth/principal-cache.js";
-import { SIGNING_SECRET_MIGRATIONS, signingSecret } from "./auth/signing-secrets.js";
+import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./auth/signing-secrets.js";
 import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { SimConfig } from "./config.js";
@@ -62,6 +61,7 @@ export interface SimRuntime {
 
 export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
   const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
+  const seed = config.seed ? readSeedFile(config.seed) : undefined;
   const db = openDatabase(config.data);
   migrate(db, SIMULATOR_MIGRATIONS);
   migrate(db, SIGNING_SECRET_MIGRATIONS);
@@ -88,7 +88,8 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
     principals,
     testHooks: initialHooksState(config.testHooks),
     urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
-    adminApiKey: config.apiKey ?? generateApiKey(),
+    // One admin key per data file: a restart with --data prints the key it printed before (unless --api-key).
+    adminApiKey: config.apiKey ?? storedSecretText(db, "admin-api-key", generateApiKey),
     usage,
     meter: new UsageMeter(usage, clock),
     onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
@@ -96,7 +97,7 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
   // Job executions end on the clock: the ones nobody read are recorded before each metrics query.
   deps.meter.beforeFlush((now) => settleJobUsage(deps, now));
   bootstrap(deps, config.workspace, deps.adminApiKey);
-  if (config.seed) applySeed(deps, SeedSchema.parse(JSON.parse(readFileSync(config.seed, "utf8"))));
+  if (seed) applySeed(deps, seed);
   return { deps, close: () => db.close() };
 }
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env node
+import { writeFileSync } from "node:fs";
 import { createLogger } from "../src/logging.js";
 import { onShutdownSignal } from "../src/serve.js";
+import { exitOnStartFailure, optionErrorLine, StartupError } from "../src/startup.js";
 import { serveSimulator } from "./agents/serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
 import { CONSOLE_PATH } from "./console/serve.js";
+import { dotenvLines } from "./env-lines.js";
 
 async function main(): Promise<void> {
   let config;
@@ -11,24 +14,29 @@ async function main(): Promise<void> {
     config = parseSimConfig(process.argv.slice(2), process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`sandbox-sim: ${err.message}\n\n${SIM_USAGE}`);
+    process.stderr.write(optionErrorLine("sandbox-sim", err.message));
     process.exit(2);
   }
   if (config === "help") {
     process.stdout.write(SIM_USAGE);
     return;
   }
-  const logger = createLogger({ name: "sandbox-sim", level: config.logLevel });
+  const logger = createLogger({ name: "sandbox-sim", level: config.logLevel, format: config.logFormat });
   // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
   const served = await serveSimulator(config, { logger });
   const consoleUrl = `${served.url}${CONSOLE_PATH}`;
   logger.info({ url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
-  // The lines a user pastes (or `eval`s) to point the SDK at this simulator, and where the web console is.
+  if (config.writeEnv) {
+    try {
+      writeFileSync(config.writeEnv, dotenvLines(served.env), { mode: 0o600 });
+    } catch (err) {
+      await served.stop();
+      throw new StartupError(`--write-env ${config.writeEnv} cannot be written: ${(err as Error).message}`);
+    }
+  }
+  // The lines a user pastes into a shell to point the SDK at this simulator, and where the web console is.
   process.stdout.write(`sandbox-sim listening on ${served.url}\nsandbox-sim console: ${consoleUrl} (sign in with BL_API_KEY)\n${served.envText}\n`);
   onShutdownSignal(logger, () => served.stop());
 }
 
-main().catch((err) => {
-  process.stderr.write(`sandbox-sim: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+main().catch((err) => exitOnStartFailure("sandbox-sim", err, (e) => e instanceof ConfigError));

@@ -1,4 +1,5 @@
 import pino, { type Logger, type DestinationStream } from "pino";
+import { prettyDestination, usePretty, type LogFormat } from "./log-format.js";
 
 export type { Logger };
 
@@ -24,6 +25,8 @@ export interface LoggerOptions {
   level?: string;
   name?: string;
   destination?: DestinationStream;
+  /** `auto` (default): readable lines when stderr is a terminal, JSON lines otherwise. */
+  format?: LogFormat;
 }
 
 /** One structured JSON line per event, secrets redacted, to stderr by default. */
@@ -36,7 +39,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    options.destination ?? pino.destination({ fd: 2, sync: false }),
+    options.destination ?? (usePretty(options.format ?? "auto") ? prettyDestination() : pino.destination({ fd: 2, sync: false })),
   );
 }
 

@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { readFileSync } from "node:fs";
+import { StartupError } from "../../src/startup.js";
 import { randomToken } from "../../src/ids.js";
 import { errors } from "../../src/errors.js";
 import type { SimDeps } from "../deps.js";
@@ -92,3 +94,30 @@ export function bootstrap(deps: SimDeps, workspace: string, apiKey: string): voi
 }
 
 export const generateApiKey = (): string => `sim_${randomToken(24)}`;
+
+/**
+ * The --seed file, read and checked before anything is opened: a missing file, bad JSON or the wrong shape
+ * is one line naming the file and the first problem (exit 2), never a ZodError dump.
+ */
+export function readSeedFile(path: string): Seed {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new StartupError(`--seed ${path}: ${code === "ENOENT" ? "no such file" : (err as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new StartupError(`--seed ${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  const parsed = SeedSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const at = issue.path.length ? `${issue.path.join(".")}: ` : "";
+    throw new StartupError(`--seed ${path}: ${at}${issue.message} (expected {accounts, workspaces, users} as POST /_sim/seed takes)`);
+  }
+  return parsed.data;
+}

@@ -8,7 +8,8 @@ import { rawReply } from "../../src/tunnel.js";
 import { createSimulatorApp } from "../app.js";
 import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
-import { envLines } from "../env-lines.js";
+import { exportLines, sdkEnv } from "../env-lines.js";
+import { listenFailure } from "../../src/startup.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
@@ -29,8 +30,9 @@ export interface ServeOptions {
 
 export interface ServedSimulator {
   url: string;
-  /** KEY=value lines (BL_API_URL, BL_RUN_URL, BL_WORKSPACE, BL_API_KEY, ...) for @blaxel/core. */
+  /** The variables (BL_API_URL, BL_RUN_URL, BL_WORKSPACE, BL_API_KEY, ...) that point @blaxel/core here. */
   env: Record<string, string>;
+  /** The same as `export KEY=value` lines, for a shell. */
   envText: string;
   deps: SimDeps;
   stop(): Promise<void>;
@@ -59,7 +61,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     logger: deps.logger,
     onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
     onEvent: (workspace, sandbox, event) => {
-      deps.logger.info({ workspace, sandbox, event: event.type }, "sandbox agent");
+      // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
+      const where = "url" in event ? { pid: event.pid, endpoint: event.url, launcher: launcher.name } : {};
+      deps.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
       recordAgentEvent(deps, workspace, sandbox, event);
       deps.onSandboxAgentEvent(workspace, sandbox, event); // usage: the agent's run time (account metrics)
     },
@@ -74,7 +78,14 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   handler.onUpgrade = (req, socket, head) => {
     if (!proxy.upgrade(req, socket, head)) rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
   };
-  const serving = await listen(handler, deps.config.host, deps.config.port);
+  const serving = await listen(handler, deps.config.host, deps.config.port).catch(async (err: unknown) => {
+    // Nothing is left behind by a failed start (a port in use): no temp dir, no warm agent, no open database.
+    proxy.close();
+    await launcher.close?.();
+    runtime.close();
+    if (inMemory) rmSync(dir, { recursive: true, force: true });
+    throw listenFailure(err, deps.config.host, deps.config.port) ?? err;
+  });
   deps.urls.base = deps.config.publicUrl ?? serving.url;
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
@@ -94,8 +105,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     }
   }
   const stopExpiry = startExpirySweeps(deps, 5_000);
-  const envText = envLines(deps, serving.url);
-  const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
+  const env = sdkEnv(deps, serving.url);
+  const envText = exportLines(env);
   let stopped: Promise<void> | undefined;
   return {
     url: serving.url,

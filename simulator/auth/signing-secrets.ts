@@ -22,3 +22,10 @@ export function signingSecret(db: Db, name: SigningSecretName): Buffer {
   const row = db.prepare("SELECT secret FROM signing_secrets WHERE name = ?").get(name) as { secret: Buffer };
   return row.secret;
 }
+
+/** A text kept beside the signing secrets (e.g. the generated admin API key), made by `make` on first use. */
+export function storedSecretText(db: Db, name: "admin-api-key", make: () => string): string {
+  db.prepare("INSERT OR IGNORE INTO signing_secrets (name, secret) VALUES (?, ?)").run(name, Buffer.from(make()));
+  const row = db.prepare("SELECT secret FROM signing_secrets WHERE name = ?").get(name) as { secret: Buffer };
+  return row.secret.toString();
+}

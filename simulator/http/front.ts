@@ -157,7 +157,8 @@ function fail(res: ServerResponse, err: unknown, noStore = false): void {
   res.end(text);
 }
 
-const levelOf = (status: number) => (status >= 500 ? "error" : status >= 400 ? "warn" : "debug");
+// Successes at info: a person running `npm start` sees each request as one compact line (log-format.ts).
+const levelOf = (status: number) => (status >= 500 ? "error" : status >= 400 ? "warn" : "info");
 
 /**
  * The request's log line once its reply is finished, when the line's level

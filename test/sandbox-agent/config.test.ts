@@ -1,10 +1,27 @@
 import { describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../../sandbox-agent/config.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 
 describe("parseAgentConfig", () => {
+  it("reads the token from --token-file or SANDBOX_AGENT_TOKEN_FILE (a container secret); a missing or empty file is one clear error", () => {
+    const dir = mkdtempSync(join(tmpdir(), "token-file-"));
+    try {
+      writeFileSync(join(dir, "token"), "s3cret-from-file\n");
+      writeFileSync(join(dir, "empty"), "\n");
+      expect(parseAgentConfig(["--token-file", join(dir, "token")], {})).toMatchObject({ token: "s3cret-from-file" });
+      expect(parseAgentConfig([], { SANDBOX_AGENT_TOKEN_FILE: join(dir, "token") })).toMatchObject({ token: "s3cret-from-file" });
+      expect(() => parseAgentConfig(["--token-file", join(dir, "nope")], {})).toThrow(/--token-file .*nope: no such file/);
+      expect(() => parseAgentConfig(["--token-file", join(dir, "empty")], {})).toThrow(/is empty/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("applies defaults", () => {
     const c = parseAgentConfig([], {});
-    expect(c).toMatchObject({ host: "127.0.0.1", port: 8080, root: "/", uploadExpiryMs: 86_400_000, maxOpenUploads: 100, maxPartSize: 5 * 2 ** 30 });
+    expect(c).toMatchObject({ host: "127.0.0.1", port: 8080, root: resolve(".sandbox/root"), dataDir: resolve(".sandbox/data"), logFormat: "auto", uploadExpiryMs: 86_400_000, maxOpenUploads: 100, maxPartSize: 5 * 2 ** 30 });
     expect(Object.isFrozen(c)).toBe(true);
   });
   it("reads env fallbacks, flags win", () => {

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createSimulatorApp } from "../../simulator/app.js";
 import { ConfigError, parseSimConfig } from "../../simulator/config.js";
 import { openSimulator } from "../../simulator/deps.js";
-import { envLines } from "../../simulator/env-lines.js";
+import { dotenvLines, exportLines, sdkEnv } from "../../simulator/env-lines.js";
 
 const dir = mkdtempSync(join(tmpdir(), "sim-config-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,15 +33,39 @@ describe("sandbox-sim configuration", () => {
   it("prints the env lines that point the SDK at the simulator", () => {
     const runtime = openSimulator({ apiKey: "printed-key-01" });
     try {
-      expect(envLines(runtime.deps, "http://127.0.0.1:9999").split("\n")).toEqual([
-        "BL_API_URL=http://127.0.0.1:9999/v0",
-        "BL_RUN_URL=http://127.0.0.1:9999",
-        "BL_WORKSPACE=default",
-        "BL_API_KEY=printed-key-01",
-        "BL_DISABLE_H2=true",
+      const env = sdkEnv(runtime.deps, "http://127.0.0.1:9999");
+      expect(exportLines(env).split("\n")).toEqual([
+        "export BL_API_URL=http://127.0.0.1:9999/v0",
+        "export BL_RUN_URL=http://127.0.0.1:9999",
+        "export BL_WORKSPACE=default",
+        "export BL_API_KEY=printed-key-01",
+        "export BL_REGION=us-pdx-1",
+        "export BL_DISABLE_H2=true",
       ]);
+      expect(dotenvLines(env)).toBe(Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""));
+      expect(exportLines({ ODD: "it's a $value" })).toBe("export ODD='it'\\''s a $value'");
     } finally {
       runtime.close();
+    }
+  });
+
+  it("keeps one generated admin key per --data file: a restart prints the same key", () => {
+    const data = join(dir, "one-key.db");
+    const first = openSimulator({ data });
+    const key = first.deps.adminApiKey;
+    first.close();
+    const second = openSimulator({ data });
+    try {
+      expect(second.deps.adminApiKey).toBe(key);
+      expect(second.deps.credentials.apiKeyBySecret(key)).toBeTruthy();
+    } finally {
+      second.close();
+    }
+    const given = openSimulator({ data, apiKey: "given-key-123" });
+    try {
+      expect(given.deps.adminApiKey).toBe("given-key-123");
+    } finally {
+      given.close();
     }
   });
 

@@ -17,10 +17,12 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
  */
 describe.skipIf(!MOUNT.ok)(`drives survive kill -9 of the agent${SKIP_REASON}`, () => {
   const out = join(REPO, "node_modules", ".cache", `drives-restart-${process.pid}`);
-  const base = mkdtempSync(join(tmpdir(), "drives-restart-"));
+  // Made in beforeAll, not at collection time: a skipped suite (non-root) must leave no temp dir behind.
+  let base = "";
   const children: ChildProcess[] = [];
 
   beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), "drives-restart-"));
     const tsc = spawnSync(process.execPath, [join(REPO, "node_modules/typescript/bin/tsc"), "-p", join(REPO, "tsconfig.build.json"), "--outDir", out], { cwd: REPO, encoding: "utf8" });
     // tsc still emits when another in-progress folder has type errors; only a missing entry point is fatal.
     if (!existsSync(join(out, "sandbox-agent/main.js"))) throw new Error(`could not build the agent: ${tsc.stdout}${tsc.stderr}`);
@@ -28,8 +30,10 @@ describe.skipIf(!MOUNT.ok)(`drives survive kill -9 of the agent${SKIP_REASON}`, 
 
   afterAll(() => {
     for (const child of children) child.kill("SIGKILL");
-    unmountUnder(base);
-    rmSync(base, { recursive: true, force: true });
+    if (base) {
+      unmountUnder(base);
+      rmSync(base, { recursive: true, force: true });
+    }
     rmSync(out, { recursive: true, force: true });
   });
 

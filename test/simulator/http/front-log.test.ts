@@ -7,7 +7,7 @@ import { ADMIN_KEY, api } from "../../helpers/simulator.js";
 
 /**
  * The front writes one line per answered operation once its reply is
- * finished: warn for a 4xx, error for a 5xx, debug for the rest. Requests
+ * finished: warn for a 4xx, error for a 5xx, info for the rest. Requests
  * without a body are answered in the listener's own turn (and with test
  * hooks off), so both paths are run here: test hooks off, gets and a create.
  */
@@ -28,7 +28,7 @@ const requestLines = (lines: Record<string, unknown>[]) => lines.filter((l) => l
 
 describe("request log lines of the front", () => {
   const warn = simWithLines("warn");
-  const debug = simWithLines("debug");
+  const debug = simWithLines("info");
   afterAll(() => {
     warn.runtime.close();
     debug.runtime.close();
@@ -46,16 +46,16 @@ describe("request log lines of the front", () => {
     ]);
   });
 
-  it("at debug: a line for every operation, successes included", async () => {
+  it("at info (the default): a line for every operation, successes included", async () => {
     await debug.client.post("/v0/volumes", { metadata: { name: "logged" } }).expect(200);
     await debug.client.get("/v0/volumes/logged").expect(200);
     await debug.client.get("/v0/volumes").expect(200);
     await debug.client.get("/v0/volumes/missing").expect(404);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(requestLines(debug.lines)).toEqual([
-      [20, "POST", "/v0/volumes", 200],
-      [20, "GET", "/v0/volumes/logged", 200],
-      [20, "GET", "/v0/volumes", 200],
+      [30, "POST", "/v0/volumes", 200],
+      [30, "GET", "/v0/volumes/logged", 200],
+      [30, "GET", "/v0/volumes", 200],
       [40, "GET", "/v0/volumes/missing", 404],
     ]);
   });

@@ -1,12 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSimConfig } from "../../../simulator/config.js";
 import { containerEnvNames, dockerCliEnv, dockerRunArgs, IN_CONTAINER } from "../../../simulator/launcher/docker-args.js";
 import { exitOf } from "../../../simulator/launcher/docker.js";
-import { createLauncher, DockerLauncher, dockerPath, dockerUnavailable, LaunchError, LAUNCHER_NAMES, type AgentHandle } from "../../../simulator/launcher/index.js";
+import { createLauncher, DockerLauncher, dockerPath, LaunchError, LAUNCHER_NAMES, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { exec, specFor, tempBase } from "./helpers.js";
+import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
 
 /**
  * The docker launcher: its `docker run` argv and environment are checked
@@ -78,7 +79,7 @@ describe("docker launcher: the docker run command", () => {
   });
 });
 
-const unavailable = await dockerUnavailable();
+const unavailable = await ensureDockerDaemon();
 if (unavailable) console.warn(`docker launcher container tests skipped: ${unavailable}`);
 
 describe.runIf(unavailable !== undefined && dockerPath() !== undefined)("docker launcher without a daemon", () => {
@@ -91,7 +92,11 @@ describe.runIf(unavailable !== undefined && dockerPath() !== undefined)("docker 
 });
 
 describe.skipIf(unavailable !== undefined)(`docker launcher with a daemon${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  const image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? "debian:bookworm-slim";
+  // No registry here: a local Debian image (test/helpers/docker.ts) unless one is named.
+  let image = "";
+  beforeAll(async () => {
+    image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage());
+  }, 1_200_000);
   const base = tempBase("docker-launcher-");
   const launcher = new DockerLauncher({ readyTimeoutMs: 180_000 });
   const handles: AgentHandle[] = [];
