@@ -11,6 +11,7 @@ import { envLines } from "../env-lines.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
+import { JobRunner } from "../jobs/runner.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
 import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "../sandboxes/expiry.js";
@@ -64,6 +65,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     },
   });
   deps.agents = agents;
+  // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
+  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn" });
+  jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
+  deps.jobs = jobs;
   const proxy = createSimulatorSandboxProxy(deps, agents);
   const app = createSimulatorApp(deps);
   const serving = await listen((req: IncomingMessage, res: ServerResponse) => {
@@ -99,6 +104,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     stop: () => (stopped ??= (async () => {
       stopExpiry();
       await serving.stop(2_000);
+      await jobs.stopAll();
       await agents.stopAll();
       proxy.close();
       runtime.close();
