@@ -21,6 +21,9 @@ export const volumeKind: ResourceKind = {
   scope: "volumes",
   spec: z.strictObject({ size: z.number().int().min(1).optional(), region: z.string().optional(), template: z.string().optional() }),
   lifecycle: "synchronous",
+  // The platform provisions the block device first: DEPLOYING, then DEPLOYED on the clock (the SDK does not wait;
+  // a sandbox may name a volume that is still DEPLOYING).
+  createPlan: ["DEPLOYING", "DEPLOYED"],
   list: "versioned",
   statusFilter: true,
   conflictDetails: { code: "VOLUME_ALREADY_EXISTS" },

@@ -7,6 +7,7 @@ import { dockerRunArgs } from "../../../simulator/launcher/docker-args.js";
 import { DockerLauncher, dockerUnavailable, LaunchError, ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { launchOptions } from "../../../simulator/sandboxes/agent-lifecycle.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
+import { startTestSim } from "../../helpers/simulator.js";
 import { specFor, tempBase } from "../launcher/helpers.js";
 
 /**
@@ -48,6 +49,20 @@ describe("spec.volumes → LaunchSpec.mounts", () => {
     const error = await new ProcessLauncher().start(specFor(tempBase("vol-proc-"), "v", { mounts: [{ source: "/tmp/x", target: "/data", readOnly: false }] })).catch((e: Error) => e);
     expect(error).toBeInstanceOf(LaunchError);
     expect((error as Error).message).toMatch(/cannot mount volumes .*\/data.*bwrap or docker/);
+  });
+});
+
+describe("volume statuses", () => {
+  const records = startTestSim();
+  afterAll(() => records.close());
+
+  it("a new volume is DEPLOYING, then DEPLOYED on the clock, one event per move", async () => {
+    const created = await records.api.post("/v0/volumes", { metadata: { name: "fresh" }, spec: { size: 128 } }).expect(200);
+    expect(created.body.status).toBe("DEPLOYING");
+    records.clock.advance(1_000);
+    const later = await records.api.get("/v0/volumes/fresh").expect(200);
+    expect(later.body.status).toBe("DEPLOYED");
+    expect(later.body.events.map((e: { status: string }) => e.status)).toEqual(["DEPLOYING", "DEPLOYED"]);
   });
 });
 
