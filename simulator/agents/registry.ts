@@ -7,7 +7,7 @@ import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOp
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
-import { volumeMounts, workspaceVolumesDir, type VolumeAttachment } from "./volumes.js";
+import { removeWorkspaceVolumes, volumeMounts, type VolumeAttachment } from "./volumes.js";
 
 /**
  * The simulator's running sandboxes: one supervised agent per sandbox, with
@@ -244,7 +244,7 @@ export class SandboxAgents {
         const left = mountsUnder(this.drivesDir(workspace));
         if (left.length > 0) throw new Error(`drives of workspace "${workspace}" still mounted (${left.join(", ")})`);
         rmSync(this.drivesDir(workspace), { recursive: true, force: true });
-        rmSync(workspaceVolumesDir(this.options.dir, workspace), { recursive: true, force: true });
+        removeWorkspaceVolumes(this.options.dir, workspace);
         this.snapshots.removeWorkspace(workspace);
       } catch (err) {
         onError(err as Error);

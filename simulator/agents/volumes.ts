@@ -1,6 +1,7 @@
-import { mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { isAbsolute, join, posix } from "node:path";
 import type { SandboxMount } from "../launcher/types.js";
+import { loopVolumesUnsupported, mountVolumeImage, removeVolumeImage, unmountVolumeImage } from "./volume-fs.js";
 
 /**
  * Volumes with real sandboxes: a volume is a directory of the simulator,
@@ -10,7 +11,8 @@ import type { SandboxMount } from "../launcher/types.js";
  * (that directory at mountPath), so every sandbox naming the volume shares its
  * files, and they outlive the sandboxes. Mounting is the launcher's job
  * (docker: --mount; bwrap: --bind); the process launcher cannot mount and
- * refuses a start with mounts.
+ * refuses a start with mounts. Where the host allows it the directory is a
+ * loop-mounted ext4 filesystem of the volume's size (volume-fs.ts).
  */
 
 export interface VolumeAttachment {
@@ -47,12 +49,28 @@ export function volumeMounts(simDir: string, workspace: string, attachments: Vol
   });
 }
 
-/** Creates the volume's directory (createVolume). */
-export function provisionVolume(simDir: string, workspace: string, volume: string): void {
-  mkdirSync(volumeDir(simDir, workspace, volume), { recursive: true, mode: 0o755 });
+/**
+ * Creates the volume's directory (createVolume, and each volume again when a
+ * --data simulator starts): a filesystem of `sizeMb` where the host allows it.
+ */
+export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number): void {
+  const dir = volumeDir(simDir, workspace, volume);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  if (!loopVolumesUnsupported()) mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
 }
 
-/** Removes the volume's files (deleteVolume, once no sandbox names it). */
+/** Removes the volume's files (deleteVolume, once no sandbox names it): its filesystem is unmounted first. */
 export function removeVolume(simDir: string, workspace: string, volume: string): void {
-  rmSync(volumeDir(simDir, workspace, volume), { recursive: true, force: true });
+  const dir = volumeDir(simDir, workspace, volume);
+  unmountVolumeImage(dir);
+  rmSync(dir, { recursive: true, force: true });
+  removeVolumeImage(simDir, workspace, volume);
+}
+
+/** Workspace deletion: every volume of the workspace goes (filesystems unmounted first). */
+export function removeWorkspaceVolumes(simDir: string, workspace: string): void {
+  const root = workspaceVolumesDir(simDir, workspace);
+  if (existsSync(root)) for (const volume of readdirSync(root)) removeVolume(simDir, workspace, volume);
+  rmSync(root, { recursive: true, force: true });
+  rmSync(join(simDir, "volume-images", workspace), { recursive: true, force: true });
 }

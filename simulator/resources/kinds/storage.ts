@@ -36,7 +36,7 @@ export const volumeKind: ResourceKind = {
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
-    if (ctx.deps.agents) provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name);
+    if (ctx.deps.agents) provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number);
   },
   // Refused (409) while a sandbox names it, as the platform does; then its files go with it.
   beforeDelete(item, ctx) {

@@ -1,7 +1,9 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { mountsUnder } from "../../../simulator/agents/retention.js";
+import { loopVolumesUnsupported, volumeImagePath } from "../../../simulator/agents/volume-fs.js";
 import { attachmentProblem, volumeDir, volumeMounts } from "../../../simulator/agents/volumes.js";
 import { dockerRunArgs } from "../../../simulator/launcher/docker-args.js";
 import { DockerLauncher, dockerUnavailable, LaunchError, ProcessLauncher } from "../../../simulator/launcher/index.js";
@@ -79,6 +81,7 @@ describe("volumes through HTTP with the process launcher", () => {
     expect((await api("POST", "/volumes", { metadata: { name: "shared" }, spec: { size: 64 } })).status).toBe(200);
     const dir = volumeDir(sim.deps.agents!.dir, "volproc", "shared");
     expect(existsSync(dir)).toBe(true);
+    expect(mountsUnder(dir).includes(dir)).toBe(!noLoop);
     const missing = await api("POST", "/sandboxes", { metadata: { name: "nope" }, spec: { volumes: [{ name: "absent", mountPath: "/data" }] } });
     expect(missing.status).toBe(400);
     expect(((await missing.json()) as { message: string }).message).toMatch(/volume "absent" not found/);
@@ -91,6 +94,34 @@ describe("volumes through HTTP with the process launcher", () => {
     expect((await api("DELETE", "/sandboxes/procvol")).status).toBe(200);
     expect((await api("DELETE", "/volumes/shared")).status).toBe(200);
     expect(existsSync(dir)).toBe(false);
+    expect(mountsUnder(dir)).toEqual([]);
+    expect(existsSync(volumeImagePath(sim.deps.agents!.dir, "volproc", "shared"))).toBe(false);
+  }, 60_000);
+});
+
+const noLoop = loopVolumesUnsupported();
+if (noLoop) console.warn(`volume filesystems of their size not tested: ${noLoop}`);
+
+describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size${noLoop ? ` (skipped: ${noLoop})` : ""}`, () => {
+  it("writing past the size fails with ENOSPC; unmounted on stop, mounted again with its files by a --data restart", async () => {
+    const data = join(tempBase("vol-data-"), "sim.db");
+    const config = { port: 0, apiKey: "vol-loop-key", workspace: "volloop", logLevel: "silent" as const, data };
+    let served = await serveSimulator(config, { launcher: new ProcessLauncher() });
+    try {
+      const res = await fetch(`${served.url}/v0/volumes`, { method: "POST", headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 16 } }) });
+      expect(res.status).toBe(200);
+      const dir = volumeDir(served.deps.agents!.dir, "volloop", "small");
+      writeFileSync(join(dir, "kept.txt"), "kept");
+      expect(() => writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024))).toThrow(/ENOSPC/);
+      await served.stop();
+      expect(mountsUnder(dir)).toEqual([]);
+      expect(existsSync(join(dir, "kept.txt"))).toBe(false); // the files are in the image, not the directory
+      served = await serveSimulator(config, { launcher: new ProcessLauncher() });
+      expect(mountsUnder(dir).includes(dir)).toBe(true);
+      expect(readFileSync(join(dir, "kept.txt"), "utf8")).toBe("kept");
+    } finally {
+      await served.stop();
+    }
   }, 60_000);
 });
 
@@ -117,6 +148,12 @@ describe.skipIf(unavailable !== undefined)(`volumes shared between sandboxes (do
     // Read-only for B.
     const denied = await b.process.exec({ command: "echo x > /mnt/vol/other.txt", waitForCompletion: true });
     expect(denied.exitCode).not.toBe(0);
+    if (!noLoop) {
+      // 64 MB, as on the platform: writing past it is ENOSPC inside the sandbox.
+      const full = await a.process.exec({ command: "dd if=/dev/zero of=/data/big bs=1M count=100 2>&1; echo exit=$?", waitForCompletion: true });
+      expect(full.stdout).toMatch(/No space left on device/);
+      await a.process.exec({ command: "rm /data/big", waitForCompletion: true });
+    }
     await sdk.SandboxInstance.delete("writer");
     await sdk.SandboxInstance.delete("reader");
     expect(readFileSync(join(volumeDir(sim.deps.agents!.dir, "voldocker", "shared"), "note.txt"), "utf8")).toBe("from-a\n");
