@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, openSync, closeSync, ftruncateSync, readdirSync, rmSync } from "node:fs";
+import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { mountsUnder } from "./retention.js";
 
@@ -11,7 +11,8 @@ import { mountsUnder } from "./retention.js";
  * its size fails with ENOSPC as on the platform. Mounted when the volume is
  * created and when a --data simulator starts again, unmounted (the loop device
  * detaching itself: autoclear) when it is deleted and when the simulator stops.
- * Elsewhere a volume is a plain directory (volumes.ts) and the reason is logged.
+ * A volume that grows is resized online. Elsewhere a volume is a plain
+ * directory (volumes.ts) and the reason is logged.
  */
 
 let support: string | undefined | null = null;
@@ -26,7 +27,7 @@ export function loopVolumesUnsupported(): string | undefined {
 function probe(): string | undefined {
   if (process.platform !== "linux") return "not Linux";
   if (process.getuid?.() !== 0) return "the simulator does not run as root (loop mounts need it)";
-  for (const tool of ["mkfs.ext4", "losetup", "mount", "umount"]) {
+  for (const tool of ["mkfs.ext4", "e2fsck", "resize2fs", "losetup", "findmnt", "mount", "umount"]) {
     try {
       execFileSync("sh", ["-c", `command -v ${tool}`], { stdio: "ignore" });
     } catch {
@@ -72,6 +73,54 @@ export function mountVolumeImage(simDir: string, workspace: string, volume: stri
   execFileSync("chmod", ["0777", mountDir]);
   rmSync(join(mountDir, "lost+found"), { recursive: true, force: true });
 }
+
+/**
+ * A volume that grew (updateVolume, spec.size only grows): its image is
+ * extended and the ext4 resized, online where the kernel lets us (losetup -c,
+ * resize2fs), else offline (unmounted, e2fsck, resize2fs, mounted again),
+ * which is refused while a sandbox uses the volume (`inUse`): a container's
+ * mount of the old size would outlive the host's.
+ */
+export function growVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number, inUse: boolean): void {
+  const image = volumeImagePath(simDir, workspace, volume);
+  if (!existsSync(image) || !isMounted(mountDir) || statSync(image).size >= sizeMb * 1024 * 1024) return;
+  const device = execFileSync("findmnt", ["-n", "-o", "SOURCE", "--mountpoint", mountDir], { encoding: "utf8" }).trim();
+  if (inUse) {
+    const before = statSync(image).size;
+    try {
+      extend(image, sizeMb);
+      execFileSync("losetup", ["-c", device], { stdio: ["ignore", "ignore", "pipe"] });
+      execFileSync("resize2fs", [device], { stdio: ["ignore", "ignore", "pipe"] });
+      return;
+    } catch (err) {
+      extend(image, before / (1024 * 1024)); // the filesystem was not resized: the image keeps its size
+      execFileSync("losetup", ["-c", device], { stdio: "ignore" });
+      throw new VolumeInUseError(`the volume is attached and this host cannot resize it online (${stderrOf(err)}): grow it while no sandbox uses it`);
+    }
+  }
+  execFileSync("umount", [mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  extend(image, sizeMb);
+  try {
+    execFileSync("e2fsck", ["-f", "-p", image], { stdio: ["ignore", "ignore", "pipe"] });
+  } catch (err) {
+    if ((err as { status?: number }).status !== 1) throw err; // 1 = errors corrected
+  }
+  execFileSync("resize2fs", [image], { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+}
+
+export class VolumeInUseError extends Error {}
+
+function extend(image: string, sizeMb: number): void {
+  const fd = openSync(image, "r+");
+  try {
+    ftruncateSync(fd, sizeMb * 1024 * 1024);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const stderrOf = (err: unknown) => ((err as { stderr?: Buffer }).stderr ?? "").toString().trim().split("\n").at(-1) || (err as Error).message;
 
 /** Unmounts the volume's filesystem if mounted (lazily when still busy); its image stays. */
 export function unmountVolumeImage(mountDir: string): void {

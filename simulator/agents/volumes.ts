@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { isAbsolute, join, posix } from "node:path";
 import type { SandboxMount } from "../launcher/types.js";
-import { loopVolumesUnsupported, mountVolumeImage, removeVolumeImage, unmountVolumeImage } from "./volume-fs.js";
+import { growVolumeImage, loopVolumesUnsupported, mountVolumeImage, removeVolumeImage, unmountVolumeImage } from "./volume-fs.js";
 
 /**
  * Volumes with real sandboxes: a volume is a directory of the simulator,
@@ -53,10 +53,12 @@ export function volumeMounts(simDir: string, workspace: string, attachments: Vol
  * Creates the volume's directory (createVolume, and each volume again when a
  * --data simulator starts): a filesystem of `sizeMb` where the host allows it.
  */
-export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number): void {
+export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number, inUse = false): void {
   const dir = volumeDir(simDir, workspace, volume);
   mkdirSync(dir, { recursive: true, mode: 0o755 });
-  if (!loopVolumesUnsupported()) mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
+  if (loopVolumesUnsupported()) return;
+  mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
+  growVolumeImage(simDir, workspace, volume, dir, sizeMb, inUse);
 }
 
 /** Removes the volume's files (deleteVolume, once no sandbox names it): its filesystem is unmounted first. */

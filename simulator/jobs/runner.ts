@@ -89,6 +89,14 @@ export class JobRunner {
     for (const attempt of this.attempts.get(keyOf(ref)) ?? []) void this.killCommand(attempt);
   }
 
+  /** Job deletion: its running executions are cancelled (their records go with the job). */
+  cancelJob(workspace: string, job: string): void {
+    for (const key of new Set([...this.attempts.keys()])) {
+      const [ws, name, execution] = key.split("/") as [string, string, string];
+      if (ws === workspace && name === job) this.cancel({ workspace, job, execution });
+    }
+  }
+
   /** Simulator stop: every running execution is cancelled and its environments stopped. */
   async stopAll(): Promise<void> {
     for (const key of this.attempts.keys()) {

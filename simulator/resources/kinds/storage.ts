@@ -2,6 +2,7 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { provisionDrive, retireDrive } from "../../agents/drives.js";
+import { VolumeInUseError } from "../../agents/volume-fs.js";
 import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
@@ -36,7 +37,13 @@ export const volumeKind: ResourceKind = {
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
-    if (ctx.deps.agents) provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number);
+    if (!ctx.deps.agents) return;
+    try {
+      provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, (doc.state as { attachedTo?: string }).attachedTo !== undefined);
+    } catch (err) {
+      if (err instanceof VolumeInUseError) throw errors.conflict(`volume "${doc.metadata.name}" cannot grow now: ${err.message}`);
+      throw err;
+    }
   },
   // Refused (409) while a sandbox names it, as the platform does; then its files go with it.
   beforeDelete(item, ctx) {

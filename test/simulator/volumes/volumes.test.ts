@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -103,7 +103,7 @@ const noLoop = loopVolumesUnsupported();
 if (noLoop) console.warn(`volume filesystems of their size not tested: ${noLoop}`);
 
 describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size${noLoop ? ` (skipped: ${noLoop})` : ""}`, () => {
-  it("writing past the size fails with ENOSPC; unmounted on stop, mounted again with its files by a --data restart", async () => {
+  it("writing past the size fails with ENOSPC, and fits once the volume grew; unmounted on stop, mounted again with its files by a --data restart", async () => {
     const data = join(tempBase("vol-data-"), "sim.db");
     const config = { port: 0, apiKey: "vol-loop-key", workspace: "volloop", logLevel: "silent" as const, data };
     let served = await serveSimulator(config, { launcher: new ProcessLauncher() });
@@ -113,6 +113,12 @@ describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size
       const dir = volumeDir(served.deps.agents!.dir, "volloop", "small");
       writeFileSync(join(dir, "kept.txt"), "kept");
       expect(() => writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024))).toThrow(/ENOSPC/);
+      rmSync(join(dir, "big.bin"), { force: true });
+      // Grown to 64 MB (volumes only grow): resized online, the same write now fits.
+      const grown = await fetch(`${served.url}/v0/volumes/small`, { method: "PUT", headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 64 } }) });
+      expect(grown.status).toBe(200);
+      writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024));
+      rmSync(join(dir, "big.bin"));
       await served.stop();
       expect(mountsUnder(dir)).toEqual([]);
       expect(existsSync(join(dir, "kept.txt"))).toBe(false); // the files are in the image, not the directory
