@@ -63,6 +63,8 @@ const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
 export class JobRunner {
   private readonly attempts = new Map<string, Set<Attempt>>();
   private readonly cancelled = new Set<string>();
+  /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */
+  private stopping = false;
   private readonly runs = new Set<Promise<void>>();
 
   constructor(private readonly options: JobRunnerOptions) {}
@@ -97,8 +99,9 @@ export class JobRunner {
     }
   }
 
-  /** Simulator stop: every running execution is cancelled and its environments stopped. */
+  /** Simulator stop: every running execution's commands are killed and its environments stopped; its tasks end failed. */
   async stopAll(): Promise<void> {
+    this.stopping = true;
     for (const key of this.attempts.keys()) {
       const [workspace, job, execution] = key.split("/") as [string, string, string];
       this.cancel({ workspace, job, execution });
@@ -155,7 +158,7 @@ export class JobRunner {
     await Promise.all(workers);
     // Tasks a cancel kept from starting.
     this.change(ref, (run) => {
-      for (const t of run.tasks) if (t.status === "pending") Object.assign(t, { status: "cancelled" });
+      for (const t of run.tasks) if (t.status === "pending") Object.assign(t, this.interrupted("before the task ran"));
     });
     const ended = this.load(ref);
     if (ended) settleExecution(this.options.deps, ended as never, now()); // records the real run time (job_compute_runtime_gbs)
@@ -174,7 +177,12 @@ export class JobRunner {
       if (attempt === maxRetries + 1) return this.changeTask(ref, index, (t) => Object.assign(t, outcome, { status: "failed", endMs: now() }));
       this.changeTask(ref, index, (t) => Object.assign(t, outcome));
     }
-    this.changeTask(ref, index, (t) => Object.assign(t, { status: "cancelled", endMs: t.startMs === undefined ? undefined : now(), error: "cancelled" }));
+    this.changeTask(ref, index, (t) => Object.assign(t, { endMs: t.startMs === undefined ? undefined : now() }, this.interrupted("while the task ran")));
+  }
+
+  /** How a task a cancel or the simulator's stop ended reads. */
+  private interrupted(when: string): Partial<RunTask> {
+    return this.stopping ? { status: "failed", error: `the simulator stopped ${when}` } : { status: "cancelled", error: "cancelled" };
   }
 
   private async runAttempt(ref: ExecutionRef, job: ResourceDoc, index: number, attempt: number): Promise<AttemptResult> {

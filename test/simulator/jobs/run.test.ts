@@ -154,6 +154,28 @@ blStartJob(async (args) => {
     expect(readFileSync(log, "utf8").trim().split("\n")).toEqual(["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]);
   }, 90_000);
 
+  it("a simulator stop kills the running tasks; after a --data restart their execution reads failed, saying why", async () => {
+    const data = join(scratch, "restart.db");
+    const config = { port: 0, apiKey: "jobs-restart-key", workspace: "jobsrestart", logLevel: "silent" as const, data };
+    let served = await serveSimulator(config, { launcher: new ProcessLauncher() });
+    const pidFile = join(scratch, "restart.pid");
+    try {
+      const call = (method: string, path: string, body?: unknown) => fetch(`${served.url}/v0${path}`, { method, headers: { authorization: "Bearer jobs-restart-key", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) }).then((r) => r.json() as Promise<Record<string, unknown>>);
+      await call("POST", "/jobs", { metadata: { name: "long" }, spec: { runtime: { command: `echo $$ > '${pidFile}'; exec sleep 120` } } });
+      const { executionId } = await call("POST", "/jobs/long/executions", {});
+      await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"));
+      const pid = Number(readFileSync(pidFile, "utf8"));
+      await served.stop();
+      expect(isAlive(pid)).toBe(false);
+      served = await serveSimulator(config, { launcher: new ProcessLauncher() });
+      const execution = (await call("GET", `/jobs/long/executions/${executionId as string}`)) as Execution;
+      expect(execution.status).toBe("failed");
+      expect(execution.tasks![0]!.result!.error).toBe("the simulator stopped while the task ran");
+    } finally {
+      await served.stop();
+    }
+  }, 90_000);
+
   it("a job without a command keeps the simulated plan", async () => {
     await createJob("records-only", {});
     const res = await api("POST", "/jobs/records-only/executions", { tasks: [{ durationMs: 0 }] });
