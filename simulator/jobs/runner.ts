@@ -91,11 +91,11 @@ export class JobRunner {
     for (const attempt of this.attempts.get(keyOf(ref)) ?? []) void this.killCommand(attempt);
   }
 
-  /** Job deletion: its running executions are cancelled (their records go with the job). */
-  cancelJob(workspace: string, job: string): void {
+  /** Job (or workspace, without `job`) deletion: its running executions are cancelled (their records go with it). */
+  cancelJob(workspace: string, job?: string): void {
     for (const key of new Set([...this.attempts.keys()])) {
       const [ws, name, execution] = key.split("/") as [string, string, string];
-      if (ws === workspace && name === job) this.cancel({ workspace, job, execution });
+      if (ws === workspace && (job === undefined || name === job)) this.cancel({ workspace, job: name, execution });
     }
   }
 

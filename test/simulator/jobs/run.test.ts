@@ -146,6 +146,16 @@ blStartJob(async (args) => {
     expect(existsSync(`${pidFile}-1`)).toBe(false);
   }, 90_000);
 
+  it("deleting the job kills its running tasks", async () => {
+    const pidFile = join(scratch, "deleted-job.pid");
+    await createJob("deleted", { command: `echo $$ > '${pidFile}'; exec sleep 120` });
+    await sdk.blJob("deleted").run([{}]);
+    await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"));
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    expect((await api("DELETE", "/jobs/deleted")).status).toBe(200);
+    await until(() => !isAlive(pid));
+  }, 90_000);
+
   it("runs maxConcurrentTasks tasks at a time", async () => {
     const log = join(scratch, "concurrency.log");
     await createJob("one-at-a-time", { command: `echo start $TASK_INDEX >> '${log}'; sleep 0.2; echo end $TASK_INDEX >> '${log}'`, maxConcurrentTasks: 1 });
