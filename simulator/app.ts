@@ -9,6 +9,7 @@ import { unauthenticatedBodyBudget } from "./http/body-budget.js";
 import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
+import { jobDataHandler } from "./jobs/data-route.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
@@ -37,6 +38,8 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   app.get("/health", (_req, res) => {
     res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString() }));
   });
+  // The task data blStartJob fetches (BL_EXECUTION_DATA_URL): the execution's secret is in the path.
+  app.get("/job-data/:workspace/:job/:execution/:token", jobDataHandler(deps));
   const v0 = express.Router();
   // Every body Express reads under /v0 comes before authentication (OAuth) or is for no route: small, and capped together.
   v0.use(unauthenticatedBodyBudget());

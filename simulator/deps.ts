@@ -9,6 +9,7 @@ import { PrincipalCache } from "./auth/principal-cache.js";
 import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./auth/signing-secrets.js";
 import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
+import type { JobRunner } from "./jobs/runner.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
 import { UsageMeter } from "./metrics/meter.js";
@@ -40,6 +41,8 @@ export interface SimDeps {
   adminApiKey: string;
   /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
   agents?: SandboxAgents;
+  /** Runs job executions' tasks through the launcher (set by serveSimulator); absent, executions follow their simulated plan. */
+  jobs?: JobRunner;
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */

@@ -7,6 +7,7 @@ import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOp
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
+import { removeWorkspaceVolumes, volumeMounts, type VolumeAttachment } from "./volumes.js";
 
 /**
  * The simulator's running sandboxes: one supervised agent per sandbox, with
@@ -14,6 +15,7 @@ import { SnapshotFiles } from "./snapshot-files.js";
  *   <dir>/sandboxes/<workspace>/<sandbox>/root   the sandbox's filesystem
  *   <dir>/sandboxes/<workspace>/<sandbox>/agent  the agent's state
  *   <dir>/drives/<workspace>/<drive>             drives, shared by the workspace's sandboxes
+ *   <dir>/volumes/<workspace>/<volume>           volumes, mounted at their spec.volumes mountPath (volumes.ts)
  *   <dir>/retired/<workspace>/<sandbox>@<due>     a deleted sandbox's files, until the retention period ends
  *   <dir>/snapshots/<workspace>/<snapshot id>     a snapshot's copy of a sandbox's root (snapshot-files.ts)
  */
@@ -41,6 +43,8 @@ type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; re
 export interface StartOptions {
   env?: Record<string, string>;
   image?: string;
+  /** spec.volumes: each becomes a mount of the volume's directory (LaunchSpec.mounts). */
+  volumes?: VolumeAttachment[];
   /** A fork: the sandbox's root starts as a copy of this sandbox's files (same workspace). */
   copyFilesOf?: string;
   /** A fork of a snapshot: the sandbox's root starts as a copy of that snapshot's files (same workspace). */
@@ -68,6 +72,11 @@ export class SandboxAgents {
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
   }
 
+  /** The simulator's directory for sandbox files (volumes live under it too). */
+  get dir(): string {
+    return this.options.dir;
+  }
+
   sandboxDir(workspace: string, sandbox: string): string {
     return join(this.options.dir, "sandboxes", workspace, sandbox);
   }
@@ -86,9 +95,12 @@ export class SandboxAgents {
     if (existing && existing.supervisor.state !== "failed" && existing.supervisor.state !== "stopped") return existing.supervisor;
     const dir = this.sandboxDir(workspace, sandbox);
     const token = randomBytes(24).toString("base64url");
+    const mounts = volumeMounts(this.options.dir, workspace, opts.volumes);
+    // A volume created while the simulator ran without agents (records only) gets its directory now.
+    for (const m of mounts) mkdirSync(m.source, { recursive: true });
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
+      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
@@ -232,6 +244,7 @@ export class SandboxAgents {
         const left = mountsUnder(this.drivesDir(workspace));
         if (left.length > 0) throw new Error(`drives of workspace "${workspace}" still mounted (${left.join(", ")})`);
         rmSync(this.drivesDir(workspace), { recursive: true, force: true });
+        removeWorkspaceVolumes(this.options.dir, workspace);
         this.snapshots.removeWorkspace(workspace);
       } catch (err) {
         onError(err as Error);

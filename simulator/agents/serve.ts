@@ -13,6 +13,9 @@ import { listenFailure } from "../../src/startup.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
+import { JobRunner } from "../jobs/runner.js";
+import { loopVolumesUnsupported, unmountAllVolumeImages } from "./volume-fs.js";
+import { provisionVolume } from "./volumes.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
 import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "../sandboxes/expiry.js";
@@ -69,6 +72,16 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     },
   });
   deps.agents = agents;
+  // Volumes: a filesystem of their size where the host allows it (loop-mounted ext4), else plain directories.
+  const noLoop = loopVolumesUnsupported();
+  if (noLoop) deps.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
+  for (const ws of deps.accounts.allWorkspaces()) {
+    for (const volume of deps.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
+  }
+  // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
+  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn" });
+  jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
+  deps.jobs = jobs;
   const proxy = createSimulatorSandboxProxy(deps, agents);
   const app = createSimulatorApp(deps);
   const handler: RequestListener & UpgradeListener = (req: IncomingMessage, res: ServerResponse) => {
@@ -116,7 +129,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     stop: () => (stopped ??= (async () => {
       stopExpiry();
       await serving.stop(2_000);
+      await jobs.stopAll();
       await agents.stopAll();
+      unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
       runtime.close();
       if (inMemory) rmSync(dir, { recursive: true, force: true });

@@ -11,7 +11,9 @@ import { jobKind } from "../resources/kinds/workloads.js";
 import { listResources } from "../resources/listing.js";
 import { maskMap } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
-import { DEFAULT_TASK_MS, stateAt, TERMINAL, type ExecutionPlan } from "./plan.js";
+import { randomBytes } from "node:crypto";
+import { DEFAULT_TASK_MS, TERMINAL, type ExecutionPlan } from "./plan.js";
+import { executionState, jobCommand, newRunTasks, type RunRecord, type RunTask } from "./run-state.js";
 import { settleExecution } from "./usage.js";
 
 /** Job executions: POST starts one, DELETE cancels (control-plane.md §3.5). */
@@ -35,7 +37,22 @@ interface ExecutionDoc {
   memory?: number;
   taskInputs: Record<string, unknown>[];
   __plan: ExecutionPlan;
+  /** What actually ran, when the simulator runs jobs (a launcher, and a job with a command): jobs/runner.ts. */
+  __run?: RunRecord;
   __metered?: boolean;
+}
+
+/** A task that ran: why it failed, as the platform's conditions say it. */
+function conditionsOf(task: RunTask | undefined, timedOut: boolean) {
+  if (timedOut) return [{ type: "Completed", state: "False", reason: "Timeout", message: task?.error ?? "task exceeded the job timeout", severity: "error", executionReason: "timeout" }];
+  if (task?.status === "failed") return [{ type: "Completed", state: "False", reason: "Failed", message: task.error ?? "failed", severity: "error", executionReason: "error" }];
+  return [];
+}
+
+/** The simulator's own field on a task that ran: what its last attempt did (the platform shows this in its logs). */
+function resultOf(task: RunTask | undefined) {
+  if (!task || task.attempts === 0) return undefined;
+  return { attempts: task.attempts, exitCode: task.exitCode, error: task.error, stdout: task.stdout ?? "", stderr: task.stderr ?? "" };
 }
 
 /** A task's run time: `durationMs` (number) or `duration` ("30s", "2m") in its object, else 1 s; `fail: true` makes it fail. */
@@ -61,9 +78,10 @@ function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
   const jobTimeout = doc.__plan.timeoutMs / 1000;
   const tasks = state.tasks.map((t) => ({
     metadata: { name: `${doc.id}-task-${t.index}`, createdAt: iso(doc.__plan.createdMs), scheduledAt: iso(doc.__plan.createdMs), startedAt: stamp(t.startMs), completedAt: stamp(t.endMs), updatedAt: stamp(t.endMs ?? t.startMs ?? doc.__plan.createdMs) },
-    spec: { maxRetries: 0, timeout: jobTimeout ? `${jobTimeout}s` : "0s" },
+    spec: { maxRetries: doc.__run?.maxRetries ?? 0, timeout: jobTimeout ? `${jobTimeout}s` : "0s" },
     status: t.status,
-    conditions: t.timedOut ? [{ type: "Completed", state: "False", reason: "Timeout", message: "task exceeded the job timeout", severity: "error", executionReason: "timeout" }] : [],
+    conditions: conditionsOf(doc.__run?.tasks[t.index], t.timedOut),
+    result: resultOf(doc.__run?.tasks[t.index]),
   }));
   return {
     metadata: { id: doc.id, job: doc.job, workspace: ctx.workspace, cluster: "sim-local", createdAt: iso(doc.__plan.createdMs), updatedAt: iso(now), startedAt: stamp(state.startedMs), completedAt: stamp(state.completedMs) },
@@ -96,7 +114,7 @@ export const jobExecutionOperations: Operation[] = [
       const job = loadItem(jobKind, ctx, ctx.params.jobId!, "");
       if (job.status === "DEACTIVATED" || job.status === "DEACTIVATING") throw errors.conflict(`job "${job.name}" is ${job.status}`);
       const body = parse(CreateBody, ctx.body ?? {}, "body");
-      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as { memory?: number; timeout?: number; maxConcurrentTasks?: number };
+      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as { memory?: number; timeout?: number; maxConcurrentTasks?: number; maxRetries?: number; command?: unknown; args?: unknown };
       if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory) throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
       const inputs = body.tasks?.length ? body.tasks : [{}];
       const id = body.executionId ?? body.id ?? ctx.deps.ids();
@@ -104,7 +122,14 @@ export const jobExecutionOperations: Operation[] = [
         id, job: job.name, env: body.env ?? {}, memory: body.memory, taskInputs: inputs,
         __plan: { createdMs: ctx.deps.clock.now(), tasks: inputs.map(taskPlan), parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length), timeoutMs: (runtime.timeout ?? 0) * 1000 },
       };
+      // With a launcher (serveSimulator) and a command, the tasks run for real (jobs/runner.ts); else they follow the plan.
+      const command = jobCommand(runtime);
+      if (ctx.deps.jobs && command) {
+        const by = { sub: ctx.principal.sub, type: ctx.principal.type, scopes: [...ctx.principal.scopes] };
+        doc.__run = { dataToken: randomBytes(24).toString("base64url"), command, maxRetries: Math.max(0, runtime.maxRetries ?? 0), by, tasks: newRunTasks(inputs.length) };
+      }
       if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc: doc as never })) throw errors.conflict(`execution "${id}" already exists`);
+      if (doc.__run) ctx.deps.jobs!.start({ workspace: ctx.workspace, job: job.name, execution: id });
       return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
     },
   },
@@ -113,11 +138,13 @@ export const jobExecutionOperations: Operation[] = [
     id: "deleteJobExecution", method: "delete", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:update",
     handler: (ctx) => {
       const item = loadExecution(ctx);
-      const state = stateAt(item.doc.__plan, ctx.deps.clock.now());
-      // Cancelling a finished execution changes nothing; tasks in flight finish, none start.
+      const state = executionState(item.doc, ctx.deps.clock.now());
+      // Cancelling a finished execution changes nothing. Simulated: tasks in flight finish, none start.
+      // Run for real: the running commands are killed (their tasks end cancelled), none start.
       if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
         item.doc.__plan.cancelMs = ctx.deps.clock.now();
         ctx.deps.resources.update(item as never);
+        if (item.doc.__run) ctx.deps.jobs?.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
       }
       return render(ctx, item);
     },

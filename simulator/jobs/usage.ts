@@ -3,7 +3,8 @@ import { recordSpan } from "../metrics/record.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { DEFAULT_MEMORY_MB, refOf } from "../resources/usage.js";
 import type { StoredResource } from "../store/resources.js";
-import { stateAt, TERMINAL, type ExecutionPlan, type ExecutionState } from "./plan.js";
+import { TERMINAL, type ExecutionPlan, type ExecutionState } from "./plan.js";
+import { executionState, type RunRecord } from "./run-state.js";
 
 export const JOB_COMPUTE = "job_compute_runtime_gbs";
 const EXECUTION_KIND = "job-execution";
@@ -13,6 +14,8 @@ export interface MeteredExecution {
   job: string;
   memory?: number;
   __plan: ExecutionPlan;
+  /** What actually ran (jobs/runner.ts), when the execution ran for real. */
+  __run?: RunRecord;
   /** Set once the execution's usage is recorded (it is recorded once, when it ends). */
   __metered?: boolean;
 }
@@ -52,7 +55,7 @@ export function settleJobUsage(deps: Pick<SimDeps, "resources" | "usage" | "acco
 
 /** Brings a stored execution's status up to `now`, recording its usage if it ended; saves when anything changed. */
 export function settleExecution(deps: Pick<SimDeps, "resources" | "usage">, item: StoredResource<MeteredExecution>, now: number): ExecutionState {
-  const state = stateAt(item.doc.__plan, now);
+  const state = executionState(item.doc, now);
   const metered = meterExecution(deps, item.workspace, item.doc, state);
   if (metered || state.status !== item.status) {
     item.status = state.status;

@@ -10,6 +10,8 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *   /sandbox                       the sandbox's root directory, read-write: the agent's --root, the processes' cwd
  *   /run/sandbox-agent             the agent's state (database, upload parts, logs)
  *   /run/sandbox-drives            the workspace's drives
+ *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so),
+ *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
  * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only.
  * Secrets (the token, spec.runtime.envs) are passed as `-e NAME` (the value comes from the docker
  * CLI's own environment), never in argv where `ps` would show them.
@@ -73,6 +75,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     ...bind(spec.rootDir, IN_CONTAINER.root),
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
+    ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
     "--entrypoint", IN_CONTAINER.node,

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import type { WarmActivation } from "./warm-agent.js";
-import type { AgentHandle, LaunchSpec, Launcher } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 interface WarmChild {
   child: ChildProcess;
@@ -38,6 +38,8 @@ export class ProcessLauncher implements Launcher {
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
+    // Without a mount namespace there is nowhere to put a volume: its mountPath would be the host's own path.
+    if (spec.mounts?.length) throw new LaunchError(`the process launcher cannot mount volumes (spec.volumes: ${spec.mounts.map((m) => m.target).join(", ")}): use an isolating launcher (--launcher bwrap or docker)`);
     mkdirSync(spec.rootDir, { recursive: true });
     mkdirSync(spec.dataDir, { recursive: true });
     const args = agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir });

@@ -78,7 +78,7 @@ export function buildNew(kind: ResourceKind, ctx: OpContext, parent: string): Re
   for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
   kind.prepare?.(doc, ctx);
   if (kind.lifecycle === "deployment") startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
-  if (kind.lifecycle === "synchronous") startPlan(doc as Deployable, ["DEPLOYED"], now, "immediate");
+  if (kind.lifecycle === "synchronous") startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? ctx.deps.testHooks.transitions : "immediate");
   return doc;
 }
 

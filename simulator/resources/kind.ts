@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { PageLimits } from "../../src/pagination.js";
 import type { OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
+import type { DeploymentStatus } from "./lifecycle.js";
 import type { ListShape } from "./listing.js";
 import type { Metadata } from "./metadata.js";
 
@@ -40,6 +41,8 @@ export interface ResourceKind {
   extra?: Record<string, z.ZodType>;
   /** "deployment": UPLOADING → … → DEPLOYED on the clock; "synchronous": DEPLOYED at once; "none": no status. */
   lifecycle: "deployment" | "synchronous" | "none";
+  /** A "synchronous" kind whose create still shows statuses before DEPLOYED, moving on the clock (volumes: DEPLOYING → DEPLOYED). */
+  createPlan?: readonly DeploymentStatus[];
   list: ListShape;
   listLimits?: PageLimits;
   /** `?status=` filter on the list (validated against the deployment statuses). */

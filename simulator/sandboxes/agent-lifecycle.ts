@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
 import { iso } from "../clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
+import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "../agents/sandbox-status.js";
 import type { OpContext } from "../http/operation.js";
 import type { SimDeps } from "../deps.js";
@@ -19,9 +20,11 @@ import { sandboxKind } from "../resources/kinds/sandbox.js";
  * FAILED with the reason in its events and answers 503 naming the sandbox.
  */
 
-/** What the agent is launched with: a change restarts it. */
-export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string } {
-  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
+/** What the agent is launched with (environment, image, volumes): a change restarts it. */
+export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string; volumes?: VolumeAttachment[] } {
+  const spec = (doc as { spec?: { runtime?: { image?: string }; volumes?: VolumeAttachment[] } }).spec;
+  const volumes = spec?.volumes?.length ? spec.volumes.map((v) => ({ name: v.name, mountPath: v.mountPath, readOnly: v.readOnly === true })) : undefined;
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: spec?.runtime?.image, volumes };
 }
 
 function reply(ctx: OpContext, name: string): ResourceDoc {
@@ -99,7 +102,8 @@ export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string,
       recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", "activating: starting the sandbox agent");
       await startAgent(ctx, agents, name, item.doc);
     } else if (!wantOff && !isDeepStrictEqual(launchOptions(previous), launchOptions(item.doc))) {
-      const what = isDeepStrictEqual(launchOptions(previous).env, launchOptions(item.doc).env) ? "spec.runtime.image" : "spec.runtime.envs";
+      const [before, after] = [launchOptions(previous), launchOptions(item.doc)];
+      const what = !isDeepStrictEqual(before.env, after.env) ? "spec.runtime.envs" : !isDeepStrictEqual(before.volumes, after.volumes) ? "spec.volumes" : "spec.runtime.image";
       recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `${what} changed: restarting the sandbox agent (files kept)`);
       await agents.stop(ctx.workspace, name);
       await startAgent(ctx, agents, name, item.doc);

@@ -9,6 +9,7 @@ import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
 import { expireDueSandboxes } from "../../sandboxes/expiry.js";
 import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
+import { attachmentProblem, type VolumeAttachment } from "../../agents/volumes.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
@@ -50,6 +51,7 @@ export const sandboxKind: ResourceKind = {
       ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy (issue 7)
       : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
     doc.state = "RUNNING";
+    if (ctx.deps.agents) checkVolumeAttachments(doc, ctx);
     // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
     if (ctx.deps.agents) recordWorkloadLabels(ctx.deps.agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
   },
@@ -78,6 +80,19 @@ export const sandboxKind: ResourceKind = {
     ctx.deps.agents?.retire(ctx.workspace, item.name, (err) => ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
   },
 };
+
+/** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
+function checkVolumeAttachments(doc: ResourceDoc, ctx: Parameters<NonNullable<ResourceKind["prepare"]>>[1]): void {
+  const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
+  attachments.forEach((a, i) => {
+    const problem = attachmentProblem(a, i);
+    if (problem) throw errors.badRequest(problem);
+    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!)) throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
+  });
+  const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));
+  const twice = targets.find((t, i) => targets.indexOf(t) !== i);
+  if (twice) throw errors.badRequest(`spec.volumes: two volumes are mounted at "${twice}"`);
+}
 
 export const previewKind: ResourceKind = {
   kind: "preview",

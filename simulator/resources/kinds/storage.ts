@@ -2,13 +2,15 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { provisionDrive, retireDrive } from "../../agents/drives.js";
+import { VolumeInUseError } from "../../agents/volume-fs.js";
+import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
 
-/** Sandboxes whose spec.volumes name this volume. */
+/** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
-  const user = sandboxes.find((s) => Array.isArray(s.spec?.volumes) && (s.spec.volumes as { name?: string }[]).some((v) => v.name === doc.metadata.name));
+  const user = sandboxes.find((s) => s.status !== "TERMINATED" && Array.isArray(s.spec?.volumes) && (s.spec.volumes as { name?: string }[]).some((v) => v.name === doc.metadata.name));
   return user ? `sandbox:${user.metadata.name}` : undefined;
 }
 
@@ -20,6 +22,9 @@ export const volumeKind: ResourceKind = {
   scope: "volumes",
   spec: z.strictObject({ size: z.number().int().min(1).optional(), region: z.string().optional(), template: z.string().optional() }),
   lifecycle: "synchronous",
+  // The platform provisions the block device first: DEPLOYING, then DEPLOYED on the clock (the SDK does not wait;
+  // a sandbox may name a volume that is still DEPLOYING).
+  createPlan: ["DEPLOYING", "DEPLOYED"],
   list: "versioned",
   statusFilter: true,
   conflictDetails: { code: "VOLUME_ALREADY_EXISTS" },
@@ -31,11 +36,21 @@ export const volumeKind: ResourceKind = {
     if (before !== undefined && (doc.spec.size as number) < before) throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
+    // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
+    if (!ctx.deps.agents) return;
+    try {
+      provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, (doc.state as { attachedTo?: string }).attachedTo !== undefined);
+    } catch (err) {
+      if (err instanceof VolumeInUseError) throw errors.conflict(`volume "${doc.metadata.name}" cannot grow now: ${err.message}`);
+      throw err;
+    }
   },
+  // Refused (409) while a sandbox names it, as the platform does; then its files go with it.
   beforeDelete(item, ctx) {
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     const user = attachedTo(item.doc, sandboxes);
     if (user) throw errors.conflict(`volume "${item.name}" is attached to ${user}`);
+    if (ctx.deps.agents) removeVolume(ctx.deps.agents.dir, ctx.workspace, item.name);
   },
   // Lists carry LiteVolume items.
   listItem: (doc) => ({ metadata: { name: doc.metadata.name, displayName: doc.metadata.displayName, externalId: doc.metadata.externalId, createdAt: doc.metadata.createdAt, updatedAt: doc.metadata.updatedAt }, spec: { region: doc.spec.region, size: doc.spec.size }, state: doc.state, status: doc.status }),

@@ -100,6 +100,10 @@ export const jobKind: ResourceKind = {
     checkReferences(doc, ctx);
     doc.metadata.url = runUrl(ctx, "jobs", doc.metadata.name);
   },
+  // Executions running for real (simulator/jobs/runner.ts) stop with their job.
+  beforeDelete(item, ctx) {
+    ctx.deps.jobs?.cancelJob(ctx.workspace, item.name);
+  },
   mask: (doc, show) => {
     const masked = maskRuntimeEnvs(doc, show);
     return show || !masked.spec.configurations ? masked : { ...masked, spec: { ...masked.spec, configurations: maskConfigurations(masked.spec.configurations, false) } };

@@ -4,7 +4,7 @@ import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { LaunchError, ProcessLauncher, type AgentHandle, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
-import { eventually } from "../launcher/helpers.js";
+import { eventually, isAlive } from "../launcher/helpers.js";
 
 /**
  * Issue 7, "status and events always tell the truth", through HTTP against
@@ -234,12 +234,3 @@ describe("a real sandbox's status and events follow its agent", () => {
     await api.delete("/v0/sandboxes/forced-no-room").expect(200);
   });
 });
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}

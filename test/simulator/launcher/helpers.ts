@@ -40,3 +40,13 @@ export async function eventually(check: () => boolean, ms = 10_000): Promise<voi
     await sleep(20);
   }
 }
+
+/** Whether a process with this pid exists (signal 0). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,146 @@
+import { execFileSync } from "node:child_process";
+import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { mountsUnder } from "./retention.js";
+
+/**
+ * Where the host allows it (root, mkfs.ext4, a free loop device), a volume is
+ * a filesystem of its spec.size: a sparse image file
+ *   <dir>/volume-images/<workspace>/<volume>.ext4
+ * formatted ext4 and loop-mounted at the volume's directory, so writing past
+ * its size fails with ENOSPC as on the platform. Mounted when the volume is
+ * created and when a --data simulator starts again, unmounted (the loop device
+ * detaching itself: autoclear) when it is deleted and when the simulator stops.
+ * A volume that grows is resized online. Elsewhere a volume is a plain
+ * directory (volumes.ts) and the reason is logged.
+ */
+
+let support: string | undefined | null = null;
+
+/** Why volumes cannot be filesystems of their size here, or undefined when they can (probed once). */
+export function loopVolumesUnsupported(): string | undefined {
+  if (support !== null) return support;
+  support = probe();
+  return support;
+}
+
+function probe(): string | undefined {
+  if (process.platform !== "linux") return "not Linux";
+  if (process.getuid?.() !== 0) return "the simulator does not run as root (loop mounts need it)";
+  for (const tool of ["mkfs.ext4", "e2fsck", "resize2fs", "losetup", "findmnt", "mount", "umount"]) {
+    try {
+      execFileSync("sh", ["-c", `command -v ${tool}`], { stdio: "ignore" });
+    } catch {
+      return `${tool} is not installed (apt-get install e2fsprogs mount)`;
+    }
+  }
+  try {
+    execFileSync("losetup", ["-f"], { stdio: ["ignore", "ignore", "pipe"] });
+  } catch (err) {
+    return `no free loop device (losetup -f: ${((err as { stderr?: Buffer }).stderr ?? "").toString().trim() || (err as Error).message})`;
+  }
+  return undefined;
+}
+
+export function volumeImagePath(simDir: string, workspace: string, volume: string): string {
+  return join(simDir, "volume-images", workspace, `${volume}.ext4`);
+}
+
+const isMounted = (dir: string) => mountsUnder(dir).includes(dir);
+
+/**
+ * Makes the volume's directory a filesystem of `sizeMb`: the image is created
+ * (sparse) and formatted on first use, then loop-mounted. Idempotent.
+ */
+export function mountVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number): void {
+  const image = volumeImagePath(simDir, workspace, volume);
+  mkdirSync(mountDir, { recursive: true });
+  if (isMounted(mountDir)) return;
+  if (!existsSync(image)) {
+    mkdirSync(dirname(image), { recursive: true });
+    const fd = openSync(`${image}.tmp`, "w", 0o600);
+    try {
+      ftruncateSync(fd, sizeMb * 1024 * 1024);
+    } finally {
+      closeSync(fd);
+    }
+    const owner = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+    execFileSync("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner}`, "-L", volume.slice(0, 16), `${image}.tmp`], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync("mv", [`${image}.tmp`, image]);
+  }
+  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  // Sandboxes run as the simulator's user and as others (containers): the volume's root is writable by all, as a fresh platform volume is.
+  execFileSync("chmod", ["0777", mountDir]);
+  rmSync(join(mountDir, "lost+found"), { recursive: true, force: true });
+}
+
+/**
+ * A volume that grew (updateVolume, spec.size only grows): its image is
+ * extended and the ext4 resized, online where the kernel lets us (losetup -c,
+ * resize2fs), else offline (unmounted, e2fsck, resize2fs, mounted again),
+ * which is refused while a sandbox uses the volume (`inUse`): a container's
+ * mount of the old size would outlive the host's.
+ */
+export function growVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number, inUse: boolean): void {
+  const image = volumeImagePath(simDir, workspace, volume);
+  if (!existsSync(image) || !isMounted(mountDir) || statSync(image).size >= sizeMb * 1024 * 1024) return;
+  const device = execFileSync("findmnt", ["-n", "-o", "SOURCE", "--mountpoint", mountDir], { encoding: "utf8" }).trim();
+  if (inUse) {
+    const before = statSync(image).size;
+    try {
+      extend(image, sizeMb);
+      execFileSync("losetup", ["-c", device], { stdio: ["ignore", "ignore", "pipe"] });
+      execFileSync("resize2fs", [device], { stdio: ["ignore", "ignore", "pipe"] });
+      return;
+    } catch (err) {
+      extend(image, before / (1024 * 1024)); // the filesystem was not resized: the image keeps its size
+      execFileSync("losetup", ["-c", device], { stdio: "ignore" });
+      throw new VolumeInUseError(`the volume is attached and this host cannot resize it online (${stderrOf(err)}): grow it while no sandbox uses it`);
+    }
+  }
+  execFileSync("umount", [mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  extend(image, sizeMb);
+  try {
+    execFileSync("e2fsck", ["-f", "-p", image], { stdio: ["ignore", "ignore", "pipe"] });
+  } catch (err) {
+    if ((err as { status?: number }).status !== 1) throw err; // 1 = errors corrected
+  }
+  execFileSync("resize2fs", [image], { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+}
+
+export class VolumeInUseError extends Error {}
+
+function extend(image: string, sizeMb: number): void {
+  const fd = openSync(image, "r+");
+  try {
+    ftruncateSync(fd, sizeMb * 1024 * 1024);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const stderrOf = (err: unknown) => ((err as { stderr?: Buffer }).stderr ?? "").toString().trim().split("\n").at(-1) || (err as Error).message;
+
+/** Unmounts the volume's filesystem if mounted (lazily when still busy); its image stays. */
+export function unmountVolumeImage(mountDir: string): void {
+  if (!isMounted(mountDir)) return;
+  try {
+    execFileSync("umount", [mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  } catch {
+    execFileSync("umount", ["-l", mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  }
+}
+
+/** Unmounts every volume filesystem of every workspace (simulator stop). */
+export function unmountAllVolumeImages(simDir: string): void {
+  const root = join(simDir, "volumes");
+  if (!existsSync(root)) return;
+  for (const workspace of readdirSync(root)) {
+    for (const volume of readdirSync(join(root, workspace))) unmountVolumeImage(join(root, workspace, volume));
+  }
+}
+
+export function removeVolumeImage(simDir: string, workspace: string, volume: string): void {
+  rmSync(volumeImagePath(simDir, workspace, volume), { force: true });
+}

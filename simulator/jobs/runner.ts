@@ -1,0 +1,298 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, rmSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { signJwt } from "../auth/jwt.js";
+import type { SimDeps } from "../deps.js";
+import type { AgentHandle, Launcher, LaunchSpec } from "../launcher/types.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import type { StoredResource } from "../store/resources.js";
+import { tail, type RunDoc, type RunRecord, type RunTask } from "./run-state.js";
+import { settleExecution } from "./usage.js";
+
+/**
+ * Runs job executions for real (issue 12): each attempt of a task gets its own
+ * environment from the simulator's launcher, like a sandbox's (a fresh root
+ * and agent state dir under <dir>/jobs/, the job's image, its envs, the
+ * execution's overrides and what blStartJob reads), runs the job's command
+ * through that agent's /process API (waitForCompletion, the job's timeout
+ * as the process timeout: the agent kills the process group), records exit
+ * code, output and times on the execution, then stops the agent and removes
+ * its files. `concurrency` tasks run at a time; a failed attempt is retried
+ * up to the job's maxRetries; a cancel kills the running commands and starts
+ * no new ones.
+ */
+
+/** The name of a task's command in its agent: a cancel kills it by this name. */
+const TASK_PROCESS = "job-task";
+const EXECUTION_KIND = "job-execution";
+
+export interface JobRunnerOptions {
+  launcher: Launcher;
+  /** Where tasks' files live while they run (<dir>/jobs/...). */
+  dir: string;
+  deps: Pick<SimDeps, "resources" | "clock" | "urls" | "logger" | "jwtSecret" | "usage">;
+  logLevel?: string;
+}
+
+interface Attempt {
+  handle?: AgentHandle;
+  token: string;
+}
+
+interface AttemptResult {
+  ok: boolean;
+  exitCode?: number;
+  timedOut?: boolean;
+  error?: string;
+  stdout?: string;
+  stderr?: string;
+}
+
+interface ExecutionRef {
+  workspace: string;
+  job: string;
+  execution: string;
+}
+
+type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
+
+const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
+
+export class JobRunner {
+  private readonly attempts = new Map<string, Set<Attempt>>();
+  private readonly cancelled = new Set<string>();
+  /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */
+  private stopping = false;
+  private readonly runs = new Set<Promise<void>>();
+
+  constructor(private readonly options: JobRunnerOptions) {}
+
+  /** The URL blStartJob fetches for the execution's task data (BL_EXECUTION_DATA_URL). */
+  dataUrl(ref: ExecutionRef, token: string): string {
+    return `${this.options.deps.urls.base}/job-data/${[ref.workspace, ref.job, ref.execution, token].map(encodeURIComponent).join("/")}`;
+  }
+
+  /** Starts running a stored execution (its doc carries __run); returns at once. */
+  start(ref: ExecutionRef): void {
+    const run: Promise<void> = this.execute(ref)
+      .catch((err: Error) => this.options.deps.logger.error({ ...ref, err: err.message }, "job execution runner failed"))
+      .finally(() => {
+        this.runs.delete(run);
+        this.cancelled.delete(keyOf(ref));
+      });
+    this.runs.add(run);
+  }
+
+  /** Cancel: no task starts any more, the running commands are killed (their tasks end cancelled). */
+  cancel(ref: ExecutionRef): void {
+    this.cancelled.add(keyOf(ref));
+    for (const attempt of this.attempts.get(keyOf(ref)) ?? []) void this.killCommand(attempt);
+  }
+
+  /** Job (or workspace, without `job`) deletion: its running executions are cancelled (their records go with it). */
+  cancelJob(workspace: string, job?: string): void {
+    for (const key of new Set([...this.attempts.keys()])) {
+      const [ws, name, execution] = key.split("/") as [string, string, string];
+      if (ws === workspace && (job === undefined || name === job)) this.cancel({ workspace, job: name, execution });
+    }
+  }
+
+  /** Simulator stop: every running execution's commands are killed and its environments stopped; its tasks end failed. */
+  async stopAll(): Promise<void> {
+    this.stopping = true;
+    for (const key of this.attempts.keys()) {
+      const [workspace, job, execution] = key.split("/") as [string, string, string];
+      this.cancel({ workspace, job, execution });
+    }
+    await Promise.allSettled([...this.runs]);
+  }
+
+  /**
+   * A --data restart: executions the previous run was running cannot go on
+   * (their environments are gone): their unfinished tasks end failed, saying why.
+   */
+  failInterrupted(workspaces: string[]): void {
+    const now = this.options.deps.clock.now();
+    for (const workspace of workspaces) {
+      for (const item of this.options.deps.resources.allOfKind<RunDoc>(workspace, [EXECUTION_KIND])) {
+        const run = item.doc.__run;
+        if (!run || run.tasks.every((t) => ["succeeded", "failed", "cancelled"].includes(t.status))) continue;
+        for (const t of run.tasks) {
+          if (t.status === "running") Object.assign(t, { status: "failed", endMs: now, error: "the simulator stopped while the task ran" });
+          if (t.status === "pending") Object.assign(t, { status: item.doc.__plan.cancelMs === undefined ? "failed" : "cancelled", error: "the simulator stopped before the task ran" });
+        }
+        run.startedMs ??= now;
+        this.options.deps.resources.update(item as never);
+      }
+    }
+  }
+
+  private load(ref: ExecutionRef): ExecutionItem | undefined {
+    return this.options.deps.resources.get(ref.workspace, EXECUTION_KIND, ref.execution, ref.job) as ExecutionItem | undefined;
+  }
+
+  /** Applies a change to the stored run record (read fresh, saved at once: render and cancel write the same row). */
+  private change(ref: ExecutionRef, apply: (run: RunRecord) => void): void {
+    const item = this.load(ref);
+    if (!item?.doc.__run) return;
+    apply(item.doc.__run);
+    this.options.deps.resources.update(item as never);
+  }
+
+  private changeTask(ref: ExecutionRef, index: number, apply: (task: RunTask) => void): void {
+    this.change(ref, (run) => apply(run.tasks[index]!));
+  }
+
+  private async execute(ref: ExecutionRef): Promise<void> {
+    const item = this.load(ref);
+    const job = this.options.deps.resources.get<ResourceDoc>(ref.workspace, "job", ref.job);
+    if (!item?.doc.__run || !job) return;
+    const now = () => this.options.deps.clock.now();
+    this.change(ref, (run) => (run.startedMs = now()));
+    const queue = item.doc.__run.tasks.map((t) => t.index);
+    const workers = Array.from({ length: Math.max(1, item.doc.__plan.parallelism) }, async () => {
+      while (queue.length > 0 && !this.cancelled.has(keyOf(ref))) await this.runTask(ref, job.doc, queue.shift()!);
+    });
+    await Promise.all(workers);
+    // Tasks a cancel kept from starting.
+    this.change(ref, (run) => {
+      for (const t of run.tasks) if (t.status === "pending") Object.assign(t, this.interrupted("before the task ran"));
+    });
+    const ended = this.load(ref);
+    if (ended) settleExecution(this.options.deps, ended as never, now()); // records the real run time (job_compute_runtime_gbs)
+  }
+
+  private async runTask(ref: ExecutionRef, job: ResourceDoc, index: number): Promise<void> {
+    const now = () => this.options.deps.clock.now();
+    const maxRetries = this.load(ref)?.doc.__run?.maxRetries ?? 0;
+    for (let attempt = 1; attempt <= maxRetries + 1; attempt++) {
+      if (this.cancelled.has(keyOf(ref))) break;
+      this.changeTask(ref, index, (t) => Object.assign(t, { status: "running", attempts: attempt, startMs: t.startMs ?? now() }));
+      const result = await this.runAttempt(ref, job, index, attempt);
+      const outcome = { exitCode: result.exitCode, timedOut: result.timedOut, error: result.error, stdout: result.stdout, stderr: result.stderr };
+      if (this.cancelled.has(keyOf(ref))) break;
+      if (result.ok) return this.changeTask(ref, index, (t) => Object.assign(t, outcome, { status: "succeeded", endMs: now() }));
+      if (attempt === maxRetries + 1) return this.changeTask(ref, index, (t) => Object.assign(t, outcome, { status: "failed", endMs: now() }));
+      this.changeTask(ref, index, (t) => Object.assign(t, outcome));
+    }
+    this.changeTask(ref, index, (t) => Object.assign(t, { endMs: t.startMs === undefined ? undefined : now() }, this.interrupted("while the task ran")));
+  }
+
+  /** How a task a cancel or the simulator's stop ended reads. */
+  private interrupted(when: string): Partial<RunTask> {
+    return this.stopping ? { status: "failed", error: `the simulator stopped ${when}` } : { status: "cancelled", error: "cancelled" };
+  }
+
+  private async runAttempt(ref: ExecutionRef, job: ResourceDoc, index: number, attempt: number): Promise<AttemptResult> {
+    const item = this.load(ref);
+    const run = item?.doc.__run;
+    if (!item || !run) return { ok: false, error: "the execution is gone" };
+    const base = join(this.options.dir, "jobs", ref.workspace, ref.job, ref.execution, `task-${index}-${attempt}`);
+    rmSync(base, { recursive: true, force: true });
+    mkdirSync(base, { recursive: true });
+    const runtime = (job.spec.runtime ?? {}) as { image?: string; memory?: number; timeout?: number; envs?: { name?: string; value?: string }[] };
+    const current: Attempt = { token: randomBytes(24).toString("base64url") };
+    const spec: LaunchSpec = {
+      workspace: ref.workspace,
+      sandbox: `job-${ref.job}-${index}`.slice(0, 63),
+      rootDir: join(base, "root"),
+      dataDir: join(base, "agent"),
+      token: current.token,
+      env: this.taskEnv(ref, item, runtime.envs ?? [], index, attempt),
+      image: runtime.image,
+      logLevel: this.options.logLevel,
+      memoryMb: (item.doc as { memory?: number }).memory ?? runtime.memory,
+    };
+    const key = keyOf(ref);
+    if (!this.attempts.has(key)) this.attempts.set(key, new Set());
+    this.attempts.get(key)!.add(current);
+    try {
+      current.handle = await this.options.launcher.start(spec);
+      if (this.cancelled.has(key)) return { ok: false, error: "cancelled" };
+      const timeout = runtime.timeout && runtime.timeout > 0 ? runtime.timeout : undefined;
+      // The agent's timeout bounds the wait (422 when it expires, as the reference daemon); keepAlive with a
+      // timeout is what kills the process group. A task past the job's timeout is killed either way.
+      const { status, body } = await postJson(`${current.handle.url}/process`, current.token, { command: run.command, name: TASK_PROCESS, waitForCompletion: true, timeout, keepAlive: timeout !== undefined });
+      if (status === 422 && timeout !== undefined && /timed out/.test(String(body.error ?? ""))) {
+        await postJson(`${current.handle.url}/process/${TASK_PROCESS}/kill`, current.token, {}).catch(() => undefined);
+        return { ok: false, exitCode: -1, timedOut: true, error: `timed out after ${timeout} s: killed` };
+      }
+      if (status !== 200) return { ok: false, error: `the task's agent refused the command (${status}): ${String(body.error ?? body.message ?? "")}` };
+      const exitCode = typeof body.exitCode === "number" ? body.exitCode : -1;
+      const timedOut = body.status === "killed" && /timed out|timeout/.test(String(body.error ?? ""));
+      const ok = body.status === "completed" && exitCode === 0;
+      const error = ok ? undefined : timedOut ? `timed out after ${timeout} s: killed` : body.status === "killed" || body.status === "stopped" ? String(body.error ?? body.status) : `exited with code ${exitCode}`;
+      return { ok, exitCode, timedOut, error, stdout: tail(body.stdout as string), stderr: tail(body.stderr as string) };
+    } catch (err) {
+      return { ok: false, error: `the task's environment did not start: ${(err as Error).message}` };
+    } finally {
+      this.attempts.get(key)?.delete(current);
+      if (this.attempts.get(key)?.size === 0) this.attempts.delete(key);
+      await current.handle?.stop(5_000);
+      rmSync(base, { recursive: true, force: true });
+    }
+  }
+
+  /** The task's environment: the job's envs, the execution's overrides, then what blStartJob and @blaxel/core read. */
+  private taskEnv(ref: ExecutionRef, item: ExecutionItem, jobEnvs: { name?: string; value?: string }[], index: number, attempt: number): Record<string, string> {
+    const run = item.doc.__run!;
+    const base = this.options.deps.urls.base;
+    const iat = Math.floor(this.options.deps.clock.now() / 1000);
+    const apiKey = signJwt({ iss: "sandbox-sim", sub: run.by.sub, sub_type: run.by.type, scope: run.by.scopes.join(" "), iat, exp: iat + 86_400, jti: randomBytes(12).toString("base64url"), workspace: ref.workspace }, this.options.deps.jwtSecret);
+    const fromJob = Object.fromEntries(jobEnvs.filter((e) => e.name).map((e) => [e.name!, e.value ?? ""]));
+    return {
+      ...fromJob,
+      ...item.doc.env,
+      BL_EXECUTION_DATA_URL: this.dataUrl(ref, run.dataToken),
+      TASK_INDEX: String(index),
+      TASK_COUNT: String(run.tasks.length),
+      TASK_ATTEMPT: String(attempt - 1),
+      BL_EXECUTION_ID: ref.execution,
+      BL_NAME: ref.job,
+      BL_TYPE: "job",
+      BL_WORKSPACE: ref.workspace,
+      BL_API_KEY: apiKey,
+      BL_API_URL: `${base}/v0`,
+      BL_RUN_URL: base,
+      BL_DISABLE_H2: "true",
+    };
+  }
+
+  /**
+   * Kills a running command by its name (the agent kills its process group);
+   * the waiting POST then answers. Repeated while the attempt lasts: a cancel
+   * can come between the agent's start and the command's.
+   */
+  private async killCommand(attempt: Attempt): Promise<void> {
+    for (let tries = 0; tries < 100 && [...this.attempts.values()].some((set) => set.has(attempt)); tries++) {
+      const url = attempt.handle?.url;
+      if (url) await postJson(`${url}/process/${TASK_PROCESS}/kill`, attempt.token, {}).catch(() => {});
+      await sleep(200);
+    }
+  }
+}
+
+/**
+ * POST with a JSON body through node:http, without a response timeout: a
+ * task's command may run for hours (fetch would give up after 5 minutes).
+ */
+function postJson(url: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("error", reject);
+      res.on("end", () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as Record<string, unknown> });
+        } catch (err) {
+          reject(err as Error);
+        }
+      });
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify(body));
+  });
+}
