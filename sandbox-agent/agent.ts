@@ -10,6 +10,9 @@ import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
+import { SearchPool } from "./search/pool.js";
+import { WatchRegistry } from "./watch/watcher.js";
+import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -26,6 +29,10 @@ export interface AgentDeps {
   drives: DriveService;
   processes: ProcessManager;
   schedules: Schedules;
+  /** Worker threads for find, fuzzy search and content search. */
+  search: SearchPool;
+  /** The filesystem watches held by /watch streams. */
+  watches: WatchRegistry;
   startedAt: number;
 }
 
@@ -89,7 +96,9 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
   schedules.scheduler.start();
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, schedules, startedAt: clock.now() };
+  const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
+  const watches = new WatchRegistry();
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, schedules, search, watches, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -99,6 +108,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       sweeper.stop();
       schedules.scheduler.stop();
       processes.close(); // stops watching; the processes themselves keep running
+      await search.close();
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
     },
