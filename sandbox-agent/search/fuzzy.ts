@@ -57,6 +57,9 @@ export class FuzzyMatcher {
   #bonus = new Int16Array(256);
   #row = new Float64Array(256);
   #prevRow = new Float64Array(256);
+  /** The bonus of the first character of the consecutive run ending at each cell (fzf carries it along the run). */
+  #run = new Int16Array(256);
+  #prevRun = new Int16Array(256);
 
   /** `pattern` is matched case-insensitively; surrounding whitespace is ignored. */
   constructor(pattern: string) {
@@ -81,6 +84,8 @@ export class FuzzyMatcher {
       this.#bonus = new Int16Array(size);
       this.#row = new Float64Array(size);
       this.#prevRow = new Float64Array(size);
+      this.#run = new Int16Array(size);
+      this.#prevRun = new Int16Array(size);
     }
     const bonus = this.#bonus;
     let prevClass = CharClass.White;
@@ -91,24 +96,40 @@ export class FuzzyMatcher {
     }
     let prev = this.#prevRow;
     let row = this.#row;
+    let prevRun = this.#prevRun;
+    let run = this.#run;
     // Row i holds the best score with pattern[i] matched at text[j].
     for (let i = 0; i < m; i++) {
       const pc = pattern.charCodeAt(i);
       let gap = NONE; // best prev[k] + gap penalties for k < j - 1
       for (let j = 0; j < n; j++) {
         let best = NONE;
+        let runBonus = 0;
         if (lower.charCodeAt(j) === pc) {
-          if (i === 0) best = SCORE_MATCH + bonus[j]! * FIRST_CHAR_MULTIPLIER;
-          else if (j > 0) {
-            const consecutive = prev[j - 1]! > NONE ? prev[j - 1]! + SCORE_MATCH + Math.max(bonus[j]!, BONUS_CONSECUTIVE) : NONE;
-            const gapped = gap > NONE ? gap + SCORE_MATCH + bonus[j]! : NONE;
-            best = Math.max(consecutive, gapped);
+          const b = bonus[j]!;
+          if (i === 0) {
+            best = SCORE_MATCH + b * FIRST_CHAR_MULTIPLIER;
+            runBonus = b;
+          } else if (j > 0) {
+            // Inside a consecutive run every character earns at least the run's first bonus.
+            const first = prevRun[j - 1]!;
+            const consecutive = prev[j - 1]! > NONE ? prev[j - 1]! + SCORE_MATCH + Math.max(b, first, BONUS_CONSECUTIVE) : NONE;
+            const gapped = gap > NONE ? gap + SCORE_MATCH + b : NONE;
+            if (consecutive >= gapped && consecutive > NONE) {
+              best = consecutive;
+              runBonus = b >= BONUS_BOUNDARY && b > first ? b : first;
+            } else {
+              best = gapped;
+              runBonus = b;
+            }
           }
         }
+        run[j] = runBonus;
         if (i > 0 && j > 0) gap = Math.max(gap > NONE ? gap + GAP_EXTENSION : NONE, prev[j - 1]! > NONE ? prev[j - 1]! + GAP_START : NONE);
         row[j] = best;
       }
       [prev, row] = [row, prev];
+      [prevRun, run] = [run, prevRun];
     }
     let result = NONE;
     for (let j = 0; j < n; j++) if (prev[j]! > result) result = prev[j]!;

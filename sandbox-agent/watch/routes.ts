@@ -34,7 +34,6 @@ export function watchRouter(paths: SandboxPaths, registry: WatchRegistry, clock:
     if (!stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
 
     res.status(200).set({ "Content-Type": "text/plain; charset=utf-8", "X-Accel-Buffering": "no" });
-    res.flushHeaders();
     registry.streams++;
     let ended = false;
     let keepalive: Timer | undefined;
@@ -67,7 +66,9 @@ export function watchRouter(paths: SandboxPaths, registry: WatchRegistry, clock:
       if (!ended) keepalive = clock.setTimer(KEEPALIVE_MS, tick);
     };
     keepalive = clock.setTimer(KEEPALIVE_MS, tick);
+    // Headers go out once every watch is in place: a client that waits for them misses no event.
     await watcher.start();
+    if (!ended) res.flushHeaders();
   });
   return router;
 }

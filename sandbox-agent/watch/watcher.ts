@@ -34,6 +34,8 @@ interface Watched {
   sandbox: string;
   /** Names last seen in the directory: tells a create from a replace and a remove from a race. */
   names: Set<string>;
+  /** What an earlier event saw of a file: a later change that moved only its mode is a CHMOD. */
+  seen: Map<string, { mode: number; uid: number; gid: number; mtimeMs: number; size: number }>;
 }
 
 /**
@@ -44,8 +46,11 @@ interface Watched {
  * with an lstat — a name that appears is CREATE, one that disappears REMOVE,
  * unless a name appears right after it in the same batch of kernel events (a
  * move: RENAME for the old name, then CREATE for the new, as fsnotify
- * reports it); a change is WRITE, or CHMOD when only the inode's ctime moved.
- * Symlinked directories are never followed.
+ * reports it); a change is WRITE, or CHMOD when only the mode or owner moved
+ * since the file's last event (for a first event: when ctime is past mtime).
+ * Looking after the fact has a limit: a file changed and gone before its
+ * events are read reports WRITE for a chmod. Symlinked directories are never
+ * followed.
  */
 export class DirectoryWatcher {
   readonly #o: WatcherOptions;
@@ -101,7 +106,7 @@ export class DirectoryWatcher {
     }
     watcher.on("error", () => this.#remove(host));
     this.#o.registry.watches++;
-    const entry: Watched = { watcher, sandbox, names: new Set() };
+    const entry: Watched = { watcher, sandbox, names: new Set(), seen: new Map() };
     this.#dirs.set(host, entry);
     const subdirs: [string, string][] = [];
     let listing: Dirent[] = [];
@@ -151,11 +156,20 @@ export class DirectoryWatcher {
       stat = undefined;
     }
     const event = { name, path: entry.sandbox };
+    const before = entry.seen.get(name);
+    if (stat) entry.seen.set(name, { mode: stat.mode, uid: stat.uid, gid: stat.gid, mtimeMs: stat.mtimeMs, size: stat.size });
+    else entry.seen.delete(name);
     if (type === "change") {
-      if (!stat) return; // a REMOVE follows
       this.#flushGone();
+      if (!stat && !entry.names.has(name)) return;
       entry.names.add(name);
-      this.#emit({ ...event, op: stat.ctimeMs > stat.mtimeMs ? "CHMOD" : "WRITE" });
+      // Looked at after the fact: a file already gone was still written to (or chmod-ed); say WRITE.
+      let op: WatchOp = "WRITE";
+      if (stat && before) {
+        const attributesOnly = stat.mtimeMs === before.mtimeMs && stat.size === before.size;
+        if (attributesOnly && (stat.mode !== before.mode || stat.uid !== before.uid || stat.gid !== before.gid)) op = "CHMOD";
+      } else if (stat && stat.ctimeMs > stat.mtimeMs) op = "CHMOD";
+      this.#emit({ ...event, op });
       return;
     }
     // "rename": something appeared, disappeared or was replaced under `name`.
@@ -183,9 +197,11 @@ export class DirectoryWatcher {
       return;
     }
     if (!known) {
-      // Created and removed before we looked: report both, as the kernel saw them.
+      // Created (or moved in) and removed again before we looked: report its arrival; its REMOVE follows.
       entry.names.add(name);
+      const moved = this.#gone.pop();
       this.#flushGone();
+      if (moved) this.#emit({ ...moved, op: "RENAME" });
       this.#emit({ ...event, op: "CREATE" });
       return;
     }
