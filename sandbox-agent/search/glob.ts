@@ -127,17 +127,20 @@ export function hasGlobSyntax(text: string): boolean {
  */
 export function compilePatterns(patterns: readonly string[]): EntryMatcher | undefined {
   const names = new Set<string>();
+  const suffixes: string[] = [];
   const byName: RegExp[] = [];
   const byPath: RegExp[] = [];
   for (const raw of patterns) {
     const pattern = raw.trim().replace(/^\.\//, "");
     if (!pattern) continue;
     if (pattern.includes("/")) byPath.push(globToRegExp(pattern.replace(/\/+$/, "")));
+    else if (/^\*[^*?[{\\]+$/.test(pattern)) suffixes.push(pattern.slice(1)); // `*.md`: a suffix test, the common case
     else if (hasGlobSyntax(pattern)) byName.push(globToRegExp(pattern));
     else names.add(pattern);
   }
-  if (names.size === 0 && byName.length === 0 && byPath.length === 0) return undefined;
-  return (name, relPath) => names.has(name) || byName.some((re) => re.test(name)) || byPath.some((re) => re.test(relPath));
+  if (names.size === 0 && suffixes.length === 0 && byName.length === 0 && byPath.length === 0) return undefined;
+  return (name, relPath) =>
+    names.has(name) || suffixes.some((s) => name.endsWith(s)) || byName.some((re) => re.test(name)) || byPath.some((re) => re.test(relPath));
 }
 
 /** Splits a comma-separated query value, keeping commas inside `{...}` alternatives. */

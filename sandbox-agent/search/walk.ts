@@ -1,5 +1,4 @@
 import { readdirSync, type Dirent } from "node:fs";
-import { join } from "node:path";
 import type { EntryMatcher } from "./glob.js";
 
 export interface WalkEntry {
@@ -66,7 +65,7 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
     const isDirectory = dirent.isDirectory();
     const rel = frame.rel ? `${frame.rel}/${name}` : name;
     if (isDirectory && options.excludeDirs?.(name, rel)) continue;
-    const host = join(frame.host, name);
+    const host = frame.host === "/" ? `/${name}` : `${frame.host}/${name}`; // (path.join normalizes: measurably slower per entry)
     const depth = frame.depth + 1;
     if (visit({ rel, name, host, isDirectory, isFile: dirent.isFile(), depth }) === false) return { unreadable, stopped: true };
     if (isDirectory && (options.maxDepth === undefined || depth < options.maxDepth)) {
