@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
-import type { FindResult, FuzzyResult, GrepResult, SearchJob } from "./jobs.js";
+import type { SearchJob } from "./jobs.js";
 
 /** A search that has not answered this long after its deadline is stuck (a hung mount, a runaway regex): its worker is terminated. */
 const STUCK_GRACE_MS = 5_000;
@@ -23,7 +23,7 @@ function workerUrl(): URL {
 }
 
 interface Pending {
-  resolve: (value: unknown) => void;
+  resolve: (json: string) => void;
   reject: (err: unknown) => void;
 }
 
@@ -35,12 +35,12 @@ class SearchWorker {
   constructor(onExit: (w: SearchWorker) => void) {
     this.worker = new Worker(workerUrl());
     this.worker.unref();
-    this.worker.on("message", (msg: { id: number; result?: unknown; error?: string }) => {
+    this.worker.on("message", (msg: { id: number; json?: string; error?: string }) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
       this.pending.delete(msg.id);
       if (msg.error !== undefined) p.reject(errors.internal(`search failed: ${msg.error}`));
-      else p.resolve(msg.result);
+      else p.resolve(msg.json ?? "{}");
     });
     const fail = (err: unknown) => {
       for (const p of this.pending.values()) p.reject(err);
@@ -72,10 +72,8 @@ export class SearchPool {
     this.#logger = options.logger;
   }
 
-  run(job: SearchJob & { kind: "find" }, signal: AbortSignal): Promise<FindResult>;
-  run(job: SearchJob & { kind: "fuzzy" }, signal: AbortSignal): Promise<FuzzyResult>;
-  run(job: SearchJob & { kind: "grep" }, signal: AbortSignal): Promise<GrepResult>;
-  async run(job: SearchJob, signal: AbortSignal): Promise<unknown> {
+  /** Runs a search; resolves with its answer as JSON text (a FindResult, FuzzyResult or GrepResult). */
+  async run(job: SearchJob, signal: AbortSignal): Promise<string> {
     if (this.#closed) throw errors.serviceUnavailable("the agent is shutting down");
     const worker = await this.#acquire();
     const cancel = new SharedArrayBuffer(4);
@@ -88,7 +86,7 @@ export class SearchPool {
       void worker.worker.terminate();
     }, Math.max(0, job.deadline - Date.now()) + STUCK_GRACE_MS);
     try {
-      return await new Promise((resolve, reject) => {
+      return await new Promise<string>((resolve, reject) => {
         worker.pending.set(id, { resolve, reject });
         worker.worker.postMessage({ id, job, cancel });
       });

@@ -29,6 +29,10 @@ function clientGone(res: Response): AbortSignal {
   return controller.signal;
 }
 
+function sendJson(res: Response, json: string): void {
+  res.type("application/json").send(json);
+}
+
 const notFound = (path: string) => errors.notFound(`${path}: no such directory`);
 
 /** GET /filesystem-find/{path}: files or directories by glob (`fs.find`). */
@@ -37,7 +41,7 @@ export function findRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = 
   router.get("/{*rest}", async (req, res) => {
     const options = parseFindQuery(req.query);
     const dir = await searchDir(paths, req, notFound);
-    res.json(await pool.run({ kind: "find", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    sendJson(res, await pool.run({ kind: "find", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
   });
   return router;
 }
@@ -48,7 +52,7 @@ export function fuzzySearchRouter(paths: SandboxPaths, pool: SearchPool, timeLim
   router.get("/{*rest}", async (req, res) => {
     const options = parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path)));
     const dir = await searchDir(paths, req, notFound);
-    res.json(await pool.run({ kind: "fuzzy", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    sendJson(res, await pool.run({ kind: "fuzzy", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
   });
   return router;
 }
@@ -59,7 +63,7 @@ export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeL
   router.get("/{*rest}", async (req, res) => {
     const options = parseGrepQuery(req.query);
     const dir = await searchDir(paths, req, (path) => errors.badRequest(`specified directory does not exist: ${path}`));
-    res.json(await pool.run({ kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    sendJson(res, await pool.run({ kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
   });
   return router;
 }

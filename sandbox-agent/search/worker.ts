@@ -16,8 +16,9 @@ interface Request {
 parentPort!.on("message", ({ id, job, cancel }: Request) => {
   const flag = new Int32Array(cancel);
   try {
-    const result = runJob(job, () => Atomics.load(flag, 0) !== 0);
-    parentPort!.postMessage({ id, result });
+    // The answer leaves as JSON text: one string crosses the thread boundary, not thousands of objects.
+    const json = JSON.stringify(runJob(job, () => Atomics.load(flag, 0) !== 0));
+    parentPort!.postMessage({ id, json });
   } catch (err) {
     parentPort!.postMessage({ id, error: (err as Error).message ?? String(err) });
   }
