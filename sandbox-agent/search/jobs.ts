@@ -20,7 +20,7 @@ export type GrepResult = SearchMeta & { query: string; matches: ContentMatch[] |
 export type SearchJob =
   | { kind: "find"; hostDir: string; hostRoot: string; options: FindOptions; deadline: number }
   | { kind: "fuzzy"; hostDir: string; hostRoot: string; options: FuzzyOptions; deadline: number }
-  | { kind: "grep"; hostDir: string; hostRoot: string; options: GrepOptions; deadline: number };
+  | { kind: "grep"; hostDir: string; hostRoot: string; options: GrepOptions; deadline: number; topLevel?: string[] };
 
 /** `cancelled()` is the caller's flag (client gone); the deadline is checked beside it. */
 function stopper(deadline: number, cancelled: () => boolean): { shouldStop: () => boolean; timedOut: () => boolean } {
@@ -106,7 +106,8 @@ export function runGrep(job: Extract<SearchJob, { kind: "grep" }>, cancelled: ()
   // One more than the limit tells a full page from a truncated one.
   const matches: ContentMatch[] = [];
   let files = 0;
-  const { unreadable } = walkTree(job.hostDir, walkOptions(o, stop.shouldStop), (e) => {
+  const walk = { ...walkOptions(o, stop.shouldStop), topLevel: job.topLevel && new Set(job.topLevel) };
+  const { unreadable } = walkTree(job.hostDir, walk, (e) => {
     if (!e.isFile) return;
     if (include && !include(e.name, e.rel)) return;
     if (exclude?.(e.name, e.rel)) return;

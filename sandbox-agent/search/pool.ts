@@ -67,6 +67,11 @@ export class SearchPool {
   #nextId = 1;
   #closed = false;
 
+  /** How many searches run at once (one per worker). */
+  get size(): number {
+    return this.#size;
+  }
+
   constructor(options: { size: number; logger: Logger }) {
     this.#size = Math.max(1, options.size);
     this.#logger = options.logger;

@@ -4,7 +4,35 @@ import { errors, fromFsError } from "../../src/errors.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "./options.js";
+import type { GrepResult, SearchJob } from "./jobs.js";
 import type { SearchPool } from "./pool.js";
+
+type GrepJob = Extract<SearchJob, { kind: "grep" }>;
+
+/** The directory's entries in walk order, cut into `count` contiguous shares (none when there is too little to share). */
+async function splitTopLevel(host: string, count: number): Promise<string[][]> {
+  if (count < 2) return [];
+  const names = await fsp.readdir(host).catch(() => [] as string[]); // (libuv sorts them, as the walk does)
+  if (names.length < 2) return [];
+  const per = Math.ceil(names.length / count);
+  const shares: string[][] = [];
+  for (let i = 0; i < names.length; i += per) shares.push(names.slice(i, i + per));
+  return shares;
+}
+
+function joinGrepAnswers(answers: GrepResult[], limit: number): GrepResult {
+  const matches = answers.flatMap((a) => a.matches ?? []);
+  const truncated = matches.length > limit || answers.some((a) => a.truncated);
+  if (matches.length > limit) matches.length = limit;
+  const unreadable = answers.reduce((n, a) => n + (a.unreadable ?? 0), 0);
+  return {
+    query: answers[0]!.query,
+    matches: matches.length ? matches : null,
+    total: matches.length,
+    ...(truncated ? { truncated } : {}),
+    ...(unreadable ? { unreadable } : {}),
+  };
+}
 
 /** How long one search may walk before it answers with what it found (`truncated: true`). */
 export const SEARCH_TIME_LIMIT_MS = 30_000;
@@ -63,7 +91,14 @@ export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeL
   router.get("/{*rest}", async (req, res) => {
     const options = parseGrepQuery(req.query);
     const dir = await searchDir(paths, req, (path) => errors.badRequest(`specified directory does not exist: ${path}`));
-    sendJson(res, await pool.run({ kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    const job: GrepJob = { kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs };
+    const shares = await splitTopLevel(dir.host, pool.size);
+    if (shares.length < 2) return sendJson(res, await pool.run(job, clientGone(res)));
+    // Reading files is where grep spends its time: the directory's entries are shared out among the
+    // workers, and the answers joined in walk order (first share first), cut at the limit.
+    const signal = clientGone(res);
+    const answers = await Promise.all(shares.map((topLevel) => pool.run({ ...job, topLevel }, signal)));
+    sendJson(res, JSON.stringify(joinGrepAnswers(answers.map((a) => JSON.parse(a) as GrepResult), options.limit)));
   });
   return router;
 }

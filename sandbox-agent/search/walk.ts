@@ -19,6 +19,8 @@ export interface WalkOptions {
   maxDepth?: number;
   /** Polled every few hundred entries; true ends the walk early. */
   shouldStop: () => boolean;
+  /** Only these of the directory's own entries (and what is below them): one share of a walk split across workers. */
+  topLevel?: ReadonlySet<string>;
 }
 
 interface Frame {
@@ -61,6 +63,7 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
     }
     const dirent = frame.entries[frame.next++]!;
     const name = dirent.name;
+    if (options.topLevel && frame.depth === 0 && !options.topLevel.has(name)) continue;
     if (options.excludeHidden && name.charCodeAt(0) === 46 /* . */) continue;
     const isDirectory = dirent.isDirectory();
     const rel = frame.rel ? `${frame.rel}/${name}` : name;
