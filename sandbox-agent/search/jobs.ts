@@ -17,10 +17,20 @@ export type FindResult = SearchMeta & { matches: { path: string; type: "file" | 
 export type FuzzyResult = SearchMeta & { matches: { path: string; score: number; type: "file" | "directory" }[] };
 export type GrepResult = SearchMeta & { query: string; matches: ContentMatch[] | null };
 
+interface JobBase {
+  hostDir: string;
+  hostRoot: string;
+  deadline: number;
+  /** One share of a walk split across workers: only these entries of the directory (and what is below them). */
+  topLevel?: string[];
+  /** Whether this is the first share (the one that reports the directory itself). */
+  firstShare?: boolean;
+}
+
 export type SearchJob =
-  | { kind: "find"; hostDir: string; hostRoot: string; options: FindOptions; deadline: number }
-  | { kind: "fuzzy"; hostDir: string; hostRoot: string; options: FuzzyOptions; deadline: number }
-  | { kind: "grep"; hostDir: string; hostRoot: string; options: GrepOptions; deadline: number; topLevel?: string[] };
+  | (JobBase & { kind: "find"; options: FindOptions })
+  | (JobBase & { kind: "fuzzy"; options: FuzzyOptions })
+  | (JobBase & { kind: "grep"; options: GrepOptions });
 
 /** `cancelled()` is the caller's flag (client gone); the deadline is checked beside it. */
 function stopper(deadline: number, cancelled: () => boolean): { shouldStop: () => boolean; timedOut: () => boolean } {
@@ -35,8 +45,9 @@ function stopper(deadline: number, cancelled: () => boolean): { shouldStop: () =
   };
 }
 
-function walkOptions(o: { excludeDirs: string[]; excludeHidden: boolean; maxDepth?: number }, shouldStop: () => boolean): WalkOptions {
-  return { excludeDirs: compilePatterns(o.excludeDirs), excludeHidden: o.excludeHidden, maxDepth: o.maxDepth, shouldStop };
+function walkOptions(job: SearchJob, shouldStop: () => boolean): WalkOptions {
+  const o = job.options;
+  return { excludeDirs: compilePatterns(o.excludeDirs), excludeHidden: o.excludeHidden, maxDepth: o.maxDepth, shouldStop, topLevel: job.topLevel && new Set(job.topLevel) };
 }
 
 function meta(total: number, truncated: boolean, unreadable: number): SearchMeta {
@@ -51,8 +62,8 @@ export function runFind(job: Extract<SearchJob, { kind: "find" }>, cancelled: ()
   const matches: FindResult["matches"] = [];
   let truncated = false;
   // The reference visits the directory itself: with type=directory it is listed as ".".
-  if (o.type === "directory") matches.push({ path: ".", type: "directory" });
-  const { unreadable } = walkTree(job.hostDir, walkOptions(o, stop.shouldStop), (e) => {
+  if (o.type === "directory" && job.firstShare !== false) matches.push({ path: ".", type: "directory" });
+  const { unreadable } = walkTree(job.hostDir, walkOptions(job, stop.shouldStop), (e) => {
     if (o.type === "directory" ? !e.isDirectory : e.isDirectory) return;
     if (o.type === "file" && patterns && !patterns(e.name, e.rel)) return;
     if (matches.length >= o.limit) {
@@ -65,6 +76,10 @@ export function runFind(job: Extract<SearchJob, { kind: "find" }>, cancelled: ()
   return { matches, ...meta(matches.length, truncated || stop.timedOut(), unreadable) };
 }
 
+/** Best score first; among equals the shorter path, then lexical order. */
+export const byScore = (a: { score: number; path: string }, b: { score: number; path: string }) =>
+  b.score - a.score || a.path.length - b.path.length || (a.path < b.path ? -1 : 1);
+
 /** Files and directories whose relative path fuzzy-matches, best first. */
 export function runFuzzy(job: Extract<SearchJob, { kind: "fuzzy" }>, cancelled: () => boolean): FuzzyResult {
   const o = job.options;
@@ -73,8 +88,7 @@ export function runFuzzy(job: Extract<SearchJob, { kind: "fuzzy" }>, cancelled: 
   const patterns = compilePatterns(o.patterns);
   let matches: FuzzyResult["matches"] = [];
   let dropped = false;
-  const byScore = (a: { score: number; path: string }, b: { score: number; path: string }) => b.score - a.score || a.path.length - b.path.length || (a.path < b.path ? -1 : 1);
-  const { unreadable } = walkTree(job.hostDir, walkOptions(o, stop.shouldStop), (e) => {
+  const { unreadable } = walkTree(job.hostDir, walkOptions(job, stop.shouldStop), (e) => {
     if (!e.isDirectory && patterns && !patterns(e.name, e.rel)) return;
     const score = matcher.score(e.rel);
     if (score === undefined) return;
@@ -106,8 +120,7 @@ export function runGrep(job: Extract<SearchJob, { kind: "grep" }>, cancelled: ()
   // One more than the limit tells a full page from a truncated one.
   const matches: ContentMatch[] = [];
   let files = 0;
-  const walk = { ...walkOptions(o, stop.shouldStop), topLevel: job.topLevel && new Set(job.topLevel) };
-  const { unreadable } = walkTree(job.hostDir, walk, (e) => {
+  const { unreadable } = walkTree(job.hostDir, walkOptions(job, stop.shouldStop), (e) => {
     if (!e.isFile) return;
     if (include && !include(e.name, e.rel)) return;
     if (exclude?.(e.name, e.rel)) return;

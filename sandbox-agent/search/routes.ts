@@ -4,10 +4,11 @@ import { errors, fromFsError } from "../../src/errors.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "./options.js";
-import type { GrepResult, SearchJob } from "./jobs.js";
+import { byScore, type SearchJob, type SearchMeta } from "./jobs.js";
 import type { SearchPool } from "./pool.js";
 
-type GrepJob = Extract<SearchJob, { kind: "grep" }>;
+/** How long one search may walk before it answers with what it found (`truncated: true`). */
+export const SEARCH_TIME_LIMIT_MS = 30_000;
 
 /** The directory's entries in walk order, cut into `count` contiguous shares (none when there is too little to share). */
 async function splitTopLevel(host: string, count: number): Promise<string[][]> {
@@ -20,22 +21,31 @@ async function splitTopLevel(host: string, count: number): Promise<string[][]> {
   return shares;
 }
 
-function joinGrepAnswers(answers: GrepResult[], limit: number): GrepResult {
+type Answer = SearchMeta & { matches: { path: string; score?: number }[] | null; query?: string };
+
+/**
+ * Runs a search, its directory's entries shared out among the pool's workers
+ * when there are several (the walk's syscalls are where the time goes), and
+ * joins the answers: in walk order (first share first), or best score first
+ * for a fuzzy search, cut at the limit.
+ */
+async function runShared(pool: SearchPool, job: SearchJob, res: Response): Promise<string> {
+  const signal = clientGone(res);
+  const shares = await splitTopLevel(job.hostDir, pool.size);
+  if (shares.length < 2) return pool.run(job, signal);
+  const texts = await Promise.all(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal)));
+  const answers = texts.map((t) => JSON.parse(t) as Answer);
   const matches = answers.flatMap((a) => a.matches ?? []);
+  if (job.kind === "fuzzy") matches.sort((a, b) => byScore(a as { score: number; path: string }, b as { score: number; path: string }));
+  const limit = job.options.limit;
   const truncated = matches.length > limit || answers.some((a) => a.truncated);
   if (matches.length > limit) matches.length = limit;
   const unreadable = answers.reduce((n, a) => n + (a.unreadable ?? 0), 0);
-  return {
-    query: answers[0]!.query,
-    matches: matches.length ? matches : null,
-    total: matches.length,
-    ...(truncated ? { truncated } : {}),
-    ...(unreadable ? { unreadable } : {}),
-  };
+  const meta = { total: matches.length, ...(truncated ? { truncated } : {}), ...(unreadable ? { unreadable } : {}) };
+  // Grep answers `matches: null` for nothing, as the reference does.
+  if (job.kind === "grep") return JSON.stringify({ query: job.options.query, matches: matches.length ? matches : null, ...meta });
+  return JSON.stringify({ matches, ...meta });
 }
-
-/** How long one search may walk before it answers with what it found (`truncated: true`). */
-export const SEARCH_TIME_LIMIT_MS = 30_000;
 
 /** The search directory: confined like every path, and it must be a directory. */
 async function searchDir(paths: SandboxPaths, req: Request, missing: (path: string) => Error): Promise<{ path: string; host: string }> {
@@ -69,7 +79,7 @@ export function findRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = 
   router.get("/{*rest}", async (req, res) => {
     const options = parseFindQuery(req.query);
     const dir = await searchDir(paths, req, notFound);
-    sendJson(res, await pool.run({ kind: "find", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    sendJson(res, await runShared(pool, { kind: "find", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
   });
   return router;
 }
@@ -80,7 +90,7 @@ export function fuzzySearchRouter(paths: SandboxPaths, pool: SearchPool, timeLim
   router.get("/{*rest}", async (req, res) => {
     const options = parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path)));
     const dir = await searchDir(paths, req, notFound);
-    sendJson(res, await pool.run({ kind: "fuzzy", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, clientGone(res)));
+    sendJson(res, await runShared(pool, { kind: "fuzzy", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
   });
   return router;
 }
@@ -91,14 +101,7 @@ export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeL
   router.get("/{*rest}", async (req, res) => {
     const options = parseGrepQuery(req.query);
     const dir = await searchDir(paths, req, (path) => errors.badRequest(`specified directory does not exist: ${path}`));
-    const job: GrepJob = { kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs };
-    const shares = await splitTopLevel(dir.host, pool.size);
-    if (shares.length < 2) return sendJson(res, await pool.run(job, clientGone(res)));
-    // Reading files is where grep spends its time: the directory's entries are shared out among the
-    // workers, and the answers joined in walk order (first share first), cut at the limit.
-    const signal = clientGone(res);
-    const answers = await Promise.all(shares.map((topLevel) => pool.run({ ...job, topLevel }, signal)));
-    sendJson(res, JSON.stringify(joinGrepAnswers(answers.map((a) => JSON.parse(a) as GrepResult), options.limit)));
+    sendJson(res, await runShared(pool, { kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
   });
   return router;
 }
