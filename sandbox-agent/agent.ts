@@ -12,6 +12,9 @@ import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
+import { SearchPool } from "./search/pool.js";
+import { WatchRegistry } from "./watch/watcher.js";
+import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -31,6 +34,10 @@ export interface AgentDeps {
   environment: SandboxEnvironment;
   portMonitors: PortMonitors;
   schedules: Schedules;
+  /** Worker threads for find, fuzzy search and content search. */
+  search: SearchPool;
+  /** The filesystem watches held by /watch streams. */
+  watches: WatchRegistry;
   startedAt: number;
 }
 
@@ -97,7 +104,9 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
   const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
   schedules.scheduler.start();
 
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, startedAt: clock.now() };
+  const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
+  const watches = new WatchRegistry();
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -108,6 +117,7 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       schedules.scheduler.stop();
       portMonitors.close();
       processes.close(); // stops watching; the processes themselves keep running
+      await search.close();
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
     },

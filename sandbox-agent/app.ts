@@ -5,7 +5,11 @@ import type { UpgradeListener } from "../src/serve.js";
 import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
+import { encodedSeparator } from "./http/encoded-separator.js";
 import { cors, noCache, requireToken } from "./http/middleware.js";
+import { treeRouter } from "./filesystem/tree.js";
+import { contentSearchRouter, findRouter, fuzzySearchRouter } from "./search/routes.js";
+import { watchRouter } from "./watch/routes.js";
 import { multipartRouter } from "./multipart/routes.js";
 import { OwnerNames } from "./filesystem/owners.js";
 import { mcpRouter } from "./mcp/server.js";
@@ -42,7 +46,14 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   app.use(systemRouter(system));
 
   app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));
+  app.use(encodedSeparator());
+  // Before /filesystem: GET/PUT/DELETE of /filesystem/tree[/...] are the tree API (other methods fall through).
+  app.use("/filesystem/tree", treeRouter(deps.paths));
   app.use("/filesystem", filesystemRouter(deps.paths));
+  app.use("/filesystem-find", findRouter(deps.paths, deps.search));
+  app.use("/filesystem-search", fuzzySearchRouter(deps.paths, deps.search));
+  app.use("/filesystem-content-search", contentSearchRouter(deps.paths, deps.search));
+  app.use("/watch", watchRouter(deps.paths, deps.watches, deps.clock));
   app.use("/drives", drivesRouter(deps.drives));
   app.use("/process", processRouter(deps.processes, deps.clock, { keepAliveDisabled: deps.config.keepAliveDisabled }));
   app.use("/network", networkRouter(deps.processes, deps.portMonitors));

@@ -11,7 +11,9 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { fileEntry, listDirectory } from "./entries.js";
 import { OwnerNames } from "./owners.js";
 import { parsePermissions } from "./permissions.js";
+import { removeDirectory } from "./remove.js";
 import { writeDirectory, writeFile } from "./write.js";
+import { downloadContentType } from "./content-type.js";
 
 /** Reading a file into a JSON string beyond this is refused: download it instead. */
 export const MAX_JSON_READ_BYTES = 64 * 1024 * 1024;
@@ -101,11 +103,7 @@ export function filesystemRouter(paths: SandboxPaths): Router {
     const host = await paths.resolveParent(path);
     const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
     if (stat.isDirectory()) {
-      if (queryBool(req.query.recursive)) await fsp.rm(host, { recursive: true, force: true }).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-      else await fsp.rmdir(host).catch((err) => {
-        if ((err as NodeJS.ErrnoException).code === "ENOTEMPTY") throw errors.conflict(`cannot delete ${path}: directory not empty (pass recursive=true)`);
-        throw fromFsError(err, "cannot delete", path);
-      });
+      await removeDirectory(host, path, queryBool(req.query.recursive));
       res.json({ message: "Directory deleted successfully", path });
       return;
     }
@@ -118,7 +116,12 @@ export function filesystemRouter(paths: SandboxPaths): Router {
 
 /** Streams the file with Range, Last-Modified and Content-Length support. */
 function download(res: Response, host: string, path: string): Promise<void> {
-  res.attachment(posix.basename(path));
+  const name = posix.basename(path);
+  // The reference writes filename="<name>"; express's encoder (RFC 6266, filename* for non-ASCII) for anything else.
+  if (/^[\x20-\x7e]*$/.test(name) && !/["\\]/.test(name)) res.setHeader("Content-Disposition", `attachment; filename="${name}"`);
+  else res.attachment(name);
+  // The reference's own extension map (express would answer e.g. text/javascript, charset included).
+  res.setHeader("Content-Type", downloadContentType(path)); // setHeader: res.type would append a charset
   return new Promise((resolve, reject) => {
     res.sendFile(host, { dotfiles: "allow", cacheControl: false, lastModified: true, acceptRanges: true }, (err) => {
       if (!err) return resolve();

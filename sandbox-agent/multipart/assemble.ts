@@ -62,7 +62,8 @@ export interface InPlaceLayout {
  * known, or re-uploads) are copied into their slots, the file is cut to size,
  * fsynced and renamed over the target. Returns undefined when the layout does
  * not fit or the data file is on another filesystem than the target, and the
- * caller assembles by copying instead.
+ * caller assembles by copying instead (also when the rename fails with EXDEV:
+ * two mounts of one filesystem share st_dev, so that is found out by trying).
  */
 export async function completeInPlace(layout: InPlaceLayout, target: string, mode: number): Promise<number | undefined> {
   const { dataFile, stride, parts } = layout;
@@ -86,7 +87,15 @@ export async function completeInPlace(layout: InPlaceLayout, target: string, mod
   } finally {
     await out.close();
   }
-  await commit(dataFile, target, mode);
+  try {
+    await commit(dataFile, target, mode);
+  } catch (err) {
+    // Same device (st_dev) but another mount — the data dir and the sandbox root
+    // bind-mounted separately (bwrap, docker): rename(2) refuses to cross mounts.
+    // The caller then copies into a temp file beside the target and renames that.
+    if ((err as NodeJS.ErrnoException).code === "EXDEV") return undefined;
+    throw err;
+  }
   return total;
 }
 

@@ -1,0 +1,194 @@
+import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync } from "node:fs";
+
+export interface ContentMatch {
+  path: string;
+  line: number;
+  column: number;
+  text: string;
+  context?: string;
+}
+
+export interface ContentQuery {
+  query: string;
+  caseSensitive: boolean;
+  regex: boolean;
+  contextLines: number;
+}
+
+/** Bytes read at once; a larger file is searched window by window, cut at line ends. */
+export const WINDOW_BYTES = 8 * 1024 * 1024;
+/** A line is returned up to this many bytes (then "…"), so a minified file cannot balloon a response. */
+export const MAX_LINE_BYTES = 4096;
+/** A file with a NUL byte in its first bytes is binary and skipped, as grep and git decide it. */
+const BINARY_PROBE_BYTES = 8000;
+const NEWLINE = 10;
+
+/**
+ * Searches files for a text or a regular expression, one match per line.
+ * Bytes are scanned undecoded where possible: a literal case-sensitive query
+ * is a Buffer.indexOf over the file; anything else runs a RegExp over the
+ * latin1 view (one char per byte, so columns are byte offsets as in the
+ * reference daemon) unless the query itself is non-ASCII, which needs UTF-8.
+ * Matched lines are decoded as UTF-8 for the response.
+ */
+export class ContentSearcher {
+  readonly #needle?: Buffer;
+  readonly #regex?: RegExp;
+  readonly #utf8: boolean;
+  readonly #context: number;
+  #buffer = Buffer.allocUnsafe(64 * 1024);
+
+  constructor(q: ContentQuery) {
+    this.#context = q.contextLines;
+    const ascii = /^[\x00-\x7f]*$/.test(q.query);
+    this.#utf8 = !ascii;
+    if (!q.regex && q.caseSensitive) this.#needle = Buffer.from(q.query, "utf8");
+    else {
+      const source = q.regex ? q.query : q.query.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&");
+      this.#regex = new RegExp(source, `gm${q.caseSensitive ? "" : "i"}${this.#utf8 ? "u" : ""}`);
+    }
+  }
+
+  /**
+   * Searches one file; pushes matches into `out` until it holds `limit`.
+   * `insideRoot` vets the real path of a file that matched (a directory
+   * swapped for a symlink during the walk must not expose what lies outside
+   * the root). Unreadable files are skipped, as the reference does.
+   */
+  searchFile(host: string, rel: string, out: ContentMatch[], limit: number, insideRoot: (real: string) => boolean): void {
+    let fd: number;
+    try {
+      fd = openSync(host, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch {
+      return;
+    }
+    try {
+      const stat = fstatSync(fd);
+      if (!stat.isFile() || stat.size === 0) return;
+      const size = stat.size;
+      if (this.#buffer.length < Math.min(WINDOW_BYTES, size)) this.#buffer = Buffer.allocUnsafe(Math.min(WINDOW_BYTES, Math.max(size, this.#buffer.length * 2)));
+      const buf = this.#buffer;
+      let position = 0;
+      let carry = 0;
+      let firstLine = 1;
+      let vetted = false;
+      for (;;) {
+        const read = readSync(fd, buf, carry, buf.length - carry, position);
+        position += read;
+        const filled = carry + read;
+        if (filled === 0) return;
+        if (position === read && buf.subarray(0, Math.min(filled, BINARY_PROBE_BYTES)).includes(0)) return;
+        const atEnd = read === 0 || position >= size;
+        // Cut at the last newline so no line is split across windows (unless one line fills the window).
+        let end = filled;
+        if (!atEnd) {
+          const lastNewline = buf.lastIndexOf(NEWLINE, filled - 1);
+          if (lastNewline >= 0) end = lastNewline + 1;
+        }
+        const window = buf.subarray(0, end);
+        const next = this.#scanner(window);
+        const first = next(0);
+        if (first >= 0) {
+          if (!vetted) {
+            if (!insideRoot(realPathOf(fd))) return;
+            vetted = true;
+          }
+          this.#collect(window, next, first, firstLine, rel, out, limit);
+          if (out.length >= limit) return;
+        }
+        if (atEnd) return;
+        firstLine += countNewlines(window);
+        carry = filled - end;
+        buf.copy(buf, 0, end, filled);
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** A function giving the byte offset of the next match at or after a byte offset (called with increasing offsets), or -1. */
+  #scanner(window: Buffer): (from: number) => number {
+    const needle = this.#needle;
+    if (needle) return (from) => window.indexOf(needle, from);
+    const re = this.#regex!;
+    if (!this.#utf8) {
+      const text = window.toString("latin1");
+      return (from) => {
+        re.lastIndex = from;
+        const m = re.exec(text);
+        return m ? m.index : -1;
+      };
+    }
+    // UTF-8: keep one (byte, char) pair in step, offsets only grow.
+    const text = window.toString("utf8");
+    let byte = 0;
+    let char = 0;
+    return (from) => {
+      char += window.toString("utf8", byte, from).length;
+      byte = from;
+      re.lastIndex = char;
+      const m = re.exec(text);
+      if (!m) return -1;
+      byte += Buffer.byteLength(text.slice(char, m.index), "utf8");
+      char = m.index;
+      return byte;
+    };
+  }
+
+  #collect(window: Buffer, next: (from: number) => number, first: number, firstLine: number, rel: string, out: ContentMatch[], limit: number): void {
+    let line = firstLine;
+    let counted = 0; // the newlines before `counted` are included in `line`
+    let at = first;
+    while (at >= 0 && out.length < limit) {
+      const start = at > 0 ? window.lastIndexOf(NEWLINE, at - 1) + 1 : 0;
+      line += countNewlines(window.subarray(counted, start));
+      counted = start;
+      let end = window.indexOf(NEWLINE, at);
+      if (end < 0) end = window.length;
+      const match: ContentMatch = { path: rel, line, column: at - start + 1, text: lineText(window, start, end) };
+      if (this.#context > 0) match.context = this.#contextOf(window, start, end);
+      out.push(match);
+      at = end + 1 < window.length ? next(end + 1) : -1;
+    }
+  }
+
+  /** The matched line with up to `contextLines` lines before and after it, joined by "\n" (grep -C). */
+  #contextOf(window: Buffer, start: number, end: number): string {
+    let from = start;
+    // (Buffer.lastIndexOf with a negative offset counts from the end: guard it.)
+    for (let i = 0; i < this.#context && from > 0; i++) from = from >= 2 ? window.lastIndexOf(NEWLINE, from - 2) + 1 : 0;
+    let to = end;
+    for (let i = 0; i < this.#context && to < window.length - 1; i++) {
+      const next = window.indexOf(NEWLINE, to + 1);
+      to = next < 0 ? window.length : next;
+    }
+    const lines: string[] = [];
+    for (let s = from; ; ) {
+      let e = window.indexOf(NEWLINE, s);
+      if (e < 0 || e > to) e = Math.min(to, window.length);
+      lines.push(lineText(window, s, e));
+      if (e >= to) break;
+      s = e + 1;
+    }
+    return lines.join("\n");
+  }
+}
+
+function lineText(window: Buffer, start: number, end: number): string {
+  if (end - start <= MAX_LINE_BYTES) return window.toString("utf8", start, end);
+  return `${window.toString("utf8", start, start + MAX_LINE_BYTES)}…`;
+}
+
+function countNewlines(bytes: Buffer): number {
+  let n = 0;
+  for (let i = bytes.indexOf(NEWLINE); i >= 0; i = bytes.indexOf(NEWLINE, i + 1)) n++;
+  return n;
+}
+
+function realPathOf(fd: number): string {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return "";
+  }
+}
