@@ -4,7 +4,7 @@ import { errorMiddleware, accessLog, notFoundHandler } from "../src/http.js";
 import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
-import { cors, noCache, requireToken } from "./http/middleware.js";
+import { cors, guardUnauthenticated, noCache, requireToken } from "./http/middleware.js";
 import { multipartRouter } from "./multipart/routes.js";
 import { processRouter } from "./process/routes.js";
 import { scheduleExecutionsRouter, schedulesRouter } from "./schedules/routes.js";
@@ -18,11 +18,14 @@ export function createApp(deps: AgentDeps): Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
-  // Order matters: CORS answers preflights before auth (browsers send no
-  // credentials on OPTIONS); no-cache and the access log apply to everything.
-  app.use(cors());
+  // Order matters: with a token, CORS answers preflights before auth (browsers
+  // send no credentials on OPTIONS; the SDK in a browser needs it); without
+  // one there is no CORS at all and browser-made requests are refused.
+  // no-cache and the access log apply to everything.
   app.use(noCache());
   app.use(accessLog(deps.logger));
+  if (deps.config.token) app.use(cors());
+  else if (!deps.config.noAuth) app.use(guardUnauthenticated());
   app.use(requireToken(deps.config.token));
 
   app.get("/health", (_req, res) => {

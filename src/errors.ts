@@ -13,6 +13,7 @@ export const ERROR_CODES = {
   conflict: 409,
   gone: 410,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   range_not_satisfiable: 416,
   unprocessable: 422,
   too_many_requests: 429,
