@@ -5,6 +5,7 @@ import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import type { AgentConfig } from "./config.js";
+import { lockDataDir } from "./data-dir-lock.js";
 import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.js";
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
@@ -46,10 +47,20 @@ export interface AgentOverrides {
  * repairs what a crash may have left, and starts background work.
  */
 export async function openAgent(config: AgentConfig, overrides: AgentOverrides = {}): Promise<AgentRuntime> {
+  mkdirSync(config.dataDir, { recursive: true });
+  const lock = lockDataDir(config.dataDir);
+  try {
+    return await openLocked(config, overrides, lock);
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: { release(): void }): Promise<AgentRuntime> {
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? uuidIds;
   const logger = overrides.logger ?? silentLogger();
-  mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, "agent.db"));
   migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS, ...SCHEDULE_MIGRATIONS]);
   const paths = new SandboxPaths(config.root);
@@ -101,6 +112,19 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       processes.close(); // stops watching; the processes themselves keep running
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
+      lock.release();
     },
   };
+}
+
+/**
+ * SIGTERM/SIGINT: stop accepting, end log and exec streams at once (their
+ * processes keep running: they outlive the agent), give other requests in
+ * flight a grace period, then close the state (#14 item 16).
+ */
+export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000): Promise<void> {
+  const stopped = serving.stop(graceMs);
+  runtime.deps.processes.close();
+  await stopped;
+  await runtime.close();
 }

@@ -1,3 +1,4 @@
+import { closeSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -29,6 +30,10 @@ export const AGENT_OPTIONS = {
   "drive-mount-command": { type: "string" },
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
+  "max-connections": { type: "string" },
+  "token-file": { type: "string" },
+  "token-fd": { type: "string" },
+  "secrets-key-file": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -67,6 +72,10 @@ export const AgentConfigSchema = z.object({
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
+  /** Default: from the open-files limit (src/serve.ts defaultMaxConnections). */
+  maxConnections: z.coerce.number().int().min(1).optional(),
+  /** AES-256-GCM key for schedule env values at rest. Default: <dataDir>/secrets.key (refused to the API like the rest of the data dir). */
+  secretsKeyFile: z.string().min(1).transform((p) => resolve(p)).optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -93,6 +102,10 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
+  --max-connections <n>      open connections admitted; at the cap the oldest idle ones are closed (default: from the open-files limit)
+  --token-file <path>        read the token from this file (first line), instead of --token or the environment
+  --token-fd <n>             read the token from this inherited file descriptor (a pipe the launcher writes and closes)
+  --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
@@ -102,6 +115,7 @@ const FLAG_OF: Record<string, string> = {
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
+  maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
 };
 
 export class ConfigError extends Error {}
@@ -119,7 +133,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    token: values.token ?? readToken(values["token-file"] as string | undefined, values["token-fd"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN || undefined),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
@@ -134,6 +148,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveMountCommand: values["drive-mount-command"],
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
+    maxConnections: values["max-connections"],
+    secretsKeyFile: values["secrets-key-file"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   };
   const parsed = AgentConfigSchema.safeParse(raw);
@@ -149,4 +165,29 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
   }
   return Object.freeze(config);
+}
+
+/**
+ * The token from --token-file or --token-fd: its first line. A token in the
+ * environment or argv is readable by every process of the sandbox through
+ * /proc/<agent pid>/environ or cmdline (#14 item 17); a pipe read and closed
+ * at start-up, or a file only the agent may read, is not.
+ */
+function readToken(file: string | undefined, fd: string | undefined): string | undefined {
+  if (file !== undefined && fd !== undefined) throw new ConfigError("--token-file and --token-fd: give one of them");
+  let text: string;
+  try {
+    if (file !== undefined) text = readFileSync(file, "utf8");
+    else if (fd !== undefined) {
+      if (!/^\d+$/.test(fd) || Number(fd) < 3) throw new ConfigError(`--token-fd: "${fd}" is not a descriptor number of 3 or more`);
+      text = readFileSync(Number(fd), "utf8");
+      closeSync(Number(fd));
+    } else return undefined;
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(`${file !== undefined ? "--token-file" : "--token-fd"}: cannot read the token: ${(e as Error).message}`);
+  }
+  const token = text.split("\n")[0]!.trim();
+  if (!token) throw new ConfigError(`${file !== undefined ? "--token-file" : "--token-fd"}: the token is empty`);
+  return token;
 }

@@ -1,5 +1,6 @@
-import { createServer, type Server, type RequestListener } from "node:http";
-import type { AddressInfo } from "node:net";
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type RequestListener, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "./logging.js";
 
 export interface Serving {
@@ -10,16 +11,89 @@ export interface Serving {
   stop(graceMs?: number): Promise<void>;
 }
 
+export interface ListenOptions {
+  /** A request's headers must arrive within this (reference: ReadHeaderTimeout 30 s); also cuts connections that never send. */
+  headersTimeoutMs?: number;
+  /** A keep-alive connection idle between requests is closed after this (reference: IdleTimeout 2 min). */
+  idleTimeoutMs?: number;
+  /** A request body that sends nothing for this long is cut (a never-ending trickle holds no socket for ever). */
+  bodyIdleTimeoutMs?: number;
+  /** Open connections beyond which the oldest idle ones are closed to admit new ones (default: from RLIMIT_NOFILE). */
+  maxConnections?: number;
+  /** How often expired headers are looked for (Node's default is 30 s). */
+  checkIntervalMs?: number;
+}
+
+export const DEFAULT_LISTEN: Required<Omit<ListenOptions, "maxConnections">> = {
+  headersTimeoutMs: 30_000,
+  idleTimeoutMs: 120_000,
+  bodyIdleTimeoutMs: 120_000,
+  checkIntervalMs: 5_000,
+};
+
+/** The open-files soft limit (Node raises it to the hard limit at start-up), or undefined off Linux. */
+export function openFilesLimit(limitsFile = "/proc/self/limits"): number | undefined {
+  try {
+    const line = readFileSync(limitsFile, "utf8").split("\n").find((l) => l.startsWith("Max open files"));
+    const soft = line?.split(/\s{2,}/)[1];
+    return soft && /^\d+$/.test(soft) ? Number(soft) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Connections the server admits: what the fd limit leaves after a reserve for files, processes' output and SQLite. */
+export function defaultMaxConnections(limit = openFilesLimit()): number {
+  if (limit === undefined) return 10_000;
+  return Math.max(64, limit - Math.max(256, Math.floor(limit / 4)));
+}
+
 /**
- * Listens with timeouts fit for long streamed uploads and downloads: no
- * overall request timeout (it would cut a large part mid-way), but a bound on
- * slow headers.
+ * Listens with timeouts fit for long streams (#14 item 15, as the reference
+ * daemon: a bound on headers and on idle keep-alive connections, none on a
+ * response, so log streams and downloads last as long as they need) plus a
+ * bound on a body that stops arriving. Connections are capped below the fd
+ * limit; at the cap the oldest connections with no request in flight are
+ * closed to admit the new one, so /health keeps answering under a flood of
+ * idle sockets.
  */
-export function listen(handler: RequestListener, host: string, port: number): Promise<Serving> {
-  const server = createServer(handler);
-  server.requestTimeout = 0;
-  server.headersTimeout = 30_000;
-  server.keepAliveTimeout = 65_000;
+export function listen(handler: RequestListener, host: string, port: number, options: ListenOptions = {}): Promise<Serving> {
+  const o = { ...DEFAULT_LISTEN, ...options };
+  const server = createServer({ connectionsCheckingInterval: o.checkIntervalMs, headersTimeout: o.headersTimeoutMs, requestTimeout: 0, keepAliveTimeout: o.idleTimeoutMs }, handler);
+  const cap = options.maxConnections ?? defaultMaxConnections();
+  const inFlight = new Map<Socket, number>(); // insertion order = oldest first
+  const neverAsked = new Map<Socket, number>(); // connected at, until the first request
+  server.on("connection", (socket: Socket) => {
+    if (inFlight.size >= cap) evictIdle(inFlight, Math.max(1, Math.floor(cap / 100)));
+    if (inFlight.size >= cap) {
+      socket.destroy(); // every connection is busy: refuse this one rather than run out of descriptors
+      return;
+    }
+    inFlight.set(socket, 0);
+    socket.once("close", () => {
+      inFlight.delete(socket);
+      neverAsked.delete(socket);
+    });
+    neverAsked.set(socket, Date.now());
+  });
+  // A connection that never sends a request is cut after the headers timeout (Node's own check misses some of them).
+  const sweep = setInterval(() => {
+    const before = Date.now() - o.headersTimeoutMs;
+    for (const [socket, at] of neverAsked) {
+      if (at > before) break;
+      neverAsked.delete(socket);
+      socket.destroy();
+    }
+  }, o.checkIntervalMs);
+  sweep.unref();
+  server.once("close", () => clearInterval(sweep));
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    neverAsked.delete(socket);
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once("close", () => { if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1)); });
+    watchBody(req, o.bodyIdleTimeoutMs);
+  });
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => {
@@ -34,8 +108,12 @@ export function listen(handler: RequestListener, host: string, port: number): Pr
           new Promise<void>((done) => {
             const force = setTimeout(() => server.closeAllConnections(), graceMs);
             force.unref();
+            // Responses that finish during the grace leave keep-alive sockets behind: close them as they go idle.
+            const sweep = setInterval(() => server.closeIdleConnections(), 50);
+            sweep.unref();
             server.close(() => {
               clearTimeout(force);
+              clearInterval(sweep);
               done();
             });
             server.closeIdleConnections();
@@ -45,11 +123,42 @@ export function listen(handler: RequestListener, host: string, port: number): Pr
   });
 }
 
-/** Runs `shutdown` once on SIGTERM or SIGINT, then exits. */
+function evictIdle(inFlight: Map<Socket, number>, count: number): void {
+  let evicted = 0;
+  for (const [socket, busy] of inFlight) {
+    if (evicted >= count) return;
+    if (busy > 0) continue;
+    inFlight.delete(socket);
+    socket.destroy();
+    evicted++;
+  }
+}
+
+/** Cuts a request whose body stops arriving; a response that takes its time is never cut. */
+function watchBody(req: IncomingMessage, idleMs: number): void {
+  if (req.complete || idleMs <= 0) return;
+  const socket = req.socket;
+  const cut = () => socket.destroy();
+  socket.setTimeout(idleMs, cut);
+  const done = () => {
+    socket.setTimeout(0);
+    socket.off("timeout", cut);
+  };
+  req.once("end", done);
+  req.once("close", done);
+}
+
+/**
+ * Runs `shutdown` once on SIGTERM or SIGINT, then exits. A second signal
+ * while it runs exits at once (status 130), as a second Ctrl-C should.
+ */
 export function onShutdownSignal(logger: Logger, shutdown: () => Promise<void>): void {
   let stopping = false;
   const handle = (signal: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(130);
+    }
     stopping = true;
     logger.info({ signal }, "shutting down");
     shutdown()

@@ -84,11 +84,12 @@ export class LiveOutput {
     });
   }
 
-  /** Stops polling without a final read (agent shutdown: the process keeps running). */
+  /** Stops polling without a final read (agent shutdown: the process keeps running); followers' streams end now. */
   abandon(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#ended = true;
+    for (const l of this.#listeners) l.end();
     this.#listeners.clear();
   }
 
