@@ -13,6 +13,7 @@ import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
+import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
 
 /** What createApp needs: the agent's services, built once from the config. */
@@ -63,7 +64,11 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   const logger = overrides.logger ?? silentLogger();
   const db = openDatabase(join(config.dataDir, "agent.db"));
   migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS, ...SCHEDULE_MIGRATIONS]);
-  const paths = new SandboxPaths(config.root);
+  // The agent's own state may lie under --root (the isolating launchers mount it inside the sandbox): never reachable through the API.
+  // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
+  const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
+  mkdirSync(drivesDir, { recursive: true });
+  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir] });
 
   const multipart = new MultipartService({
     store: new UploadStore(db),
@@ -97,7 +102,8 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
 
   // Schedules fire here even when the control plane is unreachable; start()
   // marks runs a dead agent left behind and fires what was missed, once.
-  const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
+  const secrets = SecretBox.fromKeyFile(config.secretsKeyFile ?? join(config.dataDir, "secrets.key"));
+  const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName, secrets });
   schedules.scheduler.start();
 
   const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, drives, schedules, startedAt: clock.now() };
