@@ -1,4 +1,4 @@
-import { closeSync, readFileSync } from "node:fs";
+import { closeSync, readFileSync, rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -33,6 +33,7 @@ export const AGENT_OPTIONS = {
   "max-connections": { type: "string" },
   "token-file": { type: "string" },
   "token-fd": { type: "string" },
+  "token-file-remove": { type: "boolean" },
   "secrets-key-file": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -104,6 +105,7 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
   --max-connections <n>      open connections admitted; at the cap the oldest idle ones are closed (default: from the open-files limit)
   --token-file <path>        read the token from this file (first line), instead of --token or the environment
+  --token-file-remove        delete the --token-file once read (a launcher's one-time hand-off)
   --token-fd <n>             read the token from this inherited file descriptor (a pipe the launcher writes and closes)
   --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
@@ -133,7 +135,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? readToken(values["token-file"] as string | undefined, values["token-fd"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    token: values.token ?? readToken(values["token-file"] as string | undefined, values["token-fd"] as string | undefined, values["token-file-remove"] === true) ?? (env.SANDBOX_AGENT_TOKEN || undefined),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
@@ -173,11 +175,14 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
  * /proc/<agent pid>/environ or cmdline (#14 item 17); a pipe read and closed
  * at start-up, or a file only the agent may read, is not.
  */
-function readToken(file: string | undefined, fd: string | undefined): string | undefined {
+function readToken(file: string | undefined, fd: string | undefined, removeFile: boolean): string | undefined {
   if (file !== undefined && fd !== undefined) throw new ConfigError("--token-file and --token-fd: give one of them");
   let text: string;
   try {
-    if (file !== undefined) text = readFileSync(file, "utf8");
+    if (file !== undefined) {
+      text = readFileSync(file, "utf8");
+      if (removeFile) rmSync(file, { force: true });
+    }
     else if (fd !== undefined) {
       if (!/^\d+$/.test(fd) || Number(fd) < 3) throw new ConfigError(`--token-fd: "${fd}" is not a descriptor number of 3 or more`);
       text = readFileSync(Number(fd), "utf8");
