@@ -3,7 +3,7 @@ import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import type { ProcessManager, StartProcessRequest } from "./manager.js";
-import { INLINE_OUTPUT_BYTES, toProcessResponse } from "./response.js";
+import { INLINE_OUTPUT_BYTES, LIST_OUTPUT_BYTES, toProcessResponse } from "./response.js";
 import { execStream, followLogs } from "./stream.js";
 import { StartProcessSchema } from "./validate.js";
 
@@ -57,7 +57,7 @@ export function processRouter(manager: ProcessManager): Router {
   });
 
   router.get("/", async (_req, res) => {
-    res.json((await manager.describeAll(INLINE_OUTPUT_BYTES)).map(toProcessResponse));
+    res.json((await manager.describeAll(LIST_OUTPUT_BYTES)).map(toProcessResponse));
   });
 
   router.get("/:id", async (req, res) => {
