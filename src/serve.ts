@@ -63,6 +63,7 @@ export function listen(handler: RequestListener, host: string, port: number, opt
   const cap = options.maxConnections ?? defaultMaxConnections();
   const inFlight = new Map<Socket, number>(); // insertion order = oldest first
   const neverAsked = new Map<Socket, number>(); // connected at, until the first request
+  const bodies = new Map<Socket, { bytesRead: number; since: number }>(); // requests whose body is still arriving
   server.on("connection", (socket: Socket) => {
     if (inFlight.size >= cap) evictIdle(inFlight, Math.max(1, Math.floor(cap / 100)));
     if (inFlight.size >= cap) {
@@ -73,16 +74,26 @@ export function listen(handler: RequestListener, host: string, port: number, opt
     socket.once("close", () => {
       inFlight.delete(socket);
       neverAsked.delete(socket);
+      bodies.delete(socket);
     });
     neverAsked.set(socket, Date.now());
   });
-  // A connection that never sends a request is cut after the headers timeout (Node's own check misses some of them).
+  // A connection that never sends a request is cut after the headers timeout (Node's own check misses
+  // some of them), a body that sends nothing for bodyIdleTimeoutMs likewise. Polled, not socket timers:
+  // a response taking its time must never be cut, and socket timeouts proved unreliable here.
   const sweep = setInterval(() => {
-    const before = Date.now() - o.headersTimeoutMs;
+    const now = Date.now();
     for (const [socket, at] of neverAsked) {
-      if (at > before) break;
+      if (at > now - o.headersTimeoutMs) break;
       neverAsked.delete(socket);
       socket.destroy();
+    }
+    for (const [socket, seen] of bodies) {
+      if (socket.bytesRead !== seen.bytesRead) bodies.set(socket, { bytesRead: socket.bytesRead, since: now });
+      else if (o.bodyIdleTimeoutMs > 0 && now - seen.since >= o.bodyIdleTimeoutMs) {
+        bodies.delete(socket);
+        socket.destroy();
+      }
     }
   }, o.checkIntervalMs);
   sweep.unref();
@@ -92,7 +103,12 @@ export function listen(handler: RequestListener, host: string, port: number, opt
     neverAsked.delete(socket);
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
     res.once("close", () => { if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1)); });
-    watchBody(req, o.bodyIdleTimeoutMs);
+    if (!req.complete) {
+      bodies.set(socket, { bytesRead: socket.bytesRead, since: Date.now() });
+      const done = () => bodies.delete(socket);
+      req.once("end", done);
+      req.once("close", done);
+    }
   });
   return new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -132,20 +148,6 @@ function evictIdle(inFlight: Map<Socket, number>, count: number): void {
     socket.destroy();
     evicted++;
   }
-}
-
-/** Cuts a request whose body stops arriving; a response that takes its time is never cut. */
-function watchBody(req: IncomingMessage, idleMs: number): void {
-  if (req.complete || idleMs <= 0) return;
-  const socket = req.socket;
-  const cut = () => socket.destroy();
-  socket.setTimeout(idleMs, cut);
-  const done = () => {
-    socket.setTimeout(0);
-    socket.off("timeout", cut);
-  };
-  req.once("end", done);
-  req.once("close", done);
 }
 
 /**
