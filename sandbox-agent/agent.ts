@@ -5,6 +5,7 @@ import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase, type Db } from "../src/sqlite.js";
 import type { AgentConfig } from "./config.js";
+import { lockDataDir } from "./data-dir-lock.js";
 import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.js";
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
@@ -17,6 +18,7 @@ import { WatchRegistry } from "./watch/watcher.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
+import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
 
 /** What createApp needs: the agent's services, built once from the config. */
@@ -58,13 +60,27 @@ export interface AgentOverrides {
  * repairs what a crash may have left, and starts background work.
  */
 export async function openAgent(config: AgentConfig, overrides: AgentOverrides = {}): Promise<AgentRuntime> {
+  mkdirSync(config.dataDir, { recursive: true });
+  const lock = lockDataDir(config.dataDir);
+  try {
+    return await openLocked(config, overrides, lock);
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: { release(): void }): Promise<AgentRuntime> {
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? uuidIds;
   const logger = overrides.logger ?? silentLogger();
-  mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, "agent.db"));
   migrate(db, [...MULTIPART_MIGRATIONS, ...PROCESS_MIGRATIONS, ...DRIVE_MIGRATIONS, ...SCHEDULE_MIGRATIONS]);
-  const paths = new SandboxPaths(config.root);
+  // The agent's own state may lie under --root (the isolating launchers mount it inside the sandbox): never reachable through the API.
+  // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
+  const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
+  mkdirSync(drivesDir, { recursive: true });
+  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir] });
 
   const multipart = new MultipartService({
     store: new UploadStore(db),
@@ -101,7 +117,8 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
 
   // Schedules fire here even when the control plane is unreachable; start()
   // marks runs a dead agent left behind and fires what was missed, once.
-  const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName });
+  const secrets = SecretBox.fromKeyFile(config.secretsKeyFile ?? join(config.dataDir, "secrets.key"));
+  const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName, secrets });
   schedules.scheduler.start();
 
   const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
@@ -120,6 +137,19 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
       await search.close();
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
+      lock.release();
     },
   };
+}
+
+/**
+ * SIGTERM/SIGINT: stop accepting, end log and exec streams at once (their
+ * processes keep running: they outlive the agent), give other requests in
+ * flight a grace period, then close the state (#14 item 16).
+ */
+export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000): Promise<void> {
+  const stopped = serving.stop(graceMs);
+  runtime.deps.processes.close();
+  await stopped;
+  await runtime.close();
 }

@@ -6,7 +6,7 @@ import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
 import { encodedSeparator } from "./http/encoded-separator.js";
-import { cors, noCache, requireToken } from "./http/middleware.js";
+import { cors, guardUnauthenticated, noCache, requireToken } from "./http/middleware.js";
 import { treeRouter } from "./filesystem/tree.js";
 import { contentSearchRouter, findRouter, fuzzySearchRouter } from "./search/routes.js";
 import { watchRouter } from "./watch/routes.js";
@@ -34,11 +34,14 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   app.use((req, res, next) => {
     if (!ports.handle(req, res)) next();
   });
-  // Order matters: CORS answers preflights before auth (browsers send no
-  // credentials on OPTIONS); no-cache and the access log apply to everything.
-  app.use(cors());
+  // Order matters: with a token, CORS answers preflights before auth (browsers
+  // send no credentials on OPTIONS; the SDK in a browser needs it); without
+  // one there is no CORS at all and browser-made requests are refused.
+  // no-cache and the access log apply to everything.
   app.use(noCache());
   app.use(accessLog(deps.logger));
+  if (deps.config.token) app.use(cors());
+  else if (!deps.config.noAuth) app.use(guardUnauthenticated());
   app.use(requireToken(deps.config.token));
 
   const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment };

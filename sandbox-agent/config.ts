@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { closeSync, readFileSync, rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -16,7 +16,6 @@ export const AGENT_OPTIONS = {
   root: { type: "string" },
   "data-dir": { type: "string" },
   token: { type: "string" },
-  "token-file": { type: "string" },
   "no-auth": { type: "boolean" },
   "upload-expiry": { type: "string" },
   "max-open-uploads": { type: "string" },
@@ -32,6 +31,11 @@ export const AGENT_OPTIONS = {
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
   "metadata-path": { type: "string" },
+  "max-connections": { type: "string" },
+  "token-file": { type: "string" },
+  "token-fd": { type: "string" },
+  "token-file-remove": { type: "boolean" },
+  "secrets-key-file": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -77,6 +81,10 @@ export const AgentConfigSchema = z.object({
   keepAliveDisabled: z.boolean().default(false),
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
   metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
+  /** Default: from the open-files limit (src/serve.ts defaultMaxConnections). */
+  maxConnections: z.coerce.number().int().min(1).optional(),
+  /** AES-256-GCM key for schedule env values at rest. Default: <dataDir>/secrets.key (refused to the API like the rest of the data dir). */
+  secretsKeyFile: z.string().min(1).transform((p) => resolve(p)).optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -91,7 +99,6 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
                              (default ./.sandbox/root; env SANDBOX_AGENT_ROOT)
   --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox/data; env SANDBOX_AGENT_DATA_DIR)
   --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
-  --token-file <file>        read the token from this file (a container secret; env SANDBOX_AGENT_TOKEN_FILE)
   --no-auth                  allow listening on a non-loopback address without a token
   --upload-expiry <dur>      abandoned multipart uploads expire after this idle time (default 24h)
   --max-open-uploads <n>     cap on open multipart uploads, 429 beyond (default 100)
@@ -106,8 +113,12 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
-  --metadata-path <file>     JSON {generation, environment} read by POST /environment/reload (default /bl/metadata; env BL_METADATA_PATH)
   --metadata-path <file>     POST /environment/reload reads {generation, environment} here (default /bl/metadata; env BL_METADATA_PATH)
+  --max-connections <n>      open connections admitted; at the cap the oldest idle ones are closed (default: from the open-files limit)
+  --token-file <path>        read the token from this file, first line (a container secret; env SANDBOX_AGENT_TOKEN_FILE)
+  --token-file-remove        delete the --token-file once read (a launcher's one-time hand-off)
+  --token-fd <n>             read the token from this inherited file descriptor (a pipe the launcher writes and closes)
+  --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 `;
@@ -118,24 +129,10 @@ const FLAG_OF: Record<string, string> = {
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level", logFormat: "log-format",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
+  maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
 };
 
 export class ConfigError extends Error {}
-
-/** The token kept in a file (a Docker or Kubernetes secret): its first line, trimmed. */
-function readTokenFile(path: string | undefined): string | undefined {
-  if (!path) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new ConfigError(`--token-file ${path}: ${code === "ENOENT" ? "no such file (mount the secret there, or unset SANDBOX_AGENT_TOKEN_FILE)" : (e as Error).message}`);
-  }
-  const token = text.split("\n")[0]!.trim();
-  if (!token) throw new ConfigError(`--token-file ${path} is empty`);
-  return token;
-}
 
 export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig | "help" {
   let values: Record<string, string | boolean | undefined>;
@@ -150,7 +147,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? (env.SANDBOX_AGENT_TOKEN || undefined) ?? readTokenFile((values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined)),
+    token: values.token ?? readToken((values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined), values["token-fd"] as string | undefined, values["token-file-remove"] === true) ?? (env.SANDBOX_AGENT_TOKEN || undefined),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
@@ -167,6 +164,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveMountTimeoutMs: values["drive-mount-timeout"],
     metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
     keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
+    maxConnections: values["max-connections"],
+    secretsKeyFile: values["secrets-key-file"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };
@@ -183,4 +182,35 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
   }
   return Object.freeze(config);
+}
+
+/**
+ * The token from --token-file or --token-fd: its first line. A token in the
+ * environment or argv is readable by every process of the sandbox through
+ * /proc/<agent pid>/environ or cmdline (#14 item 17); a pipe read and closed
+ * at start-up, or a file only the agent may read, is not.
+ */
+function readToken(file: string | undefined, fd: string | undefined, removeFile: boolean): string | undefined {
+  if (file !== undefined && fd !== undefined) throw new ConfigError("--token-file and --token-fd: give one of them");
+  let text: string;
+  try {
+    if (file !== undefined) {
+      text = readFileSync(file, "utf8");
+      if (removeFile) rmSync(file, { force: true });
+    }
+    else if (fd !== undefined) {
+      if (!/^\d+$/.test(fd) || Number(fd) < 3) throw new ConfigError(`--token-fd: "${fd}" is not a descriptor number of 3 or more`);
+      text = readFileSync(Number(fd), "utf8");
+      closeSync(Number(fd));
+    } else return undefined;
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    if (file !== undefined && (e as NodeJS.ErrnoException).code === "ENOENT") {
+      throw new ConfigError(`--token-file ${file}: no such file (mount the secret there, or unset SANDBOX_AGENT_TOKEN_FILE)`);
+    }
+    throw new ConfigError(`${file !== undefined ? "--token-file" : "--token-fd"}: cannot read the token: ${(e as Error).message}`);
+  }
+  const token = text.split("\n")[0]!.trim();
+  if (!token) throw new ConfigError(`${file !== undefined ? "--token-file" : "--token-fd"}: the token is empty`);
+  return token;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 import type { RequestListener } from "node:http";
 import { createLogger } from "../src/logging.js";
-import { listen, onShutdownSignal } from "../src/serve.js";
+import { listen, onShutdownSignal, type UpgradeListener } from "../src/serve.js";
 import { exitOnStartFailure, listenFailure, optionErrorLine } from "../src/startup.js";
-import { openAgent } from "./agent.js";
+import { openAgent, shutdownAgent } from "./agent.js";
 import { createApp } from "./app.js";
+import { DataDirLockedError } from "./data-dir-lock.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
 import { ensureDirectory } from "./start-checks.js";
 
@@ -25,11 +26,13 @@ async function main(): Promise<void> {
   // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
   // before it has done or logged anything; requests are answered once the app exists, which is before
   // the "listening on" line launchers wait for.
-  let app: RequestListener | undefined;
-  const serving = await listen((req, res) => {
+  let app: (RequestListener & UpgradeListener) | undefined;
+  const handler: RequestListener & UpgradeListener = (req, res) => {
     if (app) return app(req, res);
     res.writeHead(503, { "content-type": "application/json" }).end('{"error":"the agent is starting"}');
-  }, config.host, config.port).catch((err: unknown) => {
+  };
+  handler.onUpgrade = (req, socket, head) => (app?.onUpgrade ? app.onUpgrade(req, socket, head) : socket.destroy());
+  const serving = await listen(handler, config.host, config.port, { maxConnections: config.maxConnections }).catch((err: unknown) => {
     throw listenFailure(err, config.host, config.port) ?? err;
   });
   const rootState = ensureDirectory(config.root, "--root");
@@ -43,10 +46,14 @@ async function main(): Promise<void> {
   );
   // A machine-readable line on stdout, so launchers learn the port when --port 0 was given.
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
-  onShutdownSignal(logger, async () => {
-    await serving.stop();
-    await runtime.close();
-  });
+  onShutdownSignal(logger, () => shutdownAgent(serving, runtime));
 }
 
-main().catch((err) => exitOnStartFailure("sandbox-agent", err, (e) => e instanceof ConfigError));
+main().catch((err) => {
+  // A second agent on the same data dir: one line naming the first one (exit 1, as before the lock existed).
+  if (err instanceof DataDirLockedError) {
+    process.stderr.write(`sandbox-agent: ${err.message}\n`);
+    process.exit(1);
+  }
+  exitOnStartFailure("sandbox-agent", err, (e) => e instanceof ConfigError);
+});

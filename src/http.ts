@@ -49,6 +49,10 @@ function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { type?: string; status?: number; message?: string };
   // body-parser (express.json) errors carry a `type` and a 4xx status.
+  // SQLite out of room (disk full or max_page_count): like a file write on a full disk.
+  if ((err as { code?: string })?.code === "SQLITE_FULL") return errors.insufficientStorage("the agent's database is full: no space left on device");
+  // A path Express could not percent-decode (e.g. overlong UTF-8 `%c0%ae`): URIError with status 400.
+  if (err instanceof URIError) return errors.badRequest(`invalid percent-encoding in the URL: ${err.message}`);
   if (e?.type === "entity.too.large") return errors.payloadTooLarge("request body too large");
   if (e?.type === "entity.parse.failed") return errors.badRequest(`invalid JSON body: ${e.message}`);
   if (e?.type && typeof e.status === "number" && e.status < 500) return new ApiError("bad_request", e.message ?? "bad request", { status: e.status });

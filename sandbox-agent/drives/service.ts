@@ -233,6 +233,7 @@ export class DriveService {
     try {
       hostPath = await this.#o.paths.resolveParent(mountPath);
     } catch (e) {
+      if (e instanceof ApiError && e.status === 403 && e.message.includes("agent's own state")) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's data directory or drives directory`);
       if (e instanceof ApiError && e.status === 403) throw errors.badRequest(`mountPath: ${mountPath} resolves outside the sandbox root`);
       throw e;
     }

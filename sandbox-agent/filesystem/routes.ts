@@ -1,19 +1,18 @@
 import { Router, json, type Request, type Response } from "express";
 import { promises as fsp } from "node:fs";
-import { posix } from "node:path";
 import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
 import { receiveFormFile } from "../http/form-file.js";
 import { isRawBody, receiveRawFile } from "../http/raw-file.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
-import type { SandboxPaths } from "../paths/sandbox-path.js";
+import type { Pinned, SandboxPaths } from "../paths/sandbox-path.js";
+import { download } from "./download.js";
 import { fileEntry, listDirectory } from "./entries.js";
 import { OwnerNames } from "./owners.js";
 import { parsePermissions } from "./permissions.js";
 import { removeDirectory } from "./remove.js";
 import { writeDirectory, writeFile } from "./write.js";
-import { downloadContentType } from "./content-type.js";
 
 /** Reading a file into a JSON string beyond this is refused: download it instead. */
 export const MAX_JSON_READ_BYTES = 64 * 1024 * 1024;
@@ -50,29 +49,36 @@ export function filesystemRouter(paths: SandboxPaths): Router {
 
   router.get("/{*rest}", async (req, res) => {
     const path = pathOf(req);
-    const host = await paths.resolve(path);
-    const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot read", path); });
-    if (stat.isDirectory()) {
-      res.json(await listDirectory(path, host, owners).catch((err) => { throw fromFsError(err, "cannot list", path); }));
-      return;
-    }
-    if (!stat.isFile()) throw errors.badRequest(`${path} is not a regular file`);
-    if (wantsDownload(req)) return download(res, host, path);
-    if (stat.size > MAX_JSON_READ_BYTES) {
-      throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large for a JSON read: download it with Accept: application/octet-stream`);
-    }
-    const content = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
-    res.json({ ...fileEntry(path, stat, owners), content });
+    await paths.use(path, { follow: true }, async (target) => {
+      const { stat, pinned } = target;
+      if (!stat || !pinned) throw errors.notFound(`cannot read ${path}: no such file or directory (ENOENT)`);
+      if (stat.isDirectory()) {
+        res.json(await listDirectory(path, pinned, owners).catch((err) => { throw fromFsError(err, "cannot list", path); }));
+        return;
+      }
+      if (!stat.isFile()) throw errors.badRequest(`${path} is not a regular file`);
+      if (wantsDownload(req)) return download(req, res, target);
+      if (stat.size > MAX_JSON_READ_BYTES) {
+        throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large for a JSON read: download it with Accept: application/octet-stream`);
+      }
+      const content = await fsp.readFile(pinned, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+      res.json({ ...fileEntry(path, stat, owners), content });
+    });
   });
 
   router.put("/{*rest}", (req, res, next) => (isMultipart(req) || isRawBody(req) ? next() : jsonBody(req, res, next)), async (req, res) => {
     const path = pathOf(req);
     if (path === "/") throw errors.badRequest("path: cannot write the sandbox root");
-    const host = await paths.resolve(path);
+    // Parents are created and held open as the walk goes: the write lands in the directory that was checked.
+    await paths.use(path, { follow: true, createParents: true }, (target) => put(req, res, target));
+  });
+
+  async function put(req: Request, res: Response, target: Pinned): Promise<void> {
+    const path = target.sandboxPath;
     if (isRawBody(req)) {
       // The body is the file (curl -T); ?permissions= sets its mode.
       const mode = req.query.permissions === undefined ? undefined : parsePermissions(String(req.query.permissions), 0o644);
-      const size = await receiveRawFile(req, { write: (file) => writeFile(host, path, file, mode) });
+      const size = await receiveRawFile(req, { write: (file) => writeFile(target, file, mode) });
       res.json({ message: "Binary file uploaded successfully", path, size });
       return;
     }
@@ -81,52 +87,36 @@ export function filesystemRouter(paths: SandboxPaths): Router {
       const size = await receiveFormFile(req, {
         field: "file",
         onField: (name, value) => { if (name === "permissions") mode = parsePermissions(value, 0o644); },
-        write: (file) => writeFile(host, path, file, mode),
+        write: (file) => writeFile(target, file, mode),
       });
       res.json({ message: "Binary file uploaded successfully", path, size });
       return;
     }
     const body = parse(WriteBody, req.body ?? {}, "body");
     if (body.isDirectory) {
-      await writeDirectory(host, path, parsePermissions(body.permissions, 0o755));
+      await writeDirectory(target, parsePermissions(body.permissions, 0o755));
       res.json({ message: "Directory created successfully", path });
       return;
     }
     const mode = body.permissions === undefined ? undefined : parsePermissions(body.permissions, 0o644);
-    const size = await writeFile(host, path, body.content ?? "", mode);
+    const size = await writeFile(target, body.content ?? "", mode);
     res.json({ message: "File created/updated successfully", path, size });
-  });
+  }
 
   router.delete("/{*rest}", async (req, res) => {
     const path = pathOf(req);
     if (path === "/") throw errors.forbidden("path: cannot delete the sandbox root");
-    const host = await paths.resolveParent(path);
-    const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-    if (stat.isDirectory()) {
-      await removeDirectory(host, path, queryBool(req.query.recursive));
-      res.json({ message: "Directory deleted successfully", path });
-      return;
-    }
-    await fsp.unlink(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-    res.json({ message: "File deleted successfully", path });
+    await paths.use(path, { follow: false }, async ({ stat, entryPath }) => {
+      if (!stat) throw errors.notFound(`cannot delete ${path}: no such file or directory (ENOENT)`);
+      if (stat.isDirectory()) {
+        await removeDirectory(entryPath, path, queryBool(req.query.recursive));
+        res.json({ message: "Directory deleted successfully", path });
+        return;
+      }
+      await fsp.unlink(entryPath).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+      res.json({ message: "File deleted successfully", path });
+    });
   });
 
   return router;
-}
-
-/** Streams the file with Range, Last-Modified and Content-Length support. */
-function download(res: Response, host: string, path: string): Promise<void> {
-  const name = posix.basename(path);
-  // The reference writes filename="<name>"; express's encoder (RFC 6266, filename* for non-ASCII) for anything else.
-  if (/^[\x20-\x7e]*$/.test(name) && !/["\\]/.test(name)) res.setHeader("Content-Disposition", `attachment; filename="${name}"`);
-  else res.attachment(name);
-  // The reference's own extension map (express would answer e.g. text/javascript, charset included).
-  res.setHeader("Content-Type", downloadContentType(path)); // setHeader: res.type would append a charset
-  return new Promise((resolve, reject) => {
-    res.sendFile(host, { dotfiles: "allow", cacheControl: false, lastModified: true, acceptRanges: true }, (err) => {
-      if (!err) return resolve();
-      if (res.headersSent) return resolve(); // client went away mid-stream; nothing to answer
-      reject(fromFsError(err, "cannot read", path));
-    });
-  });
 }

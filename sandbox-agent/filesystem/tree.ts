@@ -45,12 +45,12 @@ export function treeRouter(paths: SandboxPaths): Router {
       if (root !== "/" && !path.startsWith(`${root}/`)) throw errors.badRequest(`files: "${key}" leaves the tree's root ${root}`);
       return { path: paths.normalize(path), content };
     });
-    const rootHost = await paths.resolve(root);
-    await writeDirectory(rootHost, root, 0o755);
+    await paths.use(root, { follow: true, createParents: true }, (target) => writeDirectory(target, 0o755));
     for (const { path, content } of targets) {
-      // Each file is written atomically (temp, fsync, rename); parents are created 0755.
-      await writeFile(await paths.resolve(path), path, content);
+      // Each file is written atomically (temp, fsync, rename) through a pinned path; parents are created 0755.
+      await paths.use(path, { follow: true, createParents: true }, (target) => writeFile(target, content));
     }
+    const rootHost = await paths.resolve(root);
     res.json(await listDirectory(root, rootHost, owners).catch((err) => { throw fromFsError(err, "cannot list", root); }));
   });
 

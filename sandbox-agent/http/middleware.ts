@@ -1,6 +1,6 @@
 import type { RequestHandler } from "express";
-import { bearerToken, secretsEqual } from "../../src/auth.js";
-import { errors } from "../../src/errors.js";
+import { bearerToken, isLoopbackHost, secretsEqual } from "../../src/auth.js";
+import { ApiError, errors } from "../../src/errors.js";
 
 /**
  * CORS as the reference daemon does it (any origin, OPTIONS answered 204 before
@@ -47,6 +47,55 @@ export function requireToken(token: string | undefined): RequestHandler {
     const given = bearerToken(req.headers);
     if (!given) throw errors.unauthorized("missing bearer token: send Authorization: Bearer <token>");
     if (!secretsEqual(given, token)) throw errors.unauthorized("invalid token");
+    next();
+  };
+}
+
+/** `host[:port]` or `[v6]:port` → the host part. */
+function hostOf(header: string): string {
+  const v6 = /^\[([^\]]+)\](:\d+)?$/.exec(header);
+  if (v6) return v6[1]!;
+  return header.replace(/:\d+$/, "");
+}
+
+/** Loopback addresses, `localhost` and `*.localhost` (RFC 6761: browsers never send those names to DNS). */
+export function isLoopbackName(host: string): boolean {
+  const h = host.toLowerCase().replace(/\.$/, "");
+  return isLoopbackHost(h) || h.endsWith(".localhost");
+}
+
+/** Body types the API reads (JSON, a file as raw bytes or a form); text/plain and urlencoded are not among them. */
+const ACCEPTED_BODY = /^(application\/json|application\/[\w.+-]+\+json|application\/octet-stream|multipart\/form-data)\s*(;|$)/i;
+
+/**
+ * An agent without a token answers whoever reaches it, and a web page in a
+ * browser on the same machine can reach a loopback port. Three checks keep a
+ * page from driving it (#14 item 9):
+ * - no CORS headers at all, so a page cannot read any answer;
+ * - the Host header must name the loopback (a page that rebinds its own DNS
+ *   name to 127.0.0.1 still sends its own name), and a cross-origin `Origin`
+ *   is refused — browsers send it on every non-GET request, tools do not;
+ * - a body must be JSON (or a file upload's type): a "simple" `text/plain`
+ *   POST, which browsers send without asking, is 415.
+ */
+export function guardUnauthenticated(): RequestHandler {
+  return (req, _res, next) => {
+    const host = req.headers.host;
+    if (!host || !isLoopbackName(hostOf(host))) {
+      throw errors.forbidden(`Host "${host ?? ""}" is not a loopback name: an agent without a token answers only requests addressed to localhost`);
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== "null") {
+      let originHost: string | undefined;
+      try { originHost = new URL(origin).hostname.replace(/^\[|\]$/g, ""); } catch { originHost = undefined; }
+      if (!originHost || !isLoopbackName(originHost)) throw errors.forbidden(`cross-origin request from ${origin} refused: the agent has no token`);
+    } else if (origin === "null") {
+      throw errors.forbidden("cross-origin request from an opaque origin refused: the agent has no token");
+    }
+    const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+    if (hasBody && !ACCEPTED_BODY.test(req.headers["content-type"] ?? "")) {
+      throw new ApiError("unsupported_media_type", `Content-Type "${req.headers["content-type"] ?? ""}" is not accepted: send application/json`);
+    }
     next();
   };
 }

@@ -60,13 +60,14 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     }).strict(),
     outputSchema: PathMessage,
   }, async ({ path: raw, content, permissions, isDirectory }) => {
-    const { path, host } = await resolveToolPath(ctx, raw);
+    const { path } = await resolveToolPath(ctx, raw);
     if (path === "/") throw errors.badRequest("cannot write the sandbox root");
+    // Written through a pinned path, like PUT /filesystem (no swap between check and use can escape the root).
     if (isDirectory) {
-      await writeDirectory(host, path, parsePermissions(permissions, 0o755));
+      await ctx.paths.use(path, { follow: true, createParents: true }, (target) => writeDirectory(target, parsePermissions(permissions, 0o755)));
       return toolResult({ path: raw, message: "Directory created successfully" });
     }
-    await writeFile(host, path, content ?? "", permissions === undefined ? undefined : parsePermissions(permissions, 0o644));
+    await ctx.paths.use(path, { follow: true, createParents: true }, (target) => writeFile(target, content ?? "", permissions === undefined ? undefined : parsePermissions(permissions, 0o644)));
     return toolResult({ path: raw, message: "File created/updated successfully" });
   });
 
@@ -88,7 +89,7 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     const found = parts.length - 1;
     if (found === 0) throw errors.badRequest(`oldString not found in ${path}`);
     if (found > 1 && !replaceAll) throw errors.badRequest(`oldString found ${found} times in ${path}: include more context to make it unique, or set replaceAll`);
-    await writeFile(host, path, parts.join(newString));
+    await ctx.paths.use(path, { follow: true }, (target) => writeFile(target, parts.join(newString)));
     return toolResult({ path: raw, occurrencesReplaced: found });
   });
 

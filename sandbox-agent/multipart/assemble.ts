@@ -27,7 +27,8 @@ export function assemblyTempPath(target: string, uploadId: string): string {
 export async function assembleParts(parts: PartFile[], target: string, mode: number, uploadId: string): Promise<number> {
   const tmp = assemblyTempPath(target, uploadId);
   try {
-    const out = await fsp.open(tmp, "w", mode);
+    // O_NOFOLLOW: the temp name sits in a directory the sandbox's processes write to.
+    const out = await fsp.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, mode);
     let total = 0;
     try {
       const buffer = Buffer.allocUnsafe(COPY_BUFFER);
@@ -100,7 +101,8 @@ export async function completeInPlace(layout: InPlaceLayout, target: string, mod
 }
 
 async function commit(file: string, target: string, mode: number): Promise<void> {
-  await fsp.chmod(file, mode);
+  const handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try { await handle.chmod(mode); } finally { await handle.close(); }
   await fsp.rename(file, target);
   await fsyncDir(dirname(target));
 }

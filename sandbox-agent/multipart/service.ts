@@ -140,8 +140,8 @@ export class MultipartService {
         if (normalizeEtag(etag) !== part.etag) throw errors.badRequest(`parts: etag mismatch for part ${partNumber}: uploaded ${part.etag}, got ${etag}`);
         return part;
       });
-      const target = await this.#o.paths.resolve(upload.path);
-      const size = await this.#assemble(upload, target, chosen);
+      // The destination's directory is resolved and held open: the rename lands where it was checked (#14 item 12).
+      const size = await this.#o.paths.use(upload.path, { follow: true, createParents: true }, (target) => this.#assemble(upload, target.entryPath, chosen));
       this.#o.store.delete(id);
       await removeQuietly(this.uploadDir(id));
       this.#o.logger.info({ uploadId: id, path: upload.path, size, parts: chosen.length }, "multipart upload completed");

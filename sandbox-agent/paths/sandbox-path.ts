@@ -1,25 +1,55 @@
-import { mkdirSync, promises as fsp, realpathSync } from "node:fs";
-import { basename, dirname, join, posix } from "node:path";
-import { errors, isErrno } from "../../src/errors.js";
+import { constants, mkdirSync, promises as fsp, realpathSync, statSync } from "node:fs";
+import { join, posix } from "node:path";
+import { errors } from "../../src/errors.js";
+import { fdPath, inodeKey, O_PATH, walkBeneath, type Beneath, type Walked, type WalkOptions } from "./beneath.js";
+
+export { fdPath } from "./beneath.js";
+
+/** A resolved sandbox path, pinned: valid inside `SandboxPaths.use` only. */
+export interface Pinned {
+  sandboxPath: string;
+  /** `/proc/self/fd/N`: the directory holding the entry, held open. */
+  dir: string;
+  /** The entry's name in `dir` ("" for the root). */
+  name: string;
+  /** `${dir}/${name}`: create, rename or unlink here; never follow it (it may have been swapped since). */
+  entryPath: string;
+  /** `/proc/self/fd/M` of the entry itself when it exists: read, list, stat here. */
+  pinned?: string;
+  /** lstat of the entry when it exists (after following links, if asked). */
+  stat?: import("node:fs").Stats;
+  /** Names below a missing directory (only without createParents). */
+  missingBelow: string[];
+  /** The host path (for logs, messages and tools that need a path string); not race-free. */
+  hostPath(): Promise<string>;
+}
+
+export interface SandboxPathsOptions {
+  /** Directories the API may not reach, whatever the spelling (the agent's data dir, its drives dir). */
+  hidden?: string[];
+}
 
 /**
- * Maps sandbox paths (what clients send and see: absolute, normalized) to host
- * paths confined under the agent's --root. Every symlink on the way is resolved
- * the way the kernel would resolve it (absolute targets are host paths), and a
- * result outside the root is refused with 403 before anything is opened.
- *
- * Known limit: a process inside the sandbox can still swap a directory for a
- * symlink between this check and the open (TOCTOU); Node has no openat2
- * (RESOLVE_BENEATH). The workload is the sandbox's own, so this only lets it
- * reach what it could already reach itself.
+ * Maps sandbox paths (what clients send and see: absolute, normalized) to
+ * files confined under the agent's --root. Resolution walks one component at
+ * a time from a descriptor of the root (see beneath.ts): symlinks resolve as
+ * the kernel would (absolute targets are host paths), a result outside the
+ * root is refused with 403, and `use` hands the caller descriptors, so a
+ * directory swapped for a symlink between check and use cannot lead out.
+ * The agent's own state (data dir, drives dir) is refused (403) even when it
+ * lies under the root.
  */
 export class SandboxPaths {
   /** The root with its own symlinks resolved, so prefix checks compare like with like. */
   readonly hostRoot: string;
+  readonly #hidden: string[];
+  readonly #hiddenKeys = new Set<string>();
+  #root?: Promise<fsp.FileHandle>;
 
-  constructor(root: string) {
+  constructor(root: string, options: SandboxPathsOptions = {}) {
     mkdirSync(root, { recursive: true });
     this.hostRoot = realpathSync(root);
+    this.#hidden = options.hidden ?? [];
   }
 
   /**
@@ -56,14 +86,33 @@ export class SandboxPaths {
     return hostPath === this.hostRoot || hostPath.startsWith(`${this.hostRoot}/`);
   }
 
+  /** Whether a stat (of something listed or walked over) is one of the agent's hidden directories. */
+  isHidden(stat: { dev: number | bigint; ino: number | bigint }): boolean {
+    this.#refreshHidden();
+    return this.#hiddenKeys.has(inodeKey(stat));
+  }
+
+  /**
+   * Resolves `sandboxPath` and runs `fn` with it pinned: `follow` follows a
+   * final symlink (reads, writes through a link), otherwise the entry is the
+   * link itself (delete). Descriptors are closed when `fn` settles.
+   */
+  async use<T>(sandboxPath: string, options: WalkOptions, fn: (p: Pinned) => Promise<T>): Promise<T> {
+    const walked = await this.#walk(sandboxPath, options);
+    try {
+      return await fn(pinnedOf(sandboxPath, walked));
+    } finally {
+      await walked.close();
+    }
+  }
+
   /**
    * Resolves every symlink (the final component too) and checks the result is
-   * inside the root. Components that do not exist yet are kept as they are.
+   * inside the root; returns the host path. Components that do not exist yet
+   * are kept as they are. Prefer `use`: a path string can be swapped under you.
    */
   async resolve(sandboxPath: string): Promise<string> {
-    const real = await realpathAllowMissing(this.lexicalHostPath(sandboxPath), 0);
-    if (!this.isInside(real)) throw errors.forbidden(`${sandboxPath} resolves outside the sandbox root`);
-    return real;
+    return this.use(sandboxPath, { follow: true }, (p) => p.hostPath());
   }
 
   /**
@@ -72,32 +121,51 @@ export class SandboxPaths {
    */
   async resolveParent(sandboxPath: string): Promise<string> {
     if (sandboxPath === "/") return this.hostRoot;
-    const parent = await this.resolve(posix.dirname(sandboxPath));
-    return join(parent, posix.basename(sandboxPath));
+    return this.use(sandboxPath, { follow: false }, (p) => p.hostPath());
+  }
+
+  async #walk(sandboxPath: string, options: WalkOptions): Promise<Walked> {
+    this.#root ??= fsp.open(this.hostRoot, O_PATH | constants.O_DIRECTORY);
+    this.#refreshHidden();
+    const beneath: Beneath = { root: await this.#root, hostRoot: this.hostRoot, hidden: this.#hiddenKeys };
+    return walkBeneath(beneath, this.normalize(sandboxPath), options);
+  }
+
+  /** Hidden directories may not exist yet at start-up (the drives dir is made on first mount). */
+  #refreshHidden(): void {
+    if (this.#hiddenKeys.size === this.#hidden.length) return;
+    this.#hiddenKeys.clear();
+    for (const dir of this.#hidden) {
+      try {
+        this.#hiddenKeys.add(inodeKey(statSync(dir)));
+      } catch {
+        // not there yet
+      }
+    }
+  }
+
+  /** Closes the root descriptor (tests; the agent keeps it for its lifetime). */
+  async close(): Promise<void> {
+    const root = this.#root;
+    this.#root = undefined;
+    await (await root?.catch(() => undefined))?.close();
   }
 }
 
-const MAX_LINKS = 40; // Linux's MAXSYMLINKS
-
-async function realpathAllowMissing(path: string, depth: number): Promise<string> {
-  if (depth > MAX_LINKS) throw errors.forbidden(`too many levels of symbolic links`);
-  try {
-    return await fsp.realpath(path);
-  } catch (err) {
-    if (!isErrno(err, "ENOENT")) {
-      if (isErrno(err, "ELOOP")) throw errors.forbidden(`too many levels of symbolic links`);
-      if (isErrno(err, "ENOTDIR", "EACCES")) return path; // the open that follows reports it precisely
-      throw err;
-    }
-  }
-  // Something on the way is missing. A dangling symlink is followed by hand,
-  // because a write through it would create its target.
-  const stat = await fsp.lstat(path).catch(() => undefined);
-  const parent = dirname(path);
-  const realParent = parent === path ? parent : await realpathAllowMissing(parent, depth);
-  if (stat?.isSymbolicLink()) {
-    const target = await fsp.readlink(path);
-    return realpathAllowMissing(target.startsWith("/") ? target : join(realParent, target), depth + 1);
-  }
-  return join(realParent, basename(path));
+function pinnedOf(sandboxPath: string, w: Walked): Pinned {
+  const dir = fdPath(w.parent);
+  const entryPath = w.name === "" ? dir : `${dir}/${w.name}`;
+  return {
+    sandboxPath,
+    dir,
+    name: w.name,
+    entryPath,
+    pinned: w.entry && fdPath(w.entry),
+    stat: w.stat,
+    missingBelow: w.missingBelow,
+    async hostPath() {
+      const base = await fsp.readlink(w.entry ? fdPath(w.entry) : dir);
+      return w.entry ? base : posix.join(base, w.name, ...w.missingBelow);
+    },
+  };
 }

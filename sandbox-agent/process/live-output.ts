@@ -5,6 +5,8 @@ export interface OutputListener {
   chunk(stream: StreamName, data: Buffer): void;
   /** The process ended and its last output has been delivered. */
   end(): void;
+  /** Output written faster than it is followed: this many bytes were skipped before the next chunk. */
+  gap?(stream: StreamName, bytes: number): void;
 }
 
 export interface LiveOutputOptions {
@@ -17,6 +19,8 @@ export interface LiveOutputOptions {
   offsets?: Record<StreamName, number>;
 }
 
+/** Bytes delivered to followers per stream and tick at most; a writer faster than that is followed with gaps. */
+const MAX_PUMP_BYTES = 8 * 1024 * 1024;
 const FAST_POLL_MS = 100; // while someone follows the output, or the process writes fast
 const SLOW_POLL_MS = 1_000; // otherwise: only to enforce the cap
 
@@ -84,11 +88,12 @@ export class LiveOutput {
     });
   }
 
-  /** Stops polling without a final read (agent shutdown: the process keeps running). */
+  /** Stops polling without a final read (agent shutdown: the process keeps running); followers' streams end now. */
   abandon(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#ended = true;
+    for (const l of this.#listeners) l.end();
     this.#listeners.clear();
   }
 
@@ -131,10 +136,13 @@ export class LiveOutput {
     const from = this.#offsets[stream];
     if (size <= from) return;
     if (this.#listeners.size > 0) {
+      // At most MAX_PUMP_BYTES per tick (`yes` writes gigabytes a second): followers get the newest, and a gap notice.
+      const skipped = Math.max(0, size - from - MAX_PUMP_BYTES);
+      if (skipped > 0) for (const l of this.#listeners) l.gap?.(stream, skipped);
       const fh = await fsp.open(this.#files.live(stream), "r");
       try {
-        const buf = Buffer.alloc(size - from);
-        const got = await readFully(fh, buf, from);
+        const buf = Buffer.alloc(size - from - skipped);
+        const got = await readFully(fh, buf, from + skipped);
         this.#emit(stream, buf.subarray(0, got));
       } finally {
         await fh.close();

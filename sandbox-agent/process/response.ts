@@ -4,6 +4,14 @@ import type { ProcessOutput, ProcessRecord } from "./manager.js";
 export const INLINE_OUTPUT_BYTES = 64 * 1024;
 
 /**
+ * Output inlined per list entry of GET /process: a short tail. 1,000
+ * processes with 64 KiB each made a 263 MB reply, and NUL bytes (escaped
+ * six-fold in JSON) past V8's longest string a 500 (#14 item 10); the whole
+ * output is one GET /process/{id} or /logs away.
+ */
+export const LIST_OUTPUT_BYTES = 1024;
+
+/**
  * The wire shape @blaxel/core's ProcessResponse expects (reference §4.3),
  * plus `error` and `timeout`. Deliberate differences from the reference:
  * timestamps are RFC 3339 UTC (the reference prints local time labelled

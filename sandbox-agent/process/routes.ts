@@ -5,7 +5,7 @@ import { parse } from "../../src/http.js";
 import { errors } from "../../src/errors.js";
 import { execute, KEEP_ALIVE_DISABLED, timeoutsOf } from "./execute.js";
 import type { ProcessManager, StartProcessRequest } from "./manager.js";
-import { INLINE_OUTPUT_BYTES, toProcessResponse } from "./response.js";
+import { INLINE_OUTPUT_BYTES, LIST_OUTPUT_BYTES, toProcessResponse } from "./response.js";
 import { MAX_STDIN_WRITE_BYTES } from "./stdin.js";
 import { execStream, followLogs } from "./stream.js";
 import { StartProcessSchema } from "./validate.js";
@@ -64,7 +64,7 @@ export function processRouter(manager: ProcessManager, clock: Clock, options: { 
   });
 
   router.get("/", async (_req, res) => {
-    res.json((await manager.describeAll(INLINE_OUTPUT_BYTES)).map(toProcessResponse));
+    res.json((await manager.describeAll(LIST_OUTPUT_BYTES)).map(toProcessResponse));
   });
 
   router.get("/:id", async (req, res) => {

@@ -7,15 +7,34 @@ import { toProcessResponse } from "./response.js";
 const EXEC_KEEPALIVE_MS = 5_000; // reference: NDJSON keepalive event every 5 s
 const LOGS_KEEPALIVE_MS = 30_000; // reference: "[keepalive]" line every 30 s
 
-/** Splits chunks into whole lines per stream; a partial line waits for its end (or for flush). */
+/** The longest line sent as one event; a longer one (400 MB without a newline) goes out in pieces of this size. */
+export const MAX_EVENT_CHARS = 64 * 1024;
+/** Bytes a slow reader may have waiting in the socket's buffer before output queues in the agent. */
+export const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** Output queued in the agent for a slow reader beyond the socket's buffer; more is dropped. */
+export const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+
+/** Splits chunks into whole lines per stream; a partial line waits for its end (or for flush), up to MAX_EVENT_CHARS. */
 class LineSplitter {
   readonly #partial: Record<StreamName, string> = { stdout: "", stderr: "" };
   constructor(private readonly emit: (stream: StreamName, line: string) => void) {}
 
   push(stream: StreamName, text: string): void {
     const lines = (this.#partial[stream] + text).split("\n");
-    this.#partial[stream] = lines.pop()!;
-    for (const line of lines) this.emit(stream, line);
+    let partial = lines.pop()!;
+    for (const line of lines) this.#emitBounded(stream, line);
+    while (partial.length > MAX_EVENT_CHARS) {
+      this.emit(stream, partial.slice(0, MAX_EVENT_CHARS));
+      partial = partial.slice(MAX_EVENT_CHARS);
+    }
+    this.#partial[stream] = partial;
+  }
+
+  #emitBounded(stream: StreamName, line: string): void {
+    for (let at = 0; at < line.length || at === 0; at += MAX_EVENT_CHARS) {
+      this.emit(stream, line.slice(at, at + MAX_EVENT_CHARS));
+      if (line.length === 0) return;
+    }
   }
 
   flush(): void {
@@ -63,6 +82,7 @@ async function follow(
       else splitter.push(stream, decoders[stream].decode(data, { stream: true }));
     },
     end: () => done(),
+    gap: (stream, bytes) => onMarker(stream, `[output dropped: ${bytes} bytes, written faster than followed]\n`),
   };
   const { backlog, unsubscribe } = await live.output.subscribe(listener, backlogBytes);
   res.once("close", () => { unsubscribe(); done(); });
@@ -76,6 +96,68 @@ async function follow(
   await outputEnded;
   splitter.flush();
   if (!res.destroyed) await ended;
+}
+
+/**
+ * Writes to a streamed response with a bound on what waits for a slow reader
+ * (#14 item 10): past MAX_BUFFERED_BYTES in the socket, text queues here up to
+ * MAX_PENDING_BYTES (a burst from a fast writer still arrives whole); beyond
+ * that it is dropped, and once the queue drains the reader gets
+ * `notice(bytesDropped)` before the next output. `always` (the final result)
+ * is never dropped; `end()` ends the response once the queue is flushed.
+ */
+function boundedWriter(res: Response, notice: (dropped: number) => string) {
+  const pending: string[] = [];
+  let pendingBytes = 0;
+  let dropped = 0;
+  let ending = false;
+  let next = 0; // index of the first unsent chunk: no Array.shift over a long queue
+  const flush = () => {
+    while (next < pending.length && !res.destroyed && res.writableLength <= MAX_BUFFERED_BYTES) {
+      const text = pending[next]!;
+      pending[next++] = "";
+      pendingBytes -= Buffer.byteLength(text);
+      res.write(text);
+    }
+    if (next === pending.length) {
+      pending.length = 0;
+      next = 0;
+      if (ending && !res.destroyed) res.end();
+    }
+  };
+  const queue = (text: string) => {
+    // Lines are small: join them into chunks of up to 64 KiB, so the queue holds few strings.
+    const last = pending.length - 1;
+    if (last >= next && pending[last]!.length + text.length <= MAX_EVENT_CHARS) pending[last] += text;
+    else pending.push(text);
+    pendingBytes += Buffer.byteLength(text);
+  };
+  res.on("drain", flush);
+  res.once("close", () => {
+    pending.length = 0;
+    next = 0;
+    pendingBytes = 0;
+  });
+  return {
+    write(text: string, always = false): void {
+      if (res.destroyed) return;
+      const size = Buffer.byteLength(text);
+      if (!always && pendingBytes + size > MAX_PENDING_BYTES) {
+        dropped += size;
+        return;
+      }
+      if (dropped > 0) {
+        queue(notice(dropped));
+        dropped = 0;
+      }
+      queue(text);
+      flush();
+    },
+    end(): void {
+      ending = true;
+      flush();
+    },
+  };
 }
 
 function keepAlive(res: Response, ms: number, write: () => void): void {
@@ -98,7 +180,8 @@ export async function execStream(_req: Request, res: Response, manager: ProcessM
   res.status(200);
   res.set({ "Content-Type": "application/x-ndjson", "X-Accel-Buffering": "no" });
   res.flushHeaders();
-  const send = (event: { type: string; data?: string }) => { if (!res.destroyed) res.write(`${JSON.stringify(event)}\n`); };
+  const out = boundedWriter(res, (n) => `${JSON.stringify({ type: "dropped", data: `${n} bytes of output dropped: the reader was too slow` })}\n`);
+  const send = (event: { type: string; data?: string }) => out.write(`${JSON.stringify(event)}\n`, event.type === "result" || event.type === "error");
   keepAlive(res, EXEC_KEEPALIVE_MS, () => send({ type: "keepalive" }));
   try {
     await follow(res, manager, started.pid, logMaxBytes, (type, data) => send({ type, data }), () => undefined);
@@ -107,7 +190,7 @@ export async function execStream(_req: Request, res: Response, manager: ProcessM
   } catch (err) {
     send({ type: "error", data: (err as Error).message });
   }
-  res.end();
+  out.end();
 }
 
 /** Lines the agent itself adds to a process's stdout (restart notices): raw in the log stream, as the reference writes them. */
@@ -130,12 +213,13 @@ export async function followLogs(_req: Request, res: Response, manager: ProcessM
   res.status(200);
   res.set({ "Content-Type": "text/plain; charset=utf-8", "X-Accel-Buffering": "no" });
   res.flushHeaders();
-  const write = (text: string) => { if (!res.destroyed) res.write(text); };
+  const out = boundedWriter(res, (n) => `[output dropped: ${n} bytes, the reader was too slow]\n`);
+  const write = (text: string) => out.write(text);
   keepAlive(res, LOGS_KEEPALIVE_MS, () => write("[keepalive]\n"));
   try {
     await follow(res, manager, record.pid, logMaxBytes, (s, line) => write(s === "stdout" && isAgentNotice(line) ? `${line}\n` : `${s}:${line}\n`), (_s, marker) => write(marker));
   } catch (err) {
     write(`[error: ${(err as Error).message}]\n`);
   }
-  res.end();
+  out.end();
 }

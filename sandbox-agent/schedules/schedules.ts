@@ -6,6 +6,7 @@ import { uuidV7 } from "./execution-ids.js";
 import type { ScheduleRunner } from "./runner.js";
 import { Scheduler } from "./scheduler.js";
 import { ScheduleService } from "./service.js";
+import type { SecretBox } from "./sealed-env.js";
 import { ScheduleStore } from "./store.js";
 
 export { SCHEDULE_MIGRATIONS } from "./store.js";
@@ -22,6 +23,8 @@ export interface SchedulesOptions {
   logger: Logger;
   /** The agent's --sandbox-name, recorded on schedules and executions. */
   sandbox: string;
+  /** Seals schedule env values at rest (absent: stored in clear, as in tests that need no key). */
+  secrets?: SecretBox;
 }
 
 export interface Schedules {
@@ -32,7 +35,7 @@ export interface Schedules {
 
 /** Builds the schedules capability; call `scheduler.start()` once the runner is ready. */
 export function createSchedules(options: SchedulesOptions): Schedules {
-  const store = new ScheduleStore(options.db);
+  const store = new ScheduleStore(options.db, options.secrets);
   const scheduler = new Scheduler({ ...options, ids: options.executionIds ?? uuidV7(options.clock), store });
   const service = new ScheduleService({ store, scheduler, clock: options.clock, ids: options.ids, sandbox: options.sandbox });
   return { service, scheduler, store };

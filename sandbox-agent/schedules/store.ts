@@ -1,5 +1,6 @@
 import type { Migration, Db } from "../../src/sqlite.js";
 import type { Statement } from "better-sqlite3";
+import { hasClearEnv, openInput, sealInput, type SecretBox } from "./sealed-env.js";
 
 /**
  * Schedules and their execution records in the agent's SQLite database.
@@ -111,8 +112,12 @@ export class ScheduleStore {
   /** Execution records per schedule, see #trim. */
   readonly #counts = new Map<string, number>();
 
-  constructor(db: Db) {
+  readonly #box: SecretBox | undefined;
+
+  /** `box` seals `input.env` at rest; rows come back opened. Rows stored in clear are sealed here, once. */
+  constructor(db: Db, box?: SecretBox) {
     this.#db = db;
+    this.#box = box;
     const named = (cols: string) => cols.split(", ").map((c) => `@${c}`).join(", ");
     this.#s = {
       insertSchedule: db.prepare(`INSERT INTO schedules (${SCHEDULE_COLUMNS}) VALUES (${named(SCHEDULE_COLUMNS)})`),
@@ -133,7 +138,18 @@ export class ScheduleStore {
       failRunning: db.prepare("UPDATE schedule_executions SET status = 'failed', error = ?, completed_at = ? WHERE status = 'running'"),
     };
     this.#recordTx = db.transaction(this.#insertAndTrim);
+    if (box) this.#sealClearRows(db);
   }
+
+  #sealClearRows(db: Db): void {
+    const rows = db.prepare("SELECT id, input FROM schedules").all() as { id: string; input: string }[];
+    const update = db.prepare("UPDATE schedules SET input = ? WHERE id = ?");
+    db.transaction(() => {
+      for (const row of rows) if (hasClearEnv(row.input)) update.run(sealInput(this.#box, row.input), row.id);
+    })();
+  }
+
+  #opened = <T extends ScheduleRow | undefined>(row: T): T => (row ? { ...row, input: openInput(this.#box, row.input) } : row);
 
   /** Runs `fn` in a transaction, or inside the one already open (no savepoint: nothing here needs a partial rollback). */
   transaction<T>(fn: () => T): T {
@@ -147,19 +163,19 @@ export class ScheduleStore {
   }
 
   insertSchedule(row: Omit<ScheduleRow, "seq">): void {
-    this.#s.insertSchedule!.run(row);
+    this.#s.insertSchedule!.run({ ...row, input: sealInput(this.#box, row.input) });
   }
 
   /** Replaces a schedule's definition and trims its history to the new maxExecutions. */
   replaceSchedule(row: Omit<ScheduleRow, "seq" | "sandbox" | "created_at">): void {
     this.transaction(() => {
-      this.#s.replaceSchedule!.run(row);
+      this.#s.replaceSchedule!.run({ ...row, input: sealInput(this.#box, row.input) });
       this.#trim(row.id, row.max_executions);
     });
   }
 
   getSchedule(id: string): ScheduleRow | undefined {
-    return this.#s.getSchedule!.get(id) as ScheduleRow | undefined;
+    return this.#opened(this.#s.getSchedule!.get(id) as ScheduleRow | undefined);
   }
 
   /** Deletes a schedule and (cascade) its executions; returns what was deleted. */
@@ -174,7 +190,7 @@ export class ScheduleStore {
 
   /** Schedules that still have a next due time (everything but fired one-offs). */
   armedSchedules(): ScheduleRow[] {
-    return this.#s.armed!.all() as ScheduleRow[];
+    return (this.#s.armed!.all() as ScheduleRow[]).map(this.#opened);
   }
 
   setDue(id: string, nextDueAt: number | null, lastDueAt: number | null): void {
@@ -240,7 +256,8 @@ export class ScheduleStore {
   }
 
   listSchedules(filter: { type?: "cron" | "at" }, q: ListQuery): { rows: ScheduleRow[]; total: number } {
-    return this.#list<ScheduleRow>("schedules", filter.type ? { type: filter.type } : {}, q);
+    const page = this.#list<ScheduleRow>("schedules", filter.type ? { type: filter.type } : {}, q);
+    return { ...page, rows: page.rows.map(this.#opened) };
   }
 
   listExecutions(filter: { schedule_id?: string; status?: ExecutionStatus }, q: ListQuery): { rows: ExecutionRow[]; total: number } {

@@ -33,7 +33,11 @@ export function agentArgs(opts: { root: string; dataDir: string; sandbox: string
 /**
  * The agent's environment: the sandbox's own variables and the token, plus the
  * few host variables a shell needs, never the simulator's (its API keys).
- * The token travels in the environment, not argv, so `ps` on the host does not show it.
+ * The token travels in the environment, not argv, so `ps` on the host does not
+ * show it — but every process of the sandbox can read /proc/<agent>/environ:
+ * launchers that exec the agent use agentEnvWithoutToken and --token-fd
+ * (AGENT_TOKEN_FD) instead; this one stays for the warm agent's activation
+ * message (an IPC message is not in environ).
  */
 export function agentEnv(spec: { env?: Record<string, string>; token: string }, home: string): NodeJS.ProcessEnv {
   const keep = ["PATH", "LANG", "LC_ALL", "TZ", "TERM"];
@@ -43,5 +47,15 @@ export function agentEnv(spec: { env?: Record<string, string>; token: string }, 
   env.HOME = home;
   Object.assign(env, spec.env ?? {});
   env.SANDBOX_AGENT_TOKEN = spec.token;
+  return env;
+}
+
+/** The descriptor the launchers hand the token on: a pipe the agent reads to its end and closes (--token-fd). */
+export const AGENT_TOKEN_FD = 3;
+
+/** agentEnv without the token, for an agent exec'd with `--token-fd` (its environ is readable from the sandbox). */
+export function agentEnvWithoutToken(spec: { env?: Record<string, string> }, home: string): NodeJS.ProcessEnv {
+  const env = agentEnv({ ...spec, token: "" }, home);
+  delete env.SANDBOX_AGENT_TOKEN;
   return env;
 }

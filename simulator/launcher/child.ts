@@ -20,6 +20,8 @@ export interface ChildSpec {
   readyTimeoutMs?: number;
   /** Pids to SIGTERM on stop; default the child itself (bwrap: the agent inside the namespace). */
   termTargets?: (childPid: number) => number[];
+  /** Written to a pipe at descriptor 3 and closed (the agent's `--token-fd 3`), never put in env or argv. */
+  tokenOnFd3?: string;
 }
 
 const PID_FILE = "launcher.pid";
@@ -80,7 +82,12 @@ export async function waitHealthy(url: string, deadline: number, options: { gone
 
 export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
   await reapOrphan(spec.dataDir);
-  return adoptChild(spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe"] }), spec);
+  if (spec.tokenOnFd3 === undefined) return adoptChild(spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe"] }), spec);
+  const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "pipe", "pipe", "pipe"] });
+  const tokenPipe = child.stdio[3] as import("node:stream").Writable;
+  tokenPipe.on("error", () => undefined); // the agent died before reading: adoptChild reports it
+  tokenPipe.end(`${spec.tokenOnFd3}\n`);
+  return adoptChild(child, spec);
 }
 
 /**

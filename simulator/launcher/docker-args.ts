@@ -13,8 +13,10 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so),
  *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
  * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only.
- * Secrets (the token, spec.runtime.envs) are passed as `-e NAME` (the value comes from the docker
- * CLI's own environment), never in argv where `ps` would show them.
+ * spec.runtime.envs are passed as `-e NAME` (the value comes from the docker CLI's own environment),
+ * never in argv where `ps` would show them. The token is not in the environment at all (every process
+ * of the sandbox could read /proc/<agent>/environ): the launcher writes it to TOKEN_HANDOFF in the data
+ * dir, and the agent reads and deletes it at start-up (--token-file ... --token-file-remove).
  */
 
 export const IN_CONTAINER = {
@@ -25,6 +27,8 @@ export const IN_CONTAINER = {
   drives: "/run/sandbox-drives",
 } as const;
 export const AGENT_PORT = 8080;
+/** The token hand-off file's name in the data dir (written 0600 by the launcher before each docker run). */
+export const TOKEN_HANDOFF = "token.handoff";
 /** The image when a sandbox names none (the simulator's sandboxes default to blaxel/base-image:latest). */
 export const FALLBACK_IMAGE = "debian:bookworm-slim";
 /** Labels that find a sandbox's container again (orphan reaping). */
@@ -49,9 +53,9 @@ function bind(source: string, target: string, readonly = false): string[] {
   return ["--mount", `type=bind,source=${source},target=${target}${readonly ? ",readonly" : ""}`];
 }
 
-/** Names of the variables handed to the container with `-e NAME`: the sandbox's own, HOME and the token. */
+/** Names of the variables handed to the container with `-e NAME`: the sandbox's own and HOME (never the token). */
 export function containerEnvNames(spec: Pick<LaunchSpec, "env">): string[] {
-  return [...new Set([...Object.keys(spec.env ?? {}), "HOME", "SANDBOX_AGENT_TOKEN"])];
+  return [...new Set([...Object.keys(spec.env ?? {}), "HOME"])].filter((name) => name !== "SANDBOX_AGENT_TOKEN");
 }
 
 export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string[] {
@@ -82,6 +86,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     spec.image ?? inputs.image ?? FALLBACK_IMAGE,
     agentPath,
     ...args,
+    "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove",
   ];
 }
 
@@ -89,12 +94,12 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
  * The docker CLI's environment: what it needs to reach the daemon (PATH,
  * DOCKER_*, its config dir) plus the values `-e NAME` hands to the container.
  */
-export function dockerCliEnv(spec: Pick<LaunchSpec, "env" | "token">, host: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+export function dockerCliEnv(spec: Pick<LaunchSpec, "env">, host: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(host)) if (k === "PATH" || k.startsWith("DOCKER_") || k.startsWith("XDG_")) env[k] = v;
   // The sandbox's HOME is not the CLI's: keep the CLI's config (credentials, contexts) where it was.
   if (!env.DOCKER_CONFIG && host.HOME) env.DOCKER_CONFIG = `${host.HOME}/.docker`;
-  const inside: Record<string, string> = { HOME: IN_CONTAINER.root, ...(spec.env ?? {}), SANDBOX_AGENT_TOKEN: spec.token };
+  const inside: Record<string, string> = { HOME: IN_CONTAINER.root, ...(spec.env ?? {}) };
   for (const name of containerEnvNames(spec)) env[name] = inside[name];
   return env;
 }

@@ -1,10 +1,11 @@
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, realpathSync } from "node:fs";
+import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
-import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs } from "./docker-args.js";
+import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF } from "./docker-args.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 /**
@@ -96,6 +97,8 @@ export class DockerLauncher implements Launcher {
     const name = `sbx-${`${spec.workspace}-${spec.sandbox}`.replace(/[^a-zA-Z0-9_.-]/g, "-").slice(0, 80)}-${randomBytes(4).toString("hex")}`;
     const user = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
     const args = dockerRunArgs(spec, { name, agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user, image: this.options.image });
+    // The token's hand-off: the agent (same uid) reads and deletes it before it serves anything.
+    writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000); // a first run may pull the image
     const ran = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
     if (ran.code !== 0) {

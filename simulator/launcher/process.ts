@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
+import { AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
@@ -54,10 +54,12 @@ export class ProcessLauncher implements Launcher {
         this.refill(); // after, not during: on a small machine the next warm-up would slow this start
       }
     }
+    // Cold start: the token goes on a pipe, not in the environment every sandbox process could read in /proc.
     return startChild({
       command: process.execPath,
-      args: [this.options.agentMain ?? agentMainPath(), ...args],
-      env,
+      args: [this.options.agentMain ?? agentMainPath(), ...args, "--token-fd", String(AGENT_TOKEN_FD)],
+      env: agentEnvWithoutToken(spec, spec.rootDir),
+      tokenOnFd3: spec.token,
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
     });

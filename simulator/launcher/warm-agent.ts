@@ -8,9 +8,10 @@
  */
 import { createLogger } from "../../src/logging.js";
 import { listen, onShutdownSignal } from "../../src/serve.js";
-import { openAgent } from "../../sandbox-agent/agent.js";
+import { openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
+import { DataDirLockedError } from "../../sandbox-agent/data-dir-lock.js";
 
 export interface WarmActivation {
   argv: string[];
@@ -29,18 +30,16 @@ async function activate(message: WarmActivation): Promise<void> {
   if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
   const runtime = await openAgent(config, { logger });
-  const serving = await listen(createApp(runtime.deps), config.host, config.port);
+  const serving = await listen(createApp(runtime.deps), config.host, config.port, { maxConnections: config.maxConnections });
   logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
-  onShutdownSignal(logger, async () => {
-    await serving.stop();
-    await runtime.close();
-  });
+  onShutdownSignal(logger, () => shutdownAgent(serving, runtime));
 }
 
 process.once("message", (message) => {
   activate(message as WarmActivation).catch((err) => {
-    process.stderr.write(`sandbox-agent: ${err instanceof Error ? (err instanceof ConfigError ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
+    const plain = err instanceof ConfigError || err instanceof DataDirLockedError;
+    process.stderr.write(`sandbox-agent: ${err instanceof Error ? (plain ? err.message : (err.stack ?? err.message)) : String(err)}\n`);
     process.exit(err instanceof ConfigError ? 2 : 1);
   });
 });

@@ -13,7 +13,7 @@ describe("parseAgentConfig", () => {
       expect(parseAgentConfig(["--token-file", join(dir, "token")], {})).toMatchObject({ token: "s3cret-from-file" });
       expect(parseAgentConfig([], { SANDBOX_AGENT_TOKEN_FILE: join(dir, "token") })).toMatchObject({ token: "s3cret-from-file" });
       expect(() => parseAgentConfig(["--token-file", join(dir, "nope")], {})).toThrow(/--token-file .*nope: no such file/);
-      expect(() => parseAgentConfig(["--token-file", join(dir, "empty")], {})).toThrow(/is empty/);
+      expect(() => parseAgentConfig(["--token-file", join(dir, "empty")], {})).toThrow(/token is empty/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

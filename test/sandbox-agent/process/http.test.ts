@@ -178,8 +178,8 @@ describe("stop and kill", () => {
 
   it("stdin routes answer 409 for a known process (none has a stdin pipe), 404 otherwise", async () => {
     const p = await run({ command: "true" });
-    await request(agent.url).post(`/process/${p.pid}/stdin`).send("x").expect(409);
-    await request(agent.url).post("/process/ghost/stdin").send("x").expect(404);
+    await request(agent.url).post(`/process/${p.pid}/stdin`).send({ data: "x" }).expect(409);
+    await request(agent.url).post("/process/ghost/stdin").send({ data: "x" }).expect(404);
   });
 });
 

@@ -26,9 +26,12 @@ describe("docker launcher: the docker run command", () => {
     expect(argv.join(" ")).not.toContain(spec.token);
     expect(argv.join(" ")).not.toContain("s3cret-value");
     const names = argv.flatMap((a, i) => (argv[i - 1] === "--env" ? [a] : []));
-    expect(names.sort()).toEqual(["API_KEY", "GREETING", "HOME", "SANDBOX_AGENT_TOKEN"]);
+    expect(names.sort()).toEqual(["API_KEY", "GREETING", "HOME"]);
+    // The token is handed over in a file the agent deletes once read (#14 item 17), never in its environment.
+    expect(argv.slice(-3)).toEqual(["--token-file", `${IN_CONTAINER.data}/token.handoff`, "--token-file-remove"]);
     const env = dockerCliEnv(spec, { PATH: "/usr/bin", HOME: "/home/me", DOCKER_HOST: "unix:///x.sock", OPENAI_API_KEY: "simulator-secret" });
-    expect(env).toMatchObject({ API_KEY: "s3cret-value", GREETING: "hi", SANDBOX_AGENT_TOKEN: spec.token, HOME: IN_CONTAINER.root, DOCKER_HOST: "unix:///x.sock", DOCKER_CONFIG: "/home/me/.docker", PATH: "/usr/bin" });
+    expect(env.SANDBOX_AGENT_TOKEN).toBeUndefined();
+    expect(env).toMatchObject({ API_KEY: "s3cret-value", GREETING: "hi", HOME: IN_CONTAINER.root, DOCKER_HOST: "unix:///x.sock", DOCKER_CONFIG: "/home/me/.docker", PATH: "/usr/bin" });
     expect(env.OPENAI_API_KEY).toBeUndefined(); // the simulator's own secrets stay out
   });
 
@@ -59,7 +62,7 @@ describe("docker launcher: the docker run command", () => {
   it("refuses a path --mount cannot carry, and falls back to an image when the spec names none", () => {
     expect(() => dockerRunArgs(specFor("/data/a,b", "one"), inputs)).toThrow(LaunchError);
     expect(dockerRunArgs(specFor("/data", "one"), { ...inputs, image: "node:20-bookworm" })).toContain("node:20-bookworm");
-    expect(containerEnvNames({})).toEqual(["HOME", "SANDBOX_AGENT_TOKEN"]);
+    expect(containerEnvNames({})).toEqual(["HOME"]);
   });
 
   it("reads exit code 128 + n as signal n", () => {

@@ -41,6 +41,19 @@ describe("process launcher", () => {
     expect(stdout.trim()).toBe("hello from spec|unset|unset");
   });
 
+  it("keeps the token out of the agent's /proc environ and cmdline, where sandbox processes could read it (#14 item 17)", async () => {
+    const spec = specFor(base, "environ");
+    const agent = await launcher.start(spec);
+    running.push(agent);
+    const environ = readFileSync(`/proc/${agent.pid}/environ`, "utf8");
+    const cmdline = readFileSync(`/proc/${agent.pid}/cmdline`, "utf8");
+    expect(environ).not.toContain(spec.token);
+    expect(cmdline).not.toContain(spec.token);
+    const { stdout } = await exec(agent.url, spec.token, `cat /proc/${agent.pid}/environ | tr '\\0' '\\n' | grep -c SANDBOX_AGENT_TOKEN || true`);
+    expect(stdout.trim()).toBe("0");
+    expect((await fetch(`${agent.url}/filesystem/`)).status).toBe(401);
+  });
+
   it("stop sends SIGTERM: the agent exits cleanly and its port closes", async () => {
     const agent = await launcher.start(specFor(base, "stopper"));
     const exit = await agent.stop();
