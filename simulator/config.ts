@@ -15,6 +15,8 @@ export const SIM_OPTIONS = {
   "public-url": { type: "string" },
   launcher: { type: "string" },
   "sandbox-retention": { type: "string" },
+  "image-source": { type: "string" },
+  "image-cache": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -45,12 +47,17 @@ export const SimConfigSchema = z.object({
       return z.NEVER;
     }
   }),
+  /** Where sandboxes' root filesystems come from (docs/images.md): the image store, or the host's root (today's speed, no images). */
+  imageSource: z.enum(["store", "host"]).default("store"),
+  /** The image store's directory; "local" = <data dir>/images; unset = the per-user cache (~/.cache/sandbox-kit/images). */
+  imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
 
 export const SIM_USAGE = `Usage: sandbox-sim [options]
+       sandbox-sim images <command>   build, import, list and remove images (sandbox-sim images --help)
 
   --port <n>            listen port, 0 picks a free one (default 8081; env PORT)
   --host <addr>         listen address (default 127.0.0.1; env SANDBOX_SIM_HOST)
@@ -64,10 +71,14 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         or docker (a container of spec.runtime.image; needs a Docker daemon)
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
+  --image-source <src>  store (default: images are root filesystems from the image store, docs/images.md)
+                        or host (the host's root read-only, no images; env SANDBOX_SIM_IMAGE_SOURCE)
+  --image-cache <dir>   the image store, shared by simulators (default ~/.cache/sandbox-kit/images;
+                        "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention", imageSource: "image-source", imageCache: "image-cache" };
 
 export class ConfigError extends Error {}
 
@@ -90,6 +101,8 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
+    imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
+    imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   });
   if (!parsed.success) {

@@ -10,6 +10,7 @@ import { PrincipalCache } from "./auth/principal-cache.js";
 import { SIGNING_SECRET_MIGRATIONS, signingSecret } from "./auth/signing-secrets.js";
 import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
+import type { SandboxImages } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
 import { UsageMeter } from "./metrics/meter.js";
@@ -41,6 +42,8 @@ export interface SimDeps {
   adminApiKey: string;
   /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
   agents?: SandboxAgents;
+  /** Sandbox images (simulator/images, set by serveSimulator with --image-source store): a create's image is checked, then resolved to a root filesystem. */
+  images?: SandboxImages;
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */

@@ -5,6 +5,8 @@ import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
+import { callbackProgress } from "../images/progress.js";
+import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
 
@@ -34,6 +36,10 @@ export interface SandboxAgentsOptions {
   /** Real time between sweeps of retired sandboxes (default 60 s; 0 = only on demand, sweep()). */
   sweepEveryMs?: number;
   logger?: Logger;
+  /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
+  images?: SandboxImages;
+  /** What an image build or export on first use is doing, for the sandbox's events. */
+  onImageProgress?: (workspace: string, sandbox: string, text: string) => void;
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -97,7 +103,18 @@ export class SandboxAgents {
       mkdirSync(dir, { recursive: true });
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
-      return supervisor.start();
+      const image = await this.options.images?.resolve(opts.image, callbackProgress((text) => this.options.onImageProgress?.(workspace, sandbox, text)));
+      if (image) {
+        supervisor.spec.imageRootDir = image.rootfs;
+        supervisor.spec.env = { ...image.env, ...supervisor.spec.env };
+      }
+      // Stopped (deleted) while its image was being built: no launch.
+      if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
+      await supervisor.start();
+      // The image's entrypoint processes (a hub app's dev server), started through the agent as the hub images do.
+      if (image?.services.length && supervisor.url) {
+        await startImageServices(supervisor.url, token, image.services, (service, message) => this.options.logger?.warn({ workspace, sandbox, service, err: message }, "could not start the image's service"));
+      }
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {

@@ -9,6 +9,8 @@ import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { envLines } from "../env-lines.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
+import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
@@ -49,9 +51,21 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   mkdirSync(dir, { recursive: true });
   const name = options.launcher ?? deps.config.launcher;
   const launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
+  // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem for the
+  // launchers that lay a sandbox over one (not the process launcher, on the host's root, nor docker, which runs images itself).
+  const images = deps.config.imageSource === "store"
+    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), !["process", "docker"].includes(launcher.name), deps.logger)
+    : undefined;
+  deps.images = images;
   const agents = new SandboxAgents({
     launcher,
     dir,
+    images,
+    onImageProgress: (workspace, sandbox, text) => {
+      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
+      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
+    },
     logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
     retentionMs: deps.config.sandboxRetentionMs,
     now: () => deps.clock.now(),
