@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseImageRef, formatImageRef, storeKey } from "../../../simulator/images/image-ref.js";
@@ -8,23 +7,8 @@ import { ImageNotFoundError, ImageStore } from "../../../simulator/images/image-
 import { withLock } from "../../../simulator/images/lock.js";
 import { recipeFor } from "../../../simulator/images/recipes.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
-import { gzipped, tarOf, type TestEntry } from "./tar-writer.js";
+import { gzipped, tarOf, writeOciLayout, type TestEntry } from "./tar-writer.js";
 
-const sha = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
-
-/** Writes an OCI image layout of the given layers (gzip) into dir. */
-export function writeOciLayout(dir: string, layers: TestEntry[][], config: object = { config: { Env: ["PATH=/bin", "GREETING=hi"], WorkingDir: "/work" } }, refName = "latest"): void {
-  mkdirSync(join(dir, "blobs", "sha256"), { recursive: true });
-  const blob = (data: Buffer) => {
-    writeFileSync(join(dir, "blobs", "sha256", sha(data)), data);
-    return { digest: `sha256:${sha(data)}`, size: data.length };
-  };
-  const layerDescs = layers.map((entries) => ({ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", ...blob(gzipped(tarOf(entries))) }));
-  const configDesc = { mediaType: "application/vnd.oci.image.config.v1+json", ...blob(Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", ...config }))) };
-  const manifest = blob(Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configDesc, layers: layerDescs })));
-  writeFileSync(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
-  writeFileSync(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest, annotations: { "org.opencontainers.image.ref.name": refName } }] }));
-}
 
 const BASE: TestEntry[] = [
   { name: "bin/", type: "dir" },
