@@ -84,6 +84,22 @@ describe("sandbox images through @blaxel/core", () => {
   });
 });
 
+describe("the Images API shows the images users brought into the store", () => {
+  it("lists an imported image as the workspace's sandbox image with its tags and real sizes", async () => {
+    const headers = { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS };
+    const listed = (await (await fetch(`${sim.url}/v0/images`, { headers })).json()) as { metadata: { name: string; resourceType: string }; spec: { size: number; tags: { name: string; size: number }[] } }[];
+    const tiny = listed.find((i) => i.metadata.name === "tiny")!;
+    expect(tiny.metadata.resourceType).toBe("sandboxes");
+    expect(tiny.spec.tags.map((t) => t.name).sort()).toEqual(["v1", "v2"]);
+    expect(tiny.spec.tags[0]!.size).toBe(store.get(`tiny:${tiny.spec.tags[0]!.name}`)!.manifest.size);
+    expect(listed.some((i) => i.metadata.name === "base-image")).toBe(false); // hub images are the platform's, not the workspace's
+    const one = await fetch(`${sim.url}/v0/images/sandboxes/tiny`, { headers });
+    expect(one.status).toBe(200);
+    expect(((await one.json()) as { spec: { tags: unknown[] } }).spec.tags).toHaveLength(2);
+    expect((await fetch(`${sim.url}/v0/images/agents/tiny`, { headers })).status).toBe(404);
+  });
+});
+
 describe("--image-source host", () => {
   it("keeps today's behaviour: no image is checked or resolved", async () => {
     const host = await serveSimulator({ port: 0, apiKey: "images-host-key", workspace: "host-ws", logLevel: "silent", imageSource: "host" });
