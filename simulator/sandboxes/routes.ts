@@ -37,7 +37,26 @@ async function createSandbox(ctx: OpContext): Promise<unknown> {
   await ctx.deps.images?.check(typeof image === "string" ? image : undefined);
   // Real sandboxes (issue 7): DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED.
   const doc = createRecord(ctx) as { metadata: { name: string } };
-  return awaitCreated(ctx, agents, doc.metadata.name);
+  return withinCreateWait(awaitCreated(ctx, agents, doc.metadata.name), doc.metadata.name);
+}
+
+/**
+ * A create that outlasts CREATE_WAIT_MS (an image built on first use) answers
+ * 504 while the sandbox keeps deploying, as the platform's edge does: the SDK
+ * then polls GET /sandboxes/{name} until DEPLOYED or FAILED (sandbox.js,
+ * waitAfterCreateGatewayTimeout). Node's fetch would give up on its own at
+ * 300 s without response headers.
+ */
+export const CREATE_WAIT_MS = 240_000;
+
+export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = CREATE_WAIT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ApiError("service_unavailable", `sandbox "${name}" is still deploying (its image is being built): GET it until it is DEPLOYED`, { status: 504, details: { code: "GATEWAY_TIMEOUT" } })), waitMs);
+    timer.unref();
+  });
+  created.catch(() => {}); // settled after the 504: its outcome is in the sandbox's status and events
+  return Promise.race([created, timeout]).finally(() => clearTimeout(timer));
 }
 
 function createRecord(ctx: OpContext): unknown {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { ImageStore } from "../../../simulator/images/image-store.js";
 import { ProcessLauncher, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
+import { withinCreateWait } from "../../../simulator/sandboxes/routes.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { writeOciLayout } from "./tar-writer.js";
@@ -110,5 +111,12 @@ describe("--image-source host", () => {
     } finally {
       await host.stop();
     }
+  });
+});
+
+describe("a create that waits for an image build", () => {
+  it("answers 504 (the SDK then polls the sandbox) when the build outlasts the wait, and passes a quicker create through", async () => {
+    await expect(withinCreateWait(new Promise(() => {}), "slow", 5)).rejects.toMatchObject({ status: 504, details: { code: "GATEWAY_TIMEOUT" } });
+    await expect(withinCreateWait(Promise.resolve("done"), "quick", 60_000)).resolves.toBe("done");
   });
 });
