@@ -4,7 +4,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
-import { withLock } from "./lock.js";
+import { alive, withLock } from "./lock.js";
 import { importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { silentProgress, type Progress } from "./progress.js";
 import { buildRecipe } from "./recipe-build.js";
@@ -98,6 +98,20 @@ export class ImageStore {
     this.dir = options.dir;
     this.docker = options.docker === undefined ? "docker" : options.docker;
     for (const sub of ["images", "refs", "tmp", "locks"]) mkdirSync(join(this.dir, sub), { recursive: true });
+    this.removeAbandonedWork();
+  }
+
+  /** Work dirs are named <kind>-<pid>-<random>: those of a process that died mid-build are removed. */
+  private removeAbandonedWork(): void {
+    for (const name of readdirSync(join(this.dir, "tmp"))) {
+      const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
+      if (pid && pid !== process.pid && !alive(pid)) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
+    }
+  }
+
+  /** A new work dir under tmp/, named for this process. */
+  private workDir(kind: string): string {
+    return join(this.dir, "tmp", `${kind}-${process.pid}-${randomBytes(6).toString("hex")}`);
   }
 
   /** Every name in the store with its image. */
@@ -179,7 +193,7 @@ export class ImageStore {
   async import(path: string, name: string, progress: Progress = silentProgress): Promise<StoredImage> {
     const canonical = formatImageRef(parseImageRef(name));
     return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
-      const work = join(this.dir, "tmp", `import-${randomBytes(6).toString("hex")}`);
+      const work = this.workDir("import");
       const rootfs = join(work, "rootfs");
       mkdirSync(rootfs, { recursive: true });
       try {
@@ -273,7 +287,7 @@ export class ImageStore {
 
   /** Builds into a temp dir, then renames it into place: a half-built image is never visible. */
   private async install(digest: string, progress: Progress, populate: (rootfs: string) => Promise<Omit<ImageManifest, "refs" | "digest" | "size" | "created">>): Promise<void> {
-    const work = join(this.dir, "tmp", `build-${randomBytes(6).toString("hex")}`);
+    const work = this.workDir("build");
     mkdirSync(join(work, "rootfs"), { recursive: true });
     try {
       const described = await populate(join(work, "rootfs"));
@@ -300,7 +314,7 @@ export class ImageStore {
     const dir = this.imageDir(digest);
     if (!existsSync(dir)) return;
     // Renamed away first: a reader never sees a half-removed image.
-    const gone = join(this.dir, "tmp", `removed-${randomBytes(6).toString("hex")}`);
+    const gone = this.workDir("removed");
     renameSync(dir, gone);
     rmSync(gone, { recursive: true, force: true });
   }

@@ -19,7 +19,8 @@ interface Holder {
   since: string;
 }
 
-function alive(pid: number): boolean {
+/** Whether a process of this pid runs (EPERM: it does, owned by someone else). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseImageRef, formatImageRef, storeKey } from "../../../simulator/images/image-ref.js";
@@ -125,6 +125,18 @@ describe("ImageStore", () => {
     const missing = await store.locate("nobody/nothing:1").catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(ImageNotFoundError);
     expect((missing as ImageNotFoundError).supported).toContain("blaxel/jupyter-server:latest");
+  });
+
+  it("removes the work dirs of builds whose process died, and keeps those of a live one", async () => {
+    const dir = trackedTempDir("store-");
+    const dead = spawn("true");
+    await new Promise((r) => dead.once("exit", r));
+    const live = spawn("sleep", ["30"]);
+    mkdirSync(join(dir, "tmp", `build-${dead.pid}-abc`, "rootfs"), { recursive: true });
+    mkdirSync(join(dir, "tmp", `build-${live.pid}-def`), { recursive: true });
+    new ImageStore({ dir, docker: null });
+    expect(readdirSync(join(dir, "tmp"))).toEqual([`build-${live.pid}-def`]);
+    live.kill("SIGKILL");
   });
 
   it("concurrent imports of the same name build once and agree", async () => {
