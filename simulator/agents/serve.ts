@@ -50,11 +50,11 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
   const name = options.launcher ?? deps.config.launcher;
-  const launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
-  // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem for the
-  // launchers that lay a sandbox over one (not the process launcher, on the host's root, nor docker, which runs images itself).
+  const launcher: Launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
+  // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
+  // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
   const images = deps.config.imageSource === "store"
-    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), !["process", "docker"].includes(launcher.name), deps.logger)
+    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger)
     : undefined;
   deps.images = images;
   const agents = new SandboxAgents({

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { ImageRef } from "./image-ref.js";
+import { INTERPRETER_SERVER_PY } from "./interpreter-server.js";
 
 /**
  * The hub images the SDK and its users name, rebuilt from Debian packages
@@ -130,13 +131,20 @@ export const RECIPES: Recipe[] = [
   },
   {
     name: "jupyter-server",
-    description: "Python 3 with Jupyter Server, an IPython kernel, numpy, pandas and matplotlib; Jupyter on port 8888 (the code interpreter's image)",
+    description: "Python 3 with Jupyter Server, an IPython kernel, numpy, pandas and matplotlib; the code interpreter's server on port 8888, Jupyter on 12345",
     packages: [...PYTHON, "jupyter-server", "python3-ipykernel", "python3-jupyter-client", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-requests", "gcc", "g++", "python3-dev"],
-    steps: [],
-    env: ["HOME=/app", "JUPYTER_CONFIG_PATH=/app/.jupyter", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+    steps: [
+      { kind: "file", path: "/opt/sandbox-kit/interpreter.py", content: INTERPRETER_SERVER_PY, mode: 0o755 },
+      { kind: "file", path: "/app/.config/matplotlib/matplotlibrc", content: "backend: Agg\n" },
+    ],
+    env: ["HOME=/app", "MPLCONFIGDIR=/app/.config/matplotlib", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
     workingDir: "/app",
-    ports: [8888],
-    services: [{ name: "jupyter", command: "jupyter server --no-browser --ip=0.0.0.0 --port=8888 --ServerApp.token= --ServerApp.password= --allow-root --ServerApp.root_dir=/app", workingDir: "/app", env: { HOME: "/app" } }],
+    ports: [8888, 12345],
+    // hub/jupyter-server/entrypoint.sh: Jupyter on 12345, the interpreter's own server on 8888.
+    services: [
+      { name: "jupyter", command: "python3 -m jupyter_server --no-browser --ip=0.0.0.0 --port=12345 --ServerApp.token= --ServerApp.password= --allow-root --ServerApp.root_dir=/app", workingDir: "/app", env: { HOME: "/app" } },
+      { name: "interpreter", command: "python3 /opt/sandbox-kit/interpreter.py", workingDir: "/app", env: { HOME: "/app", INTERPRETER_PORT: "8888", INTERPRETER_ROOT: "/app" } },
+    ],
   },
 ];
 

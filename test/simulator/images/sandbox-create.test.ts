@@ -33,7 +33,7 @@ beforeAll(async () => {
   await store.import(layout("one"), "tiny:v1");
   await store.import(layout("two"), "tiny:v2");
   const inner = new ProcessLauncher();
-  const recording: Launcher = { name: "recording", start: (spec) => (specs.push(structuredClone(spec)), inner.start(spec)), close: () => inner.close?.() ?? Promise.resolve() };
+  const recording: Launcher = { name: "recording", usesImageRoot: true, start: (spec) => (specs.push(structuredClone(spec)), inner.start(spec)), close: () => inner.close?.() ?? Promise.resolve() };
   sim = await serveSimulator({ port: 0, apiKey: "images-admin-key", workspace: WS, logLevel: "silent", imageCache: cache }, { launcher: recording });
   sdk = await sdkForSimulator(sim.env);
 });
