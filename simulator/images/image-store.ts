@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
@@ -205,13 +206,13 @@ export class ImageStore {
           await unpackArchive(path, layout);
         }
         const imported = await importLayout(layout, rootfs, progress, name);
-        rmSync(join(work, "archive"), { recursive: true, force: true });
+        await rm(join(work, "archive"), { recursive: true, force: true });
         if (!this.hasImage(imported.digest)) {
           await this.finish(work, imported.digest, { source: "import", origin: path, config: imported.config, services: [], ports: [] });
         }
         return this.point(canonical, imported.digest);
       } finally {
-        rmSync(work, { recursive: true, force: true });
+        await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
       }
     });
   }
@@ -294,7 +295,7 @@ export class ImageStore {
       await this.finish(work, digest, described);
       progress.phase("done");
     } finally {
-      rmSync(work, { recursive: true, force: true });
+      await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
     }
   }
 
