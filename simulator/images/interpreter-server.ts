@@ -136,5 +136,7 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     os.makedirs(ROOT, exist_ok=True)
-    ThreadingHTTPServer(("0.0.0.0", PORT), Handler).serve_forever()
+    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
+    print("interpreter listening on %d" % server.server_address[1], flush=True)
+    server.serve_forever()
 `;
