@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
-import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
+import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
 import { alive, withLock } from "./lock.js";
 import { importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { silentProgress, type Progress } from "./progress.js";
 import { buildRecipe } from "./recipe-build.js";
-import { HUB_IMAGES, recipeDigest, recipeFor, type ImageService, type Recipe } from "./recipes.js";
+import { HUB_IMAGES, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
+import { hexOf, ImageNotFoundError, writeAtomic, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
 import { runTool } from "./tools.js";
 
 /**
@@ -26,43 +26,6 @@ import { runTool } from "./tools.js";
  * two names of the same image share one root filesystem. See docs/images.md.
  */
 
-export type ImageSourceKind = "recipe" | "docker" | "import";
-
-export interface ImageManifest {
-  /** Names pointing at this image ("blaxel/base-image:latest"). */
-  refs: string[];
-  source: ImageSourceKind;
-  /** The recipe's name, the Docker image id, or the imported file. */
-  origin: string;
-  digest: string;
-  /** Bytes on disk of the root filesystem. */
-  size: number;
-  created: string;
-  config: ImageConfig;
-  /** Processes started beside the agent (the hub image's entrypoint). */
-  services: ImageService[];
-  ports: number[];
-}
-
-export interface StoredImage {
-  ref: string;
-  rootfs: string;
-  manifest: ImageManifest;
-}
-
-/** What would provide an image: already in the store, or to be built, exported or pulled first. */
-export type ImagePlan =
-  | { kind: "stored"; image: StoredImage }
-  | { kind: "recipe"; ref: string; recipe: Recipe; digest: string }
-  | { kind: "docker"; ref: string; name: string; id: string; size: number; config: ImageConfig };
-
-/** No source can provide the image (the platform's INVALID_IMAGE). */
-export class ImageNotFoundError extends Error {
-  constructor(readonly requested: string, readonly supported: string[], reason: string) {
-    super(reason);
-  }
-}
-
 export interface ImageStoreOptions {
   dir: string;
   /** The docker CLI, or null for no Docker source. Default "docker" (skipped when not installed). */
@@ -70,25 +33,6 @@ export interface ImageStoreOptions {
   mmdebstrap?: string;
   npm?: string;
   mirror?: string;
-}
-
-/** The per-user image cache: $SANDBOX_SIM_IMAGE_CACHE, else $XDG_CACHE_HOME/sandbox-kit/images, else ~/.cache/sandbox-kit/images. */
-export function defaultImageCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.SANDBOX_SIM_IMAGE_CACHE || join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "sandbox-kit", "images");
-}
-
-const hexOf = (digest: string) => digest.replace(/^sha256:/, "");
-
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.${randomBytes(4).toString("hex")}.tmp`;
-  const fd = openSync(tmp, "w", 0o644);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
 }
 
 export class ImageStore {
@@ -322,4 +266,5 @@ export class ImageStore {
 }
 
 export { ImageRefError } from "./image-ref.js";
+export { defaultImageCacheDir, ImageNotFoundError, type ImageManifest, type ImagePlan, type ImageSourceKind, type StoredImage } from "./store-records.js";
 export type { ImageRef };
