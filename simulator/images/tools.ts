@@ -1,4 +1,4 @@
-import { spawn, type SpawnOptions } from "node:child_process";
+import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 
@@ -9,6 +9,19 @@ import type { Readable } from "node:stream";
  */
 
 export class ToolError extends Error {}
+
+/** Tools running now: a simulator that exits (stop, SIGINT, SIGTERM) ends its builds instead of leaving them behind. */
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function track(child: ChildProcess): void {
+  running.add(child);
+  child.once("close", () => running.delete(child));
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once("exit", () => {
+    for (const c of running) c.kill("SIGTERM");
+  });
+}
 
 export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env"> {
   /** Each line the tool writes (stdout and stderr), e.g. for progress. */
@@ -22,6 +35,7 @@ export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env"> {
 export function runTool(command: string, args: string[], options: RunOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"], timeout: options.timeoutMs });
+    track(child);
     const tail: string[] = [];
     let stdout = "";
     const keep = (line: string) => {

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseImageRef, formatImageRef, storeKey } from "../../../simulator/images/image-ref.js";
 import { ImageNotFoundError, ImageStore } from "../../../simulator/images/image-store.js";
-import { withLock } from "../../../simulator/images/lock.js";
+import { alive, withLock } from "../../../simulator/images/lock.js";
+import { eventually } from "../launcher/helpers.js";
 import { recipeFor } from "../../../simulator/images/recipes.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { gzipped, tarOf, writeOciLayout, type TestEntry } from "./tar-writer.js";
@@ -61,6 +62,20 @@ describe("lock", () => {
     await new Promise((r) => holder.once("exit", r));
     await run;
     expect(ran).toBe(true);
+  });
+});
+
+describe("build tools", () => {
+  it("a simulator that exits ends the build tools it runs instead of leaving them behind", async () => {
+    const tools = join(process.cwd(), "dist/simulator/images/tools.js");
+    const script = `const { runTool } = await import(${JSON.stringify(tools)}); runTool("sh", ["-c", "echo $$; exec sleep 60"], { onLine: (l) => { console.log(l); process.exit(0); } });`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d));
+    await new Promise((r) => child.once("exit", r));
+    const pid = Number(out.trim());
+    expect(pid).toBeGreaterThan(0);
+    await eventually(() => !alive(pid));
   });
 });
 
