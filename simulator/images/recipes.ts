@@ -104,10 +104,11 @@ export const RECIPES: Recipe[] = [
   },
   {
     name: "nextjs",
+    // The hub's flags (hub/nextjs/Dockerfile) for create-next-app 16, pinned to a major: its flags change between them.
     description: "Node.js with a Next.js app at /blaxel/app, its dev server started on port 3000",
     packages: NODE,
     steps: [
-      { kind: "npm", label: "creating the Next.js app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-next-app@latest", "app", "--use-npm", "--typescript", "--eslint", "--tailwind", "--src-dir", "--app", "--import-alias", "@/*", "--no-git", "--yes", "--no-turbopack"] },
+      { kind: "npm", label: "creating the Next.js app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-next-app@16", "app", "--use-npm", "--typescript", "--eslint", "--tailwind", "--src-dir", "--app", "--import-alias", "@/*", "--disable-git", "--yes"] },
       { kind: "file", path: "/blaxel/app/next.config.ts", content: nextConfig },
     ],
     env: HOME_ENV,
@@ -120,7 +121,7 @@ export const RECIPES: Recipe[] = [
     description: "Node.js with a Vite + React + TypeScript app at /blaxel/app, its dev server started on port 5173",
     packages: NODE,
     steps: [
-      { kind: "npm", label: "creating the Vite app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-vite@latest", "app", "--template", "react-ts", "--no-interactive"] },
+      { kind: "npm", label: "creating the Vite app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-vite@9", "app", "--template", "react-ts", "--no-interactive"] },
       { kind: "file", path: "/blaxel/app/vite.config.ts", content: viteConfig },
       { kind: "npm", label: "installing the Vite app's dependencies", cwd: "/blaxel/app", args: ["install", "--no-audit", "--no-fund"] },
     ],
