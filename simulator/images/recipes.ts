@@ -58,7 +58,7 @@ export default defineConfig({
 const nextConfig = `import type { NextConfig } from "next";
 
 // Previews reach the dev server under other host names.
-const nextConfig: NextConfig = { allowedDevOrigins: ["*"] };
+const nextConfig: NextConfig = { allowedDevOrigins: ["*", "**"] };
 
 export default nextConfig;
 `;
