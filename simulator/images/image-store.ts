@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
 import { alive, withLock } from "./lock.js";
-import { importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
+import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { silentProgress, type Progress } from "./progress.js";
 import { buildRecipe } from "./recipe-build.js";
 import { HUB_IMAGES, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
@@ -137,6 +137,7 @@ export class ImageStore {
   /** Imports an OCI image layout or `docker save` archive (directory, tar or tar.gz) under a name. */
   async import(path: string, name: string, progress: Progress = silentProgress): Promise<StoredImage> {
     const canonical = formatImageRef(parseImageRef(name));
+    if (!existsSync(path)) throw new ImportError(`${path}: no such file or directory`);
     return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
       const work = this.workDir("import");
       const rootfs = join(work, "rootfs");
