@@ -5,7 +5,7 @@ import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
-import { callbackProgress } from "../images/progress.js";
+import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
@@ -38,8 +38,6 @@ export interface SandboxAgentsOptions {
   logger?: Logger;
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
   images?: SandboxImages;
-  /** What an image build or export on first use is doing, for the sandbox's events. */
-  onImageProgress?: (workspace: string, sandbox: string, text: string) => void;
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -92,10 +90,14 @@ export class SandboxAgents {
     if (existing && existing.supervisor.state !== "failed" && existing.supervisor.state !== "stopped") return existing.supervisor;
     const dir = this.sandboxDir(workspace, sandbox);
     const token = randomBytes(24).toString("base64url");
+    const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
     const supervisor = new AgentSupervisor(
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
-      { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
+      { ...this.options.supervisor, onEvent: (event) => {
+        this.options.onEvent?.(workspace, sandbox, event);
+        if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);
+      } },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
     const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(async () => {
@@ -103,18 +105,11 @@ export class SandboxAgents {
       mkdirSync(dir, { recursive: true });
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
-      const image = await this.options.images?.resolve(opts.image, callbackProgress((text) => this.options.onImageProgress?.(workspace, sandbox, text)));
-      if (image) {
-        supervisor.spec.imageRootDir = image.rootfs;
-        supervisor.spec.env = { ...image.env, ...supervisor.spec.env };
-      }
+      if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
       // Stopped (deleted) while its image was being built: no launch.
       if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
       await supervisor.start();
-      // The image's entrypoint processes (a hub app's dev server), started through the agent as the hub images do.
-      if (image?.services.length && supervisor.url) {
-        await startImageServices(supervisor.url, token, image.services, (service, message) => this.options.logger?.warn({ workspace, sandbox, service, err: message }, "could not start the image's service"));
-      }
+      if (supervisor.url) await startImageServices(supervisor.url, token, image.services, this.options.logger?.child({ workspace, sandbox }));
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {

@@ -54,18 +54,18 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
   const images = deps.config.imageSource === "store"
-    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger)
+    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger, (workspace, sandbox, text) => {
+      // A build on first use: what it is doing goes to the sandbox's events (its status stays).
+      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
+      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
+    })
     : undefined;
   deps.images = images;
   const agents = new SandboxAgents({
     launcher,
     dir,
     images,
-    onImageProgress: (workspace, sandbox, text) => {
-      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
-      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
-      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
-    },
     logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
     retentionMs: deps.config.sandboxRetentionMs,
     now: () => deps.clock.now(),

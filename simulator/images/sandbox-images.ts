@@ -2,7 +2,8 @@ import { ApiError } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { ImageRefError } from "./image-ref.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
-import type { Progress } from "./progress.js";
+import type { LaunchSpec } from "../launcher/types.js";
+import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
 
 /**
@@ -51,6 +52,8 @@ export class SandboxImages {
     /** false: the launcher runs on the host's root (process) or runs images itself (docker); names are only checked. */
     private readonly buildForLaunch: boolean,
     private readonly logger?: Logger,
+    /** What a build or export on first use is doing, per sandbox (its events). */
+    private readonly onProgress?: (workspace: string, sandbox: string, text: string) => void,
   ) {}
 
   /** Throws INVALID_IMAGE when no source can provide the image; nothing is built. */
@@ -63,6 +66,18 @@ export class SandboxImages {
       if (err instanceof ImageRefError) throw invalidImage(name, this.store.supported(), `invalid image name: ${err.message}`);
       throw err;
     }
+  }
+
+  /**
+   * Resolves the image of a launch into its spec: the root filesystem as imageRootDir, the image's
+   * environment under the sandbox's envs. Returns the processes the image starts beside the agent.
+   */
+  async prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]> {
+    const resolved = await this.resolve(image, callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)));
+    if (!resolved) return [];
+    spec.imageRootDir = resolved.rootfs;
+    spec.env = { ...resolved.env, ...spec.env };
+    return resolved.services;
   }
 
   /** The image's root filesystem for a launch (built or exported first when needed); undefined when the launcher does not use one. */
@@ -80,7 +95,9 @@ export class SandboxImages {
  * entrypoints do (hub/nextjs/entrypoint.sh: POST /process to the agent once
  * it answers). Failures are reported, not thrown: the sandbox is up.
  */
-export async function startImageServices(url: string, token: string, services: ImageService[], onError: (service: string, message: string) => void): Promise<void> {
+export async function startImageServices(url: string, token: string, services: ImageService[], logger?: Logger): Promise<void> {
+  if (services.length === 0) return;
+  const onError = (service: string, message: string) => logger?.warn({ service, err: message }, "could not start the image's service");
   for (const service of services) {
     try {
       const res = await fetch(`${url}/process`, {
