@@ -21,6 +21,7 @@ export const IMAGES_USAGE = `Usage: sandbox-sim images <command> [options]
                                 import an OCI image layout or a docker save archive (dir, .tar, .tar.gz)
   inspect <name>                the image's manifest (JSON)
   rm <name>...                  remove names from the store (the image goes with its last name)
+  prune                         remove the images no name points at (older builds of changed recipes)
 
   --image-cache <dir>           the store (default ~/.cache/sandbox-kit/images; env SANDBOX_SIM_IMAGE_CACHE)
 `;
@@ -90,6 +91,9 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
         }
         return missing ? 1 : 0;
       }
+      case "prune":
+        for (const digest of store.prune()) out.write(`removed ${digest}\n`);
+        return 0;
       default:
         throw new UsageError(`unknown command "${command}"`);
     }

@@ -172,6 +172,14 @@ export class ImageStore {
     return true;
   }
 
+  /** Removes the images no name points at any more (an older build of a changed recipe, a re-exported Docker image); returns their digests. */
+  prune(): string[] {
+    const used = new Set(this.list().map((i) => hexOf(i.manifest.digest)));
+    const unused = readdirSync(join(this.dir, "images")).filter((hex) => !used.has(hex));
+    for (const hex of unused) this.removeImageDir(hex);
+    return unused.map((hex) => `sha256:${hex}`);
+  }
+
   /** What INVALID_IMAGE lists as supported: the hub images and the names in the store. */
   supported(): string[] {
     return [...new Set([...HUB_IMAGES, ...this.list().map((i) => i.ref)])];

@@ -106,6 +106,11 @@ describe("ImageStore", () => {
     expect(existsSync(image.rootfs)).toBe(true);
     expect(store.remove("docker.io/me/tiny:v1")).toBe(true);
     expect(existsSync(image.rootfs)).toBe(false);
+    // An image no name points at any more (a name re-pointed elsewhere) goes with prune.
+    const kept = await store.import(layout, "kept");
+    mkdirSync(join(work, "store", "images", "0".repeat(64), "rootfs"), { recursive: true });
+    expect(store.prune()).toEqual([`sha256:${"0".repeat(64)}`]);
+    expect(existsSync(kept.rootfs)).toBe(true);
   });
 
   it("imports a tar.gz of an OCI layout, and refuses a blob whose content does not match its digest", async () => {
