@@ -22,7 +22,7 @@ import { runTool } from "./tools.js";
  *   <dir>/tmp/                               builds in progress (renamed into place when complete)
  *   <dir>/locks/                             one builder per image across processes
  * The digest is the identity of what the image was made from (a hub
- * recipe's definition, a Docker image id, an imported image's config), so
+ * recipe's definition, a Docker image id, an imported image's config and layers), so
  * two names of the same image share one root filesystem. See docs/images.md.
  */
 

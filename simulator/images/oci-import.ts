@@ -17,7 +17,7 @@ import type { Progress } from "./progress.js";
 export class ImportError extends Error {}
 
 export interface ImportedImage {
-  /** The image's identity: its config's digest. */
+  /** The image's identity: a digest of its config and its layers' contents. */
   digest: string;
   config: ImageConfig;
   layers: number;
@@ -51,7 +51,7 @@ function startsWith(path: string, magic: number[]): boolean {
  * a reason), checking its digest when it has one. A mismatch is found once
  * the file is read: the build happens in a temp dir, thrown away on error.
  */
-async function applyFile(root: string, path: string, digest?: string): Promise<void> {
+async function applyFile(root: string, path: string, digest?: string): Promise<string> {
   if (startsWith(path, ZSTD)) throw new ImportError(`${posix.basename(path)}: zstd-compressed layers are not supported (re-save the image with gzip or uncompressed layers)`);
   const hash = createHash("sha256");
   const raw = createReadStream(path);
@@ -65,6 +65,7 @@ async function applyFile(root: string, path: string, digest?: string): Promise<v
   await applyLayer(root, stream);
   const actual = `sha256:${hash.digest("hex")}`;
   if (digest?.startsWith("sha256:") && actual !== digest) throw new ImportError(`blob ${digest} does not match its content (${actual})`);
+  return actual;
 }
 
 /** The file a relative name in the archive points at, refusing names that climb out of it. */
@@ -136,9 +137,11 @@ export async function importLayout(dir: string, rootfs: string, progress: Progre
   } else throw new ImportError("not an image: neither manifest.json (docker save) nor index.json (OCI image layout) found");
   const configText = readFileSync(configPath);
   const config = JSON.parse(configText.toString("utf8")) as { config?: Parameters<typeof imageConfigOf>[0] };
+  // The image's identity covers its config and every layer's content (a config alone need not name its layers).
+  const identity = createHash("sha256").update(configText);
   for (const [i, layer] of layers.entries()) {
     progress.phase(`applying layer ${i + 1}/${layers.length} (${(statSync(layer.path).size / 2 ** 20).toFixed(1)} MiB)`);
-    await applyFile(rootfs, layer.path, layer.digest);
+    identity.update(`\n${await applyFile(rootfs, layer.path, layer.digest)}`);
   }
-  return { digest: `sha256:${createHash("sha256").update(configText).digest("hex")}`, config: imageConfigOf(config.config), layers: layers.length, names };
+  return { digest: `sha256:${identity.digest("hex")}`, config: imageConfigOf(config.config), layers: layers.length, names };
 }

@@ -1,3 +1,4 @@
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -32,6 +33,10 @@ beforeAll(async () => {
   };
   await store.import(layout("one"), "tiny:v1");
   await store.import(layout("two"), "tiny:v2");
+  // An image whose entrypoint starts a process beside the agent (as hub images' do): its manifest says so.
+  const withService = await store.import(layout("three"), "served:v1");
+  const manifestPath = join(withService.rootfs, "..", "manifest.json");
+  writeFileSync(manifestPath, JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, "utf8")), services: [{ name: "image-service", command: "sleep 60", workingDir: "/" }] }));
   const inner = new ProcessLauncher();
   const recording: Launcher = { name: "recording", usesImageRoot: true, start: (spec) => (specs.push(structuredClone(spec)), inner.start(spec)), close: () => inner.close?.() ?? Promise.resolve() };
   sim = await serveSimulator({ port: 0, apiKey: "images-admin-key", workspace: WS, logLevel: "silent", imageCache: cache }, { launcher: recording });
@@ -49,6 +54,16 @@ describe("sandbox images through @blaxel/core", () => {
     expect(spec.imageRootDir).toBe(store.get("tiny:v1")!.rootfs);
     expect(spec.env).toMatchObject({ FROM_IMAGE: "yes", GREETING: "sandbox" });
     await sdk.SandboxInstance.delete("from-tiny");
+  });
+
+  it("starts the image's own processes through the agent once it is healthy", async () => {
+    await sdk.SandboxInstance.create({ name: "served", image: "served:v1" });
+    const res = await fetch(`${sim.url}/sbx/${WS}/served/process`, { headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } });
+    const processes = (await res.json()) as { name: string; status: string; command: string }[];
+    expect(processes).toContainEqual(expect.objectContaining({ name: "image-service", command: "sleep 60", status: "running" }));
+    const kill = await fetch(`${sim.url}/sbx/${WS}/served/process/image-service/kill`, { method: "DELETE", headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } });
+    expect(kill.status).toBe(200);
+    await sdk.SandboxInstance.delete("served");
   });
 
   it("fails the create of an image no source has with 400 INVALID_IMAGE, and no sandbox is left behind", async () => {
@@ -80,6 +95,7 @@ describe("sandbox images through @blaxel/core", () => {
     expect(switched.status).toBe(200);
     expect(((await switched.json()) as { status: string }).status).toBe("DEPLOYED");
     const launches = specs.filter((s) => s.sandbox === "switcher");
+    expect(store.get("tiny:v1")!.rootfs).not.toBe(store.get("tiny:v2")!.rootfs);
     expect(launches.map((s) => s.imageRootDir)).toEqual([store.get("tiny:v1")!.rootfs, store.get("tiny:v2")!.rootfs]);
     await sdk.SandboxInstance.delete("switcher");
   });
