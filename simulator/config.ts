@@ -16,6 +16,8 @@ export const SIM_OPTIONS = {
   launcher: { type: "string" },
   "sandbox-retention": { type: "string" },
   "preview-urls": { type: "string" },
+  "image-source": { type: "string" },
+  "image-cache": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -50,6 +52,10 @@ export const SimConfigSchema = z.object({
   }),
   /** The form of previews' spec.url: "path" (resolves everywhere) or "host" (<label>.preview.localhost; simulator/previews/urls.ts). */
   previewUrls: z.enum(["path", "host"]).default("path"),
+  /** Where sandboxes' root filesystems come from (docs/images.md): the image store, or the host's root (today's speed, no images). */
+  imageSource: z.enum(["store", "host"]).default("store"),
+  /** The image store's directory; "local" = <data dir>/images; unset = the per-user cache (~/.cache/sandbox-kit/images). */
+  imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -59,6 +65,7 @@ export const SimConfigSchema = z.object({
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
 
 export const SIM_USAGE = `Usage: sandbox-sim [options]
+       sandbox-sim images <command>   build, import, list and remove images (sandbox-sim images --help)
 
   --port <n>            listen port, 0 picks a free one (default 8081; env PORT)
   --host <addr>         listen address (default 127.0.0.1; env SANDBOX_SIM_HOST)
@@ -74,12 +81,16 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --preview-urls <form> path (default: <url>/<ws>/sandboxes/<sb>/previews/<name>) or host
                         (<label>.preview.localhost:<port>, as on the platform); both forms are served
+  --image-source <src>  store (default: images are root filesystems from the image store, docs/images.md)
+                        or host (the host's root read-only, no images; env SANDBOX_SIM_IMAGE_SOURCE)
+  --image-cache <dir>   the image store, shared by simulators (default ~/.cache/sandbox-kit/images;
+                        "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls" };
+const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache" };
 
 export class ConfigError extends Error {}
 
@@ -103,6 +114,8 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
+    imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
+    imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

@@ -10,6 +10,7 @@ import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./au
 import { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { JobRunner } from "./jobs/runner.js";
+import type { SandboxImages } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
 import { UsageMeter } from "./metrics/meter.js";
@@ -43,6 +44,8 @@ export interface SimDeps {
   agents?: SandboxAgents;
   /** Runs job executions' tasks through the launcher (set by serveSimulator); absent, executions follow their simulated plan. */
   jobs?: JobRunner;
+  /** Sandbox images (simulator/images, set by serveSimulator with --image-source store): a create's image is checked, then resolved to a root filesystem. */
+  images?: SandboxImages;
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */

@@ -7,8 +7,14 @@ import { serveSimulator } from "./agents/serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
 import { CONSOLE_PATH } from "./console/serve.js";
 import { dotenvLines } from "./env-lines.js";
+import { imagesCli } from "./images/cli.js";
 
 async function main(): Promise<void> {
+  // `sandbox-sim images ...`: the image store's commands (docs/images.md).
+  if (process.argv[2] === "images") {
+    process.exitCode = await imagesCli(process.argv.slice(3), process.env, process.stdout, process.stderr);
+    return;
+  }
   let config;
   try {
     config = parseSimConfig(process.argv.slice(2), process.env);

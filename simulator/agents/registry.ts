@@ -5,6 +5,8 @@ import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
+import type { ImageService } from "../images/recipes.js";
+import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
 import { removeWorkspaceVolumes, volumeMounts, type VolumeAttachment } from "./volumes.js";
@@ -36,6 +38,8 @@ export interface SandboxAgentsOptions {
   /** Real time between sweeps of retired sandboxes (default 60 s; 0 = only on demand, sweep()). */
   sweepEveryMs?: number;
   logger?: Logger;
+  /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
+  images?: SandboxImages;
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -98,10 +102,14 @@ export class SandboxAgents {
     const mounts = volumeMounts(this.options.dir, workspace, opts.volumes);
     // A volume created while the simulator ran without agents (records only) gets its directory now.
     for (const m of mounts) mkdirSync(m.source, { recursive: true });
+    const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
     const supervisor = new AgentSupervisor(
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
-      { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
+      { ...this.options.supervisor, onEvent: (event) => {
+        this.options.onEvent?.(workspace, sandbox, event);
+        if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);
+      } },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
     const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(async () => {
@@ -109,7 +117,11 @@ export class SandboxAgents {
       mkdirSync(dir, { recursive: true });
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
-      return supervisor.start();
+      if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
+      // Stopped (deleted) while its image was being built: no launch.
+      if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
+      await supervisor.start();
+      if (supervisor.url) await startImageServices(supervisor.url, token, image.services, this.options.logger?.child({ workspace, sandbox }));
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {

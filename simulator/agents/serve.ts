@@ -11,6 +11,8 @@ import { openSimulator, type SimDeps } from "../deps.js";
 import { exportLines, sdkEnv } from "../env-lines.js";
 import { listenFailure } from "../../src/startup.js";
 import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
+import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
 import { JobRunner } from "../jobs/runner.js";
@@ -54,10 +56,22 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
   const name = options.launcher ?? deps.config.launcher;
-  const launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
+  const launcher: Launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
+  // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
+  // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
+  const images = deps.config.imageSource === "store"
+    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger, (workspace, sandbox, text) => {
+      // A build on first use: what it is doing goes to the sandbox's events (its status stays).
+      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
+      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
+    })
+    : undefined;
+  deps.images = images;
   const agents = new SandboxAgents({
     launcher,
     dir,
+    images,
     logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
     retentionMs: deps.config.sandboxRetentionMs,
     now: () => deps.clock.now(),

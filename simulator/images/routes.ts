@@ -5,6 +5,7 @@ import { iso } from "../clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./store.js";
+import { storeImageDocs, withStoreImages } from "./store-view.js";
 import { meterImage, unmeterImage } from "./usage.js";
 
 /**
@@ -86,7 +87,11 @@ function closePending(ctx: OpContext, share: PendingShare, accepted: boolean): v
 }
 
 export const imageOperations: Operation[] = [
-  { id: "listImages", method: "get", path: "/images", scope: "admin", handler: (ctx) => ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => renderImage(i.doc)) },
+  {
+    id: "listImages", method: "get", path: "/images", scope: "admin",
+    // The workspace's records, then the images users brought into the image store (store-view.ts).
+    handler: (ctx) => withStoreImages(ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => i.doc), ctx.deps.images?.store, ctx.workspace).map(renderImage),
+  },
   {
     id: "createImage", method: "post", path: "/images", scope: "admin",
     handler: (ctx) => {
@@ -112,7 +117,16 @@ export const imageOperations: Operation[] = [
       return { deleted, message: `${deleted} unused image${deleted === 1 ? "" : "s"} deleted` };
     },
   },
-  { id: "getImage", method: "get", path: "/images/:resourceType/:imageName", scope: "admin", handler: (ctx) => renderImage(loadImage(ctx).doc) },
+  {
+    id: "getImage", method: "get", path: "/images/:resourceType/:imageName", scope: "admin",
+    handler: (ctx) => {
+      const type = parseResourceType(ctx.params.resourceType);
+      const fromStore = !ctx.deps.resources.get(ctx.workspace, IMAGE_KIND, ctx.params.imageName!, type) && type === "sandboxes" && ctx.deps.images
+        ? storeImageDocs(ctx.deps.images.store, ctx.workspace).find((d) => d.metadata.name === ctx.params.imageName)
+        : undefined;
+      return renderImage(fromStore ?? loadImage(ctx).doc);
+    },
+  },
   {
     id: "deleteImage", method: "delete", path: "/images/:resourceType/:imageName", scope: "admin",
     handler: (ctx) => {

@@ -64,6 +64,12 @@ export interface AgentHandle {
 
 export interface Launcher {
   readonly name: string;
+  /**
+   * True when the launcher lays each sandbox over LaunchSpec.imageRootDir (an isolating launcher with an
+   * overlay): the simulator then resolves spec.runtime.image to a root filesystem before each start (building
+   * or exporting it on first use). Otherwise images are only checked by name (docs/images.md).
+   */
+  readonly usesImageRoot?: boolean;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */

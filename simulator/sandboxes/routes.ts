@@ -28,12 +28,37 @@ function sandboxError(err: ApiError, req: { body?: unknown; headers: Record<stri
   });
 }
 
-function createSandbox(ctx: OpContext): unknown {
+/** spec.runtime.image of a request body, as sent. */
+const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
+
+async function createSandbox(ctx: OpContext): Promise<unknown> {
   const agents = ctx.deps.agents;
   if (!agents) return createRecord(ctx);
+  // An image no source provides: 400 INVALID_IMAGE before any record exists, as the platform answers (no sandbox left behind).
+  const image = imageOf(ctx.body);
+  await ctx.deps.images?.check(typeof image === "string" ? image : undefined);
   // Real sandboxes (issue 7): DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED.
   const doc = createRecord(ctx) as { metadata: { name: string } };
-  return awaitCreated(ctx, agents, doc.metadata.name);
+  return withinCreateWait(awaitCreated(ctx, agents, doc.metadata.name), doc.metadata.name);
+}
+
+/**
+ * A create that outlasts CREATE_WAIT_MS (an image built on first use) answers
+ * 504 while the sandbox keeps deploying, as the platform's edge does: the SDK
+ * then polls GET /sandboxes/{name} until DEPLOYED or FAILED (sandbox.js,
+ * waitAfterCreateGatewayTimeout). Node's fetch would give up on its own at
+ * 300 s without response headers.
+ */
+export const CREATE_WAIT_MS = 240_000;
+
+export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = CREATE_WAIT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ApiError("service_unavailable", `sandbox "${name}" is still deploying (its image is being built): GET it until it is DEPLOYED`, { status: 504, details: { code: "GATEWAY_TIMEOUT" } })), waitMs);
+    timer.unref();
+  });
+  created.catch(() => {}); // settled after the 504: its outcome is in the sandbox's status and events
+  return Promise.race([created, timeout]).finally(() => clearTimeout(timer));
 }
 
 function createRecord(ctx: OpContext): unknown {
@@ -58,11 +83,18 @@ function createRecord(ctx: OpContext): unknown {
 /** The generic update (validation, masked secrets kept), then what the new spec means for the agent. */
 const genericUpdate = crudOperations({ ...sandboxKind, ops: { update: "updateSandbox" } })[0]!;
 
-function updateSandbox(ctx: OpContext): unknown {
+async function updateSandbox(ctx: OpContext): Promise<unknown> {
   const agents = ctx.deps.agents;
   if (!agents) return genericUpdate.handler(ctx);
   // Read before the update: the store may hand the update the same (cached) item object.
   const { name, doc, status } = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+  const image = imageOf(ctx.body);
+  // A new image must exist (the default error shape here: numeric code, the reason in the message).
+  if (typeof image === "string" && image !== launchOptions(doc).image) {
+    await ctx.deps.images?.check(image).catch((err: unknown) => {
+      throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
+    });
+  }
   genericUpdate.handler(ctx);
   return afterUpdate(ctx, agents, name, doc, status);
 }

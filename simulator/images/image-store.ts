@@ -1,0 +1,279 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
+import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
+import { alive, withLock } from "./lock.js";
+import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
+import { silentProgress, type Progress } from "./progress.js";
+import { buildRecipe } from "./recipe-build.js";
+import { HUB_IMAGES, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
+import { hexOf, ImageNotFoundError, writeAtomic, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
+import { runTool } from "./tools.js";
+
+/**
+ * The image store: root filesystems on disk, built once and shared by every
+ * sandbox made from them (read-only: the launcher lays each sandbox's own
+ * writable layer over it). Content-addressed:
+ *   <dir>/images/<digest hex>/rootfs         the root filesystem
+ *   <dir>/images/<digest hex>/manifest.json  source, digest, size, created, config
+ *   <dir>/refs/<name:tag, escaped>.json      which digest a name points at
+ *   <dir>/tmp/                               builds in progress (renamed into place when complete)
+ *   <dir>/locks/                             one builder per image across processes
+ * The digest is the identity of what the image was made from (a hub
+ * recipe's definition, a Docker image id, an imported image's config and layers), so
+ * two names of the same image share one root filesystem. See docs/images.md.
+ */
+
+export interface ImageStoreOptions {
+  dir: string;
+  /** The docker CLI, or null for no Docker source. Default "docker" (skipped when not installed). */
+  docker?: string | null;
+  mmdebstrap?: string;
+  npm?: string;
+  mirror?: string;
+}
+
+export class ImageStore {
+  readonly dir: string;
+  private readonly docker: string | null;
+
+  constructor(private readonly options: ImageStoreOptions) {
+    this.dir = options.dir;
+    this.docker = options.docker === undefined ? "docker" : options.docker;
+    for (const sub of ["images", "refs", "tmp", "locks"]) mkdirSync(join(this.dir, sub), { recursive: true });
+    this.removeAbandonedWork();
+  }
+
+  /** Work dirs are named <kind>-<pid>-<random>: those of a process that died mid-build are removed. */
+  private removeAbandonedWork(): void {
+    for (const name of readdirSync(join(this.dir, "tmp"))) {
+      const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
+      if (pid && pid !== process.pid && !alive(pid)) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
+    }
+  }
+
+  /** A new work dir under tmp/, named for this process. */
+  private workDir(kind: string): string {
+    return join(this.dir, "tmp", `${kind}-${process.pid}-${randomBytes(6).toString("hex")}`);
+  }
+
+  /** Every name in the store with its image. */
+  list(): StoredImage[] {
+    const out: StoredImage[] = [];
+    for (const file of readdirSync(join(this.dir, "refs")).filter((f) => f.endsWith(".json")).sort()) {
+      const image = this.readRef(join(this.dir, "refs", file));
+      if (image) out.push(image);
+    }
+    return out;
+  }
+
+  /** The stored image a name points at (exactly that name), if any. */
+  get(name: string): StoredImage | undefined {
+    return this.readRef(this.refPath(formatImageRef(parseImageRef(name))));
+  }
+
+  /**
+   * Where an image would come from, in order: the store (a name imported or
+   * built before), a hub recipe (`blaxel/<name>`), the local Docker daemon, a
+   * hub recipe by its bare name. Fast: nothing is built. Throws
+   * ImageNotFoundError (or ImageRefError for a malformed name).
+   */
+  async locate(name: string): Promise<ImagePlan> {
+    const ref = parseImageRef(name);
+    const canonical = formatImageRef(ref);
+    const stored = this.readRef(this.refPath(canonical));
+    // An image the user imported under a name wins over every other source.
+    if (stored?.manifest.source === "import") return { kind: "stored", image: stored };
+    const recipe = recipeFor(ref, false);
+    if (recipe) return this.recipePlan(recipe);
+    if (stored && stored.manifest.source !== "docker") return { kind: "stored", image: stored };
+    const fromDocker = this.docker ? await inspectDockerImage(this.docker, name) : undefined;
+    if (fromDocker) {
+      if (stored?.manifest.digest === fromDocker.id) return { kind: "stored", image: stored };
+      return { kind: "docker", ref: canonical, name, ...fromDocker };
+    }
+    if (stored) return { kind: "stored", image: stored }; // exported before; the daemon is gone or no longer has it
+    const bare = recipeFor(ref, true);
+    if (bare) return this.recipePlan(bare);
+    throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${this.dir})${this.docker ? ", and the local Docker daemon does not have it" : ""}; import it with: sandbox-sim images import <oci-dir-or-tar> --name ${canonical}`);
+  }
+
+  /** The image ready to use: built, exported or read from the store; concurrent callers wait for one build. */
+  async ensure(name: string, progress: Progress = silentProgress): Promise<StoredImage> {
+    const plan = await this.locate(name);
+    if (plan.kind === "stored") return plan.image;
+    const digest = plan.kind === "recipe" ? plan.digest : plan.id;
+    return withLock(join(this.dir, "locks"), hexOf(digest), async () => {
+      // Another process may have made it while this one waited.
+      const again = this.readRef(this.refPath(plan.ref));
+      if (again?.manifest.digest === digest) return again;
+      if (!this.hasImage(digest)) {
+        await this.install(digest, progress, async (rootfs) => {
+          if (plan.kind === "recipe") {
+            await buildRecipe(plan.recipe, rootfs, join(rootfs, ".."), { mmdebstrap: this.options.mmdebstrap ?? "mmdebstrap", npm: this.options.npm ?? "npm", mirror: this.options.mirror, npmCache: join(this.dir, "npm-cache") }, progress);
+            const r = plan.recipe;
+            return { source: "recipe", origin: r.name, config: { env: r.env, workingDir: r.workingDir, entrypoint: [], cmd: [], user: "" }, services: r.services, ports: r.ports };
+          }
+          await exportDockerImage(this.docker!, plan.name, rootfs, progress, plan.size);
+          return { source: "docker", origin: plan.id, config: plan.config, services: [], ports: [] };
+        });
+      }
+      return this.point(plan.ref, digest);
+    }, { onWait: (holder) => progress.note(`waiting for another build of ${plan.ref}${holder ? ` (pid ${holder.pid})` : ""}`) });
+  }
+
+  /** Rebuilds (or re-exports) an image even when the store has it. */
+  async rebuild(name: string, progress: Progress = silentProgress): Promise<StoredImage> {
+    const plan = await this.locate(name);
+    if (plan.kind === "stored") {
+      if (plan.image.manifest.source === "import") throw new ImageNotFoundError(name, this.supported(), `image "${name}" was imported: import it again instead`);
+      this.removeImageDir(plan.image.manifest.digest);
+    } else if (plan.kind === "recipe" || plan.kind === "docker") this.removeImageDir(plan.kind === "recipe" ? plan.digest : plan.id);
+    return this.ensure(name, progress);
+  }
+
+  /** Imports an OCI image layout or `docker save` archive (directory, tar or tar.gz) under a name. */
+  async import(path: string, name: string, progress: Progress = silentProgress): Promise<StoredImage> {
+    const canonical = formatImageRef(parseImageRef(name));
+    if (!existsSync(path)) throw new ImportError(`${path}: no such file or directory`);
+    return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
+      const work = this.workDir("import");
+      const rootfs = join(work, "rootfs");
+      mkdirSync(rootfs, { recursive: true });
+      try {
+        let layout = path;
+        if (!isImageLayout(path)) {
+          progress.phase(`reading ${path}`);
+          layout = join(work, "archive");
+          mkdirSync(layout);
+          await unpackArchive(path, layout);
+        }
+        const imported = await importLayout(layout, rootfs, progress, name);
+        await rm(join(work, "archive"), { recursive: true, force: true });
+        if (!this.hasImage(imported.digest)) {
+          await this.finish(work, imported.digest, { source: "import", origin: path, config: imported.config, services: [], ports: [] });
+        }
+        return this.point(canonical, imported.digest);
+      } finally {
+        await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
+      }
+    });
+  }
+
+  /** Removes a name; its image goes too when no other name points at it. Returns whether the name existed. */
+  remove(name: string): boolean {
+    const canonical = formatImageRef(parseImageRef(name));
+    const image = this.get(canonical);
+    if (!image) return false;
+    rmSync(this.refPath(canonical), { force: true });
+    if (!this.list().some((i) => i.manifest.digest === image.manifest.digest)) this.removeImageDir(image.manifest.digest);
+    return true;
+  }
+
+  /** Removes the images no name points at any more (an older build of a changed recipe, a re-exported Docker image); returns their digests. */
+  prune(): string[] {
+    const used = new Set(this.list().map((i) => hexOf(i.manifest.digest)));
+    const unused = readdirSync(join(this.dir, "images")).filter((hex) => !used.has(hex));
+    for (const hex of unused) this.removeImageDir(hex);
+    return unused.map((hex) => `sha256:${hex}`);
+  }
+
+  /** What INVALID_IMAGE lists as supported: the hub images and the names in the store. */
+  supported(): string[] {
+    return [...new Set([...HUB_IMAGES, ...this.list().map((i) => i.ref)])];
+  }
+
+  private recipePlan(recipe: Recipe): ImagePlan {
+    const ref = `blaxel/${recipe.name}:latest`;
+    const digest = recipeDigest(recipe);
+    const stored = this.readRef(this.refPath(ref));
+    // An image the user imported under a hub name replaces the recipe.
+    if (stored && (stored.manifest.digest === digest || stored.manifest.source === "import")) return { kind: "stored", image: stored };
+    return { kind: "recipe", ref, recipe, digest };
+  }
+
+  private refPath(canonical: string): string {
+    return join(this.dir, "refs", `${storeKey(canonical)}.json`);
+  }
+
+  private imageDir(digest: string): string {
+    return join(this.dir, "images", hexOf(digest));
+  }
+
+  private hasImage(digest: string): boolean {
+    return existsSync(join(this.imageDir(digest), "manifest.json"));
+  }
+
+  private readRef(path: string): StoredImage | undefined {
+    let ref: { ref: string; digest: string };
+    try {
+      ref = JSON.parse(readFileSync(path, "utf8")) as typeof ref;
+    } catch {
+      return undefined;
+    }
+    try {
+      const manifest = JSON.parse(readFileSync(join(this.imageDir(ref.digest), "manifest.json"), "utf8")) as ImageManifest;
+      return { ref: ref.ref, rootfs: join(this.imageDir(ref.digest), "rootfs"), manifest: { ...manifest, refs: this.refsOf(ref.digest) } };
+    } catch {
+      return undefined; // the image was removed under its name
+    }
+  }
+
+  private refsOf(digest: string): string[] {
+    const out: string[] = [];
+    for (const file of readdirSync(join(this.dir, "refs")).filter((f) => f.endsWith(".json"))) {
+      try {
+        const ref = JSON.parse(readFileSync(join(this.dir, "refs", file), "utf8")) as { ref: string; digest: string };
+        if (ref.digest === digest) out.push(ref.ref);
+      } catch {
+        /* being replaced */
+      }
+    }
+    return out.sort();
+  }
+
+  private point(canonical: string, digest: string): StoredImage {
+    writeAtomic(this.refPath(canonical), JSON.stringify({ ref: canonical, digest }) + "\n");
+    return this.readRef(this.refPath(canonical))!;
+  }
+
+  /** Builds into a temp dir, then renames it into place: a half-built image is never visible. */
+  private async install(digest: string, progress: Progress, populate: (rootfs: string) => Promise<Omit<ImageManifest, "refs" | "digest" | "size" | "created">>): Promise<void> {
+    const work = this.workDir("build");
+    mkdirSync(join(work, "rootfs"), { recursive: true });
+    try {
+      const described = await populate(join(work, "rootfs"));
+      await this.finish(work, digest, described);
+      progress.phase("done");
+    } finally {
+      await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
+    }
+  }
+
+  private async finish(work: string, digest: string, described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">): Promise<void> {
+    const size = Number((await runTool("du", ["-sb", join(work, "rootfs")])).split("\t")[0]) || 0;
+    const manifest: ImageManifest = { refs: [], ...described, digest, size, created: new Date().toISOString() };
+    writeAtomic(join(work, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+    try {
+      renameSync(work, this.imageDir(digest));
+    } catch (err) {
+      // Another process installed the same image first: keep theirs.
+      if (!["EEXIST", "ENOTEMPTY"].includes((err as NodeJS.ErrnoException).code ?? "")) throw err;
+    }
+  }
+
+  private removeImageDir(digest: string): void {
+    const dir = this.imageDir(digest);
+    if (!existsSync(dir)) return;
+    // Renamed away first: a reader never sees a half-removed image.
+    const gone = this.workDir("removed");
+    renameSync(dir, gone);
+    rmSync(gone, { recursive: true, force: true });
+  }
+}
+
+export { ImageRefError } from "./image-ref.js";
+export { defaultImageCacheDir, ImageNotFoundError, type ImageManifest, type ImagePlan, type ImageSourceKind, type StoredImage } from "./store-records.js";
+export type { ImageRef };

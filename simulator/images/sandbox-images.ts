@@ -1,0 +1,115 @@
+import { ApiError } from "../../src/errors.js";
+import type { Logger } from "../../src/logging.js";
+import { ImageRefError } from "./image-ref.js";
+import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
+import type { LaunchSpec } from "../launcher/types.js";
+import { callbackProgress, type Progress } from "./progress.js";
+import type { ImageService } from "./recipes.js";
+
+/**
+ * What sandboxes need from the image store: a create checks its image at
+ * once (the platform answers 400 INVALID_IMAGE before any sandbox exists),
+ * then the start resolves it to a root filesystem, building a hub image or
+ * exporting a Docker image on first use (child processes: the event loop
+ * keeps serving, the create waits).
+ */
+
+/** The SDK's default image (SandboxInstance.create). */
+export const DEFAULT_SANDBOX_IMAGE = "blaxel/base-image:latest";
+
+export interface ResolvedImage {
+  ref: string;
+  /** The image's root filesystem: LaunchSpec.imageRootDir. */
+  rootfs: string;
+  /** The image's environment (Dockerfile ENV), under the sandbox's own envs. */
+  env: Record<string, string>;
+  workingDir: string;
+  services: ImageService[];
+}
+
+/** POST /sandboxes's SandboxError for an image no source provides (control-plane.md §6). */
+export function invalidImage(requested: string, supported: string[], message: string): ApiError {
+  return new ApiError("bad_request", message, { details: { code: "INVALID_IMAGE", details: { requested_image: requested, supported_images: supported } } });
+}
+
+export function envOfImage(lines: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of lines) {
+    const eq = line.indexOf("=");
+    if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  return env;
+}
+
+export function resolvedOf(image: StoredImage): ResolvedImage {
+  const m = image.manifest;
+  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, services: m.services };
+}
+
+export class SandboxImages {
+  constructor(
+    readonly store: ImageStore,
+    /** false: the launcher runs on the host's root (process) or runs images itself (docker); names are only checked. */
+    private readonly buildForLaunch: boolean,
+    private readonly logger?: Logger,
+    /** What a build or export on first use is doing, per sandbox (its events). */
+    private readonly onProgress?: (workspace: string, sandbox: string, text: string) => void,
+  ) {}
+
+  /** Throws INVALID_IMAGE when no source can provide the image; nothing is built. */
+  async check(image: string | undefined): Promise<void> {
+    const name = image || DEFAULT_SANDBOX_IMAGE;
+    try {
+      await this.store.locate(name);
+    } catch (err) {
+      if (err instanceof ImageNotFoundError) throw invalidImage(name, err.supported, err.message);
+      if (err instanceof ImageRefError) throw invalidImage(name, this.store.supported(), `invalid image name: ${err.message}`);
+      throw err;
+    }
+  }
+
+  /**
+   * Resolves the image of a launch into its spec: the root filesystem as imageRootDir, the image's
+   * environment under the sandbox's envs. Returns the processes the image starts beside the agent.
+   */
+  async prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]> {
+    const resolved = await this.resolve(image, callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)));
+    if (!resolved) return [];
+    spec.imageRootDir = resolved.rootfs;
+    spec.env = { ...resolved.env, ...spec.env };
+    return resolved.services;
+  }
+
+  /** The image's root filesystem for a launch (built or exported first when needed); undefined when the launcher does not use one. */
+  async resolve(image: string | undefined, progress: Progress): Promise<ResolvedImage | undefined> {
+    if (!this.buildForLaunch) return undefined;
+    const name = image || DEFAULT_SANDBOX_IMAGE;
+    const stored = await this.store.ensure(name, progress);
+    this.logger?.debug({ image: name, rootfs: stored.rootfs, digest: stored.manifest.digest }, "sandbox image resolved");
+    return resolvedOf(stored);
+  }
+}
+
+/**
+ * Starts the image's own processes beside the agent, as the hub images'
+ * entrypoints do (hub/nextjs/entrypoint.sh: POST /process to the agent once
+ * it answers). Failures are reported, not thrown: the sandbox is up.
+ */
+export async function startImageServices(url: string, token: string, services: ImageService[], logger?: Logger): Promise<void> {
+  if (services.length === 0) return;
+  const onError = (service: string, message: string) => logger?.warn({ service, err: message }, "could not start the image's service");
+  for (const service of services) {
+    try {
+      const res = await fetch(`${url}/process`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (!res.ok) onError(service.name, `POST /process answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
+      else await res.body?.cancel();
+    } catch (err) {
+      onError(service.name, (err as Error).message);
+    }
+  }
+}

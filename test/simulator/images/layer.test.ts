@@ -1,0 +1,114 @@
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { applyLayer, LayerError, resolveInRoot } from "../../../simulator/images/layer.js";
+import { readTar, TarFormatError } from "../../../simulator/images/tar-reader.js";
+import { trackedTempDir } from "../../helpers/temp-dirs.js";
+import { chunks, tarOf } from "./tar-writer.js";
+
+let root: string;
+let outside: string;
+beforeEach(() => {
+  const base = trackedTempDir("layer-");
+  root = join(base, "rootfs");
+  outside = join(base, "outside");
+  mkdirSync(root);
+  mkdirSync(outside);
+});
+
+const apply = (entries: Parameters<typeof tarOf>[0]) => applyLayer(root, chunks(tarOf(entries)));
+const read = (path: string) => readFileSync(join(root, path), "utf8");
+
+describe("applyLayer", () => {
+  it("unpacks files, directories, symlinks and hard links with their modes", async () => {
+    const stats = await apply([
+      { name: "usr/", type: "dir" },
+      { name: "usr/bin/", type: "dir" },
+      { name: "usr/bin/tool", content: "#!/bin/sh\necho hi\n", mode: 0o755 },
+      { name: "bin", type: "symlink", link: "usr/bin" },
+      { name: "usr/bin/tool2", type: "hardlink", link: "usr/bin/tool" },
+      { name: "etc/os-release", content: "ID=test\n" },
+      { name: "dev/null-ish", type: "fifo" },
+    ]);
+    expect(read("usr/bin/tool")).toContain("echo hi");
+    expect(lstatSync(join(root, "usr/bin/tool")).mode & 0o777).toBe(0o755);
+    expect(readlinkSync(join(root, "bin"))).toBe("usr/bin");
+    expect(lstatSync(join(root, "usr/bin/tool2")).ino).toBe(lstatSync(join(root, "usr/bin/tool")).ino);
+    expect(read("etc/os-release")).toBe("ID=test\n");
+    expect(existsSync(join(root, "dev/null-ish"))).toBe(false);
+    expect(stats).toMatchObject({ files: 2, skipped: 1 });
+  });
+
+  it("a whiteout deletes what a lower layer put there, an opaque directory hides all of it but this layer's own entries", async () => {
+    await apply([{ name: "etc/keep", content: "1" }, { name: "etc/gone", content: "2" }, { name: "opt/app/old1", content: "a" }, { name: "opt/app/sub/old2", content: "b" }]);
+    await apply([
+      { name: "etc/.wh.gone" },
+      { name: "opt/app/new", content: "n" },
+      { name: "opt/app/.wh..wh..opq" },
+    ]);
+    expect(read("etc/keep")).toBe("1");
+    expect(existsSync(join(root, "etc/gone"))).toBe(false);
+    expect(existsSync(join(root, "opt/app/old1"))).toBe(false);
+    expect(existsSync(join(root, "opt/app/sub"))).toBe(false);
+    expect(read("opt/app/new")).toBe("n");
+    expect(existsSync(join(root, "opt/app/.wh..wh..opq"))).toBe(false);
+  });
+
+  it("a later layer replaces a file by a directory and a directory by a file", async () => {
+    await apply([{ name: "a", content: "file" }, { name: "b/inner", content: "x" }]);
+    await apply([{ name: "a/child", content: "now a dir" }, { name: "b", content: "now a file" }]);
+    expect(read("a/child")).toBe("now a dir");
+    expect(read("b")).toBe("now a file");
+  });
+
+  it('refuses an entry climbing out with ".." and writes nothing outside', async () => {
+    await expect(apply([{ name: "../outside/evil", content: "x" }])).rejects.toBeInstanceOf(LayerError);
+    await expect(apply([{ name: "ok/../../outside/evil", content: "x" }])).rejects.toThrow(/\.\./);
+    await expect(apply([{ name: "h", type: "hardlink", link: "../outside/secret" }])).rejects.toThrow(/\.\./);
+    expect(existsSync(join(outside, "evil"))).toBe(false);
+  });
+
+  it("follows symlinks inside the root only: an absolute or climbing link in a lower layer never leads out", async () => {
+    writeFileSync(join(outside, "passwd"), "host file");
+    await apply([
+      { name: "abs", type: "symlink", link: outside },
+      { name: "rel", type: "symlink", link: "../../../../../../.." + outside },
+    ]);
+    await apply([{ name: "abs/passwd", content: "image file" }, { name: "rel/x", content: "y" }]);
+    expect(readFileSync(join(outside, "passwd"), "utf8")).toBe("host file");
+    expect(existsSync(join(outside, "x"))).toBe(false);
+    // Resolved as the sandbox sees them: under root.
+    expect(readFileSync(join(root, outside, "passwd"), "utf8")).toBe("image file");
+  });
+
+  it("replaces a symlink that stands where an entry goes, never writing through it", async () => {
+    writeFileSync(join(outside, "target"), "host");
+    symlinkSync(join(outside, "target"), join(root, "file"));
+    await apply([{ name: "file", content: "image" }]);
+    expect(readFileSync(join(outside, "target"), "utf8")).toBe("host");
+    expect(lstatSync(join(root, "file")).isSymbolicLink()).toBe(false);
+    expect(read("file")).toBe("image");
+  });
+
+  it("reads GNU long names across small chunks", async () => {
+    const long = `deep/${"d".repeat(120)}/file.txt`;
+    await apply([{ name: long, content: "long" }]);
+    expect(read(long)).toBe("long");
+  });
+
+  it("rejects a corrupt archive", async () => {
+    const tar = tarOf([{ name: "a", content: "x" }]);
+    tar[0] = tar[0]! ^ 0xff;
+    await expect(applyLayer(root, chunks(tar))).rejects.toBeInstanceOf(TarFormatError);
+    await expect(readTar(chunks(tarOf([{ name: "a", content: "x".repeat(2000) }]).subarray(0, 1024)), { entry() {}, data() {}, end() {} })).rejects.toThrow(/truncated/);
+  });
+});
+
+describe("resolveInRoot", () => {
+  it("clamps .. and absolute links at the root", () => {
+    mkdirSync(join(root, "usr/lib"), { recursive: true });
+    symlinkSync("/usr/lib", join(root, "lib"));
+    expect(resolveInRoot(root, ["lib", "x"], true)).toBe(join(root, "usr/lib/x"));
+    expect(resolveInRoot(root, ["..", "..", "etc"], true)).toBe(join(root, "etc"));
+  });
+});
