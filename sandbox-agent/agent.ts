@@ -11,6 +11,7 @@ import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
 import { ProcessManager } from "./process/manager.js";
+import { readOomKills } from "./process/os.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
 
@@ -78,6 +79,8 @@ export async function openAgent(config: AgentConfig, overrides: AgentOverrides =
     logMaxBytes: config.processLogMaxBytes,
     stopGraceMs: config.processStopGraceMs,
     maxFinished: config.processHistory,
+    wrapper: config.processWrapper,
+    oomKills: config.memoryEvents ? () => readOomKills(config.memoryEvents!) : undefined,
   });
   processes.recover();
 

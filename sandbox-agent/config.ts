@@ -29,6 +29,9 @@ export const AGENT_OPTIONS = {
   "drive-mount-command": { type: "string" },
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
+  socket: { type: "string" },
+  "process-wrapper": { type: "string" },
+  "memory-events": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -67,6 +70,12 @@ export const AgentConfigSchema = z.object({
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
+  /** Listen on this Unix socket instead of host:port (the isolating launcher binds its directory out of the sandbox). */
+  socket: z.string().min(1).transform((p) => resolve(p)).optional(),
+  /** Argv every command the agent runs (processes, schedules) starts through, e.g. a capability drop. */
+  processWrapper: commandTemplate.optional(),
+  /** A cgroup file with an `oom_kill N` line (memory.events, memory.oom_control): SIGKILLs it counts are reported as OOM kills. */
+  memoryEvents: z.string().min(1).optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -93,6 +102,9 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
+  --socket <path>            listen on this Unix socket instead of --host/--port (env SANDBOX_AGENT_SOCKET)
+  --process-wrapper <argv>   start every command through this argv prefix, JSON array or words (e.g. a capability drop)
+  --memory-events <file>     cgroup file with an "oom_kill N" line: a process SIGKILLed while it grows is reported as OOM-killed
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
@@ -102,6 +114,7 @@ const FLAG_OF: Record<string, string> = {
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout",
+  processWrapper: "process-wrapper", memoryEvents: "memory-events",
 };
 
 export class ConfigError extends Error {}
@@ -134,6 +147,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveMountCommand: values["drive-mount-command"],
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
+    socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),
+    processWrapper: values["process-wrapper"],
+    memoryEvents: values["memory-events"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   };
   const parsed = AgentConfigSchema.safeParse(raw);
@@ -145,7 +161,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
   if (config.driveBackend === "command" && !config.driveMountCommand) {
     throw new ConfigError("--drive-backend command needs --drive-mount-command");
   }
-  if (!config.token && !config.noAuth && !isLoopbackHost(config.host)) {
+  if (!config.token && !config.noAuth && !config.socket && !isLoopbackHost(config.host)) {
     throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
   }
   return Object.freeze(config);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { createLogger } from "../src/logging.js";
-import { listen, onShutdownSignal } from "../src/serve.js";
+import { listen, listenSocket, onShutdownSignal } from "../src/serve.js";
 import { openAgent } from "./agent.js";
 import { createApp } from "./app.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
@@ -20,12 +20,13 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
   const runtime = await openAgent(config, { logger });
-  const serving = await listen(createApp(runtime.deps), config.host, config.port);
+  const app = createApp(runtime.deps);
+  const serving = config.socket ? await listenSocket(app, config.socket) : await listen(app, config.host, config.port);
   logger.info(
     { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
     "sandbox-agent listening",
   );
-  // A machine-readable line on stdout, so launchers learn the port when --port 0 was given.
+  // A machine-readable line on stdout, so launchers learn the port when --port 0 was given (unix:<path> with --socket).
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   onShutdownSignal(logger, async () => {
     await serving.stop();

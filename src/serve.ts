@@ -1,3 +1,4 @@
+import { lstatSync, unlinkSync } from "node:fs";
 import { createServer, type Server, type RequestListener } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "./logging.js";
@@ -16,20 +17,40 @@ export interface Serving {
  * slow headers.
  */
 export function listen(handler: RequestListener, host: string, port: number): Promise<Serving> {
+  return serve(handler, (server, ready) => server.listen(port, host, ready), (server) => {
+    const addr = server.address() as AddressInfo;
+    const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+    return { url: `http://${shownHost}:${addr.port}`, port: addr.port };
+  });
+}
+
+/**
+ * Listens on a Unix socket (an agent inside an isolating launcher: the
+ * simulator reaches it through the socket's directory, bound out of the
+ * sandbox). A socket file a previous run left behind is replaced; any other
+ * kind of file at the path is an error. `url` is `unix:<path>`, `port` 0.
+ */
+export function listenSocket(handler: RequestListener, path: string): Promise<Serving> {
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  return serve(handler, (server, ready) => server.listen(path, ready), () => ({ url: `unix:${path}`, port: 0 }));
+}
+
+function serve(handler: RequestListener, start: (server: Server, ready: () => void) => void, address: (server: Server) => { url: string; port: number }): Promise<Serving> {
   const server = createServer(handler);
   server.requestTimeout = 0;
   server.headersTimeout = 30_000;
   server.keepAliveTimeout = 65_000;
   return new Promise((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, host, () => {
+    start(server, () => {
       server.off("error", reject);
-      const addr = server.address() as AddressInfo;
-      const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
       resolve({
         server,
-        port: addr.port,
-        url: `http://${shownHost}:${addr.port}`,
+        ...address(server),
         stop: (graceMs = 10_000) =>
           new Promise<void>((done) => {
             const force = setTimeout(() => server.closeAllConnections(), graceMs);

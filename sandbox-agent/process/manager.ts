@@ -4,7 +4,7 @@ import { closeSync, mkdirSync } from "node:fs";
 import { errors } from "../../src/errors.js";
 import type { Timer } from "../../src/clock.js";
 import { LiveOutput } from "./live-output.js";
-import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
+import { groupAlive, isSameProcessAlive, preferOomVictim, processStartTime, signalGroup } from "./os.js";
 import { capWhileGroupLives } from "./linger.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, randomName, toRecord } from "./record.js";
@@ -26,10 +26,14 @@ interface Running {
   timers: Timer[];
   /** Adopted after a restart: polled, since it is not our child. */
   poll?: NodeJS.Timeout;
+  /** The sandbox's OOM-kill count when the process started: a SIGKILL with a higher count since is an OOM kill. */
+  oomKillsAtStart?: number;
   waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
 }
 
 const ADOPTED_POLL_MS = 500;
+/** What the platform reports for a process the kernel killed at the sandbox's memory limit. */
+const OOM_KILLED = { status: "failed" as ProcessStatus, error: "killed by the OOM killer: the sandbox ran out of memory (spec.runtime.memory)" };
 
 /**
  * Runs commands with `sh -c` in their own process group, captures their
@@ -189,7 +193,8 @@ export class ProcessManager {
     const fds = files.openForChild();
     let child: ChildProcess;
     try {
-      child = spawn("/bin/sh", ["-c", input.command], {
+      const [file, ...args] = [...(this.#o.wrapper ?? []), "/bin/sh", "-c", input.command];
+      child = spawn(file!, args, {
         cwd,
         env: { ...inheritedEnv(this.#o.baseEnv ?? process.env), ...input.env },
         detached: true, // own process group: stop/kill/timeout reach everything it starts
@@ -226,6 +231,9 @@ export class ProcessManager {
     this.#store.insert(row);
     const running = this.#track(row, files);
     running.child = child;
+    running.oomKillsAtStart = this.#o.oomKills?.();
+    // Under a memory limit the command, not the agent, should be the OOM killer's choice (raising needs no privilege).
+    if (running.oomKillsAtStart !== undefined) preferOomVictim(child.pid);
     child.once("exit", (code, signal) => void this.#ended(running, code, signal));
     this.#o.logger.info({ processPid: row.pid, processName: name, workingDir, timeout: row.timeout }, "process started");
     return toRecord(row);
@@ -267,7 +275,7 @@ export class ProcessManager {
     for (const t of running.timers) t.cancel();
     await running.output.finish().catch((err: unknown) => this.#o.logger.warn({ err, processPid: running.row.pid }, "reading final output failed"));
     if (this.#closed) return;
-    const end = running.endReason ?? exitMeaning(code, signal, running.child === undefined);
+    const end = running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.child === undefined));
     const completedAt = this.#o.clock.now();
     this.#store.finish(running.row.id, { ...end, exitCode: code, completedAt });
     this.#running.delete(running.row.id);
@@ -276,6 +284,15 @@ export class ProcessManager {
     if (groupAlive(running.row.pid)) this.#linger(running.row, running.output.dropped);
     await this.#prune();
     for (const w of running.waiters) w.resolve(record);
+  }
+
+  /**
+   * Killed by the kernel for the sandbox's memory limit: SIGKILL (or `sh -c`
+   * reporting its command's SIGKILL as 137) while the cgroup's OOM-kill count went up.
+   */
+  #oomKilled(running: Running, code: number | null, signal: NodeJS.Signals | null): boolean {
+    if ((signal !== "SIGKILL" && code !== 137) || running.oomKillsAtStart === undefined) return false;
+    return (this.#o.oomKills?.() ?? 0) > running.oomKillsAtStart;
   }
 
   /** `sh -c 'server &'` ends at once while the server keeps writing to its files: keep them capped. */

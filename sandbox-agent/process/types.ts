@@ -55,5 +55,9 @@ export interface ProcessManagerOptions {
   maxFinished: number;
   /** The environment commands inherit (default: the agent's). */
   baseEnv?: NodeJS.ProcessEnv;
+  /** Argv prefix every command starts through (`<wrapper...> /bin/sh -c <command>`), e.g. a capability drop. */
+  wrapper?: readonly string[];
+  /** Reads the sandbox's OOM-kill counter (cgroup `oom_kill`); undefined where there is none. */
+  oomKills?: () => number | undefined;
 }
 

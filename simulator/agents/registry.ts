@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
@@ -260,9 +261,9 @@ export class SandboxAgents {
     }
     if (entry?.supervisor.state === "starting") await entry.ready;
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
-    const url = entry.supervisor.url;
-    if (!url) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
-    return { url, token: entry.token };
+    const endpoint = entry.supervisor.endpoint;
+    if (!endpoint) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
+    return { ...endpoint, token: entry.token };
   }
 
   async stopAll(): Promise<void> {
@@ -279,14 +280,13 @@ export class SandboxAgents {
 
 /** Lazily unmounts every drive the agent has mounted (DELETE /drives/mount/{path}?force=true). */
 async function unmountDrives(entry: Entry): Promise<void> {
-  const url = entry.supervisor.url;
-  if (!url) return;
+  const endpoint = entry.supervisor.endpoint;
+  if (!endpoint) return;
   const headers = { authorization: `Bearer ${entry.token}` };
-  const res = await fetch(`${url}/drives/mount`, { headers, signal: AbortSignal.timeout(5_000) });
-  if (!res.ok) throw new Error(`GET /drives/mount answered ${res.status}`);
-  const { mounts } = (await res.json()) as { mounts: { mountPath: string }[] };
+  const res = await agentFetch(endpoint, { path: "/drives/mount", headers, timeoutMs: 5_000 });
+  if (res.status !== 200) throw new Error(`GET /drives/mount answered ${res.status}`);
+  const { mounts } = JSON.parse(res.text) as { mounts: { mountPath: string }[] };
   for (const m of mounts) {
-    const del = await fetch(`${url}/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, { method: "DELETE", headers, signal: AbortSignal.timeout(10_000) });
-    await del.body?.cancel();
+    await agentFetch(endpoint, { method: "DELETE", path: `/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, headers, timeoutMs: 10_000 });
   }
 }

@@ -1,74 +1,203 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, realpathSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { agentArgs, agentEnv, agentMainPath, packageRootOf } from "./agent-main.js";
-import { startChild } from "./child.js";
+import { spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
+import { adoptChild, reapOrphan } from "./child.js";
+import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
+import { SOCKET_URL } from "./endpoint.js";
+import { probeIsolation, which, type IsolationTools } from "./isolation.js";
+import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
+import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
-/** Inside the namespace: where the agent's state and the workspace's drives appear. */
-const AGENT_DATA = "/run/sandbox-agent";
-const DRIVES = "/run/sandbox-drives";
-/** Host configuration a shell and DNS need, read-only; each only when the host has it. */
-const HOST_ETC = ["/etc/resolv.conf", "/etc/hosts", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates"];
+/** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
+export const AGENT_DATA = "/run/sandbox-agent";
+export const AGENT_SOCKET = `${AGENT_DATA}/agent.sock`;
+export const DRIVES = "/run/sandbox-drives";
+export const MEMORY_EVENTS = "/run/sandbox-memory/events";
+/** --image-source host: the host's system directories, read-only, under the sandbox's own writable root. */
+const HOST_SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+const HOST_ETC = ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives"];
+const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * Stage 1, inside the sandbox's user and mount namespace (unshare): mount the
+ * image's overlay (lower: the image, read-only and shared; upper: the
+ * sandbox's own directory) over the image's path — visible in this namespace
+ * only, gone with it — then become bwrap.
+ */
+const STAGE1 = 'set -e; if [ -n "$1" ]; then mount -t overlay overlay -o "$1" "$2"; fi; shift 2; exec "$@"';
+/** Stage 0 (memory limit): the first process joins the sandbox's cgroup before anything else starts. */
+const STAGE0 = 'echo $$ > "$0/cgroup.procs" && exec "$@"';
 
 export function bwrapPath(): string | undefined {
-  try {
-    return execFileSync("sh", ["-c", "command -v bwrap"], { encoding: "utf8" }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
+  return which("bwrap");
+}
+
+export interface BwrapLauncherOptions {
+  agentMain?: string;
+  readyTimeoutMs?: number;
+  /** Outbound network (slirp4netns) unless a spec says otherwise; "none" = loopback only. Default "outbound". */
+  network?: "outbound" | "none";
 }
 
 /**
- * The agent in its own mount, PID, IPC and UTS namespaces (Debian's
- * bubblewrap): the sandbox's root directory is `/`, the host's /usr, /bin,
- * /lib (and node, and this package's dist/ and node_modules/) are mounted
- * read-only, /proc and /dev are fresh. The network namespace is shared so
- * the agent listens on the host's loopback, where the proxy reaches it.
- * Processes in one sandbox see neither another sandbox's files nor its processes.
+ * The isolating launcher (the default): each sandbox gets its own user,
+ * mount, PID, IPC, UTS and network namespaces (util-linux's unshare for the
+ * user and mount namespaces, Debian's bubblewrap for the rest), a root that
+ * is an overlay of its image under its own writable layer, no capability
+ * left to the commands it runs, outbound network through slirp4netns, a
+ * memory cgroup where the host allows one, and its agent on a Unix socket
+ * in its data dir (no host port). docs/launchers.md.
  */
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
-  private readonly bwrap: string;
+  readonly tools: IsolationTools;
+  readonly memory: CgroupSupport;
+  private kit?: SandboxKit;
 
-  constructor(private readonly options: { agentMain?: string; readyTimeoutMs?: number; bwrap?: string } = {}) {
-    const found = options.bwrap ?? bwrapPath();
-    if (!found) throw new LaunchError("--launcher bwrap needs bubblewrap: apt-get install -y bubblewrap");
-    this.bwrap = found;
+  constructor(private readonly options: BwrapLauncherOptions = {}) {
+    const probe = probeIsolation();
+    if (!probe.tools) throw new LaunchError(probe.unavailable!);
+    this.tools = probe.tools;
+    if ((options.network ?? "outbound") === "outbound" && !this.tools.slirp4netns) {
+      throw new LaunchError("outbound network for sandboxes needs slirp4netns: apt-get install -y slirp4netns, or pass --sandbox-network none");
+    }
+    this.memory = cgroupSupport();
   }
 
-  start(spec: LaunchSpec): Promise<AgentHandle> {
-    for (const dir of [spec.rootDir, spec.dataDir, join(spec.rootDir, "tmp"), join(spec.rootDir, "root")]) mkdirSync(dir, { recursive: true });
-    const agentMain = realpathSync(this.options.agentMain ?? agentMainPath());
-    const pkg = packageRootOf(agentMain);
-    const node = realpathSync(process.execPath);
-    const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
-    const args = [
+  /** One line for logs and /health: what a sandbox gets here. */
+  describe(): string {
+    const net = (this.options.network ?? "outbound") === "outbound" ? "outbound network through slirp4netns" : "no outbound network";
+    const mem = this.memory.unavailable ? `no memory limit (${this.memory.unavailable})` : `memory limits (cgroup v${this.memory.version})`;
+    return `user, mount, PID, IPC, UTS and network namespaces; no capabilities for commands; ${net}; ${mem}`;
+  }
+
+  async start(spec: LaunchSpec): Promise<AgentHandle> {
+    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools.setpriv);
+    const kit = this.kit;
+    for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
+    await reapOrphan(spec.dataDir);
+    const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
+    if (outbound && !this.tools.slirp4netns) throw new LaunchError("outbound network needs slirp4netns: apt-get install -y slirp4netns");
+    const etc = this.writeSandboxEtc(spec);
+    const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
+    const cgroup = spec.memoryMb && !this.memory.unavailable ? this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, spec.memoryMb) : undefined;
+
+    const bwrapArgs = [
       "--die-with-parent", "--new-session",
-      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
       "--hostname", spec.sandbox.slice(0, 63),
-      "--bind", spec.rootDir, "/",
-      ...["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"].flatMap(ro),
-      ...HOST_ETC.flatMap(ro),
-      // node itself when it lives outside /usr (nvm, a tarball install).
-      ...(node.startsWith("/usr/") ? [] : ro(dirname(dirname(node)))),
-      ...ro(join(pkg, "package.json")), ...ro(join(pkg, "dist")), ...ro(join(pkg, "node_modules")),
+      "--info-fd", "3",
+      ...this.rootBinds(spec),
+      "--ro-bind", etc.resolv, "/etc/resolv.conf",
+      "--ro-bind", etc.hosts, "/etc/hosts",
+      ...kit.binds,
       "--proc", "/proc", "--dev", "/dev",
       "--bind", spec.dataDir, AGENT_DATA,
       ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
+      ...(cgroup ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
+      ...(spec.mounts ?? []).flatMap((m) => {
+        if (!existsSync(m.source)) throw new LaunchError(`mount source ${m.source} (for ${m.target}) does not exist`);
+        return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
+      }),
       "--chdir", "/",
-      "--", node, agentMain,
+      "--", ...kit.loader, kit.agentMain,
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
+      "--socket", AGENT_SOCKET,
+      "--process-wrapper", JSON.stringify(kit.processWrapper),
+      ...(cgroup ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
-    return startChild({
-      command: this.bwrap,
-      args, // names the host data dir (--bind), so a later run can recognise an orphan
-      env: agentEnv(spec, "/root"),
+    const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
+    const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
+    const env = { ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
+    const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ["ignore", "pipe", "pipe", "pipe"] });
+
+    let link: OutboundLink | undefined;
+    let sandboxPid: number | undefined;
+    const info = readInfo(child.stdio[3] as Readable);
+    void info.then((pid) => (sandboxPid = pid), () => {});
+    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
+    const networkUp = async () => {
+      const pid = await info;
+      if (!outbound) return;
+      link = startOutbound(this.tools.slirp4netns!, pid);
+      await link.ready;
+    };
+    child.once("exit", () => {
+      link?.stop();
+      void cgroup?.remove();
+      if (overlay) unlockWorkDir(overlay.workDir);
+    });
+    const hostSocket = join(spec.dataDir, "agent.sock");
+    return adoptChild(child, {
+      command: "bwrap",
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
       // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
-      termTargets: (pid) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(agentMain)),
+      termTargets: (pid) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain)),
+      endpointOf: () => ({ url: SOCKET_URL, socketPath: hostSocket }),
+      alsoReady: networkUp,
+      sandboxPid: () => sandboxPid,
     });
+  }
+
+  /** `/` of the sandbox: the overlay (mounted over the image's path in stage 1), or its own directory with the host's system read-only. */
+  private rootBinds(spec: LaunchSpec): string[] {
+    if (spec.imageRootDir) return ["--bind", realpathSync(spec.imageRootDir), "/"];
+    for (const dir of ["tmp", "root"]) mkdirSync(join(spec.rootDir, dir), { recursive: true });
+    const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
+    return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
+  }
+
+  private overlay(spec: LaunchSpec): { options: string; mountAt: string; workDir: string } {
+    const lower = realpathSync(spec.imageRootDir!);
+    const upper = realpathSync(spec.rootDir);
+    const workDir = `${upper}.overlay-work`;
+    mkdirSync(workDir, { recursive: true });
+    for (const path of [lower, upper, workDir]) {
+      // overlayfs splits its options on "," and ":" (and treats "\" as an escape).
+      if (/[,:\\]/.test(path)) throw new LaunchError(`the overlay cannot use ${path}: paths with ",", ":" or "\\" are not supported`);
+    }
+    return { options: `lowerdir=${lower},upperdir=${upper},workdir=${workDir},userxattr`, mountAt: lower, workDir };
+  }
+
+  /** The sandbox's resolver (slirp4netns's DNS forwarder) and hosts file, in its data dir. */
+  private writeSandboxEtc(spec: LaunchSpec): { resolv: string; hosts: string } {
+    const dir = join(spec.dataDir, "etc");
+    mkdirSync(dir, { recursive: true });
+    const resolv = join(dir, "resolv.conf");
+    const hosts = join(dir, "hosts");
+    writeFileSync(resolv, SANDBOX_RESOLV_CONF);
+    const name = spec.sandbox.slice(0, 63);
+    writeFileSync(hosts, `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${name}\n`);
+    return { resolv, hosts };
+  }
+}
+
+/** bwrap's --info-fd JSON: the host pid of the sandbox's first process (its PID namespace's init). */
+function readInfo(stream: Readable): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let text = "";
+    stream.setEncoding("utf8");
+    stream.on("data", (d: string) => {
+      text += d;
+      const match = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (match) resolve(Number(match[1]));
+    });
+    stream.once("close", () => reject(new LaunchError(`bwrap ended before reporting the sandbox's pid: ${text.trim()}`)));
+    stream.on("error", () => {});
+  });
+}
+
+/** overlayfs leaves work/work with mode 000: make it removable by the simulator's user (retention, delete). */
+function unlockWorkDir(workDir: string): void {
+  try {
+    chmodSync(join(workDir, "work"), 0o700);
+  } catch {
+    // Never created, or already gone.
   }
 }

@@ -7,7 +7,7 @@
  * creating a sandbox costs opening its database and listening, not loading Node modules.
  */
 import { createLogger } from "../../src/logging.js";
-import { listen, onShutdownSignal } from "../../src/serve.js";
+import { listen, listenSocket, onShutdownSignal } from "../../src/serve.js";
 import { openAgent } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
@@ -29,7 +29,8 @@ async function activate(message: WarmActivation): Promise<void> {
   if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
   const runtime = await openAgent(config, { logger });
-  const serving = await listen(createApp(runtime.deps), config.host, config.port);
+  const app = createApp(runtime.deps);
+  const serving = config.socket ? await listenSocket(app, config.socket) : await listen(app, config.host, config.port);
   logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   onShutdownSignal(logger, async () => {

@@ -1,7 +1,8 @@
-import { Agent, request, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, type IncomingMessage, type ServerResponse } from "node:http";
 import { pipeline } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { agentRequest, endpointHost, type AgentEndpoint } from "../launcher/endpoint.js";
 import { Coalescer } from "./coalesce.js";
 import { requestHeaders, responseHeaders } from "./headers.js";
 import { targetFromHost, targetFromPath, type SandboxTarget } from "./route.js";
@@ -12,9 +13,8 @@ import { targetFromHost, targetFromPath, type SandboxTarget } from "./route.js";
  * backpressure, so a 200 MiB upload holds a few socket buffers, not the body).
  */
 
-export interface Upstream {
-  /** The agent's base URL, e.g. http://127.0.0.1:41234. */
-  url: string;
+/** The agent's endpoint (TCP URL, or Unix socket with a nominal URL) and the sandbox's token. */
+export interface Upstream extends AgentEndpoint {
   token: string;
 }
 
@@ -62,15 +62,11 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   async function forward(req: IncomingMessage, res: ServerResponse, target: SandboxTarget): Promise<void> {
     if (!isPreflight(req)) await options.authorize(req, target);
     const upstream = await options.upstream(target);
-    const base = new URL(upstream.url);
-    const upReq = request({
-      protocol: base.protocol,
-      hostname: base.hostname,
-      port: base.port,
+    const upReq = agentRequest(upstream, {
       method: req.method,
       path: target.path,
       agent,
-      headers: requestHeaders(req.headers, { token: upstream.token, upstreamHost: base.host, clientAddress: req.socket.remoteAddress, originalHost: req.headers.host }),
+      headers: requestHeaders(req.headers, { token: upstream.token, upstreamHost: endpointHost(upstream), clientAddress: req.socket.remoteAddress, originalHost: req.headers.host }),
     });
     upReq.on("response", (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, responseHeaders(upRes.headers));
