@@ -28,7 +28,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
-    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString() }));
+    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation }));
   });
   const v0 = express.Router();
   v0.use(express.json({ limit: "10mb" }));

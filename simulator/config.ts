@@ -14,6 +14,7 @@ export const SIM_OPTIONS = {
   "test-hooks": { type: "boolean" },
   "public-url": { type: "string" },
   launcher: { type: "string" },
+  "sandbox-network": { type: "string" },
   "sandbox-retention": { type: "string" },
   "log-level": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -33,7 +34,9 @@ export const SimConfigSchema = z.object({
   /** Base URL written into resource `metadata.url`; defaults to the listen address. */
   publicUrl: z.url().optional(),
   /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
-  launcher: z.enum(["process", "bwrap", "docker"]).default("process"),
+  launcher: z.enum(["process", "bwrap", "docker"]).default("bwrap"),
+  /** Outbound network from isolated sandboxes (slirp4netns), or none (loopback only). */
+  sandboxNetwork: z.enum(["outbound", "none"]).default("outbound"),
   /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
   sandboxRetentionMs: z.union([z.number().int().min(0), z.string()]).default(3_600_000).transform((v, ctx) => {
     if (typeof v === "number") return v;
@@ -60,14 +63,17 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --api-key <key>       the admin API key (env SANDBOX_SIM_API_KEY; generated when absent)
   --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
-  --launcher <name>     how sandboxes' agents run: process (default), bwrap (namespaces; needs bubblewrap)
-                        or docker (a container of spec.runtime.image; needs a Docker daemon)
+  --launcher <name>     how sandboxes' agents run: bwrap (default: isolated namespaces; needs bubblewrap,
+                        util-linux and user namespaces), process (NO isolation: commands run on the host)
+                        or docker (a container of spec.runtime.image; needs a Docker daemon); env SANDBOX_SIM_LAUNCHER
+  --sandbox-network <m> outbound (default: sandboxes reach the network through slirp4netns, never the host's
+                        loopback) or none (loopback only); env SANDBOX_SIM_SANDBOX_NETWORK
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", sandboxRetentionMs: "sandbox-retention" };
 
 export class ConfigError extends Error {}
 
@@ -89,6 +95,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     testHooks: values["test-hooks"] ?? false,
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
+    sandboxNetwork: values["sandbox-network"] ?? (env.SANDBOX_SIM_SANDBOX_NETWORK || undefined),
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
   });

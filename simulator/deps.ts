@@ -41,6 +41,8 @@ export interface SimDeps {
   adminApiKey: string;
   /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
   agents?: SandboxAgents;
+  /** How sandboxes' agents run (set by serveSimulator), for /health: the launcher and what it isolates. */
+  sandboxIsolation?: { launcher: string; isolated: boolean; detail: string };
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */

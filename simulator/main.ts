@@ -3,6 +3,7 @@ import { createLogger } from "../src/logging.js";
 import { onShutdownSignal } from "../src/serve.js";
 import { serveSimulator } from "./agents/serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
+import { LaunchError } from "./launcher/index.js";
 
 async function main(): Promise<void> {
   let config;
@@ -19,8 +20,17 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ name: "sandbox-sim", level: config.logLevel });
   // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
-  const served = await serveSimulator(config, { logger });
-  logger.info({ url: served.url, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
+  let served;
+  try {
+    served = await serveSimulator(config, { logger });
+  } catch (err) {
+    if (!(err instanceof LaunchError)) throw err;
+    // No isolation possible here (or its tools are missing): one line saying what to install or pass.
+    process.stderr.write(`sandbox-sim: ${err.message}\n`);
+    process.exit(2);
+  }
+  logger.info({ url: served.url, data: config.data, testHooks: config.testHooks, ...served.deps.sandboxIsolation }, "sandbox-sim listening");
+  if (!served.deps.sandboxIsolation?.isolated) process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation?.detail ?? "not isolated"}\n`);
   // The lines a user pastes (or `eval`s) to point the SDK at this simulator.
   process.stdout.write(`sandbox-sim listening on ${served.url}\n${served.envText}\n`);
   onShutdownSignal(logger, () => served.stop());

@@ -42,6 +42,8 @@ type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; re
 export interface StartOptions {
   env?: Record<string, string>;
   image?: string;
+  /** spec.runtime.memory (MB): the sandbox's memory limit where the launcher can enforce one. */
+  memoryMb?: number;
   /** A fork: the sandbox's root starts as a copy of this sandbox's files (same workspace). */
   copyFilesOf?: string;
   /** A fork of a snapshot: the sandbox's root starts as a copy of that snapshot's files (same workspace). */
@@ -89,7 +91,7 @@ export class SandboxAgents {
     const token = randomBytes(24).toString("base64url");
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
+      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel },
       { ...this.options.supervisor, onEvent: (event) => this.options.onEvent?.(workspace, sandbox, event) },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.

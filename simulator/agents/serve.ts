@@ -8,7 +8,7 @@ import { createSimulatorApp } from "../app.js";
 import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { envLines } from "../env-lines.js";
-import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { createLauncher, describeLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
@@ -21,7 +21,7 @@ const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVAT
 const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
-  /** "process" (default) or "bwrap", or a Launcher instance. */
+  /** "bwrap" (default: isolated), "process" (not isolated), "docker", or a Launcher instance. */
   launcher?: string | Launcher;
   logger?: Logger;
 }
@@ -44,11 +44,19 @@ export interface ServedSimulator {
 export async function serveSimulator(config: Partial<SimConfig>, options: ServeOptions = {}): Promise<ServedSimulator> {
   const runtime = openSimulator(config, { logger: options.logger });
   const deps = runtime.deps;
+  const name = options.launcher ?? deps.config.launcher;
+  let launcher: Launcher;
+  try {
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name, { network: deps.config.sandboxNetwork });
+  } catch (err) {
+    runtime.close(); // nothing left behind: no data dir, no listener
+    throw err;
+  }
+  deps.sandboxIsolation = describeLauncher(launcher);
+  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   const inMemory = deps.config.data === ":memory:";
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
-  const name = options.launcher ?? deps.config.launcher;
-  const launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
   const agents = new SandboxAgents({
     launcher,
     dir,

@@ -20,8 +20,10 @@ import { sandboxKind } from "../resources/kinds/sandbox.js";
  */
 
 /** What the agent is launched with: a change restarts it. */
-export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string } {
-  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: (doc as { spec?: { runtime?: { image?: string } } }).spec?.runtime?.image };
+export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string; memoryMb?: number } {
+  const runtime = (doc as { spec?: { runtime?: { image?: string; memory?: unknown } } }).spec?.runtime;
+  const memory = typeof runtime?.memory === "number" && runtime.memory > 0 ? runtime.memory : undefined;
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: runtime?.image, ...(memory ? { memoryMb: memory } : {}) };
 }
 
 function reply(ctx: OpContext, name: string): ResourceDoc {
