@@ -1,11 +1,13 @@
-import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, type StdioOptions } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan } from "./child.js";
-import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
+import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
+import type { WarmActivation } from "./warm-agent.js";
+import { cgroupSupport, type CgroupSupport } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
@@ -42,6 +44,12 @@ export interface BwrapLauncherOptions {
   readyTimeoutMs?: number;
   /** Outbound network (slirp4netns) unless a spec says otherwise; "none" = loopback only. Default "outbound". */
   network?: "outbound" | "none";
+  /**
+   * Sandboxes started ahead of need, per workspace and image, their agent's
+   * modules loaded (default 0; the simulator uses 1): a new sandbox takes one
+   * over (bwrap-warm.ts) instead of waiting for namespaces and Node to start.
+   */
+  warm?: number;
 }
 
 /**
@@ -58,6 +66,7 @@ export class BwrapLauncher implements Launcher {
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
+  private readonly pool: WarmPool;
 
   constructor(private readonly options: BwrapLauncherOptions = {}) {
     const probe = probeIsolation();
@@ -67,6 +76,7 @@ export class BwrapLauncher implements Launcher {
       throw new LaunchError("outbound network for sandboxes needs slirp4netns: apt-get install -y slirp4netns, or pass --sandbox-network none");
     }
     this.memory = cgroupSupport();
+    this.pool = new WarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
   }
 
   /** One line for logs and /health: what a sandbox gets here. */
@@ -77,16 +87,85 @@ export class BwrapLauncher implements Launcher {
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
+    const kit = this.sandboxKit();
+    const warm = await this.pool.take(spec);
+    try {
+      if (warm) return await this.activate(warm, spec);
+      for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
+      await reapOrphan(spec.dataDir);
+      const sandbox = this.spawnSandbox(spec, false);
+      return await adoptChild(sandbox.child, this.adoption(sandbox, spec, kit));
+    } finally {
+      this.pool.refill(spec); // after, not during: on a small machine the next warm-up would slow this start
+    }
+  }
+
+  /** Resolves once every idle warm sandbox is ready. */
+  warmed(): Promise<void> {
+    return this.pool.warmed();
+  }
+
+  /** Stops the idle warm sandboxes (running ones belong to their sandboxes). */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private sandboxKit(): SandboxKit {
     this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools.setpriv);
-    const kit = this.kit;
-    for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
-    await reapOrphan(spec.dataDir);
+    return this.kit;
+  }
+
+  private adoption(sandbox: SpawnedSandbox, spec: LaunchSpec, kit: SandboxKit) {
+    return {
+      command: "bwrap",
+      dataDir: spec.dataDir,
+      readyTimeoutMs: this.options.readyTimeoutMs,
+      // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
+      termTargets: (pid: number) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain) || cmdlineOf(p).includes(kit.warmMain)),
+      endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
+      alsoReady: sandbox.network,
+      sandboxPid: sandbox.sandboxPid,
+    };
+  }
+
+  /** A warm sandbox becomes this one: its directories take the spec's paths, its agent gets the spec's argv and env. */
+  private async activate(warm: WarmSandbox, spec: LaunchSpec): Promise<AgentHandle> {
+    // The sandbox's binds follow the directories' inodes: renamed, they stay mounted where they were.
+    for (const [from, to] of [[warm.rootDir, spec.rootDir], [warm.dataDir, spec.dataDir]] as const) {
+      mkdirSync(dirname(to), { recursive: true });
+      renameSync(from, to);
+    }
+    if (spec.memoryMb) warm.sandbox.cgroup?.limit(spec.memoryMb);
+    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
+    setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
+    const kit = this.sandboxKit();
+    const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
+    return adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation));
+  }
+
+  private agentArgv(spec: LaunchSpec, memoryEvents: boolean): string[] {
+    return [
+      ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
+      "--socket", AGENT_SOCKET,
+      "--process-wrapper", JSON.stringify(this.sandboxKit().processWrapper),
+      ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
+    ];
+  }
+
+  private sandboxEnv(spec: LaunchSpec): NodeJS.ProcessEnv {
+    return { ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
+  }
+
+  /**
+   * Spawns the chain (cgroup, unshare + overlay, bwrap) with the agent inside,
+   * or, `warm`, the warm agent waiting on IPC for its sandbox (warm-agent.ts).
+   */
+  spawnSandbox(spec: LaunchSpec, warm: boolean): SpawnedSandbox {
+    const kit = this.sandboxKit();
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
-    if (outbound && !this.tools.slirp4netns) throw new LaunchError("outbound network needs slirp4netns: apt-get install -y slirp4netns");
     const etc = this.writeSandboxEtc(spec);
     const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
-    const cgroup = spec.memoryMb && !this.memory.unavailable ? this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, spec.memoryMb) : undefined;
-
+    const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, spec.memoryMb) : undefined;
     const bwrapArgs = [
       "--die-with-parent", "--new-session",
       "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -105,44 +184,32 @@ export class BwrapLauncher implements Launcher {
         return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
       }),
       "--chdir", "/",
-      "--", ...kit.loader, kit.agentMain,
-      ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
-      "--socket", AGENT_SOCKET,
-      "--process-wrapper", JSON.stringify(kit.processWrapper),
-      ...(cgroup ? ["--memory-events", MEMORY_EVENTS] : []),
+      "--", ...kit.loader, ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined)]),
     ];
     const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
-    const env = { ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
-    const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ["ignore", "pipe", "pipe", "pipe"] });
+    const stdio: StdioOptions = warm ? ["ignore", "pipe", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe", "pipe"];
+    const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : this.sandboxEnv(spec), stdio });
+    child.on("error", () => {});
 
     let link: OutboundLink | undefined;
     let sandboxPid: number | undefined;
     const info = readInfo(child.stdio[3] as Readable);
     void info.then((pid) => (sandboxPid = pid), () => {});
+    let networkUp: Promise<void> | undefined;
     // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
-    const networkUp = async () => {
+    const network = () => (networkUp ??= (async () => {
       const pid = await info;
       if (!outbound) return;
       link = startOutbound(this.tools.slirp4netns!, pid);
       await link.ready;
-    };
+    })());
     child.once("exit", () => {
       link?.stop();
       void cgroup?.remove();
       if (overlay) unlockWorkDir(overlay.workDir);
     });
-    const hostSocket = join(spec.dataDir, "agent.sock");
-    return adoptChild(child, {
-      command: "bwrap",
-      dataDir: spec.dataDir,
-      readyTimeoutMs: this.options.readyTimeoutMs,
-      // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
-      termTargets: (pid) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain)),
-      endpointOf: () => ({ url: SOCKET_URL, socketPath: hostSocket }),
-      alsoReady: networkUp,
-      sandboxPid: () => sandboxPid,
-    });
+    return { child, cgroup, network, sandboxPid: () => sandboxPid };
   }
 
   /** `/` of the sandbox: the overlay (mounted over the image's path in stage 1), or its own directory with the host's system read-only. */
@@ -172,9 +239,27 @@ export class BwrapLauncher implements Launcher {
     const resolv = join(dir, "resolv.conf");
     const hosts = join(dir, "hosts");
     writeFileSync(resolv, SANDBOX_RESOLV_CONF);
-    const name = spec.sandbox.slice(0, 63);
-    writeFileSync(hosts, `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${name}\n`);
+    writeFileSync(hosts, hostsFile(spec.sandbox));
     return { resolv, hosts };
+  }
+}
+
+function hostsFile(sandbox: string): string {
+  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
+}
+
+/**
+ * A warm sandbox's UTS namespace gets its sandbox's name: the simulator's user
+ * owns the sandbox's user namespace, so it may enter it and set the hostname.
+ */
+function setHostname(sandboxPid: number, name: string): void {
+  const nsenter = which("nsenter");
+  const hostname = which("hostname");
+  if (!nsenter || !hostname) return; // the warm sandbox keeps its placeholder name
+  try {
+    execFileSync(nsenter, ["--target", String(sandboxPid), "--user", "--uts", hostname, name], { stdio: "ignore", timeout: 5_000 });
+  } catch {
+    // Not fatal: the sandbox runs, under its placeholder hostname.
   }
 }
 

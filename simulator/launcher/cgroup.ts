@@ -18,6 +18,8 @@ export interface MemoryCgroup {
   dir: string;
   /** The file with the `oom_kill N` counter, bound read-only into the sandbox for the agent. */
   eventsFile: string;
+  /** Sets (or changes) the memory limit. */
+  limit(limitMb: number): void;
   /** Removes the cgroup once its processes are gone (retries while they exit). */
   remove(): Promise<void>;
 }
@@ -26,7 +28,8 @@ export interface CgroupSupport {
   /** undefined where limits can be set; else why not (for /health and the start-up log). */
   unavailable?: string;
   version?: 1 | 2;
-  create(name: string, limitMb: number): MemoryCgroup;
+  /** A new cgroup, with this limit (none yet when undefined: limit() sets it later). */
+  create(name: string, limitMb?: number): MemoryCgroup;
 }
 
 const V2_ROOT = "/sys/fs/cgroup";
@@ -120,17 +123,25 @@ export function cgroupSupport(): CgroupSupport {
       }
       const dir = join(mine, name);
       mkdirSync(dir);
-      const bytes = String(Math.max(1, Math.floor(limitMb)) * 1024 * 1024);
-      if (version === 2) {
-        writeFileSync(join(dir, "memory.max"), bytes);
-        // No swap beyond the limit, as on the platform (where there is swap at all).
-        if (existsSync(join(dir, "memory.swap.max"))) writeFileSync(join(dir, "memory.swap.max"), "0");
-      } else {
-        writeFileSync(join(dir, "memory.limit_in_bytes"), bytes);
-        if (existsSync(join(dir, "memory.memsw.limit_in_bytes"))) writeFileSync(join(dir, "memory.memsw.limit_in_bytes"), bytes);
-      }
+      const limit = (mb: number) => {
+        const bytes = String(Math.max(1, Math.floor(mb)) * 1024 * 1024);
+        if (version === 2) {
+          writeFileSync(join(dir, "memory.max"), bytes);
+          // No swap beyond the limit, as on the platform (where there is swap at all).
+          if (existsSync(join(dir, "memory.swap.max"))) writeFileSync(join(dir, "memory.swap.max"), "0");
+        } else {
+          // v1 refuses a memsw limit below the memory limit and a memory limit above the memsw one: order them.
+          const memsw = join(dir, "memory.memsw.limit_in_bytes");
+          const current = Number(readFileSync(join(dir, "memory.limit_in_bytes"), "utf8"));
+          if (existsSync(memsw) && Number(bytes) > current) writeFileSync(memsw, bytes);
+          writeFileSync(join(dir, "memory.limit_in_bytes"), bytes);
+          if (existsSync(memsw)) writeFileSync(memsw, bytes);
+        }
+      };
+      if (limitMb !== undefined) limit(limitMb);
       return {
         dir,
+        limit,
         eventsFile: join(dir, version === 2 ? "memory.events" : "memory.oom_control"),
         async remove() {
           // The per-simulator parent stays (other launchers of this process share it); a later run sweeps it.

@@ -24,12 +24,12 @@ export const LAUNCHER_NAMES = ["process", "bwrap", "docker"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
 /** The launcher `--launcher <name>` selects. */
-export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none" } = {}): Launcher {
+export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none"; warm?: number } = {}): Launcher {
   switch (name) {
     case "process":
       return new ProcessLauncher({ agentMain: options.agentMain });
     case "bwrap":
-      return new BwrapLauncher(options);
+      return new BwrapLauncher({ agentMain: options.agentMain, network: options.network, warm: options.warm });
     case "docker":
       return new DockerLauncher({ agentMain: options.agentMain });
     default:

@@ -23,6 +23,8 @@ export interface SandboxKit {
   loader: string[];
   /** The agent's main script inside the sandbox. */
   agentMain: string;
+  /** The warm agent (simulator/launcher/warm-agent.js) inside the sandbox. */
+  warmMain: string;
   /** Argv prefix the agent starts every command through: no capabilities, none inheritable, none regainable. */
   processWrapper: string[];
 }
@@ -114,6 +116,7 @@ export function sandboxKit(agentMainOnHost: string, setprivPath: string): Sandbo
     binds,
     loader: run(`${KIT}/bin/node`),
     agentMain: agentInside,
+    warmMain: `${KIT}/dist/simulator/launcher/warm-agent.js`,
     processWrapper: [...run(`${KIT}/bin/setpriv`), "--inh-caps=-all", "--bounding-set=-all", "--"],
   };
 }

@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { BwrapLauncher, type AgentHandle, type LaunchSpec } from "../../../simulator/launcher/index.js";
@@ -124,6 +124,35 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     // The kernel kills the rest of the namespace when its init ends; reaping takes a moment.
     await eventually(() => pidsInNamespace(ns).length === 0);
     expect(existsSync(join(spec.dataDir, "launcher.pid"))).toBe(false);
+  });
+});
+
+describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandboxes", () => {
+  it("a fresh sandbox takes over a warm one: its own name, env, directories, socket and isolation", async () => {
+    const base = tempBase("bwrap-warm-");
+    const launcher = new BwrapLauncher({ network: "none", warm: 1 });
+    const handles: AgentHandle[] = [];
+    try {
+      handles.push(await launcher.start(specFor(join(base, "ws"), "first", { drivesDir: join(base, "drives") })));
+      await launcher.warmed();
+      const warmDirs = readdirSync(join(base, "ws", ".warm"));
+      expect(warmDirs).toHaveLength(1);
+      const spec = specFor(join(base, "ws"), "second", { env: { GREETING: "from-warm" }, drivesDir: join(base, "drives") });
+      const agent = await launcher.start(spec);
+      handles.push(agent);
+      expect(existsSync(join(base, "ws", ".warm", warmDirs[0]!, "root"))).toBe(false); // taken over: renamed into place
+      expect(agent.socketPath).toBe(join(spec.dataDir, "agent.sock"));
+      const out = await exec(agent, spec.token, "hostname; echo $GREETING; echo made > /here.txt; grep CapEff /proc/self/status");
+      expect(out.stdout).toBe("second\nfrom-warm\nCapEff:\t0000000000000000\n");
+      expect(readFileSync(join(spec.rootDir, "here.txt"), "utf8")).toBe("made\n");
+      const ns = pidNamespaceOf(agent.sandboxPid!)!;
+      expect(ns).not.toBe(pidNamespaceOf(handles[0]!.sandboxPid!));
+      await agent.stop(2_000);
+      await eventually(() => pidsInNamespace(ns).length === 0);
+    } finally {
+      await Promise.all(handles.map((h) => h.stop(2_000)));
+      await launcher.close();
+    }
   });
 });
 
