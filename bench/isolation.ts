@@ -95,6 +95,7 @@ export async function benchIsolation(base: string): Promise<void> {
   const warm = new BwrapLauncher({ warm: 1 });
   const isolated = new BwrapLauncher();
   const cold = new ProcessLauncher();
+  warm.prepare(specIn(join(base, "warm"), "prepared")); // as the simulator does for its default workspace at start
   const times = await timedStarts(warm, join(base, "warm"), "iso", isolatedCount);
   await warm.close();
   const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));

@@ -83,6 +83,12 @@ export class SandboxAgents {
     return join(this.options.dir, "drives", workspace);
   }
 
+  /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
+  prepare(workspace: string): void {
+    const dir = this.sandboxDir(workspace, "prepared");
+    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel });
+  }
+
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
   async start(workspace: string, sandbox: string, opts: StartOptions = {}): Promise<AgentSupervisor> {
     const existing = this.running.get(key(workspace, sandbox));

@@ -95,6 +95,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       agents.begin(ws.name, item.name, launchOptions(item.doc));
     }
   }
+  agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
   const stopExpiry = startExpirySweeps(deps, 5_000);
   const envText = envLines(deps, serving.url);
   const env = Object.fromEntries(envText.split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));

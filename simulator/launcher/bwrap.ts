@@ -1,5 +1,5 @@
-import { execFileSync, spawn, type StdioOptions } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
+import { spawn, type StdioOptions } from "node:child_process";
+import { existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
@@ -13,6 +13,7 @@ import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
+import { hostsFile, readInfo, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
@@ -98,6 +99,11 @@ export class BwrapLauncher implements Launcher {
     } finally {
       this.pool.refill(spec); // after, not during: on a small machine the next warm-up would slow this start
     }
+  }
+
+  /** Starts the warm sandbox for specs like this one ahead of the first create. */
+  prepare(spec: LaunchSpec): void {
+    this.pool.refill(spec);
   }
 
   /** Resolves once every idle warm sandbox is ready. */
@@ -241,48 +247,5 @@ export class BwrapLauncher implements Launcher {
     writeFileSync(resolv, SANDBOX_RESOLV_CONF);
     writeFileSync(hosts, hostsFile(spec.sandbox));
     return { resolv, hosts };
-  }
-}
-
-function hostsFile(sandbox: string): string {
-  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
-}
-
-/**
- * A warm sandbox's UTS namespace gets its sandbox's name: the simulator's user
- * owns the sandbox's user namespace, so it may enter it and set the hostname.
- */
-function setHostname(sandboxPid: number, name: string): void {
-  const nsenter = which("nsenter");
-  const hostname = which("hostname");
-  if (!nsenter || !hostname) return; // the warm sandbox keeps its placeholder name
-  try {
-    execFileSync(nsenter, ["--target", String(sandboxPid), "--user", "--uts", hostname, name], { stdio: "ignore", timeout: 5_000 });
-  } catch {
-    // Not fatal: the sandbox runs, under its placeholder hostname.
-  }
-}
-
-/** bwrap's --info-fd JSON: the host pid of the sandbox's first process (its PID namespace's init). */
-function readInfo(stream: Readable): Promise<number> {
-  return new Promise((resolve, reject) => {
-    let text = "";
-    stream.setEncoding("utf8");
-    stream.on("data", (d: string) => {
-      text += d;
-      const match = /"child-pid"\s*:\s*(\d+)/.exec(text);
-      if (match) resolve(Number(match[1]));
-    });
-    stream.once("close", () => reject(new LaunchError(`bwrap ended before reporting the sandbox's pid: ${text.trim()}`)));
-    stream.on("error", () => {});
-  });
-}
-
-/** overlayfs leaves work/work with mode 000: make it removable by the simulator's user (retention, delete). */
-function unlockWorkDir(workDir: string): void {
-  try {
-    chmodSync(join(workDir, "work"), 0o700);
-  } catch {
-    // Never created, or already gone.
   }
 }

@@ -73,6 +73,8 @@ export interface Launcher {
   readonly name: string;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
+  /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */
+  prepare?(spec: LaunchSpec): void;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
 }
