@@ -22,7 +22,7 @@ export function setHostname(sandboxPid: number, name: string): void {
   const { nsenter, hostname } = tools;
   if (!nsenter || !hostname) return; // the warm sandbox keeps its placeholder name
   try {
-    execFileSync(nsenter, ["--target", String(sandboxPid), "--user", "--uts", hostname, name], { stdio: "ignore", timeout: 5_000 });
+    execFileSync(nsenter, ["--target", String(sandboxPid), "--user", "--preserve-credentials", "--uts", hostname, name], { stdio: "ignore", timeout: 5_000 });
   } catch {
     // Not fatal: the sandbox runs, under its placeholder hostname.
   }
