@@ -7,7 +7,7 @@ import { agentArgs, agentEnv, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan } from "./child.js";
 import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
 import type { WarmActivation } from "./warm-agent.js";
-import { cgroupSupport, type CgroupSupport } from "./cgroup.js";
+import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
@@ -141,7 +141,11 @@ export class BwrapLauncher implements Launcher {
       mkdirSync(dirname(to), { recursive: true });
       renameSync(from, to);
     }
-    if (spec.memoryMb) warm.sandbox.cgroup?.limit(spec.memoryMb);
+    try {
+      if (spec.memoryMb) warm.sandbox.cgroup?.limit(spec.memoryMb);
+    } catch (err) {
+      this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
+    }
     writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
     setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
@@ -171,7 +175,7 @@ export class BwrapLauncher implements Launcher {
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
     const etc = this.writeSandboxEtc(spec);
     const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
-    const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, spec.memoryMb) : undefined;
+    const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
     const bwrapArgs = [
       "--die-with-parent", "--new-session",
       "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -216,6 +220,16 @@ export class BwrapLauncher implements Launcher {
       if (overlay) unlockWorkDir(overlay.workDir);
     });
     return { child, cgroup, network, sandboxPid: () => sandboxPid };
+  }
+
+  /** A memory cgroup, or none when the host refuses one after all (the sandbox then runs without a limit, rather than not at all). */
+  private memoryCgroup(limitMb: number | undefined): MemoryCgroup | undefined {
+    try {
+      return this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, limitMb);
+    } catch (err) {
+      this.memory.unavailable = `creating a memory cgroup failed: ${(err as Error).message}`;
+      return undefined;
+    }
   }
 
   /** `/` of the sandbox: the overlay (mounted over the image's path in stage 1), or its own directory with the host's system read-only. */
