@@ -2,7 +2,9 @@ import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { MemoryCgroup } from "./cgroup.js";
+import { isAlive } from "./proc.js";
 import type { LaunchSpec } from "./types.js";
 
 /**
@@ -42,6 +44,15 @@ function keyOf(spec: LaunchSpec): string {
   return JSON.stringify([poolDir(spec), spec.drivesDir ?? "", spec.imageRootDir ?? "", spec.outboundNetwork ?? "default"]);
 }
 
+/** A sandbox killed mid-setup may still be creating mount points there: retry once, never throw from an exit handler. */
+function removeQuietly(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3, retryDelay: 50 });
+  } catch {
+    // Left for the simulator's own data-dir clean-up.
+  }
+}
+
 const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
 
 export class WarmPool {
@@ -79,7 +90,7 @@ export class WarmPool {
       try {
         sandbox = this.spawn({ ...spec, sandbox: "sandbox", rootDir, dataDir, token: "", env: undefined, memoryMb: undefined, mounts: undefined });
       } catch {
-        rmSync(base, { recursive: true, force: true });
+        removeQuietly(base);
         return; // the next cold start reports what is wrong
       }
       const child = sandbox.child;
@@ -93,7 +104,7 @@ export class WarmPool {
         const at = this.idle.indexOf(warm);
         if (at !== -1) this.idle.splice(at, 1);
         // Taken or not, what is left here is the pool's (taken directories were renamed away).
-        rmSync(base, { recursive: true, force: true });
+        removeQuietly(base);
       });
       this.idle.push(warm);
     }
@@ -107,11 +118,17 @@ export class WarmPool {
   async close(): Promise<void> {
     this.closed = true;
     const idle = this.idle.splice(0);
-    await Promise.all(idle.map(({ sandbox: { child } }) => new Promise<void>((resolve) => {
-      if (!alive(child)) return resolve();
-      child.once("exit", () => resolve());
-      child.kill("SIGKILL"); // bwrap ends, and with it the whole namespace
-    })));
+    await Promise.all(idle.map(async ({ sandbox }) => {
+      const { child } = sandbox;
+      await new Promise<void>((resolve) => {
+        if (!alive(child)) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGKILL"); // bwrap ends, and with it the whole namespace
+      });
+      // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
+      const init = sandbox.sandboxPid();
+      for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
+    }));
     for (const dir of this.dirs) {
       try {
         rmdirSync(dir); // only when empty: a warm sandbox taken over may still run from one

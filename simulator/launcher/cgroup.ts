@@ -65,10 +65,17 @@ function sweepStale(parent: string): void {
   for (const entry of entries) {
     const owner = /^sandbox-kit-(\d+)$/.exec(entry);
     if (!owner || Number(owner[1]) === process.pid || isAlive(Number(owner[1]))) continue;
-    const dir = join(parent, entry);
-    for (const child of readdirSync(dir, { withFileTypes: true })) if (child.isDirectory()) tryRmdir(join(dir, child.name));
-    tryRmdir(dir);
+    removeCgroupTree(join(parent, entry));
   }
+}
+
+function removeCgroupTree(dir: string): void {
+  try {
+    for (const child of readdirSync(dir, { withFileTypes: true })) if (child.isDirectory()) tryRmdir(join(dir, child.name));
+  } catch {
+    return;
+  }
+  tryRmdir(dir);
 }
 
 function tryRmdir(dir: string): boolean {
@@ -120,6 +127,8 @@ export function cgroupSupport(): CgroupSupport {
       if (!existsSync(mine)) {
         mkdirSync(mine);
         if (version === 2) writeFileSync(join(mine, "cgroup.subtree_control"), "+memory");
+        // Empty cgroups go with this process; what is still busy then is swept by a later run.
+        process.once("exit", () => removeCgroupTree(mine));
       }
       const dir = join(mine, name);
       mkdirSync(dir);
