@@ -2,7 +2,7 @@
  * sandbox-kit's programmatic API, for test authors:
  *
  *   import { startSimulator } from "sandbox-kit";
- *   const sim = await startSimulator();          // a free port, in memory, process launcher
+ *   const sim = await startSimulator();          // a free port, in memory, isolated sandboxes (bwrap launcher)
  *   Object.assign(process.env, sim.env);         // BL_API_URL, BL_RUN_URL, BL_WORKSPACE, BL_API_KEY, ...
  *   ...                                          // @blaxel/core now talks to the simulator
  *   await sim.stop();                            // stops every sandbox's agent
@@ -14,7 +14,7 @@ import type { Launcher } from "./simulator/launcher/types.js";
 export interface StartSimulatorOptions extends Partial<Omit<SimConfig, "port" | "launcher">> {
   /** Listen port; default 0 (a free one). */
   port?: number;
-  /** "process" (default), "bwrap", or a Launcher. */
+  /** "bwrap" (default: isolated), "process" (no isolation), "docker", or a Launcher. */
   launcher?: string | Launcher;
 }
 

@@ -3,7 +3,9 @@
  *  1. create-to-ready: a sandbox-agent started by the process launcher until it
  *     answers GET /health (median and p99 over BENCH_E2E_SANDBOXES starts);
  *  2. upload throughput through the sandbox proxy as a ratio of uploading the
- *     same bytes straight to the same agent, measured alternately in this run.
+ *     same bytes straight to the same agent, measured alternately in this run;
+ *  3. isolated sandboxes (the default launcher): create-to-ready and idle memory
+ *     per sandbox, beside the process launcher (bench/isolation.ts).
  *
  *   BENCH_E2E_SANDBOXES  sandboxes to start (default 50)
  *   BENCH_E2E_UPLOAD_MB  size of each upload (default 256)
@@ -21,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { errors } from "../src/errors.js";
 import { ProcessLauncher, type LaunchSpec } from "../simulator/launcher/index.js";
 import { createSandboxProxy } from "../simulator/proxy/index.js";
+import { benchIsolation } from "./isolation.js";
 import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
 
 const MiB = 1024 * 1024;
@@ -152,6 +155,7 @@ async function main(): Promise<void> {
     const cpu = (c: CpuPerMiB) => `client ${fmt(c.client, 2)} + proxy ${fmt(c.proxy, 2)} + agent ${fmt(c.agent, 2)}`;
     console.log(`cpu     ms per MiB through proxy: ${cpu(proxiedCpu)} | straight: ${cpu(directCpu)} | ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
     console.log(`memory  proxy process peak RSS ${fmt(proxyRss)} MiB after ${rounds} proxied uploads of ${uploadMiB} MiB | bench client peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
+    await benchIsolation(base);
   } finally {
     rmSync(base, { recursive: true, force: true });
   }

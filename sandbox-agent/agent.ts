@@ -17,6 +17,7 @@ import { SearchPool } from "./search/pool.js";
 import { WatchRegistry } from "./watch/watcher.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
+import { readOomKills } from "./process/os.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -108,6 +109,8 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
     stopGraceMs: config.processStopGraceMs,
     maxFinished: config.processHistory,
     baseEnv: () => environment.current(),
+    wrapper: config.processWrapper,
+    oomKills: config.memoryEvents ? () => readOomKills(config.memoryEvents!) : undefined,
   });
   processes.recover();
   const portMonitors = new PortMonitors({ runOf: (pid) => processes.runOf(pid), logger });

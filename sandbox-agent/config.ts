@@ -36,6 +36,9 @@ export const AGENT_OPTIONS = {
   "token-fd": { type: "string" },
   "token-file-remove": { type: "boolean" },
   "secrets-key-file": { type: "string" },
+  socket: { type: "string" },
+  "process-wrapper": { type: "string" },
+  "memory-events": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -85,6 +88,12 @@ export const AgentConfigSchema = z.object({
   maxConnections: z.coerce.number().int().min(1).optional(),
   /** AES-256-GCM key for schedule env values at rest. Default: <dataDir>/secrets.key (refused to the API like the rest of the data dir). */
   secretsKeyFile: z.string().min(1).transform((p) => resolve(p)).optional(),
+  /** Listen on this Unix socket instead of host:port (the isolating launcher binds its directory out of the sandbox). */
+  socket: z.string().min(1).transform((p) => resolve(p)).optional(),
+  /** Argv every command the agent runs (processes, schedules) starts through, e.g. a capability drop. */
+  processWrapper: commandTemplate.optional(),
+  /** A cgroup file with an `oom_kill N` line (memory.events, memory.oom_control): SIGKILLs it counts are reported as OOM kills. */
+  memoryEvents: z.string().min(1).optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -119,6 +128,9 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --token-file-remove        delete the --token-file once read (a launcher's one-time hand-off)
   --token-fd <n>             read the token from this inherited file descriptor (a pipe the launcher writes and closes)
   --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
+  --socket <path>            listen on this Unix socket instead of --host/--port (env SANDBOX_AGENT_SOCKET)
+  --process-wrapper <argv>   start every command through this argv prefix, JSON array or words (e.g. a capability drop)
+  --memory-events <file>     cgroup file with an "oom_kill N" line: a process SIGKILLed while it grows is reported as OOM-killed
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 `;
@@ -130,6 +142,7 @@ const FLAG_OF: Record<string, string> = {
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
+  processWrapper: "process-wrapper", memoryEvents: "memory-events",
 };
 
 export class ConfigError extends Error {}
@@ -166,6 +179,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
     maxConnections: values["max-connections"],
     secretsKeyFile: values["secrets-key-file"],
+    socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),
+    processWrapper: values["process-wrapper"],
+    memoryEvents: values["memory-events"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };
@@ -178,7 +194,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
   if (config.driveBackend === "command" && !config.driveMountCommand) {
     throw new ConfigError("--drive-backend command needs --drive-mount-command");
   }
-  if (!config.token && !config.noAuth && !isLoopbackHost(config.host)) {
+  if (!config.token && !config.noAuth && !config.socket && !isLoopbackHost(config.host)) {
     throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
   }
   return Object.freeze(config);

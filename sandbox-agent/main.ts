@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import type { RequestListener } from "node:http";
 import { createLogger } from "../src/logging.js";
-import { listen, onShutdownSignal, type UpgradeListener } from "../src/serve.js";
+import { listen, listenSocket, onShutdownSignal, type UpgradeListener } from "../src/serve.js";
 import { exitOnStartFailure, listenFailure, optionErrorLine } from "../src/startup.js";
 import { openAgent, shutdownAgent } from "./agent.js";
 import { createApp } from "./app.js";
@@ -32,7 +32,11 @@ async function main(): Promise<void> {
     res.writeHead(503, { "content-type": "application/json" }).end('{"error":"the agent is starting"}');
   };
   handler.onUpgrade = (req, socket, head) => (app?.onUpgrade ? app.onUpgrade(req, socket, head) : socket.destroy());
-  const serving = await listen(handler, config.host, config.port, { maxConnections: config.maxConnections }).catch((err: unknown) => {
+  // --socket: a Unix socket (the isolating launcher binds its directory out of the sandbox), else host:port.
+  const listening = config.socket
+    ? listenSocket(handler, config.socket, { maxConnections: config.maxConnections })
+    : listen(handler, config.host, config.port, { maxConnections: config.maxConnections });
+  const serving = await listening.catch((err: unknown) => {
     throw listenFailure(err, config.host, config.port) ?? err;
   });
   const rootState = ensureDirectory(config.root, "--root");
@@ -44,7 +48,7 @@ async function main(): Promise<void> {
     { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
     "sandbox-agent listening",
   );
-  // A machine-readable line on stdout, so launchers learn the port when --port 0 was given.
+  // A machine-readable line on stdout, so launchers learn the port when --port 0 was given (unix:<path> with --socket).
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   onShutdownSignal(logger, () => shutdownAgent(serving, runtime));
 }

@@ -14,6 +14,7 @@ export const SIM_OPTIONS = {
   "test-hooks": { type: "boolean" },
   "public-url": { type: "string" },
   launcher: { type: "string" },
+  "sandbox-network": { type: "string" },
   "sandbox-retention": { type: "string" },
   "preview-urls": { type: "string" },
   "image-source": { type: "string" },
@@ -38,7 +39,9 @@ export const SimConfigSchema = z.object({
   /** Base URL written into resource `metadata.url`; defaults to the listen address. */
   publicUrl: z.url().optional(),
   /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
-  launcher: z.enum(["process", "bwrap", "docker"]).default("process"),
+  launcher: z.enum(["process", "bwrap", "docker"]).default("bwrap"),
+  /** Outbound network from isolated sandboxes (slirp4netns), or none (loopback only). */
+  sandboxNetwork: z.enum(["outbound", "none"]).default("outbound"),
   /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
   sandboxRetentionMs: z.union([z.number().int().min(0), z.string()]).default(3_600_000).transform((v, ctx) => {
     if (typeof v === "number") return v;
@@ -75,8 +78,11 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --api-key <key>       the admin API key (env SANDBOX_SIM_API_KEY; generated when absent)
   --test-hooks          enable /_sim/* control routes and fault injection (never on by default)
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
-  --launcher <name>     how sandboxes' agents run: process (default), bwrap (namespaces; needs bubblewrap)
-                        or docker (a container of spec.runtime.image; needs a Docker daemon)
+  --launcher <name>     how sandboxes' agents run: bwrap (default: isolated namespaces; needs bubblewrap,
+                        util-linux and user namespaces), process (NO isolation: commands run on the host)
+                        or docker (a container of spec.runtime.image; needs a Docker daemon); env SANDBOX_SIM_LAUNCHER
+  --sandbox-network <m> outbound (default: sandboxes reach the network through slirp4netns, never the host's
+                        loopback) or none (loopback only); env SANDBOX_SIM_SANDBOX_NETWORK
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
   --preview-urls <form> path (default: <url>/<ws>/sandboxes/<sb>/previews/<name>) or host
@@ -90,7 +96,7 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache" };
 
 export class ConfigError extends Error {}
 
@@ -112,6 +118,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     testHooks: values["test-hooks"] ?? false,
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
+    sandboxNetwork: values["sandbox-network"] ?? (env.SANDBOX_SIM_SANDBOX_NETWORK || undefined),
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),

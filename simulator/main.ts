@@ -8,6 +8,7 @@ import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
 import { CONSOLE_PATH } from "./console/serve.js";
 import { dotenvLines } from "./env-lines.js";
 import { imagesCli } from "./images/cli.js";
+import { LaunchError } from "./launcher/index.js";
 
 async function main(): Promise<void> {
   // `sandbox-sim images ...`: the image store's commands (docs/images.md).
@@ -29,9 +30,18 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ name: "sandbox-sim", level: config.logLevel, format: config.logFormat });
   // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
-  const served = await serveSimulator(config, { logger });
+  let served;
+  try {
+    served = await serveSimulator(config, { logger });
+  } catch (err) {
+    if (!(err instanceof LaunchError)) throw err;
+    // No isolation possible here (or its tools are missing): one line saying what to install or pass.
+    process.stderr.write(`sandbox-sim: ${err.message}\n`);
+    process.exit(2);
+  }
   const consoleUrl = `${served.url}${CONSOLE_PATH}`;
-  logger.info({ url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, launcher: config.launcher }, "sandbox-sim listening");
+  logger.info({ url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, ...served.deps.sandboxIsolation }, "sandbox-sim listening");
+  if (!served.deps.sandboxIsolation?.isolated) process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation?.detail ?? "not isolated"}\n`);
   if (config.writeEnv) {
     try {
       writeFileSync(config.writeEnv, dotenvLines(served.env), { mode: 0o600 });

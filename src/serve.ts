@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { lstatSync, readFileSync, unlinkSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type RequestListener, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { AddressInfo, Socket } from "node:net";
@@ -65,6 +65,32 @@ export function defaultMaxConnections(limit = openFilesLimit()): number {
  * requests too; without one, Node refuses them by closing the socket.
  */
 export function listen(handler: RequestListener & UpgradeListener, host: string, port: number, options: ListenOptions = {}): Promise<Serving> {
+  return serve(handler, options, (server, ready) => server.listen(port, host, ready), (server) => {
+    const addr = server.address() as AddressInfo;
+    const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+    return { url: `http://${shownHost}:${addr.port}`, port: addr.port };
+  });
+}
+
+/**
+ * Listens on a Unix socket (an agent inside an isolating launcher: the
+ * simulator reaches it through the socket's directory, bound out of the
+ * sandbox). A socket file a previous run left behind is replaced; any other
+ * kind of file at the path is an error. `url` is `unix:<path>`, `port` 0.
+ */
+export function listenSocket(handler: RequestListener & UpgradeListener, path: string, options: ListenOptions = {}): Promise<Serving> {
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  return serve(handler, options, (server, ready) => server.listen(path, ready), () => ({ url: `unix:${path}`, port: 0 }));
+}
+
+type Start = (server: Server, ready: () => void) => void;
+type Address = (server: Server) => { url: string; port: number };
+
+function serve(handler: RequestListener & UpgradeListener, options: ListenOptions, start: Start, address: Address): Promise<Serving> {
   const o = { ...DEFAULT_LISTEN, ...options };
   const server = createServer({ connectionsCheckingInterval: o.checkIntervalMs, headersTimeout: o.headersTimeoutMs, requestTimeout: 0, keepAliveTimeout: o.idleTimeoutMs }, handler);
   const cap = options.maxConnections ?? defaultMaxConnections();
@@ -132,14 +158,11 @@ export function listen(handler: RequestListener & UpgradeListener, host: string,
   });
   return new Promise((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, host, () => {
+    start(server, () => {
       server.off("error", reject);
-      const addr = server.address() as AddressInfo;
-      const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
       resolve({
         server,
-        port: addr.port,
-        url: `http://${shownHost}:${addr.port}`,
+        ...address(server),
         stop: (graceMs = 10_000) =>
           new Promise<void>((done) => {
             const force = setTimeout(() => {

@@ -1,5 +1,5 @@
 import { constants, promises as fsp } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { fsyncDir, removeQuietly, tempPathBeside } from "../../src/atomic-file.js";
 import { errors } from "../../src/errors.js";
 
@@ -72,7 +72,7 @@ export async function completeInPlace(layout: InPlaceLayout, target: string, mod
   const fits = parts.every((p, i) => p.partNumber === i + 1 && (i < last ? p.size === stride : p.size <= stride));
   if (!fits) return undefined;
   const [data, targetDir] = await Promise.all([fsp.stat(dataFile).catch(() => undefined), fsp.stat(dirname(target))]);
-  if (!data || data.dev !== targetDir.dev) return undefined;
+  if (!data || data.dev !== targetDir.dev || !(await sameMount(dataFile, dirname(target)))) return undefined;
 
   const total = last * stride + parts[last]!.size;
   const out = await fsp.open(dataFile, constants.O_RDWR);
@@ -98,6 +98,22 @@ export async function completeInPlace(layout: InPlaceLayout, target: string, mod
     throw err;
   }
   return total;
+}
+
+/**
+ * Whether `file` can be renamed into `dir`: the same device is not enough when
+ * they are different mounts of it (an isolated sandbox's data dir and root are
+ * two bind mounts): rename then fails with EXDEV. A hard link fails the same way, and costs nothing to undo.
+ */
+async function sameMount(file: string, dir: string): Promise<boolean> {
+  const probe = join(dir, `.sandbox-agent-link-probe-${process.pid}-${Date.now()}`);
+  try {
+    await fsp.link(file, probe);
+  } catch {
+    return false;
+  }
+  await fsp.unlink(probe).catch(() => {});
+  return true;
 }
 
 async function commit(file: string, target: string, mode: number): Promise<void> {

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 
 /**
  * Signals a process group (every process the command started, as the
@@ -67,4 +67,27 @@ export function isSameProcessAlive(pid: number, startTime: string | null): boole
   if (startTime === null) return true;
   const now = processStartTime(pid);
   return now === null || now === startTime;
+}
+
+/**
+ * The `oom_kill N` counter of a cgroup file (v2 memory.events, v1
+ * memory.oom_control) the launcher mounts into the sandbox; undefined when
+ * the file cannot be read.
+ */
+export function readOomKills(file: string): number | undefined {
+  try {
+    const match = /^oom_kill (\d+)$/m.exec(readFileSync(file, "utf8"));
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Makes the process (and what it starts) the OOM killer's first choice over the agent. */
+export function preferOomVictim(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/oom_score_adj`, "500");
+  } catch {
+    // Gone already, or /proc is read-only: the kernel then picks by size alone.
+  }
 }

@@ -14,6 +14,8 @@ export function shellFor(env: NodeJS.ProcessEnv): { file: string; args: string[]
 }
 
 export interface SpawnSpec {
+  /** Argv prefix every command starts through (ProcessManagerOptions.wrapper). */
+  wrapper?: readonly string[];
   command: string;
   /** Host directory. */
   cwd: string;
@@ -31,7 +33,9 @@ export async function spawnInGroup(spec: SpawnSpec, files: LogFiles): Promise<Ch
   const shell = shellFor(spec.env);
   let child: ChildProcess;
   try {
-    child = spawn(shell.file, [...shell.args, spec.command], {
+    // The wrapper (e.g. setpriv dropping every capability) goes in front of the shell.
+    const [file, ...args] = [...(spec.wrapper ?? []), shell.file, ...shell.args, spec.command];
+    child = spawn(file!, args, {
       cwd: spec.cwd,
       env: spec.env,
       detached: true,

@@ -5,7 +5,7 @@ import type { Timer } from "../../src/clock.js";
 import { errors } from "../../src/errors.js";
 import { capWhileGroupLives } from "./linger.js";
 import { LiveOutput } from "./live-output.js";
-import { groupAlive, isSameProcessAlive, processStartTime, signalGroup } from "./os.js";
+import { groupAlive, isSameProcessAlive, preferOomVictim, processStartTime, signalGroup } from "./os.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, toRecord } from "./record.js";
 import { spawnInGroup } from "./spawn.js";
@@ -37,9 +37,13 @@ export interface Running {
   /** Adopted after a restart: polled, since it is not our child. */
   poll?: NodeJS.Timeout;
   waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
+  /** The sandbox's OOM-kill count when the current run started: a SIGKILL with a higher count since is an OOM kill. */
+  oomKillsAtStart?: number;
 }
 
 const ADOPTED_POLL_MS = 500;
+/** What the platform reports for a process the kernel killed at the sandbox's memory limit. */
+const OOM_KILLED = { status: "failed" as ProcessStatus, error: "killed by the OOM killer: the sandbox ran out of memory (spec.runtime.memory)" };
 const RESTART_DELAY_MS = 1_000; // reference: 1 s between a failure and the restart
 const STDIN_STALL_MS = 30_000;
 /**
@@ -108,7 +112,7 @@ export class Supervisor {
     const stdin = input.stdin ?? false;
     let child: ChildProcess;
     try {
-      child = await spawnInGroup({ command: input.command, cwd, env: this.#env(input.env), stdin }, files);
+      child = await spawnInGroup({ command: input.command, cwd, env: this.#env(input.env), stdin, wrapper: this.#o.wrapper }, files);
     } catch (err) {
       await files.remove();
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
@@ -148,6 +152,9 @@ export class Supervisor {
   /** Follows a run's exit and takes its stdin pipe. */
   #attach(running: Running, child: ChildProcess): void {
     running.child = child;
+    running.oomKillsAtStart = this.#o.oomKills?.();
+    // Under a memory limit the command, not the agent, should be the OOM killer's choice (raising needs no privilege).
+    if (running.oomKillsAtStart !== undefined && child.pid !== undefined) preferOomVictim(child.pid);
     child.on("error", (err) => this.#o.logger.error({ err, processPid: child.pid }, "process error"));
     if (child.stdin) {
       running.stdin = new StdinPipe(child.stdin, this.#o.clock, STDIN_STALL_MS);
@@ -200,10 +207,19 @@ export class Supervisor {
     running.child?.stdin?.destroy(); // the run is over: free the pipe's descriptor (later writes are 409s)
     running.child = undefined;
     running.stdin = undefined;
-    const end = running.endReason ?? exitMeaning(code, signal, running.spec === undefined);
+    const end = running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined));
     // An adopted process (no spec: not our child, exit status unknown) is not restarted.
     if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);
+  }
+
+  /**
+   * Killed by the kernel for the sandbox's memory limit: SIGKILL (or `sh -c`
+   * reporting its command's SIGKILL as 137) while the cgroup's OOM-kill count went up.
+   */
+  #oomKilled(running: Running, code: number | null, signal: NodeJS.Signals | null): boolean {
+    if ((signal !== "SIGKILL" && code !== 137) || running.oomKillsAtStart === undefined) return false;
+    return (this.#o.oomKills?.() ?? 0) > running.oomKillsAtStart;
   }
 
   async #finish(running: Running, end: { status: ProcessStatus; error: string | null }, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
@@ -250,7 +266,7 @@ export class Supervisor {
       await this.spawnTurn();
       if (this.#closed) return;
       if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
-      const child = await spawnInGroup({ ...spec, env: this.#env(spec.env), stdin: row.stdin }, new LogFiles(this.#o.logDir, row.id));
+      const child = await spawnInGroup({ ...spec, env: this.#env(spec.env), stdin: row.stdin, wrapper: this.#o.wrapper }, new LogFiles(this.#o.logDir, row.id));
       running.betweenRuns = false;
       // Stopped or killed while it was being spawned: it ends at once.
       if (running.endReason) signalGroup(child.pid!, "SIGKILL");

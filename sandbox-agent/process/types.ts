@@ -72,5 +72,9 @@ export interface ProcessManagerOptions {
   baseEnv?: NodeJS.ProcessEnv | (() => NodeJS.ProcessEnv);
   /** Pause before a restart (reference: 1 s). */
   restartDelayMs?: number;
+  /** Argv prefix every command starts through (`<wrapper...> /bin/sh -c <command>`), e.g. a capability drop. */
+  wrapper?: readonly string[];
+  /** Reads the sandbox's OOM-kill counter (cgroup `oom_kill`); undefined where there is none. */
+  oomKills?: () => number | undefined;
 }
 

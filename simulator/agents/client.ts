@@ -1,4 +1,5 @@
 import { ApiError, ERROR_CODES, errors, type ErrorCode } from "../../src/errors.js";
+import { agentFetch, type AgentReply } from "../launcher/endpoint.js";
 import type { SandboxAgents } from "./registry.js";
 
 /**
@@ -34,26 +35,27 @@ export async function callAgent<T>(agents: SandboxAgents, workspace: string, san
     if (err instanceof ApiError && err.status === 404) throw unavailable(workspace, sandbox, "its agent is not running");
     throw err;
   }
-  let res: Response;
+  let res: AgentReply;
   try {
-    res = await fetch(`${upstream.url}${path}`, {
+    res = await agentFetch(upstream, {
       method: call.method ?? "GET",
+      path,
       headers: { authorization: `Bearer ${upstream.token}`, ...(call.body === undefined ? {} : { "content-type": "application/json" }) },
       body: call.body === undefined ? undefined : JSON.stringify(call.body),
-      signal: AbortSignal.timeout(30_000),
+      timeoutMs: 30_000,
     });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    const cause = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw unavailable(workspace, sandbox, `its agent is not answering (${cause})`);
   }
-  const text = await res.text();
+  const text = res.text;
   let body: unknown;
   try {
     body = text ? JSON.parse(text) : undefined;
   } catch {
     throw new ApiError("internal", `sandbox "${sandbox}": its agent answered ${res.status} with a body that is not JSON`, { status: 502 });
   }
-  if (res.ok) return body as T;
+  if (res.status >= 200 && res.status < 300) return body as T;
   const message = typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : `HTTP ${res.status}`;
   if (res.status >= 500) throw new ApiError("internal", `sandbox "${sandbox}": its agent failed: ${message}`, { status: 502 });
   throw new ApiError(CODE_OF_STATUS.get(res.status) ?? "bad_request", message, { status: res.status });

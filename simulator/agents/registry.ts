@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
@@ -49,6 +50,8 @@ export interface StartOptions {
   image?: string;
   /** spec.volumes: each becomes a mount of the volume's directory (LaunchSpec.mounts). */
   volumes?: VolumeAttachment[];
+  /** spec.runtime.memory (MB): the sandbox's memory limit where the launcher can enforce one. */
+  memoryMb?: number;
   /** A fork: the sandbox's root starts as a copy of this sandbox's files (same workspace). */
   copyFilesOf?: string;
   /** A fork of a snapshot: the sandbox's root starts as a copy of that snapshot's files (same workspace). */
@@ -93,6 +96,12 @@ export class SandboxAgents {
     return join(this.options.dir, "drives", workspace);
   }
 
+  /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
+  prepare(workspace: string): void {
+    const dir = this.sandboxDir(workspace, "prepared");
+    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel });
+  }
+
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
   async start(workspace: string, sandbox: string, opts: StartOptions = {}): Promise<AgentSupervisor> {
     const existing = this.running.get(key(workspace, sandbox));
@@ -105,7 +114,7 @@ export class SandboxAgents {
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
+      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
         this.options.onEvent?.(workspace, sandbox, event);
         if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);
@@ -285,9 +294,9 @@ export class SandboxAgents {
     }
     if (entry?.supervisor.state === "starting") await entry.ready;
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
-    const url = entry.supervisor.url;
-    if (!url) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
-    return { url, token: entry.token };
+    const endpoint = entry.supervisor.endpoint;
+    if (!endpoint) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
+    return { ...endpoint, token: entry.token };
   }
 
   async stopAll(): Promise<void> {
@@ -304,14 +313,13 @@ export class SandboxAgents {
 
 /** Lazily unmounts every drive the agent has mounted (DELETE /drives/mount/{path}?force=true). */
 async function unmountDrives(entry: Entry): Promise<void> {
-  const url = entry.supervisor.url;
-  if (!url) return;
+  const endpoint = entry.supervisor.endpoint;
+  if (!endpoint) return;
   const headers = { authorization: `Bearer ${entry.token}` };
-  const res = await fetch(`${url}/drives/mount`, { headers, signal: AbortSignal.timeout(5_000) });
-  if (!res.ok) throw new Error(`GET /drives/mount answered ${res.status}`);
-  const { mounts } = (await res.json()) as { mounts: { mountPath: string }[] };
+  const res = await agentFetch(endpoint, { path: "/drives/mount", headers, timeoutMs: 5_000 });
+  if (res.status !== 200) throw new Error(`GET /drives/mount answered ${res.status}`);
+  const { mounts } = JSON.parse(res.text) as { mounts: { mountPath: string }[] };
   for (const m of mounts) {
-    const del = await fetch(`${url}/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, { method: "DELETE", headers, signal: AbortSignal.timeout(10_000) });
-    await del.body?.cancel();
+    await agentFetch(endpoint, { method: "DELETE", path: `/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, headers, timeoutMs: 10_000 });
   }
 }

@@ -10,7 +10,7 @@ import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { exportLines, sdkEnv } from "../env-lines.js";
 import { listenFailure } from "../../src/startup.js";
-import { createLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { createLauncher, describeLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
 import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
@@ -28,7 +28,7 @@ const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVAT
 const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
-  /** "process" (default) or "bwrap", or a Launcher instance. */
+  /** "bwrap" (default: isolated), "process" (not isolated), "docker", or a Launcher instance. */
   launcher?: string | Launcher;
   logger?: Logger;
 }
@@ -52,11 +52,19 @@ export interface ServedSimulator {
 export async function serveSimulator(config: Partial<SimConfig>, options: ServeOptions = {}): Promise<ServedSimulator> {
   const runtime = openSimulator(config, { logger: options.logger });
   const deps = runtime.deps;
+  const name = options.launcher ?? deps.config.launcher;
+  let launcher: Launcher;
+  try {
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: 1 });
+  } catch (err) {
+    runtime.close(); // nothing left behind: no data dir, no listener
+    throw err;
+  }
+  deps.sandboxIsolation = describeLauncher(launcher);
+  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   const inMemory = deps.config.data === ":memory:";
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
-  const name = options.launcher ?? deps.config.launcher;
-  const launcher: Launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
   const images = deps.config.imageSource === "store"
@@ -131,6 +139,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       agents.begin(ws.name, item.name, launchOptions(item.doc));
     }
   }
+  agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
   const stopExpiry = startExpirySweeps(deps, 5_000);
   const env = sdkEnv(deps, serving.url);
   const envText = exportLines(env);

@@ -1,74 +1,275 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, realpathSync } from "node:fs";
+import { spawn, type StdioOptions } from "node:child_process";
+import { existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
-import { agentArgs, agentEnv, agentMainPath, packageRootOf } from "./agent-main.js";
-import { startChild } from "./child.js";
+import type { Readable } from "node:stream";
+import { agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
+import { TOKEN_HANDOFF } from "./docker-args.js";
+import { adoptChild, reapOrphan } from "./child.js";
+import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
+import type { WarmActivation } from "./warm-agent.js";
+import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
+import { SOCKET_URL } from "./endpoint.js";
+import { probeIsolation, which, type IsolationTools } from "./isolation.js";
+import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
+import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
+import { hostsFile, readInfo, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
-/** Inside the namespace: where the agent's state and the workspace's drives appear. */
-const AGENT_DATA = "/run/sandbox-agent";
-const DRIVES = "/run/sandbox-drives";
-/** Host configuration a shell and DNS need, read-only; each only when the host has it. */
-const HOST_ETC = ["/etc/resolv.conf", "/etc/hosts", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates"];
+/** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
+export const AGENT_DATA = "/run/sandbox-agent";
+export const AGENT_SOCKET = `${AGENT_DATA}/agent.sock`;
+export const DRIVES = "/run/sandbox-drives";
+export const MEMORY_EVENTS = "/run/sandbox-memory/events";
+/** --image-source host: the host's system directories, read-only, under the sandbox's own writable root. */
+const HOST_SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+const HOST_ETC = ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives"];
+const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * Stage 1, inside the sandbox's user and mount namespace (unshare): mount the
+ * image's overlay (lower: the image, read-only and shared; upper: the
+ * sandbox's own directory) over the image's path — visible in this namespace
+ * only, gone with it — then become bwrap.
+ */
+const STAGE1 = 'set -e; if [ -n "$1" ]; then mount -t overlay overlay -o "$1" "$2"; fi; shift 2; exec "$@"';
+/** Stage 0 (memory limit): the first process joins the sandbox's cgroup before anything else starts. */
+const STAGE0 = 'echo $$ > "$0/cgroup.procs" && exec "$@"';
 
 export function bwrapPath(): string | undefined {
-  try {
-    return execFileSync("sh", ["-c", "command -v bwrap"], { encoding: "utf8" }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
+  return which("bwrap");
+}
+
+export interface BwrapLauncherOptions {
+  agentMain?: string;
+  readyTimeoutMs?: number;
+  /** Outbound network (slirp4netns) unless a spec says otherwise; "none" = loopback only. Default "outbound". */
+  network?: "outbound" | "none";
+  /**
+   * Sandboxes started ahead of need, per workspace and image, their agent's
+   * modules loaded (default 0; the simulator uses 1): a new sandbox takes one
+   * over (bwrap-warm.ts) instead of waiting for namespaces and Node to start.
+   */
+  warm?: number;
 }
 
 /**
- * The agent in its own mount, PID, IPC and UTS namespaces (Debian's
- * bubblewrap): the sandbox's root directory is `/`, the host's /usr, /bin,
- * /lib (and node, and this package's dist/ and node_modules/) are mounted
- * read-only, /proc and /dev are fresh. The network namespace is shared so
- * the agent listens on the host's loopback, where the proxy reaches it.
- * Processes in one sandbox see neither another sandbox's files nor its processes.
+ * The isolating launcher (the default): each sandbox gets its own user,
+ * mount, PID, IPC, UTS and network namespaces (util-linux's unshare for the
+ * user and mount namespaces, Debian's bubblewrap for the rest), a root that
+ * is an overlay of its image under its own writable layer, no capability
+ * left to the commands it runs, outbound network through slirp4netns, a
+ * memory cgroup where the host allows one, and its agent on a Unix socket
+ * in its data dir (no host port). docs/launchers.md.
  */
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
-  private readonly bwrap: string;
+  readonly tools: IsolationTools;
+  readonly memory: CgroupSupport;
+  private kit?: SandboxKit;
+  private readonly pool: WarmPool;
 
-  constructor(private readonly options: { agentMain?: string; readyTimeoutMs?: number; bwrap?: string } = {}) {
-    const found = options.bwrap ?? bwrapPath();
-    if (!found) throw new LaunchError("--launcher bwrap needs bubblewrap: apt-get install -y bubblewrap");
-    this.bwrap = found;
+  constructor(private readonly options: BwrapLauncherOptions = {}) {
+    const probe = probeIsolation();
+    if (!probe.tools) throw new LaunchError(probe.unavailable!);
+    this.tools = probe.tools;
+    if ((options.network ?? "outbound") === "outbound" && !this.tools.slirp4netns) {
+      throw new LaunchError("outbound network for sandboxes needs slirp4netns: apt-get install -y slirp4netns, or pass --sandbox-network none");
+    }
+    this.memory = cgroupSupport();
+    this.pool = new WarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
   }
 
-  start(spec: LaunchSpec): Promise<AgentHandle> {
-    for (const dir of [spec.rootDir, spec.dataDir, join(spec.rootDir, "tmp"), join(spec.rootDir, "root")]) mkdirSync(dir, { recursive: true });
-    const agentMain = realpathSync(this.options.agentMain ?? agentMainPath());
-    const pkg = packageRootOf(agentMain);
-    const node = realpathSync(process.execPath);
-    const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
-    const args = [
-      "--die-with-parent", "--new-session",
-      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-      "--hostname", spec.sandbox.slice(0, 63),
-      "--bind", spec.rootDir, "/",
-      ...["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"].flatMap(ro),
-      ...HOST_ETC.flatMap(ro),
-      // node itself when it lives outside /usr (nvm, a tarball install).
-      ...(node.startsWith("/usr/") ? [] : ro(dirname(dirname(node)))),
-      ...ro(join(pkg, "package.json")), ...ro(join(pkg, "dist")), ...ro(join(pkg, "node_modules")),
-      "--proc", "/proc", "--dev", "/dev",
-      "--bind", spec.dataDir, AGENT_DATA,
-      ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
-      "--chdir", "/",
-      "--", node, agentMain,
-      ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
-    ];
-    return startChild({
-      command: this.bwrap,
-      args, // names the host data dir (--bind), so a later run can recognise an orphan
-      env: agentEnv(spec, "/root"),
+  /** One line for logs and /health: what a sandbox gets here. */
+  describe(): string {
+    const net = (this.options.network ?? "outbound") === "outbound" ? "outbound network through slirp4netns" : "no outbound network";
+    const mem = this.memory.unavailable ? `no memory limit (${this.memory.unavailable})` : `memory limits (cgroup v${this.memory.version})`;
+    return `user, mount, PID, IPC, UTS and network namespaces; no capabilities for commands; ${net}; ${mem}`;
+  }
+
+  async start(spec: LaunchSpec): Promise<AgentHandle> {
+    const kit = this.sandboxKit();
+    const warm = await this.pool.take(spec);
+    try {
+      if (warm) return await this.activate(warm, spec);
+      for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
+      await reapOrphan(spec.dataDir);
+      const sandbox = this.spawnSandbox(spec, false);
+      return await adoptChild(sandbox.child, this.adoption(sandbox, spec, kit));
+    } finally {
+      this.pool.refill(spec); // after, not during: on a small machine the next warm-up would slow this start
+    }
+  }
+
+  /** Starts the warm sandbox for specs like this one ahead of the first create. */
+  prepare(spec: LaunchSpec): void {
+    this.pool.refill(spec);
+  }
+
+  /** Resolves once every idle warm sandbox is ready. */
+  warmed(): Promise<void> {
+    return this.pool.warmed();
+  }
+
+  /** Stops the idle warm sandboxes (running ones belong to their sandboxes). */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private sandboxKit(): SandboxKit {
+    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools.setpriv);
+    return this.kit;
+  }
+
+  private adoption(sandbox: SpawnedSandbox, spec: LaunchSpec, kit: SandboxKit) {
+    return {
+      command: "bwrap",
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
       // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
-      termTargets: (pid) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(agentMain)),
+      termTargets: (pid: number) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain) || cmdlineOf(p).includes(kit.warmMain)),
+      endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
+      alsoReady: sandbox.network,
+      sandboxPid: sandbox.sandboxPid,
+    };
+  }
+
+  /** A warm sandbox becomes this one: its directories take the spec's paths, its agent gets the spec's argv and env. */
+  private async activate(warm: WarmSandbox, spec: LaunchSpec): Promise<AgentHandle> {
+    // The sandbox's binds follow the directories' inodes: renamed, they stay mounted where they were.
+    for (const [from, to] of [[warm.rootDir, spec.rootDir], [warm.dataDir, spec.dataDir]] as const) {
+      mkdirSync(dirname(to), { recursive: true });
+      renameSync(from, to);
+    }
+    try {
+      if (spec.memoryMb) warm.sandbox.cgroup?.limit(spec.memoryMb);
+    } catch (err) {
+      this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
+    }
+    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
+    setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
+    const kit = this.sandboxKit();
+    const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
+    return adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation));
+  }
+
+  private agentArgv(spec: LaunchSpec, memoryEvents: boolean): string[] {
+    return [
+      ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
+      "--socket", AGENT_SOCKET,
+      "--process-wrapper", JSON.stringify(this.sandboxKit().processWrapper),
+      ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
+    ];
+  }
+
+  /** The one-time token file a cold agent reads and removes (--token-file-remove), as the docker launcher does. */
+  private tokenHandoff(spec: LaunchSpec): string[] {
+    mkdirSync(spec.dataDir, { recursive: true });
+    writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
+    return ["--token-file", `${AGENT_DATA}/${TOKEN_HANDOFF}`, "--token-file-remove"];
+  }
+
+  private sandboxEnv(spec: LaunchSpec): NodeJS.ProcessEnv {
+    return { ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
+  }
+
+  /**
+   * Spawns the chain (cgroup, unshare + overlay, bwrap) with the agent inside,
+   * or, `warm`, the warm agent waiting on IPC for its sandbox (warm-agent.ts).
+   */
+  spawnSandbox(spec: LaunchSpec, warm: boolean): SpawnedSandbox {
+    const kit = this.sandboxKit();
+    const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
+    const etc = this.writeSandboxEtc(spec);
+    const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
+    const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
+    const bwrapArgs = [
+      "--die-with-parent", "--new-session",
+      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+      "--hostname", spec.sandbox.slice(0, 63),
+      "--info-fd", "3",
+      ...this.rootBinds(spec),
+      "--ro-bind", etc.resolv, "/etc/resolv.conf",
+      "--ro-bind", etc.hosts, "/etc/hosts",
+      ...kit.binds,
+      "--proc", "/proc", "--dev", "/dev",
+      "--bind", spec.dataDir, AGENT_DATA,
+      ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
+      ...(cgroup ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
+      ...(spec.mounts ?? []).flatMap((m) => {
+        if (!existsSync(m.source)) throw new LaunchError(`mount source ${m.source} (for ${m.target}) does not exist`);
+        return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
+      }),
+      "--chdir", "/",
+      "--", ...kit.loader, ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined), ...this.tokenHandoff(spec)]),
+    ];
+    const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
+    const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
+    const stdio: StdioOptions = warm ? ["ignore", "pipe", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe", "pipe"];
+    // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
+    // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
+    const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
+    child.on("error", () => {});
+
+    let link: OutboundLink | undefined;
+    let sandboxPid: number | undefined;
+    const info = readInfo(child.stdio[3] as Readable);
+    void info.then((pid) => (sandboxPid = pid), () => {});
+    let networkUp: Promise<void> | undefined;
+    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
+    const network = () => (networkUp ??= (async () => {
+      const pid = await info;
+      if (!outbound) return;
+      link = startOutbound(this.tools.slirp4netns!, pid);
+      await link.ready;
+    })());
+    child.once("exit", () => {
+      link?.stop();
+      void cgroup?.remove();
+      if (overlay) unlockWorkDir(overlay.workDir);
     });
+    return { child, cgroup, network, sandboxPid: () => sandboxPid };
+  }
+
+  /** A memory cgroup, or none when the host refuses one after all (the sandbox then runs without a limit, rather than not at all). */
+  private memoryCgroup(limitMb: number | undefined): MemoryCgroup | undefined {
+    try {
+      return this.memory.create(`sbx-${randomBytes(6).toString("hex")}`, limitMb);
+    } catch (err) {
+      this.memory.unavailable = `creating a memory cgroup failed: ${(err as Error).message}`;
+      return undefined;
+    }
+  }
+
+  /** `/` of the sandbox: the overlay (mounted over the image's path in stage 1), or its own directory with the host's system read-only. */
+  private rootBinds(spec: LaunchSpec): string[] {
+    if (spec.imageRootDir) return ["--bind", realpathSync(spec.imageRootDir), "/"];
+    for (const dir of ["tmp", "root"]) mkdirSync(join(spec.rootDir, dir), { recursive: true });
+    const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
+    return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
+  }
+
+  private overlay(spec: LaunchSpec): { options: string; mountAt: string; workDir: string } {
+    const lower = realpathSync(spec.imageRootDir!);
+    const upper = realpathSync(spec.rootDir);
+    const workDir = `${upper}.overlay-work`;
+    mkdirSync(workDir, { recursive: true });
+    for (const path of [lower, upper, workDir]) {
+      // overlayfs splits its options on "," and ":" (and treats "\" as an escape).
+      if (/[,:\\]/.test(path)) throw new LaunchError(`the overlay cannot use ${path}: paths with ",", ":" or "\\" are not supported`);
+    }
+    return { options: `lowerdir=${lower},upperdir=${upper},workdir=${workDir},userxattr`, mountAt: lower, workDir };
+  }
+
+  /** The sandbox's resolver (slirp4netns's DNS forwarder) and hosts file, in its data dir. */
+  private writeSandboxEtc(spec: LaunchSpec): { resolv: string; hosts: string } {
+    const dir = join(spec.dataDir, "etc");
+    mkdirSync(dir, { recursive: true });
+    const resolv = join(dir, "resolv.conf");
+    const hosts = join(dir, "hosts");
+    writeFileSync(resolv, SANDBOX_RESOLV_CONF);
+    writeFileSync(hosts, hostsFile(spec.sandbox));
+    return { resolv, hosts };
   }
 }

@@ -3,11 +3,12 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isAlive, signal, startTimeOf } from "./proc.js";
+import { agentFetch, forgetSocket, type AgentEndpoint } from "./endpoint.js";
 import { LaunchError, type AgentExit, type AgentHandle } from "./types.js";
 
 /** What the process and bwrap launchers share: spawn, wait until healthy, stop with a grace period. */
 
-const READY_LINE = /sandbox-agent listening on (http:\/\/\S+)/;
+const READY_LINE = /sandbox-agent listening on ((?:http|unix):\S+)/;
 const STDERR_TAIL = 4096;
 export const DEFAULT_STOP_GRACE_MS = 5_000;
 
@@ -22,6 +23,15 @@ export interface ChildSpec {
   termTargets?: (childPid: number) => number[];
   /** Written to a pipe at descriptor 3 and closed (the agent's `--token-fd 3`), never put in env or argv. */
   tokenOnFd3?: string;
+  /**
+   * Maps the address the agent printed (http://... or unix:<path inside>) to
+   * where the simulator reaches it; default: the printed TCP URL as is.
+   */
+  endpointOf?: (printed: string) => AgentEndpoint;
+  /** Started once the agent has printed its address (its sandbox is set up), awaited with its health check (e.g. its network). */
+  alsoReady?: () => Promise<void>;
+  /** Extra fields of the handle (the sandbox's init pid). */
+  sandboxPid?: () => number | undefined;
 }
 
 const PID_FILE = "launcher.pid";
@@ -62,22 +72,21 @@ function removePidFile(dataDir: string): void {
  * Polls the agent's /health until it answers 2xx or `deadline` passes. `gone`
  * lets a launcher stop waiting as soon as it knows the agent died.
  */
-export async function waitHealthy(url: string, deadline: number, options: { gone?: () => string | undefined; pollMs?: number } = {}): Promise<void> {
+export async function waitHealthy(endpoint: AgentEndpoint, deadline: number, options: { gone?: () => string | undefined; pollMs?: number } = {}): Promise<void> {
   let last = "";
   while (Date.now() < deadline) {
     const gone = options.gone?.();
     if (gone) throw new LaunchError(gone);
     try {
-      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
-      await res.body?.cancel();
-      if (res.ok) return;
+      const res = await agentFetch(endpoint, { path: "/health", timeoutMs: 2_000 });
+      if (res.status >= 200 && res.status < 300) return;
       last = `GET /health answered ${res.status}`;
     } catch (err) {
       last = (err as Error).message;
     }
     await sleep(options.pollMs ?? 25);
   }
-  throw new LaunchError(`agent at ${url} did not become healthy: ${last}`);
+  throw new LaunchError(`agent at ${endpoint.socketPath ?? endpoint.url} did not become healthy: ${last}`);
 }
 
 export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
@@ -94,7 +103,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
  * Waits for an already spawned agent to report its address and answer
  * /health; `activate` (warm agents) is called once the listeners are in place.
  */
-export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets">, activate?: () => void): Promise<AgentHandle> {
+export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid">, activate?: () => void): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -109,7 +118,7 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
   child.once("error", () => {}); // spawn failures also end in "exit" or are reported below
 
   const deadline = Date.now() + (spec.readyTimeoutMs ?? 20_000);
-  const url = await new Promise<string>((resolve, reject) => {
+  const printed = await new Promise<string>((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`)), deadline - Date.now());
     const onData = (d: string) => {
@@ -133,8 +142,10 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     await exited;
     throw err;
   });
+  const endpoint = spec.endpointOf?.(printed) ?? { url: printed };
+  if (endpoint.socketPath) void exited.then(() => forgetSocket(endpoint.socketPath!));
   try {
-    await waitHealthy(url, deadline);
+    await Promise.all([waitHealthy(endpoint, deadline), spec.alsoReady?.()]);
   } catch (err) {
     child.kill("SIGKILL");
     await exited;
@@ -144,8 +155,9 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
 
   let stopping: Promise<AgentExit> | undefined;
   return {
-    url,
+    ...endpoint,
     pid: child.pid,
+    sandboxPid: spec.sandboxPid?.(),
     exited,
     stop(graceMs = DEFAULT_STOP_GRACE_MS) {
       stopping ??= (async () => {

@@ -110,7 +110,7 @@ export class DockerLauncher implements Launcher {
     void exited.then(() => (gone = true));
     try {
       const url = await this.publishedUrl(name);
-      await waitHealthy(url, deadline, { gone: () => (gone ? "the agent's container exited before it was healthy" : undefined), pollMs: 50 });
+      await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's container exited before it was healthy" : undefined), pollMs: 50 });
       return this.handle(name, url, exited);
     } catch (err) {
       await this.run(["rm", "--force", name]);

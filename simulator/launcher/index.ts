@@ -4,24 +4,34 @@ import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher } from "./types.js";
 
 export type { AgentExit, AgentHandle, LaunchSpec, Launcher } from "./types.js";
+
+/** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
+export function describeLauncher(launcher: Launcher): { launcher: string; isolated: boolean; detail: string } {
+  if (launcher instanceof BwrapLauncher) return { launcher: launcher.name, isolated: true, detail: launcher.describe() };
+  if (launcher.name === "docker") return { launcher: "docker", isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
+  if (launcher.name === "process") return { launcher: "process", isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
+  return { launcher: launcher.name, isolated: false, detail: "a custom launcher" };
+}
 export { LaunchError } from "./types.js";
 export { AgentSupervisor, type AgentState, type SupervisorEvent, type SupervisorOptions } from "./supervisor.js";
 export { ProcessLauncher } from "./process.js";
-export { BwrapLauncher, bwrapPath } from "./bwrap.js";
+export { BwrapLauncher, bwrapPath, AGENT_DATA, AGENT_SOCKET, DRIVES, MEMORY_EVENTS } from "./bwrap.js";
+export { probeIsolation } from "./isolation.js";
+export { agentFetch, agentRequest, type AgentEndpoint } from "./endpoint.js";
 export { DockerLauncher, dockerPath, dockerUnavailable } from "./docker.js";
 
 export const LAUNCHER_NAMES = ["process", "bwrap", "docker"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
 /** The launcher `--launcher <name>` selects. */
-export function createLauncher(name: string, options: { agentMain?: string } = {}): Launcher {
+export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none"; warm?: number } = {}): Launcher {
   switch (name) {
     case "process":
-      return new ProcessLauncher(options);
+      return new ProcessLauncher({ agentMain: options.agentMain });
     case "bwrap":
-      return new BwrapLauncher(options);
+      return new BwrapLauncher({ agentMain: options.agentMain, network: options.network, warm: options.warm });
     case "docker":
-      return new DockerLauncher(options);
+      return new DockerLauncher({ agentMain: options.agentMain });
     default:
       throw new LaunchError(`unknown launcher "${name}": expected one of ${LAUNCHER_NAMES.join(", ")}`);
   }

@@ -1,3 +1,4 @@
+import type { AgentEndpoint } from "./endpoint.js";
 import { DEFAULT_STOP_GRACE_MS } from "./child.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
@@ -58,8 +59,19 @@ export class AgentSupervisor {
     return this._state === "running" ? this.handle?.url : undefined;
   }
 
+  /** Where the running agent answers (TCP URL or Unix socket); undefined while it is down. */
+  get endpoint(): AgentEndpoint | undefined {
+    const handle = this._state === "running" ? this.handle : undefined;
+    return handle && { url: handle.url, socketPath: handle.socketPath };
+  }
+
   get pid(): number | undefined {
     return this._state === "running" ? this.handle?.pid : undefined;
+  }
+
+  /** Host pid of the sandbox's PID-namespace init while running under an isolating launcher. */
+  get sandboxPid(): number | undefined {
+    return this._state === "running" ? this.handle?.sandboxPid : undefined;
   }
 
   /**

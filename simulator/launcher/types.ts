@@ -2,8 +2,9 @@
  * The launcher interface: how the simulator gets a running sandbox-agent for a
  * sandbox, whatever isolates it (a child process, a bubblewrap namespace, a
  * container, a Kubernetes pod). Everything else (proxy, lifecycle, schedules)
- * only ever sees an AgentHandle's URL and exit. See docs/launchers.md.
+ * only ever sees an AgentHandle's endpoint and exit. See docs/launchers.md.
  */
+import type { AgentEndpoint } from "./endpoint.js";
 
 export interface LaunchSpec {
   workspace: string;
@@ -51,11 +52,17 @@ export interface AgentExit {
   stderr: string;
 }
 
-export interface AgentHandle {
-  /** Where the agent answers, e.g. http://127.0.0.1:41234. */
+export interface AgentHandle extends AgentEndpoint {
+  /**
+   * Where the agent answers: a TCP URL (e.g. http://127.0.0.1:41234), or, with
+   * socketPath set, the Unix socket bound out of the sandbox (url is then nominal).
+   * Talk to it through endpoint.ts (agentRequest/agentFetch), never fetch(url).
+   */
   url: string;
   /** Host pid of the agent (or of its isolating wrapper) when there is one. */
   pid?: number;
+  /** Host pid of the sandbox's first process (its PID namespace's init) under an isolating launcher. */
+  sandboxPid?: number;
   /** Settles once the agent has exited, however that happened. Never rejects. */
   exited: Promise<AgentExit>;
   /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */
@@ -72,6 +79,8 @@ export interface Launcher {
   readonly usesImageRoot?: boolean;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
+  /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */
+  prepare?(spec: LaunchSpec): void;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
 }

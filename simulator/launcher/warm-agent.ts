@@ -7,7 +7,7 @@
  * creating a sandbox costs opening its database and listening, not loading Node modules.
  */
 import { createLogger } from "../../src/logging.js";
-import { listen, onShutdownSignal } from "../../src/serve.js";
+import { listen, listenSocket, onShutdownSignal } from "../../src/serve.js";
 import { openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
@@ -30,7 +30,10 @@ async function activate(message: WarmActivation): Promise<void> {
   if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
   const runtime = await openAgent(config, { logger });
-  const serving = await listen(createApp(runtime.deps), config.host, config.port, { maxConnections: config.maxConnections });
+  const app = createApp(runtime.deps);
+  const serving = config.socket
+    ? await listenSocket(app, config.socket, { maxConnections: config.maxConnections })
+    : await listen(app, config.host, config.port, { maxConnections: config.maxConnections });
   logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   onShutdownSignal(logger, () => shutdownAgent(serving, runtime));

@@ -1,10 +1,11 @@
-import { Agent, request, type IncomingMessage, type OutgoingHttpHeaders, type RequestOptions, type ServerResponse } from "node:http";
+import { Agent, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { spliceSockets } from "../../src/tunnel.js";
 import { closeRatherThanDrain } from "../http/body-budget.js";
+import { agentRequest, endpointHost, type AgentEndpoint } from "../launcher/endpoint.js";
 import { Coalescer } from "./coalesce.js";
 import { edgeError, edgeErrorReply } from "./edge-errors.js";
 import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
@@ -17,9 +18,8 @@ import { isPortPath, targetFromHost, targetFromPath, targetFromRunPath, type San
  * Upgrades (WebSocket) become a raw socket pipe once the agent answers 101.
  */
 
-export interface Upstream {
-  /** The agent's base URL, e.g. http://127.0.0.1:41234. */
-  url: string;
+/** The agent's endpoint (TCP URL, or Unix socket with a nominal URL) and the sandbox's token. */
+export interface Upstream extends AgentEndpoint {
   token: string;
 }
 
@@ -98,14 +98,13 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   const agent = new Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16 });
   const now = options.now ?? Date.now;
 
-  /** The one place that says how to reach an agent (its URL today; the launcher decides). */
-  function upstreamRequest(upstream: Upstream, method: string | undefined, path: string, headers: OutgoingHttpHeaders): RequestOptions {
-    const base = new URL(upstream.url);
-    return { protocol: base.protocol, hostname: base.hostname, port: base.port, method, path, agent, headers };
+  /** The one place that opens a request to an agent: TCP or its Unix socket (simulator/launcher/endpoint.ts). */
+  function upstreamRequest(upstream: Upstream, method: string | undefined, path: string, headers: OutgoingHttpHeaders): ClientRequest {
+    return agentRequest(upstream, { method, path, agent, headers });
   }
 
   function headersFor(req: IncomingMessage, plan: ForwardPlan, upstream: Upstream): OutgoingHttpHeaders {
-    const ctx: ForwardContext = { token: upstream.token, upstreamHost: new URL(upstream.url).host, clientAddress: req.socket.remoteAddress, originalHost: req.headers.host };
+    const ctx: ForwardContext = { token: upstream.token, upstreamHost: endpointHost(upstream), clientAddress: req.socket.remoteAddress, originalHost: req.headers.host };
     const headers = plan.audience === "app" ? appRequestHeaders(req.headers, ctx, plan.platformCredential) : requestHeaders(req.headers, ctx);
     plan.editRequest?.(headers);
     return headers;
@@ -150,7 +149,7 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
 
   async function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): Promise<void> {
     const upstream = await options.upstream(plan.target);
-    const upReq = request(upstreamRequest(upstream, req.method, plan.target.path, headersFor(req, plan, upstream)));
+    const upReq = upstreamRequest(upstream, req.method, plan.target.path, headersFor(req, plan, upstream));
     upReq.on("response", (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, { ...responseHeaders(upRes.headers), ...plan.replyHeaders });
       res.flushHeaders(); // streamed replies (process logs) must reach the caller before their first byte
@@ -206,7 +205,7 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
         const headers = headersFor(req, plan, upstream);
         headers.connection = "Upgrade";
         headers.upgrade = req.headers.upgrade ?? "websocket";
-        const upReq = request(upstreamRequest(upstream, req.method, plan.target.path, headers));
+        const upReq = upstreamRequest(upstream, req.method, plan.target.path, headers);
         upReq.on("upgrade", (upRes, upSocket, upHead) => {
           if (socket.destroyed) return void upSocket.destroy();
           socket.write(rawHead(101, upRes.statusMessage, upRes.rawHeaders, true));

@@ -20,11 +20,12 @@ import { sandboxKind } from "../resources/kinds/sandbox.js";
  * FAILED with the reason in its events and answers 503 naming the sandbox.
  */
 
-/** What the agent is launched with (environment, image, volumes): a change restarts it. */
-export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string; volumes?: VolumeAttachment[] } {
-  const spec = (doc as { spec?: { runtime?: { image?: string }; volumes?: VolumeAttachment[] } }).spec;
+/** What the agent is launched with (environment, image, volumes, memory): a change restarts it. */
+export function launchOptions(doc: unknown): { env: Record<string, string>; image?: string; volumes?: VolumeAttachment[]; memoryMb?: number } {
+  const spec = (doc as { spec?: { runtime?: { image?: string; memory?: unknown }; volumes?: VolumeAttachment[] } }).spec;
   const volumes = spec?.volumes?.length ? spec.volumes.map((v) => ({ name: v.name, mountPath: v.mountPath, readOnly: v.readOnly === true })) : undefined;
-  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: spec?.runtime?.image, volumes };
+  const memory = typeof spec?.runtime?.memory === "number" && spec.runtime.memory > 0 ? spec.runtime.memory : undefined;
+  return { env: envOf(doc as Parameters<typeof envOf>[0]), image: spec?.runtime?.image, volumes, ...(memory ? { memoryMb: memory } : {}) };
 }
 
 function reply(ctx: OpContext, name: string): ResourceDoc {

@@ -28,7 +28,7 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     expect(sim.deps.agents!.get("sdk-agents", "real-one")?.state).toBe("running");
     await sandbox.fs.write("/data/note.txt", "written through the proxy");
     expect(await sandbox.fs.read("/data/note.txt")).toBe("written through the proxy");
-    // The process launcher runs commands in the sandbox's root directory (no namespace: absolute paths are the host's).
+    // Commands start in the sandbox's `/` (its root directory), so a relative path names the same file.
     const run = await sandbox.process.exec({ command: "echo $GREETING from $(cat data/note.txt | wc -c) bytes", waitForCompletion: true });
     expect(run.logs?.trim() ?? run.stdout?.trim()).toBe("hello from 25 bytes");
 

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { agentFetch, type AgentEndpoint } from "../../../simulator/launcher/endpoint.js";
 import type { LaunchSpec } from "../../../simulator/launcher/index.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 
@@ -20,15 +21,16 @@ export function specFor(base: string, sandbox: string, extra: Partial<LaunchSpec
   };
 }
 
-/** Runs a shell command through the agent's /process API and returns its stdout. */
-export async function exec(url: string, token: string, command: string): Promise<{ stdout: string; exitCode: number }> {
-  const res = await fetch(`${url}/process`, {
+/** Runs a shell command through the agent's /process API (TCP or Unix socket) and returns its stdout. */
+export async function exec(endpoint: string | AgentEndpoint, token: string, command: string): Promise<{ stdout: string; exitCode: number }> {
+  const res = await agentFetch(typeof endpoint === "string" ? { url: endpoint } : endpoint, {
     method: "POST",
+    path: "/process",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify({ command, waitForCompletion: true }),
   });
-  const body = (await res.json()) as { stdout?: string; exitCode?: number; error?: string };
-  if (!res.ok) throw new Error(`exec ${command}: ${res.status} ${body.error}`);
+  const body = JSON.parse(res.text) as { stdout?: string; exitCode?: number; error?: string };
+  if (res.status !== 200) throw new Error(`exec ${command}: ${res.status} ${body.error}`);
   return { stdout: body.stdout ?? "", exitCode: body.exitCode ?? -1 };
 }
 

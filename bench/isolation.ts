@@ -1,0 +1,107 @@
+/**
+ * bench:e2e's isolated-sandbox lines (issue 12), each beside a baseline measured in the same run:
+ *  - create-to-ready of an isolated sandbox (the default launcher), against the process launcher's cold start;
+ *  - N idle sandboxes running at once, memory per sandbox (agent, bwrap and slirp4netns included), as the
+ *    sum of RSS and of PSS (shared pages split between the processes sharing them), against N idle
+ *    process-launcher agents.
+ *
+ *   BENCH_E2E_ISOLATED  isolated sandboxes to create one after another (default 50)
+ *   BENCH_E2E_IDLE      idle sandboxes running at once (default 100)
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { BwrapLauncher, ProcessLauncher, probeIsolation, type AgentHandle, type LaunchSpec, type Launcher } from "../simulator/launcher/index.js";
+import { descendantsOf } from "../simulator/launcher/proc.js";
+import { fmt, percentile } from "./lib.js";
+
+const isolatedCount = Number(process.env.BENCH_E2E_ISOLATED ?? 50);
+const idleCount = Number(process.env.BENCH_E2E_IDLE ?? 100);
+
+function specIn(base: string, name: string): LaunchSpec {
+  // 4096 MB is what the SDK asks for by default: the memory cgroup is part of what an isolated start costs.
+  return { workspace: "bench", sandbox: name, rootDir: join(base, name, "root"), dataDir: join(base, name, "data"), token: `token-${name}-abcdefgh`, logLevel: "warn", memoryMb: 4096 };
+}
+
+async function timedStarts(launcher: Launcher & { warmed?: () => Promise<void> }, base: string, prefix: string, count: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    await launcher.warmed?.(); // as the simulator runs: one create at a time, each after the refill
+    const start = performance.now();
+    const agent = await launcher.start(specIn(base, `${prefix}-${i}`));
+    times.push(performance.now() - start);
+    await agent.stop();
+  }
+  return times.sort((a, b) => a - b);
+}
+
+/** KiB of one field (Rss, Pss) of a process's smaps_rollup; 0 when it is gone. */
+function memoryKiB(pid: number, field: "Rss" | "Pss"): number {
+  try {
+    return Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+/** Every host process of a sandbox: the launcher's child, what it started, and its slirp4netns (a child of this process). */
+function sandboxPids(handle: AgentHandle, slirps: Map<number, number>): number[] {
+  const pids = handle.pid ? [handle.pid, ...descendantsOf(handle.pid)] : [];
+  const slirp = handle.sandboxPid ? slirps.get(handle.sandboxPid) : undefined;
+  return slirp ? [...pids, slirp] : pids;
+}
+
+/** slirp4netns processes of this bench, by the sandbox pid they serve (their last-but-one argument). */
+function slirpsBySandbox(): Map<number, number> {
+  const map = new Map<number, number>();
+  for (const pid of descendantsOf(process.pid)) {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+      if (argv[0]?.endsWith("slirp4netns")) map.set(Number(argv.at(-2)), pid);
+    } catch {
+      // Gone.
+    }
+  }
+  return map;
+}
+
+async function idleMemory(launcher: Launcher, base: string, prefix: string, count: number): Promise<{ rssMiB: number; pssMiB: number; started: number }> {
+  const handles: AgentHandle[] = [];
+  try {
+    for (let i = 0; i < count; i++) handles.push(await launcher.start(specIn(base, `${prefix}-${i}`)));
+    await new Promise((r) => setTimeout(r, 2_000)); // idle: start-up garbage collected, nothing running
+    const slirps = slirpsBySandbox();
+    let rss = 0;
+    let pss = 0;
+    for (const h of handles) {
+      for (const pid of sandboxPids(h, slirps)) {
+        rss += memoryKiB(pid, "Rss");
+        pss += memoryKiB(pid, "Pss");
+      }
+    }
+    return { rssMiB: rss / 1024 / handles.length, pssMiB: pss / 1024 / handles.length, started: handles.length };
+  } finally {
+    await Promise.all(handles.map((h) => h.stop()));
+  }
+}
+
+/** Prints the isolated-sandbox lines; skips them, saying why, where isolation is unavailable. */
+export async function benchIsolation(base: string): Promise<void> {
+  const probe = probeIsolation();
+  if (!probe.tools) {
+    console.log(`isolated  skipped: ${probe.unavailable}`);
+    return;
+  }
+  // As the simulator runs it: one warm isolated sandbox kept ready per workspace and image.
+  const warm = new BwrapLauncher({ warm: 1 });
+  const isolated = new BwrapLauncher();
+  const cold = new ProcessLauncher();
+  warm.prepare(specIn(join(base, "warm"), "prepared")); // as the simulator does for its default workspace at start
+  const times = await timedStarts(warm, join(base, "warm"), "iso", isolatedCount);
+  await warm.close();
+  const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));
+  const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
+  console.log(`create-to-ready (isolated, warm sandbox; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  const iso = await idleMemory(isolated, base, "idle-iso", idleCount);
+  const plain = await idleMemory(cold, base, "idle-proc", idleCount);
+  console.log(`idle sandboxes  ${iso.started} isolated at once: RSS ${fmt(iso.rssMiB)} MiB, PSS ${fmt(iso.pssMiB)} MiB per sandbox (agent, bwrap, slirp4netns; target <= 40 MiB) | baseline ${plain.started} process-launcher agents: RSS ${fmt(plain.rssMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB each`);
+}
