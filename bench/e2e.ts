@@ -12,6 +12,7 @@
  *   BENCH_E2E_ROUNDS     direct/proxy rounds, best of each kept (default 3)
  */
 import { fork } from "node:child_process";
+import { benchProxy } from "./proxy.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -156,6 +157,9 @@ async function main(): Promise<void> {
     console.log(`cpu     ms per MiB through proxy: ${cpu(proxiedCpu)} | straight: ${cpu(directCpu)} | ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
     console.log(`memory  proxy process peak RSS ${fmt(proxyRss)} MiB after ${rounds} proxied uploads of ${uploadMiB} MiB | bench client peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
     await benchIsolation(base);
+    // Uploads through /port/n and a preview against the same upload straight to the in-sandbox server and
+    // against http-proxy in the simulator's place (bench/proxy.ts, also `npm run bench:proxy` alone).
+    await benchProxy();
   } finally {
     rmSync(base, { recursive: true, force: true });
   }

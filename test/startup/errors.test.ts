@@ -59,7 +59,8 @@ function freshTmp(name: string): string {
 describe("sandbox-sim start-up mistakes", () => {
   it("a port in use: one line naming the port and --port, exit 2, no temp dir left", async () => {
     const tmp = freshTmp("sim-port");
-    const ended = await run(SIM, ["--port", String(busyPort), "--launcher", "process"], dir, tmp);
+    // --log-level error: the process launcher's own "NOT ISOLATED" warning is not what this test is about.
+    const ended = await run(SIM, ["--port", String(busyPort), "--launcher", "process", "--log-level", "error"], dir, tmp);
     expect(ended.code).toBe(2);
     expect(oneLine(ended)).toBe(`sandbox-sim: port ${busyPort} on 127.0.0.1 is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`);
     expect(readdirSync(tmp)).toEqual([]);
