@@ -87,7 +87,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
-      const where = "url" in event ? { pid: event.pid, endpoint: event.url, launcher: launcher.name } : {};
+      const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};
       deps.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
       recordAgentEvent(deps, workspace, sandbox, event);
       deps.onSandboxAgentEvent(workspace, sandbox, event); // usage: the agent's run time (account metrics)

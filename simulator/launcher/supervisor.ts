@@ -11,9 +11,9 @@ import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type La
 export type AgentState = "starting" | "running" | "restarting" | "stopped" | "failed";
 
 export type SupervisorEvent =
-  | { type: "started"; url: string; pid?: number }
+  | { type: "started"; url: string; pid?: number; socketPath?: string }
   | { type: "crashed"; exit: AgentExit; restartInMs: number | null; attempt: number }
-  | { type: "restarted"; url: string; pid?: number; attempt: number }
+  | { type: "restarted"; url: string; pid?: number; socketPath?: string; attempt: number }
   | { type: "restart-failed"; message: string; attempt: number; restartInMs: number | null }
   | { type: "gave-up"; attempts: number }
   | { type: "stopped"; exit: AgentExit };
@@ -92,7 +92,7 @@ export class AgentSupervisor {
         throw new LaunchError("the agent was stopped while it was starting");
       }
       this.adopt(handle);
-      this.emit({ type: "started", url: handle.url, pid: handle.pid });
+      this.emit({ type: "started", url: handle.url, pid: handle.pid, socketPath: handle.socketPath });
     })();
     return this.starting;
   }
@@ -149,7 +149,7 @@ export class AgentSupervisor {
         return;
       }
       this.adopt(handle);
-      this.emit({ type: "restarted", url: handle.url, pid: handle.pid, attempt: this.attempt });
+      this.emit({ type: "restarted", url: handle.url, pid: handle.pid, socketPath: handle.socketPath, attempt: this.attempt });
     } catch (err) {
       if (this._state !== "restarting") return;
       this.attempt += 1;
