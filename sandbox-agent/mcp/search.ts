@@ -1,10 +1,11 @@
 import { promises as fsp } from "node:fs";
 import { join, posix } from "node:path";
+import { compilePatterns } from "../search/glob.js";
 
 /**
  * Small, bounded tree walks for the MCP codegen tools (codegenFileSearch,
- * codegenGrepSearch). Self-contained on purpose: the HTTP find/search/grep
- * routes live in the filesystem area; the two may be folded into one later.
+ * codegenGrepSearch): an async walk per call, where the HTTP find/search/grep
+ * routes use the worker pool; globs are compiled by the same code (search/glob.ts).
  */
 
 /** Directories nobody means to search (the reference's find/search defaults). */
@@ -66,38 +67,13 @@ export function isSubsequence(query: string, text: string): boolean {
 }
 
 /**
- * A glob as ripgrep's `-g` reads it: `*` and `?` within a path segment, `**`
- * across segments, `{a,b}` alternatives, `[...]` classes; a glob without `/`
- * matches the basename at any depth.
+ * A glob as ripgrep's `-g` reads it (`*` and `?` within a segment, `**` across, `{a,b}`, `[...]`; without
+ * `/` it matches the basename at any depth): the filesystem search's own compiler (search/glob.ts).
  */
 export function globMatcher(glob: string): (relPath: string) => boolean {
-  let re = "";
-  let braces = 0;
-  for (let i = 0; i < glob.length; i++) {
-    const c = glob[i]!;
-    if (c === "*") {
-      if (glob[i + 1] === "*") {
-        re += glob[i + 2] === "/" ? "(?:.*/)?" : ".*";
-        i += glob[i + 2] === "/" ? 2 : 1;
-      } else re += "[^/]*";
-    } else if (c === "?") re += "[^/]";
-    else if (c === "{") {
-      braces++;
-      re += "(?:";
-    } else if (c === "}" && braces > 0) {
-      braces--;
-      re += ")";
-    } else if (c === "," && braces > 0) re += "|";
-    else if (c === "[") {
-      const end = glob.indexOf("]", i + 1);
-      if (end < 0) re += "\\[";
-      else {
-        re += `[${glob.slice(i + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\")}]`;
-        i = end;
-      }
-    } else re += c.replace(/[.+^$()|\\{}]/g, "\\$&");
-  }
-  const anchored = new RegExp(`^${re}$`);
-  const basenameOnly = !glob.includes("/");
-  return (relPath) => anchored.test(basenameOnly ? posix.basename(relPath) : relPath.replace(/^\//, ""));
+  const match = compilePatterns([glob]) ?? (() => false);
+  return (relPath) => {
+    const rel = relPath.replace(/^\//, "");
+    return match(posix.basename(rel), rel);
+  };
 }
