@@ -98,9 +98,12 @@ class InPlaceSink extends Writable {
 export async function writeOwnFile(dir: string, partNumber: number, stream: Readable): Promise<WrittenPart> {
   const file = `part-${partNumber}.${randomBytes(6).toString("hex")}`;
   const counter = new Md5Counter();
+  // Opened before the body flows: a stream that fails at once cannot have its file created after the clean-up below.
+  const handle = await fsp.open(join(dir, file), "wx", 0o600);
   try {
-    await pipeline(stream, counter, createWriteStream(join(dir, file), { flags: "wx", mode: 0o600, highWaterMark: 1024 * 1024 }));
+    await pipeline(stream, counter, handle.createWriteStream({ highWaterMark: 1024 * 1024 }));
   } catch (err) {
+    await handle.close().catch(() => undefined);
     await removeQuietly(join(dir, file));
     throw err;
   }

@@ -194,7 +194,8 @@ export class ProcessManager {
    */
   #signalLeftovers(pidOrName: string, signal: NodeJS.Signals): boolean {
     const row = this.#require(pidOrName);
-    if (row.status === "running" || !groupAlive(row.runPid)) return false;
+    // A group that got SIGKILL (kill, timeout) has nothing left to signal: what still shows is only dying.
+    if (row.status === "running" || row.status === "killed" || !groupAlive(row.runPid)) return false;
     signalGroup(row.runPid, signal);
     if (signal === "SIGTERM") this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(row.runPid)) signalGroup(row.runPid, "SIGKILL"); });
     return true;

@@ -27,10 +27,16 @@ async function startAgent(maxConnections: number) {
   serving = await listen(createApp(runtime.deps), "127.0.0.1", 0, { headersTimeoutMs: 300, idleTimeoutMs: 300, bodyIdleTimeoutMs: 300, checkIntervalMs: 50, maxConnections });
 }
 
-const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once("close", () => resolve()));
+// A socket's close is awaited from the moment it exists (on a loaded machine the server may cut it before
+// the test gets round to listening), and what the server writes is read: Node's own headers timeout may
+// answer 408 before closing, and a paused socket with unread data never reports its end.
+const closes = new WeakMap<Socket, Promise<void>>();
+const closed = (socket: Socket) => closes.get(socket)!;
 const open = () => new Promise<Socket>((resolve, reject) => {
   const s = connect(serving.port, "127.0.0.1", () => resolve(s));
+  closes.set(s, new Promise<void>((done) => s.once("close", () => done())));
   s.on("error", reject);
+  s.resume();
   sockets.push(s);
 });
 
