@@ -6,7 +6,7 @@ import type { AgentDeps } from "./agent.js";
 import { filesystemRouter } from "./filesystem/routes.js";
 import { drivesRouter } from "./drives/routes.js";
 import { encodedSeparator } from "./http/encoded-separator.js";
-import { cors, guardUnauthenticated, noCache, requireToken } from "./http/middleware.js";
+import { browserRefusal, cors, guardUnauthenticated, noCache, requireToken } from "./http/middleware.js";
 import { treeRouter } from "./filesystem/tree.js";
 import { contentSearchRouter, findRouter, fuzzySearchRouter } from "./search/routes.js";
 import { watchRouter } from "./watch/routes.js";
@@ -29,7 +29,9 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   app.set("etag", false);
   // /port/{n}/... goes to the in-sandbox server before anything else: its replies keep the app's own
   // headers (no CORS or no-cache of the agent's), and src/serve.ts's listen() routes upgrades to it.
-  const ports = createPortForwarder(deps.config.token, deps.logger);
+  // Without a token, /port gets the Host and Origin checks the rest of the app gets from guardUnauthenticated.
+  const guarded = !deps.config.token && !deps.config.noAuth;
+  const ports = createPortForwarder(deps.config.token, { logger: deps.logger, browserRefusal: guarded ? browserRefusal : undefined });
   app.onUpgrade = ports.upgrade;
   app.use((req, res, next) => {
     if (!ports.handle(req, res)) next();

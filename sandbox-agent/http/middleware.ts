@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { RequestHandler } from "express";
 import { bearerToken, isLoopbackHost, secretsEqual } from "../../src/auth.js";
 import { ApiError, errors } from "../../src/errors.js";
@@ -80,22 +81,32 @@ const ACCEPTED_BODY = /^(application\/json|application\/[\w.+-]+\+json|applicati
  */
 export function guardUnauthenticated(): RequestHandler {
   return (req, _res, next) => {
-    const host = req.headers.host;
-    if (!host || !isLoopbackName(hostOf(host))) {
-      throw errors.forbidden(`Host "${host ?? ""}" is not a loopback name: an agent without a token answers only requests addressed to localhost`);
-    }
-    const origin = req.headers.origin;
-    if (origin !== undefined && origin !== "null") {
-      let originHost: string | undefined;
-      try { originHost = new URL(origin).hostname.replace(/^\[|\]$/g, ""); } catch { originHost = undefined; }
-      if (!originHost || !isLoopbackName(originHost)) throw errors.forbidden(`cross-origin request from ${origin} refused: the agent has no token`);
-    } else if (origin === "null") {
-      throw errors.forbidden("cross-origin request from an opaque origin refused: the agent has no token");
-    }
+    const refused = browserRefusal(req.headers);
+    if (refused) throw errors.forbidden(refused);
     const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
     if (hasBody && !ACCEPTED_BODY.test(req.headers["content-type"] ?? "")) {
       throw new ApiError("unsupported_media_type", `Content-Type "${req.headers["content-type"] ?? ""}" is not accepted: send application/json`);
     }
     next();
   };
+}
+
+/**
+ * The Host and Origin checks of guardUnauthenticated, alone: why a request
+ * that may come from a web page is refused, or undefined. `/port/{n}` applies
+ * them too (its bodies are the in-sandbox app's, of any type).
+ */
+export function browserRefusal(headers: IncomingHttpHeaders): string | undefined {
+  const host = headers.host;
+  if (!host || !isLoopbackName(hostOf(host))) {
+    return `Host "${host ?? ""}" is not a loopback name: an agent without a token answers only requests addressed to localhost`;
+  }
+  const origin = headers.origin;
+  if (origin === "null") return "cross-origin request from an opaque origin refused: the agent has no token";
+  if (origin !== undefined) {
+    let originHost: string | undefined;
+    try { originHost = new URL(origin).hostname.replace(/^\[|\]$/g, ""); } catch { originHost = undefined; }
+    if (!originHost || !isLoopbackName(originHost)) return `cross-origin request from ${origin} refused: the agent has no token`;
+  }
+  return undefined;
 }

@@ -46,7 +46,18 @@ export interface PortForwarder {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
 
-export function createPortForwarder(token: string | undefined, logger?: Logger): PortForwarder {
+export interface PortForwarderOptions {
+  /**
+   * Without a token: why a request a web page may have made is refused
+   * (guardUnauthenticated's Host and Origin checks, #14 item 9), or undefined.
+   * /port runs before the app's middleware, so it asks itself.
+   */
+  browserRefusal?: (headers: IncomingHttpHeaders) => string | undefined;
+  logger?: Logger;
+}
+
+export function createPortForwarder(token: string | undefined, options: PortForwarderOptions = {}): PortForwarder {
+  const { browserRefusal, logger } = options;
   const denied = (carrying: Set<string>) => Boolean(token) && carrying.size === 0;
 
   function handle(req: IncomingMessage, res: ServerResponse): boolean {
@@ -55,6 +66,12 @@ export function createPortForwarder(token: string | undefined, logger?: Logger):
     const carrying = agentCredentialHeaders(req.headers, token);
     if (denied(carrying)) {
       reply(res, 401, { error: "missing or invalid bearer token: send Authorization: Bearer <token>" });
+      req.resume();
+      return true;
+    }
+    const refused = browserRefusal?.(req.headers);
+    if (refused) {
+      reply(res, 403, { error: refused });
       req.resume();
       return true;
     }
@@ -93,6 +110,8 @@ export function createPortForwarder(token: string | undefined, logger?: Logger):
     if (!target) return rawReply(socket, 404, { error: `no upgrade route for ${req.url}: only /port/{n}/... upgrades` });
     const carrying = agentCredentialHeaders(req.headers, token);
     if (denied(carrying)) return rawReply(socket, 401, { error: "missing or invalid bearer token: send Authorization: Bearer <token>" });
+    const refused = browserRefusal?.(req.headers);
+    if (refused) return rawReply(socket, 403, { error: refused });
     connectLocal(target.port).then(
       (upstream) => {
         if (socket.destroyed) return void upstream.destroy();

@@ -1,6 +1,7 @@
 import { request as httpRequest } from "node:http";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
+import { startAppServer, wsRoundTrip } from "../../helpers/websocket.js";
 
 /**
  * #14 item 9: a web page must not drive an agent started without a token.
@@ -56,6 +57,30 @@ describe("an agent without a token", () => {
       body: JSON.stringify({ command: "true", waitForCompletion: true }),
     });
     expect(json.status).toBe(200);
+  });
+
+  it("applies the Host and Origin checks to /port/{n} too, plain requests and upgrades alike", async () => {
+    const agent = await startTestAgent();
+    agents.push(agent);
+    const app = await startAppServer();
+    try {
+      const port = agent.serving.port;
+      const rebound = await send(`${agent.url}/port/${app.port}/echo`, { headers: { Host: `evil.example:${port}` } });
+      expect(rebound.status).toBe(403);
+      expect(rebound.body).toContain("not a loopback name");
+      const crossSite = await send(`${agent.url}/port/${app.port}/echo`, { method: "POST", headers: { Origin: "http://evil.example", "Content-Type": "text/plain" }, body: "x" });
+      expect(crossSite.status).toBe(403);
+      const ws = await wsRoundTrip(`${agent.url}/port/${app.port}/hmr`, { Host: `evil.example:${port}` }, "ping");
+      expect(ws.status).toBe(403);
+      const wsCrossSite = await wsRoundTrip(`${agent.url}/port/${app.port}/hmr`, { Origin: "http://evil.example" }, "ping");
+      expect(wsCrossSite.status).toBe(403);
+      // Addressed to the loopback, the app's own bodies (of any type) still go through.
+      const local = await send(`${agent.url}/port/${app.port}/echo`, { method: "POST", headers: { "Content-Type": "text/plain" }, body: "hello" });
+      expect(local.status).toBe(200);
+      expect((await wsRoundTrip(`${agent.url}/port/${app.port}/hmr`, {}, "ping")).status).toBe(101);
+    } finally {
+      await app.close();
+    }
   });
 });
 
