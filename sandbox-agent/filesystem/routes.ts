@@ -106,10 +106,10 @@ export function filesystemRouter(paths: SandboxPaths): Router {
   router.delete("/{*rest}", async (req, res) => {
     const path = pathOf(req);
     if (path === "/") throw errors.forbidden("path: cannot delete the sandbox root");
-    await paths.use(path, { follow: false }, async ({ stat, entryPath }) => {
+    await paths.use(path, { follow: false }, async ({ stat, entryPath, dir, name }) => {
       if (!stat) throw errors.notFound(`cannot delete ${path}: no such file or directory (ENOENT)`);
       if (stat.isDirectory()) {
-        await removeDirectory(entryPath, path, queryBool(req.query.recursive));
+        await removeDirectory({ dir, name }, path, queryBool(req.query.recursive));
         res.json({ message: "Directory deleted successfully", path });
         return;
       }

@@ -57,10 +57,11 @@ export function treeRouter(paths: SandboxPaths): Router {
   router.delete("/{*rest}", async (req, res) => {
     const path = rootOf(req);
     if (path === "/") throw errors.forbidden("path: cannot delete the sandbox root");
-    const host = await paths.resolveParent(path);
-    const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-    if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
-    await removeDirectory(host, path, queryBool(req.query.recursive));
+    await paths.use(path, { follow: false }, async ({ stat, dir, name }) => {
+      if (!stat) throw errors.notFound(`cannot delete ${path}: no such file or directory (ENOENT)`);
+      if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+      await removeDirectory({ dir, name }, path, queryBool(req.query.recursive));
+    });
     res.json({ path, message: "Directory deleted successfully" });
   });
 
