@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from "express";
 import { promises as fsp } from "node:fs";
-import { errors, fromFsError } from "../../src/errors.js";
+import { errors } from "../../src/errors.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "./options.js";
@@ -33,7 +33,11 @@ async function runShared(pool: SearchPool, job: SearchJob, res: Response): Promi
   const signal = clientGone(res);
   const shares = await splitTopLevel(job.hostDir, pool.size);
   if (shares.length < 2) return pool.run(job, signal);
-  const texts = await Promise.all(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal)));
+  // allSettled, not all: the search directory's descriptor must outlive every share's walk, even when one fails.
+  const settled = await Promise.allSettled(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal)));
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  const texts = settled.map((s) => (s as PromiseFulfilledResult<string>).value);
   const answers = texts.map((t) => JSON.parse(t) as Answer);
   const matches = answers.flatMap((a) => a.matches ?? []);
   if (job.kind === "fuzzy") matches.sort((a, b) => byScore(a as { score: number; path: string }, b as { score: number; path: string }));
@@ -47,15 +51,21 @@ async function runShared(pool: SearchPool, job: SearchJob, res: Response): Promi
   return JSON.stringify({ matches, ...meta });
 }
 
-/** The search directory: confined like every path, and it must be a directory. */
-async function searchDir(paths: SandboxPaths, req: Request, missing: (path: string) => Error): Promise<{ path: string; host: string }> {
+/**
+ * Runs `search` on the search directory, confined like every path and held
+ * open for the whole search: the workers walk from its `/proc/self/fd/N`
+ * (descriptors are the process's, shared by its threads), so nothing swapped
+ * above it once resolved can redirect the walk (#14 item 12). The descriptor
+ * is closed only once every worker has answered or died (SearchPool.run
+ * settles no sooner), so a walk never starts from a reused number.
+ */
+async function inSearchDir<T>(paths: SandboxPaths, req: Request, missing: (path: string) => Error, search: (hostDir: string) => Promise<T>): Promise<T> {
   const path = paths.normalize(sandboxPathFromUrl(req.path));
-  const host = await paths.resolve(path);
-  const stat = await fsp.stat(host).catch((err) => {
-    throw (err as NodeJS.ErrnoException).code === "ENOENT" ? missing(path) : fromFsError(err, "cannot search", path);
+  return paths.use(path, { follow: true }, async ({ pinned, stat }) => {
+    if (!pinned || !stat) throw missing(path);
+    if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+    return search(pinned);
   });
-  if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
-  return { path, host };
 }
 
 /** Aborted when the client goes away before the answer is sent, so its search stops. */
@@ -78,8 +88,8 @@ export function findRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = 
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
     const options = parseFindQuery(req.query);
-    const dir = await searchDir(paths, req, notFound);
-    sendJson(res, await runShared(pool, { kind: "find", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const json = await inSearchDir(paths, req, notFound, (hostDir) => runShared(pool, { kind: "find", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    sendJson(res, json);
   });
   return router;
 }
@@ -89,8 +99,8 @@ export function fuzzySearchRouter(paths: SandboxPaths, pool: SearchPool, timeLim
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
     const options = parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path)));
-    const dir = await searchDir(paths, req, notFound);
-    sendJson(res, await runShared(pool, { kind: "fuzzy", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const json = await inSearchDir(paths, req, notFound, (hostDir) => runShared(pool, { kind: "fuzzy", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    sendJson(res, json);
   });
   return router;
 }
@@ -100,8 +110,9 @@ export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeL
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
     const options = parseGrepQuery(req.query);
-    const dir = await searchDir(paths, req, (path) => errors.badRequest(`specified directory does not exist: ${path}`));
-    sendJson(res, await runShared(pool, { kind: "grep", hostDir: dir.host, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const missing = (path: string) => errors.badRequest(`specified directory does not exist: ${path}`);
+    const json = await inSearchDir(paths, req, missing, (hostDir) => runShared(pool, { kind: "grep", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    sendJson(res, json);
   });
   return router;
 }
