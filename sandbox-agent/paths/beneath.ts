@@ -92,7 +92,15 @@ export async function walkBeneath(b: Beneath, sandboxPath: string, options: Walk
       if (entry.stat.isSymbolicLink()) {
         await entry.handle.close();
         if (++links > MAX_LINKS) throw errors.forbidden(`${sandboxPath}: too many levels of symbolic links`);
-        const target = await fsp.readlink(`${fdPath(dir)}/${segment}`);
+        const target = await fsp.readlink(`${fdPath(dir)}/${segment}`).catch((e: unknown) => {
+          // No longer a link (EINVAL) or gone (ENOENT) since it was opened: look at the name again.
+          if (isErrno(e, "EINVAL", "ENOENT")) return undefined;
+          throw e;
+        });
+        if (target === undefined) {
+          queue.unshift(segment);
+          continue;
+        }
         if (target.startsWith("/")) {
           const rel = reRoot(b.hostRoot, target);
           if (rel === undefined) throw outside();

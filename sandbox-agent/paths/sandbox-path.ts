@@ -10,12 +10,16 @@ export interface Pinned {
   sandboxPath: string;
   /** `/proc/self/fd/N`: the directory holding the entry, held open. */
   dir: string;
+  /** N of `dir` (to hand the directory to a child process). */
+  dirFd: number;
   /** The entry's name in `dir` ("" for the root). */
   name: string;
   /** `${dir}/${name}`: create, rename or unlink here; never follow it (it may have been swapped since). */
   entryPath: string;
   /** `/proc/self/fd/M` of the entry itself when it exists: read, list, stat here. */
   pinned?: string;
+  /** M of `pinned`. */
+  pinnedFd?: number;
   /** lstat of the entry when it exists (after following links, if asked). */
   stat?: import("node:fs").Stats;
   /** Names below a missing directory (only without createParents). */
@@ -158,9 +162,11 @@ function pinnedOf(sandboxPath: string, w: Walked): Pinned {
   return {
     sandboxPath,
     dir,
+    dirFd: w.parent.fd,
     name: w.name,
     entryPath,
     pinned: w.entry && fdPath(w.entry),
+    pinnedFd: w.entry?.fd,
     stat: w.stat,
     missingBelow: w.missingBelow,
     async hostPath() {
