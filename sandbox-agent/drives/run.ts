@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { spawn } from "node:child_process";
 
 export interface RunResult {
   /** Exit status, or null when killed by a signal. */
@@ -9,21 +9,42 @@ export interface RunResult {
   spawnError?: NodeJS.ErrnoException;
 }
 
+export interface RunOptions {
+  timeoutMs?: number;
+  /**
+   * Descriptors the program gets as its fds 3, 4, ...: a pinned directory is
+   * handed over this way and named `/proc/self/fd/3` in argv (execFile cannot
+   * pass descriptors).
+   */
+  fds?: readonly number[];
+}
+
+/** Output kept per stream: enough for an error message. */
+const MAX_OUTPUT = 64 * 1024;
+
 /**
  * Runs a program with an argv array — never through a shell, so no value
  * (a drive name, a path) can become shell syntax — and reports how it ended
  * instead of throwing.
  */
-export function run(argv: readonly string[], timeoutMs = 30_000): Promise<RunResult> {
+export function run(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
   const [file, ...args] = argv;
   return new Promise((resolve) => {
-    execFile(file!, args, { timeout: timeoutMs, killSignal: "SIGKILL", maxBuffer: 1024 * 1024 }, (err, stdout, stderr) => {
-      const e = err as (NodeJS.ErrnoException & { code?: unknown }) | null;
-      if (e && typeof e.code === "string") {
-        resolve({ code: null, stdout: String(stdout), stderr: String(stderr), spawnError: e });
-        return;
-      }
-      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, stdout: String(stdout), stderr: String(stderr) });
+    const child = spawn(file!, args, { stdio: ["ignore", "pipe", "pipe", ...(options.fds ?? [])] });
+    const out = { stdout: "", stderr: "" };
+    for (const name of ["stdout", "stderr"] as const) {
+      child[name]!.setEncoding("utf8").on("data", (d: string) => {
+        if (out[name].length < MAX_OUTPUT) out[name] += d;
+      });
+    }
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 30_000);
+    child.once("error", (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve({ code: null, ...out, spawnError: err });
+    });
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, ...out });
     });
   });
 }

@@ -10,6 +10,8 @@ import { DriveBusyError, type BackendName, type DriveBackend, type MountSpec } f
 import { KeyedLock } from "./keyed-lock.js";
 import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";
+import { detach, mountIdAt, mountOn, withMountTarget, type MountTarget } from "./pinned-mount.js";
+import { driveAt, place, type Placed } from "./liveness.js";
 import type { DriveRecord, DriveStore } from "./store.js";
 import { checkMountTarget, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "./validate.js";
 
@@ -78,18 +80,22 @@ export class DriveService {
 
     return this.#lock.run(hostPath, async () => {
       const table = await this.#readTable();
-      const { live, stale } = await this.#join(table);
-      const here = live.get(hostPath);
+      const placed = await this.#join(table);
+      const here = driveAt(placed, hostPath, table);
       if (here) {
-        const info = this.#info(here, table);
-        if (here.driveName !== driveName || here.drivePath !== drivePath) {
-          throw errors.conflict(`mountPath: ${mountPath} is already in use: drive ${here.driveName} (drivePath=${here.drivePath}) is mounted there`);
+        const info = this.#info(here);
+        if (here.record.driveName !== driveName || here.record.drivePath !== drivePath) {
+          throw errors.conflict(`mountPath: ${mountPath} is already in use: drive ${here.record.driveName} (drivePath=${here.record.drivePath}) is mounted there`);
         }
         if (info.readOnly !== readOnly) {
           throw errors.conflict(`mountPath: drive ${driveName} is already mounted at ${mountPath} with readOnly=${info.readOnly}; unmount it first to change that`);
         }
         return reply("Drive already mounted", { ...info, mountPath });
       }
+      if (placed.some((p) => p.state === "moved" && p.record.hostPath === hostPath)) {
+        throw errors.conflict(`mountPath: the drive mounted at ${mountPath} was moved away with a parent directory; put the directory back, or unmount the drive first`);
+      }
+      const stale = placed.filter((p) => p.state === "gone").map((p) => p.record);
       // Only this path's stale record: others are cleaned under their own lock.
       for (const record of stale) if (record.hostPath === hostPath) await this.#forget(record);
       // Synchronous from here to the reservation, and on fresh records (a mount
@@ -106,16 +112,7 @@ export class DriveService {
       if (foreign) throw errors.conflict(`mountPath: ${mountPath} is occupied by a ${foreign.fsType} mount the agent does not manage`);
       this.#inFlight.add(hostPath);
       try {
-        const spec = { driveName, drivePath, readOnly, hostMountPath: hostPath };
-        const record = await this.#attach(spec, mountPath);
-        try {
-          this.#o.store.put(record);
-        } catch (e) {
-          // Unrecorded, the mount would look foreign forever: undo it.
-          await this.backend.unmount(spec, true).catch(() => undefined);
-          await removeCreated(hostPath, record.createdDir);
-          throw e;
-        }
+        const record = await this.#attach({ driveName, drivePath, readOnly, hostMountPath: hostPath }, mountPath);
         this.#o.logger.info({ driveName, drivePath, mountPath, readOnly, backend: record.backend }, "drive mounted");
         return reply("Drive mounted successfully", { driveName, mountPath, drivePath, readOnly, backend: record.backend });
       } finally {
@@ -134,20 +131,28 @@ export class DriveService {
     const mountPath = normalizeMountPath(rawMountPath);
     const hostPath = await this.#hostPathOf(mountPath);
     return this.#lock.run(hostPath, async () => {
-      const record = this.#o.store.get(hostPath);
-      if (!record || !(await this.#isLive(record, await this.#readTable()))) {
-        if (record) await this.#forget(record);
+      const table = await this.#readTable();
+      const placed = await this.#join(table);
+      const found = driveAt(placed, hostPath, table) ?? placed.find((p) => p.record.hostPath === hostPath);
+      // Moved with a parent directory: unmounted where it is now, if that is still inside the root.
+      const now = found?.now !== undefined && this.#o.paths.isInside(found.now) ? found.now : undefined;
+      if (!found || now === undefined) {
+        if (found) await this.#forget(found.record);
         throw errors.notFound(`mountPath: no drive is mounted at ${mountPath}`);
       }
+      const record = found.record;
       const backend = backendFor(record.backend, this.backend, this.#o.drivesDir);
-      try {
-        await backend.unmount(specOf(record), force);
-      } catch (e) {
+      const [at, atHost] = now === hostPath ? [mountPath, hostPath] : [this.#o.paths.toSandboxPath(now), now];
+      await withMountTarget(this.#o.paths, at, atHost, false, async (target) => {
+        // The mount table says ours is on top of the path; the held mount point must lead to that very mount.
+        if (record.mountId !== null && (await mountIdAt(target)) !== record.mountId) throw errors.conflict(`mountPath: ${mountPath} changed during the request; retry`);
+        await backend.unmount({ ...specOf(record), target }, force);
+      }).catch((e: unknown) => {
         if (e instanceof DriveBusyError) {
-          throw errors.conflict(`mountPath: ${mountPath} is busy (${this.#scrub(e.message, hostPath, mountPath)}): a process has a file open or its working directory inside it; stop it, or retry with ?force=true for a lazy unmount`);
+          throw errors.conflict(`mountPath: ${mountPath} is busy (${this.#scrub(e.message, atHost, at)}): a process has a file open or its working directory inside it; stop it, or retry with ?force=true for a lazy unmount`);
         }
-        throw this.#scrubError(e, hostPath, mountPath);
-      }
+        throw this.#scrubError(asMountPathError(e, mountPath), atHost, at);
+      });
       await this.#forget(record);
       this.#o.logger.info({ driveName: record.driveName, mountPath, lazy: force }, "drive unmounted");
       return { success: true as const, message: "Drive unmounted successfully", mountPath };
@@ -155,9 +160,8 @@ export class DriveService {
   }
 
   async list(): Promise<DriveMountInfo[]> {
-    const table = await this.#readTable();
-    const { live } = await this.#join(table);
-    return [...live.values()].map((r) => this.#info(r, table)).sort((a, b) => a.mountPath.localeCompare(b.mountPath));
+    const placed = await this.#join(await this.#readTable());
+    return placed.filter((p) => p.now !== undefined && this.#o.paths.isInside(p.now)).map((p) => this.#info(p)).sort((a, b) => a.mountPath.localeCompare(b.mountPath));
   }
 
   /**
@@ -166,61 +170,79 @@ export class DriveService {
    * forgets the ones that are gone.
    */
   async adopt(): Promise<{ adopted: number; forgotten: number }> {
-    const { live, stale } = await this.#join(await this.#readTable());
-    for (const record of stale) await this.#forget(record);
-    for (const r of live.values()) this.#o.logger.info({ driveName: r.driveName, mountPath: r.sandboxPath, backend: r.backend }, "adopted drive mount");
-    return { adopted: live.size, forgotten: stale.length };
+    const placed = await this.#join(await this.#readTable());
+    const stale = placed.filter((p) => p.state === "gone");
+    for (const { record } of stale) await this.#forget(record);
+    for (const { record: r, state } of placed) if (state !== "gone") this.#o.logger.info({ driveName: r.driveName, mountPath: r.sandboxPath, backend: r.backend }, "adopted drive mount");
+    return { adopted: placed.length - stale.length, forgotten: stale.length };
   }
 
+  /**
+   * Prepares the mount point, attaches the drive on the held mount point and
+   * records it. Whatever fails, nothing stays mounted and what was created
+   * for the mount point is removed.
+   */
   async #attach(spec: MountSpec, mountPath: string): Promise<DriveRecord> {
-    const createdDir = await prepareMountPoint(spec.hostMountPath, this.backend.mountPoint, mountPath);
+    const createdDir = await prepareMountPoint(this.#o.paths, mountPath, this.backend.mountPoint).catch((e: unknown) => { throw asMountPathError(e, mountPath); });
+    const directory = this.backend.mountPoint === "directory";
     try {
-      const mounted = await this.backend.mount(spec);
-      let entry: MountEntry | undefined;
-      if (this.backend.mountPoint === "directory") {
-        entry = topMountAt(await this.#readTable(), spec.hostMountPath);
-        if (!entry) throw errors.internal(`Failed to mount drive: ${mountPath} is not in the mount table after mounting`);
-      }
-      return {
-        hostPath: spec.hostMountPath, sandboxPath: mountPath, driveName: spec.driveName, drivePath: spec.drivePath,
-        readOnly: spec.readOnly, backend: this.backend.name, mountId: entry?.mountId ?? null, device: entry?.device ?? null,
-        linkTarget: mounted.linkTarget ?? null, createdDir: createdDir ?? null, mountedAt: this.#o.clock.now(),
-      };
+      return await withMountTarget(this.#o.paths, mountPath, spec.hostMountPath, directory, async (target) => {
+        const pinned = { ...spec, target };
+        const mounted = await this.backend.mount(pinned);
+        const entry = directory ? await this.#landed(target, mountPath) : undefined;
+        const record: DriveRecord = {
+          hostPath: spec.hostMountPath, sandboxPath: mountPath, driveName: spec.driveName, drivePath: spec.drivePath,
+          readOnly: spec.readOnly, backend: this.backend.name, mountId: entry?.mountId ?? null, device: entry?.device ?? null,
+          linkTarget: mounted.linkTarget ?? null, createdDir: createdDir ?? null, mountedAt: this.#o.clock.now(),
+        };
+        try {
+          this.#o.store.put(record);
+        } catch (e) {
+          // Unrecorded, the mount would look foreign forever: undo it.
+          await this.backend.unmount(pinned, true).catch(() => undefined);
+          throw e;
+        }
+        return record;
+      });
     } catch (e) {
-      await removeCreated(spec.hostMountPath, createdDir);
-      throw this.#scrubError(e, spec.hostMountPath, mountPath);
+      await removeCreated(this.#o.paths, spec.hostMountPath, createdDir);
+      throw this.#scrubError(asMountPathError(e, mountPath), spec.hostMountPath, mountPath);
     }
   }
 
-  /** Splits the records into mounted (by host path) and gone. */
-  async #join(table: readonly MountEntry[]): Promise<{ live: Map<string, DriveRecord>; stale: DriveRecord[] }> {
-    const live = new Map<string, DriveRecord>();
-    const stale: DriveRecord[] = [];
-    for (const record of this.#o.store.all()) {
-      if (this.#inFlight.has(record.hostPath)) continue;
-      if (await this.#isLive(record, table)) live.set(record.hostPath, record);
-      else stale.push(record);
+  /**
+   * The mount the backend made on the held mount point. It must sit at the
+   * checked host path: a mount point moved away before the mount (so the
+   * mount went with it) is detached again and the request answered 409.
+   */
+  async #landed(target: MountTarget, mountPath: string): Promise<MountEntry> {
+    const mounted = await mountOn(target.dirFd!);
+    if (!mounted) throw errors.internal(`Failed to mount drive: ${mountPath} is not in the mount table after mounting`);
+    try {
+      if (mounted.entry.mountPoint === target.hostPath) return mounted.entry;
+      await detach(mounted.root);
+      throw errors.conflict(`mountPath: ${mountPath} was moved during the mount; the mount was undone, retry`);
+    } finally {
+      await mounted.root.close();
     }
-    return { live, stale };
   }
 
-  /** Ours only if the mount on top of the path is the very one we made. */
-  async #isLive(record: DriveRecord, table: readonly MountEntry[]): Promise<boolean> {
-    if (record.linkTarget !== null) {
-      return (await fsp.readlink(record.hostPath).catch(() => undefined)) === record.linkTarget;
-    }
-    const top = topMountAt(table, record.hostPath);
-    return top !== undefined && top.mountId === record.mountId && top.device === record.device;
+  /** Every record (but those being mounted right now) placed in the mount table. */
+  async #join(table: readonly MountEntry[]): Promise<Placed[]> {
+    const placed: Placed[] = [];
+    for (const record of this.#o.store.all()) if (!this.#inFlight.has(record.hostPath)) placed.push(await place(record, table));
+    return placed;
   }
 
   async #forget(record: DriveRecord): Promise<void> {
     this.#o.store.delete(record.hostPath);
-    await removeCreated(record.hostPath, record.createdDir);
+    await removeCreated(this.#o.paths, record.hostPath, record.createdDir);
   }
 
-  #info(record: DriveRecord, table: readonly MountEntry[]): DriveMountInfo {
-    const top = record.linkTarget === null ? topMountAt(table, record.hostPath) : undefined;
-    return { driveName: record.driveName, mountPath: record.sandboxPath, drivePath: record.drivePath, readOnly: top ? top.readOnly : record.readOnly, backend: record.backend };
+  /** What the API shows of a drive: where it is now (a moved one at its new path), read-only as mounted. */
+  #info({ record, state, now, entry }: Placed): DriveMountInfo {
+    const mountPath = state === "moved" && now !== undefined ? this.#o.paths.toSandboxPath(now) : record.sandboxPath;
+    return { driveName: record.driveName, mountPath, drivePath: record.drivePath, readOnly: entry ? entry.readOnly : record.readOnly, backend: record.backend };
   }
 
   /**
@@ -229,14 +251,7 @@ export class DriveService {
    * not overlap the agent's own state.
    */
   async #hostPathOf(mountPath: string): Promise<string> {
-    let hostPath: string;
-    try {
-      hostPath = await this.#o.paths.resolveParent(mountPath);
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 403 && e.message.includes("agent's own state")) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's data directory or drives directory`);
-      if (e instanceof ApiError && e.status === 403) throw errors.badRequest(`mountPath: ${mountPath} resolves outside the sandbox root`);
-      throw e;
-    }
+    const hostPath = await this.#o.paths.resolveParent(mountPath).catch((e: unknown) => { throw asMountPathError(e, mountPath); });
     checkMountTarget(this.#o.paths.toSandboxPath(hostPath), mountPath);
     for (const [dir, what] of [[this.#o.dataDir, "data directory"], [this.#o.drivesDir, "drives directory"]] as const) {
       if (overlaps(hostPath, realpathOrSelf(dir))) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's ${what}`);
@@ -253,6 +268,13 @@ export class DriveService {
     if (!(e instanceof ApiError)) return e;
     return new ApiError(e.code, this.#scrub(e.message, hostPath, mountPath), { status: e.status });
   }
+}
+
+/** A path refused by the confinement (403) is a bad mount path (400): outside the root, or over the agent's own state. */
+function asMountPathError(e: unknown, mountPath: string): unknown {
+  if (!(e instanceof ApiError) || e.status !== 403) return e;
+  if (e.message.includes("agent's own state")) return errors.badRequest(`mountPath: ${mountPath} overlaps the agent's data directory or drives directory`);
+  return errors.badRequest(`mountPath: ${mountPath} resolves outside the sandbox root`);
 }
 
 /** One mount's identity: a path reused by a later mount is a different record. */

@@ -1,12 +1,15 @@
 import { errors } from "../../../src/errors.js";
-import { describeExit, outputTail, run } from "../run.js";
-import { ensureDriveDir } from "./drive-dir.js";
-import { DriveBusyError, type DriveBackend, type MountSpec, type Mounted } from "./types.js";
+import { CHILD_FD, detach, mountOn, unmountTarget, withPathsNamed } from "../pinned-mount.js";
+import { describeExit, outputTail, run, type RunResult } from "../run.js";
+import { openDriveDir } from "./drive-dir.js";
+import type { DriveBackend, Mounted, PinnedSpec } from "./types.js";
 
 /**
  * Drive N is the local directory `<drives-dir>/N`, bind-mounted at the mount
  * point (mount(8) --bind) and remounted read-only when asked: a real kernel
- * mount every process in the sandbox sees. Needs CAP_SYS_ADMIN.
+ * mount every process in the sandbox sees. Needs CAP_SYS_ADMIN (root, or root
+ * of a user namespace that owns the mount namespace). Source and mount point
+ * are both held open and handed to mount(8) as descriptors (pinned-mount.ts).
  */
 export class BindBackend implements DriveBackend {
   readonly name = "bind" as const;
@@ -18,32 +21,36 @@ export class BindBackend implements DriveBackend {
     this.description = `bind: drives are directories under ${drivesDir}, bind-mounted with mount(8)`;
   }
 
-  async mount(spec: MountSpec): Promise<Mounted> {
-    const source = await ensureDriveDir(this.drivesDir, spec.driveName, spec.drivePath);
-    const bound = await run(["mount", "--bind", source, spec.hostMountPath]);
-    if (bound.code !== 0) throw errors.internal(`Failed to mount drive: mount --bind ${describeExit(bound)}: ${outputTail(bound)}`);
-    if (spec.readOnly) {
-      // A bind mount starts with its source's flags; read-only is a second,
-      // per-mount remount (mount(8) "--bind -o ro" does the same two steps).
-      const ro = await run(["mount", "-o", "remount,bind,ro", spec.hostMountPath]);
+  async mount(spec: PinnedSpec): Promise<Mounted> {
+    const dirFd = spec.target.dirFd!;
+    const source = await openDriveDir(this.drivesDir, spec.driveName, spec.drivePath);
+    let bound: RunResult;
+    try {
+      bound = await run(["mount", "--no-canonicalize", "--bind", CHILD_FD[1], CHILD_FD[0]], { fds: [dirFd, source.fd] });
+    } finally {
+      await source.close();
+    }
+    const said = (r: RunResult) => withPathsNamed(outputTail(r), [[CHILD_FD[0], spec.hostMountPath], [CHILD_FD[1], `<drive ${spec.driveName}>`]]);
+    if (bound.code !== 0) throw errors.internal(`Failed to mount drive: mount --bind ${describeExit(bound)}: ${said(bound)}`);
+    if (!spec.readOnly) return {};
+    // A bind mount starts with its source's flags; read-only is a second,
+    // per-mount remount (mount(8) "--bind -o ro" does the same two steps) of
+    // the new mount's root, found through the held mount point.
+    const mounted = await mountOn(dirFd);
+    if (!mounted) throw errors.internal(`Failed to mount drive: the bind mount is not on the mount point after mounting`);
+    try {
+      const ro = await run(["mount", "--no-canonicalize", "-o", "remount,bind,ro", CHILD_FD[0]], { fds: [mounted.root.fd] });
       if (ro.code !== 0) {
-        await run(["umount", spec.hostMountPath]);
-        throw errors.internal(`Failed to mount drive: read-only remount ${describeExit(ro)}: ${outputTail(ro)}`);
+        await detach(mounted.root).catch(() => undefined);
+        throw errors.internal(`Failed to mount drive: read-only remount ${describeExit(ro)}: ${said(ro)}`);
       }
+    } finally {
+      await mounted.root.close();
     }
     return {};
   }
 
-  unmount(spec: MountSpec, lazy: boolean): Promise<void> {
-    return umount(spec.hostMountPath, lazy);
+  unmount(spec: PinnedSpec, lazy: boolean): Promise<void> {
+    return unmountTarget(spec.target, lazy);
   }
-}
-
-/** umount(8), or `umount -l` (detach now, clean up when no longer busy). */
-export async function umount(hostPath: string, lazy: boolean): Promise<void> {
-  const result = await run(lazy ? ["umount", "-l", hostPath] : ["umount", hostPath]);
-  if (result.code === 0) return;
-  const tail = outputTail(result);
-  if (/busy/i.test(tail)) throw new DriveBusyError(tail);
-  throw errors.internal(`Failed to unmount drive: umount ${describeExit(result)}: ${tail}`);
 }

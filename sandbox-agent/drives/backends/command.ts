@@ -6,9 +6,9 @@ import { errors } from "../../../src/errors.js";
 import type { Logger } from "../../../src/logging.js";
 import { expandTemplate } from "../command-template.js";
 import { readMountTable, topMountAt } from "../mount-table.js";
+import { detach, mountOn, unmountTarget } from "../pinned-mount.js";
 import { describeExit, outputTail, run } from "../run.js";
-import { umount } from "./bind.js";
-import { DriveBusyError, type DriveBackend, type MountSpec, type Mounted } from "./types.js";
+import { DriveBusyError, type DriveBackend, type MountSpec, type Mounted, type PinnedSpec } from "./types.js";
 
 export interface CommandBackendOptions {
   mountCommand: readonly string[];
@@ -32,6 +32,10 @@ const EXIT_GRACE_MS = 2_000;
  * daemon) or daemonize and exit 0; the mount is ready once it shows in the
  * mount table *and* the directory can be listed. A non-zero exit, a failure to
  * start or the timeout kills the program and detaches anything it mounted.
+ * The program is given the mount point as a path (`{mountPath}`) and resolves
+ * it itself; readiness, clean-up and lazy unmounts use the held mount point
+ * (pinned-mount.ts), so only a mount on the directory the agent checked is
+ * ever taken for the drive or undone.
  */
 export class CommandBackend implements DriveBackend {
   readonly name = "command" as const;
@@ -45,7 +49,7 @@ export class CommandBackend implements DriveBackend {
     this.description = `command: drives mounted by ${JSON.stringify(options.mountCommand)}, unmounted by ${JSON.stringify(options.unmountCommand ?? ["umount", "{mountPath}"])}`;
   }
 
-  async mount(spec: MountSpec): Promise<Mounted> {
+  async mount(spec: PinnedSpec): Promise<Mounted> {
     const argv = expandTemplate(this.options.mountCommand, placeholders(spec));
     mkdirSync(this.options.logDir, { recursive: true });
     const logFile = join(this.options.logDir, `mount-${this.options.clock.now()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}.log`);
@@ -68,13 +72,13 @@ export class CommandBackend implements DriveBackend {
     for (;;) {
       if (spawnError) throw errors.internal(`Failed to mount drive: mount command could not start: ${spawnError.message}`);
       if (exit && exit.code !== 0) {
-        await this.#cleanUp(child, spec.hostMountPath);
+        await this.#cleanUp(child, spec);
         const how = exit.code === null ? `was killed by ${exit.signal}` : `exited with status ${exit.code}`;
         throw errors.internal(`Failed to mount drive: mount command ${how}: ${await tail(logFile)}`);
       }
       if (await isReady(spec)) break;
       if (this.options.clock.now() >= deadline) {
-        await this.#cleanUp(child, spec.hostMountPath);
+        await this.#cleanUp(child, spec);
         throw errors.internal(`Failed to mount drive: timeout waiting for the mount to be ready after ${this.options.readinessTimeoutMs / 1000}s: ${await tail(logFile)}`);
       }
       await sleep(this.options.clock, POLL_MS);
@@ -84,10 +88,10 @@ export class CommandBackend implements DriveBackend {
     return {};
   }
 
-  async unmount(spec: MountSpec, lazy: boolean): Promise<void> {
+  async unmount(spec: PinnedSpec, lazy: boolean): Promise<void> {
     if (lazy || !this.options.unmountCommand) {
       // A lazy unmount is a kernel feature, not the program's: umount -l.
-      await umount(spec.hostMountPath, lazy);
+      await unmountTarget(spec.target, lazy);
     } else {
       const result = await run(expandTemplate(this.options.unmountCommand, placeholders(spec)));
       if (result.code !== 0) {
@@ -116,11 +120,14 @@ export class CommandBackend implements DriveBackend {
     await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
   }
 
-  async #cleanUp(child: ChildProcess, hostPath: string): Promise<void> {
+  async #cleanUp(child: ChildProcess, spec: PinnedSpec): Promise<void> {
     killGroup(child, "SIGKILL");
     // Answer only once the program is really gone (reaped), not just signalled.
     await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
-    if (topMountAt(await readMountTable(), hostPath)) await umount(hostPath, true).catch(() => undefined);
+    const mounted = await mountOn(spec.target.dirFd!).catch(() => undefined);
+    if (!mounted) return;
+    await detach(mounted.root).catch(() => undefined);
+    await mounted.root.close();
   }
 }
 
@@ -133,10 +140,15 @@ function placeholders(spec: MountSpec) {
  * client still finishing its set-up is never reported as a writable
  * read-only drive; phase 2: it can be listed (a FUSE client answers).
  */
-async function isReady(spec: MountSpec): Promise<boolean> {
-  const entry = topMountAt(await readMountTable(), spec.hostMountPath);
-  if (!entry || (spec.readOnly && !entry.readOnly)) return false;
-  return fsp.readdir(spec.hostMountPath).then(() => true, () => false);
+async function isReady(spec: PinnedSpec): Promise<boolean> {
+  const mounted = await mountOn(spec.target.dirFd!);
+  if (!mounted) return false;
+  try {
+    if (spec.readOnly && !mounted.entry.readOnly) return false;
+    return await fsp.readdir(`/proc/self/fd/${mounted.root.fd}`).then(() => true, () => false);
+  } finally {
+    await mounted.root.close();
+  }
 }
 
 /** Resolves true once the child has exited (and been reaped), false after `ms`. */

@@ -1,3 +1,5 @@
+import type { MountTarget } from "../pinned-mount.js";
+
 export type BackendName = "bind" | "command" | "symlink";
 export const BACKEND_NAMES: readonly BackendName[] = ["bind", "command", "symlink"];
 
@@ -8,6 +10,11 @@ export interface MountSpec {
   drivePath: string;
   readOnly: boolean;
   hostMountPath: string;
+}
+
+/** A MountSpec with its mount point held open for the call (pinned-mount.ts): attach and detach there, never at the path string. */
+export interface PinnedSpec extends MountSpec {
+  target: MountTarget;
 }
 
 export interface Mounted {
@@ -30,10 +37,10 @@ export interface DriveBackend {
    */
   readonly mountPoint: "directory" | "absent";
   readonly supportsReadOnly: boolean;
-  /** Throws an ApiError (500) when the mount fails; leaves nothing mounted. */
-  mount(spec: MountSpec): Promise<Mounted>;
+  /** Throws an ApiError (500) when the mount fails; leaves nothing mounted. `directory` backends get `target.dirFd`. */
+  mount(spec: PinnedSpec): Promise<Mounted>;
   /** Throws DriveBusyError when the kernel refuses because the mount is in use. */
-  unmount(spec: MountSpec, lazy: boolean): Promise<void>;
+  unmount(spec: PinnedSpec, lazy: boolean): Promise<void>;
 }
 
 /** The mount is in use (EBUSY); the reason is the unmount program's own words. */
