@@ -16,9 +16,11 @@ export interface AgentProcess {
  * Runs the built agent (dist/, compiled by `npm test` before vitest starts) as
  * a real child process on a free port, so tests can SIGTERM or kill -9 it.
  */
-export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}): Promise<AgentProcess> {
+export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, launcher: readonly string[] = []): Promise<AgentProcess> {
   if (!existsSync(AGENT_MAIN)) throw new Error(`${AGENT_MAIN} is missing: run npm run build first`);
-  const child = spawn(process.execPath, [AGENT_MAIN, "--port", "0", "--log-level", "warn", ...args], {
+  // `launcher`: an argv that execs the agent in turn (setpriv, unshare), so the child is still the agent.
+  const argv = [...launcher, process.execPath, AGENT_MAIN, "--port", "0", "--log-level", "warn", ...args];
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
