@@ -4,6 +4,7 @@ import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { fileEntry, listDirectory } from "../filesystem/entries.js";
 import { parsePermissions } from "../filesystem/permissions.js";
+import { removeDirectory } from "../filesystem/remove.js";
 import { MAX_JSON_READ_BYTES } from "../filesystem/routes.js";
 import { writeDirectory, writeFile } from "../filesystem/write.js";
 import { DirectorySchema, FileSchema, toolResult, WORKING_DIRECTORY, type ToolContext } from "./context.js";
@@ -104,18 +105,23 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
   }, async ({ path: raw, isDirectory, recursive }) => {
     const path = ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
     if (path === "/") throw errors.forbidden("cannot delete the sandbox root");
-    const host = await ctx.paths.resolveParent(path);
-    const stat = await fsp.lstat(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-    if (isDirectory === true && !stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
-    if (isDirectory === false && stat.isDirectory()) throw errors.badRequest(`${path} is a directory`);
-    if (stat.isDirectory()) {
-      await (recursive ? fsp.rm(host, { recursive: true, force: true }) : fsp.rmdir(host)).catch((err) => {
-        if ((err as NodeJS.ErrnoException).code === "ENOTEMPTY") throw errors.conflict(`cannot delete ${path}: directory not empty (set recursive)`);
-        throw fromFsError(err, "cannot delete", path);
-      });
-      return toolResult({ path: raw, message: "Directory deleted successfully" });
-    }
-    await fsp.unlink(host).catch((err) => { throw fromFsError(err, "cannot delete", path); });
-    return toolResult({ path: raw, message: "File deleted successfully" });
+    // Through the pinned entry, like DELETE /filesystem: a recursive delete walks held descriptors (filesystem/remove.ts).
+    return ctx.paths.use(path, { follow: false }, async ({ stat, dir, name, entryPath }) => {
+      if (!stat) throw errors.notFound(`cannot delete ${path}: no such file or directory (ENOENT)`);
+      if (isDirectory === true && !stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+      if (isDirectory === false && stat.isDirectory()) throw errors.badRequest(`${path} is a directory`);
+      if (stat.isDirectory()) {
+        if (recursive) await removeDirectory({ dir, name }, path, true);
+        else {
+          await fsp.rmdir(entryPath).catch((err) => {
+            if ((err as NodeJS.ErrnoException).code === "ENOTEMPTY") throw errors.conflict(`cannot delete ${path}: directory not empty (set recursive)`);
+            throw fromFsError(err, "cannot delete", path);
+          });
+        }
+        return toolResult({ path: raw, message: "Directory deleted successfully" });
+      }
+      await fsp.unlink(entryPath).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+      return toolResult({ path: raw, message: "File deleted successfully" });
+    });
   });
 }
