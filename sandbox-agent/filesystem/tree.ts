@@ -1,5 +1,4 @@
 import { Router, json, type Request } from "express";
-import { promises as fsp } from "node:fs";
 import { posix } from "node:path";
 import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
@@ -25,13 +24,15 @@ export function treeRouter(paths: SandboxPaths): Router {
   const owners = new OwnerNames();
   const jsonBody = json({ limit: "100mb", type: () => true });
   const rootOf = (req: Request) => paths.normalize(sandboxPathFromUrl(req.path));
+  /** Lists through the held directory, as GET /filesystem does: a swapped path cannot list the outside. */
+  const listPinned = (path: string) => paths.use(path, { follow: true }, async ({ stat, pinned }) => {
+    if (!pinned || !stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
+    return listDirectory(path, pinned, owners).catch((err) => { throw fromFsError(err, "cannot list", path); });
+  });
 
   router.get("/{*rest}", async (req, res) => {
     const path = rootOf(req);
-    const host = await paths.resolve(path);
-    const stat = await fsp.stat(host).catch(() => undefined);
-    if (!stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
-    res.json(await listDirectory(path, host, owners).catch((err) => { throw fromFsError(err, "cannot list", path); }));
+    res.json(await listPinned(path));
   });
 
   router.put("/{*rest}", jsonBody, async (req, res) => {
@@ -50,8 +51,7 @@ export function treeRouter(paths: SandboxPaths): Router {
       // Each file is written atomically (temp, fsync, rename) through a pinned path; parents are created 0755.
       await paths.use(path, { follow: true, createParents: true }, (target) => writeFile(target, content));
     }
-    const rootHost = await paths.resolve(root);
-    res.json(await listDirectory(root, rootHost, owners).catch((err) => { throw fromFsError(err, "cannot list", root); }));
+    res.json(await listPinned(root));
   });
 
   router.delete("/{*rest}", async (req, res) => {
