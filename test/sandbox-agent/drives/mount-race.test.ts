@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import request from "supertest";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
+import { startSwapper } from "../../helpers/swapper.js";
 import { MOUNT, SKIP_REASON, mountTable, unmountUnder } from "./helpers.js";
 
 /**
@@ -14,15 +14,6 @@ import { MOUNT, SKIP_REASON, mountTable, unmountUnder } from "./helpers.js";
  * 500 and left it there). Mounting onto the held mount point lands inside the
  * root or not at all; whatever fails leaves nothing mounted.
  */
-const SWAPPER = `
-const { renameSync } = require("node:fs");
-const [dir, real, link, ms] = process.argv.slice(1);
-const end = Date.now() + Number(ms);
-while (Date.now() < end) {
-  try { renameSync(real, dir); renameSync(dir, real); renameSync(link, dir); renameSync(dir, link); } catch {}
-}
-`;
-
 const POINTS = 6;
 const CLIENTS = 3;
 const agents: TestAgent[] = [];
@@ -36,18 +27,16 @@ afterAll(async () => {
 /** Runs the swapper on `<root>/p` (real directory / link to the outside) while `request` runs in CLIENTS loops; the statuses seen. */
 async function race(a: TestAgent, outside: string, request: (client: number, i: number) => Promise<number>): Promise<Record<number, number>> {
   symlinkSync(outside, join(a.root, "link"));
-  const swapper = spawn(process.execPath, ["-e", SWAPPER, join(a.root, "p"), join(a.root, "real"), join(a.root, "link"), "2500"], { stdio: "ignore" });
-  let stop = false;
-  const swapperDone = new Promise((resolve) => swapper.on("exit", resolve)).then(() => (stop = true));
+  const swapper = startSwapper([{ dir: join(a.root, "p"), real: join(a.root, "real"), link: join(a.root, "link") }], 2500);
   const statuses: Record<number, number> = {};
   const client = async (c: number) => {
-    for (let i = 0; !stop; i++) {
+    for (let i = 0; swapper.running; i++) {
       const status = await request(c, i);
       statuses[status] = (statuses[status] ?? 0) + 1;
     }
   };
   await Promise.all(Array.from({ length: CLIENTS }, (_, c) => client(c)));
-  await swapperDone;
+  await swapper.done;
   return statuses;
 }
 

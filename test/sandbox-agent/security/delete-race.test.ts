@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
+import { startSwapper } from "../../helpers/swapper.js";
 
 /**
  * #14 item 12, recursive deletes: a process in the sandbox keeps swapping a
@@ -11,15 +11,6 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
  * outside files when the swap lands between its lstat and its readdir; one
  * that walks held descriptors removes the link itself and nothing outside.
  */
-const SWAPPER = `
-const { renameSync } = require("node:fs");
-const [dir, real, link, ms] = process.argv.slice(1);
-const end = Date.now() + Number(ms);
-while (Date.now() < end) {
-  try { renameSync(real, dir); renameSync(dir, real); renameSync(link, dir); renameSync(dir, link); } catch {}
-}
-`;
-
 const FILES = 40;
 let agent: TestAgent | undefined;
 afterAll(() => agent?.stop());
@@ -46,18 +37,16 @@ describe("a directory swapped for a symlink during a recursive delete", () => {
       }
     };
     plant(0);
-    const swapper = spawn(process.execPath, ["-e", SWAPPER, join(tree, "x"), join(tree, "real"), spare, "2500"], { stdio: "ignore" });
-    let stop = false;
-    const swapperDone = new Promise((resolve) => swapper.on("exit", resolve)).then(() => (stop = true));
+    const swapper = startSwapper([{ dir: join(tree, "x"), real: join(tree, "real"), link: spare }], 2500);
     let deletes = 0;
-    for (let i = 0; !stop; i++) {
+    for (let i = 0; swapper.running; i++) {
       const url = i % 2 === 0 ? `${agent.url}/filesystem/victim?recursive=true` : `${agent.url}/filesystem/tree/victim?recursive=true`;
       const res = await fetch(url, { method: "DELETE" });
       await res.arrayBuffer();
       if (res.status === 200) deletes++;
       plant(0);
     }
-    await swapperDone;
+    await swapper.done;
     expect(deletes).toBeGreaterThan(0);
     expect(readdirSync(outside).sort()).toEqual([...keep].sort());
   }, 60_000);

@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
+import { startSwapper } from "../../helpers/swapper.js";
 
 /**
  * #14 item 12: a process in the sandbox swaps a directory for a symlink to the
@@ -10,15 +10,6 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
  * directories open (paths/beneath.ts), so no write lands outside the root and
  * no read returns the outside file, however the swap interleaves.
  */
-const SWAPPER = `
-const { renameSync } = require("node:fs");
-const [dir, real, link, ms] = process.argv.slice(1);
-const end = Date.now() + Number(ms);
-while (Date.now() < end) {
-  try { renameSync(real, dir); renameSync(dir, real); renameSync(link, dir); renameSync(dir, link); } catch {}
-}
-`;
-
 let agent: TestAgent | undefined;
 afterAll(() => agent?.stop());
 
@@ -34,14 +25,11 @@ describe("a directory swapped for a symlink during requests", () => {
     const { symlinkSync } = await import("node:fs");
     symlinkSync(outside, link);
 
-    const swapper = spawn(process.execPath, ["-e", SWAPPER, join(agent.root, "d"), real, link, "2000"], { stdio: "ignore" });
-    const swapperDone = new Promise((resolve) => swapper.on("exit", resolve));
-    let stop = false;
-    void swapperDone.then(() => (stop = true));
+    const swapper = startSwapper([{ dir: join(agent.root, "d"), real, link }], 2000);
     let outsideReads = 0;
     let requests = 0;
     const worker = async (w: number) => {
-      for (let i = 0; !stop; i++) {
+      for (let i = 0; swapper.running; i++) {
         requests++;
         await fetch(`${agent!.url}/filesystem/d/f-${w}-${i}`, {
           method: "PUT",
@@ -53,7 +41,7 @@ describe("a directory swapped for a symlink during requests", () => {
       }
     };
     await Promise.all(Array.from({ length: 16 }, (_, w) => worker(w)));
-    await swapperDone;
+    await swapper.done;
     expect(requests).toBeGreaterThan(16);
     expect(readdirSync(outside)).toEqual(["secret"]);
     expect(outsideReads).toBe(0);

@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
+import { startSwapper } from "../../helpers/swapper.js";
 
 /**
  * #14 item 12, searches: a process in the sandbox keeps swapping a directory
@@ -11,20 +11,6 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
  * directory lists the outside when the swap lands in between; one that opens
  * each directory O_NOFOLLOW from its parent's descriptor never does.
  */
-const SWAPPER = `
-const { renameSync } = require("node:fs");
-const [dir, pairs, ms] = process.argv.slice(1);
-const end = Date.now() + Number(ms);
-// Each sweep moves every pair one step (real in, out, link in, out), pair k k steps ahead: at any time a
-// quarter of the names are real directories and a quarter links, and each changes every sweep.
-for (let sweep = 0; Date.now() < end; sweep++) {
-  for (let k = 0; k < Number(pairs); k++) {
-    const [x, real, link] = [dir + "/x-" + k, dir + "/real-" + k, dir + "/link-" + k];
-    try { [() => renameSync(real, x), () => renameSync(x, real), () => renameSync(link, x), () => renameSync(x, link)][(sweep + k) % 4](); } catch {}
-  }
-}
-`;
-
 const PAIRS = 16;
 let agent: TestAgent | undefined;
 afterAll(() => agent?.stop());
@@ -45,21 +31,20 @@ describe("a directory swapped for a symlink during a search", () => {
     // Entries visited before each `x-k` (names sort lower): they widen the window between listing the tree and entering x-k.
     for (let i = 0; i < 3000; i++) writeFileSync(join(tree, `top-${i}.txt`), "public\n");
 
-    const swapper = spawn(process.execPath, ["-e", SWAPPER, tree, String(PAIRS), "2500"], { stdio: "ignore" });
-    let stop = false;
-    const swapperDone = new Promise((resolve) => swapper.on("exit", resolve)).then(() => (stop = true));
+    const pairs = Array.from({ length: PAIRS }, (_, k) => ({ dir: join(tree, `x-${k}`), real: join(tree, `real-${k}`), link: join(tree, `link-${k}`) }));
+    const swapper = startSwapper(pairs, 2500);
     const searches = ["/filesystem-find/tree?patterns=outside-*", "/filesystem-search/tree?query=outside", "/filesystem-content-search/tree?query=SECRET"];
     const leaks: string[] = [];
     let answered = 0;
     const client = async (c: number) => {
-      for (let i = c; !stop; i++) {
+      for (let i = c; swapper.running; i++) {
         const text = await fetch(`${agent!.url}${searches[i % searches.length]}`).then((r) => (r.ok ? r.text() : "")).catch(() => "");
         if (text) answered++;
         if (text.includes("outside-") || text.includes('"text":"SECRET')) leaks.push(text.slice(0, 200));
       }
     };
     await Promise.all([0, 1].map(client));
-    await swapperDone;
+    await swapper.done;
     expect(answered).toBeGreaterThan(2);
     expect(leaks).toEqual([]);
   }, 60_000);
