@@ -71,7 +71,8 @@ export async function quickstart(): Promise<void> {
 
 async function main(): Promise<void> {
   if (!process.argv.includes("--self")) return quickstart();
-  const sim = await startSimulator();
+  // The host's system as the image (fast); without imageSource the sandbox runs blaxel/base-image, built once.
+  const sim = await startSimulator({ imageSource: "host" });
   Object.assign(process.env, sim.env);
   try {
     await quickstart();

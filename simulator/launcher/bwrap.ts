@@ -65,6 +65,8 @@ export interface BwrapLauncherOptions {
  */
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
+  /** Each sandbox's `/` is an overlay over its image's root filesystem (LaunchSpec.imageRootDir) when one is given. */
+  readonly usesImageRoot = true;
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;

@@ -22,7 +22,7 @@ let appPort: number;
 interface Echo { method: string; url: string; headers: Record<string, string>; bytes: number }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" });
   sdk = await sdkForSimulator(sim.env);
   sandbox = await sdk.SandboxInstance.create({ name: "web" });
   await sandbox.fs.write("/app/server.js", SANDBOX_APP);
