@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { constants, createWriteStream, promises as fsp } from "node:fs";
+import { once } from "node:events";
 import { join } from "node:path";
 import { Transform, Writable, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -98,12 +99,13 @@ class InPlaceSink extends Writable {
 export async function writeOwnFile(dir: string, partNumber: number, stream: Readable): Promise<WrittenPart> {
   const file = `part-${partNumber}.${randomBytes(6).toString("hex")}`;
   const counter = new Md5Counter();
-  // Opened before the body flows: a stream that fails at once cannot have its file created after the clean-up below.
-  const handle = await fsp.open(join(dir, file), "wx", 0o600);
+  const out = createWriteStream(join(dir, file), { flags: "wx", mode: 0o600, highWaterMark: 1024 * 1024 });
   try {
-    await pipeline(stream, counter, handle.createWriteStream({ highWaterMark: 1024 * 1024 }));
+    // Attached at once: the body may fail (413) before the file is even open.
+    await pipeline(stream, counter, out);
   } catch (err) {
-    await handle.close().catch(() => undefined);
+    // A failure during the open: the file appears when the open completes, and the stream closes after it.
+    if (!out.closed) await once(out, "close").catch(() => undefined);
     await removeQuietly(join(dir, file));
     throw err;
   }
