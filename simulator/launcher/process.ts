@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
+import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
@@ -57,7 +57,7 @@ export class ProcessLauncher implements Launcher {
     // Cold start: the token goes on a pipe, not in the environment every sandbox process could read in /proc.
     return startChild({
       command: process.execPath,
-      args: [this.options.agentMain ?? agentMainPath(), ...args, "--token-fd", String(AGENT_TOKEN_FD)],
+      args: [...AGENT_NODE_FLAGS, this.options.agentMain ?? agentMainPath(), ...args, "--token-fd", String(AGENT_TOKEN_FD)],
       env: agentEnvWithoutToken(spec, spec.rootDir),
       tokenOnFd3: spec.token,
       dataDir: spec.dataDir,
@@ -96,7 +96,7 @@ export class ProcessLauncher implements Launcher {
       const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
       if (!existsSync(script)) return;
       // A minimal environment until activation replaces it with the sandbox's.
-      const child = spawn(process.execPath, [script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
+      const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
       child.on("error", () => {});
       const ready = new Promise<boolean>((resolve) => {
         child.once("message", () => resolve(true));
