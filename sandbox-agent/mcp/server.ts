@@ -1,13 +1,23 @@
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Router, json } from "express";
 import { registerCodegenTools } from "./codegen-tools.js";
 import type { ToolContext } from "./context.js";
 import { registerFsTools } from "./fs-tools.js";
 import { registerProcessTools } from "./process-tools.js";
 
+/**
+ * The MCP SDK is loaded on the first /mcp request, not at start: it is ~9 MiB
+ * of the agent's resident memory, which every sandbox would carry (and a
+ * multipart upload's peak RSS on top of it) whether or not MCP is ever used.
+ */
+function loadSdk() {
+  // Node keeps loaded modules: only the first call reads them.
+  return Promise.all([import("@modelcontextprotocol/sdk/server/mcp.js"), import("@modelcontextprotocol/sdk/server/streamableHttp.js")]);
+}
+
 /** The reference's server identity and capabilities (§9.11). */
-export function createMcpServer(ctx: ToolContext): McpServer {
+export async function createMcpServer(ctx: ToolContext): Promise<McpServer> {
+  const [{ McpServer }] = await loadSdk();
   const server = new McpServer({ name: "Sandbox API Server", version: "1.0.0" }, { capabilities: { logging: {}, tools: { listChanged: true } } });
   registerFsTools(server, ctx);
   registerProcessTools(server, ctx);
@@ -37,13 +47,14 @@ export function mcpRouter(ctx: ToolContext): Router {
   const body = json({ limit: "4mb", type: () => true });
 
   router.post("/", body, async (req, res) => {
-    const server = createMcpServer(ctx);
+    const server = await createMcpServer(ctx);
     const unknown = unknownToolCall(server, req.body);
     if (unknown) {
       // Reference (go-sdk): a JSON-RPC error, where the TypeScript SDK would answer a tool error.
       res.json({ jsonrpc: "2.0", id: unknown.id, error: { code: -32602, message: `unknown tool "${unknown.name}"` } });
       return;
     }
+    const [, { StreamableHTTPServerTransport }] = await loadSdk();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.once("close", () => {
       void transport.close();
