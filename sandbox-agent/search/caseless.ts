@@ -5,10 +5,12 @@
  * a RegExp's `i` flag on the latin1 view of an ASCII query: only A–Z and a–z
  * fold into each other; a byte ≥ 0x80 never matches an ASCII character.
  *
- * Candidates come from Buffer.indexOf (memchr) of one "anchor" byte of the
- * query, both of its cases for a letter; each candidate is then compared
- * byte by byte. The anchor is the query byte expected rarest in text and
- * source code, so few candidates need comparing.
+ * Candidates come from Buffer.indexOf of an "anchor": two adjacent bytes of
+ * the query, in each of their cases (at most four spellings), expected
+ * rarest in text and code; each candidate is then compared byte by byte.
+ * Two bytes rather than one: a one-byte anchor that is common in the text
+ * ("k" in a text full of "kappa") costs one call per occurrence, while a
+ * pair is skipped over inside the native search.
  */
 
 /** Bytes roughly from most to least frequent in text and code (letters count both cases); any byte not listed is rarer still. */
@@ -28,22 +30,31 @@ function isLetter(byte: number): boolean {
   return folded >= 97 && folded <= 122;
 }
 
+/** Every spelling of `bytes` (already folded) with each letter in either case. */
+function spellings(bytes: Uint8Array): Buffer[] {
+  let out: number[][] = [[]];
+  for (const byte of bytes) out = out.flatMap((prefix) => (isLetter(byte) ? [[...prefix, byte], [...prefix, byte - 32]] : [[...prefix, byte]]));
+  return out.map((b) => Buffer.from(b));
+}
+
 export class CaselessNeedle {
   /** The query's bytes, A–Z folded to a–z. */
   readonly #folded: Uint8Array;
-  /** Where the anchor byte sits in the query. */
+  /** Where the anchor starts in the query. */
   readonly #anchorAt: number;
-  /** The anchor's byte values: one, or the lower and upper case of a letter. */
-  readonly #anchors: number[];
+  /** The anchor's spellings. */
+  readonly #anchors: Buffer[];
 
   /** `query` must be ASCII (non-empty); other queries need a Unicode-aware RegExp. */
   constructor(query: string) {
-    this.#folded = Uint8Array.from(Buffer.from(query, "latin1"), foldAscii);
+    const folded = Uint8Array.from(Buffer.from(query, "latin1"), foldAscii);
+    this.#folded = folded;
+    const width = Math.min(2, folded.length);
+    const score = (at: number) => rarity(folded[at]!) + (width > 1 ? rarity(folded[at + 1]!) : 0);
     let best = 0;
-    for (let i = 1; i < this.#folded.length; i++) if (rarity(this.#folded[i]!) > rarity(this.#folded[best]!)) best = i;
+    for (let at = 1; at + width <= folded.length; at++) if (score(at) > score(best)) best = at;
     this.#anchorAt = best;
-    const anchor = this.#folded[best]!;
-    this.#anchors = isLetter(anchor) ? [anchor, anchor - 32] : [anchor];
+    this.#anchors = spellings(folded.subarray(best, best + width));
   }
 
   /** A function giving the offset of the next match at or after an offset (called with increasing offsets), or -1. */
@@ -52,7 +63,7 @@ export class CaselessNeedle {
     const length = folded.length;
     const anchorAt = this.#anchorAt;
     const anchors = this.#anchors;
-    // The next occurrence of each anchor case; re-searched only once passed, so each case is scanned once per window.
+    // The next occurrence of each spelling; searched again only once passed, so each is scanned once per window.
     const next = anchors.map(() => -2);
     const matchesAt = (start: number): boolean => {
       for (let i = 0; i < length; i++) if (foldAscii(hay[start + i]!) !== folded[i]) return false;

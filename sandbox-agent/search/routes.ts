@@ -4,7 +4,8 @@ import { errors, fromFsError } from "../../src/errors.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "./options.js";
-import { byScore, type SearchJob, type SearchMeta } from "./jobs.js";
+import { joinAnswers } from "./answer.js";
+import type { SearchJob } from "./jobs.js";
 import type { SearchPool } from "./pool.js";
 
 /** How long one search may walk before it answers with what it found (`truncated: true`). */
@@ -21,30 +22,16 @@ async function splitTopLevel(host: string, count: number): Promise<string[][]> {
   return shares;
 }
 
-type Answer = SearchMeta & { matches: { path: string; score?: number }[] | null; query?: string };
-
 /**
  * Runs a search, its directory's entries shared out among the pool's workers
  * when there are several (the walk's syscalls are where the time goes), and
- * joins the answers: in walk order (first share first), or best score first
- * for a fuzzy search, cut at the limit.
+ * joins the answers.
  */
 async function runShared(pool: SearchPool, job: SearchJob, res: Response): Promise<string> {
   const signal = clientGone(res);
   const shares = await splitTopLevel(job.hostDir, pool.size);
-  if (shares.length < 2) return pool.run(job, signal);
-  const texts = await Promise.all(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal)));
-  const answers = texts.map((t) => JSON.parse(t) as Answer);
-  const matches = answers.flatMap((a) => a.matches ?? []);
-  if (job.kind === "fuzzy") matches.sort((a, b) => byScore(a as { score: number; path: string }, b as { score: number; path: string }));
-  const limit = job.options.limit;
-  const truncated = matches.length > limit || answers.some((a) => a.truncated);
-  if (matches.length > limit) matches.length = limit;
-  const unreadable = answers.reduce((n, a) => n + (a.unreadable ?? 0), 0);
-  const meta = { total: matches.length, ...(truncated ? { truncated } : {}), ...(unreadable ? { unreadable } : {}) };
-  // Grep answers `matches: null` for nothing, as the reference does.
-  if (job.kind === "grep") return JSON.stringify({ query: job.options.query, matches: matches.length ? matches : null, ...meta });
-  return JSON.stringify({ matches, ...meta });
+  if (shares.length < 2) return joinAnswers(job, [await pool.run(job, signal)]);
+  return joinAnswers(job, await Promise.all(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal))));
 }
 
 /** The search directory: confined like every path, and it must be a directory. */

@@ -1,4 +1,5 @@
 import { parentPort } from "node:worker_threads";
+import { packAnswer } from "./answer.js";
 import { runJob, type SearchJob } from "./jobs.js";
 
 /**
@@ -16,9 +17,7 @@ interface Request {
 parentPort!.on("message", ({ id, job, cancel }: Request) => {
   const flag = new Int32Array(cancel);
   try {
-    // The answer leaves as JSON text: one string crosses the thread boundary, not thousands of objects.
-    const json = JSON.stringify(runJob(job, () => Atomics.load(flag, 0) !== 0));
-    parentPort!.postMessage({ id, json });
+    parentPort!.postMessage({ id, answer: packAnswer(runJob(job, () => Atomics.load(flag, 0) !== 0)) });
   } catch (err) {
     parentPort!.postMessage({ id, error: (err as Error).message ?? String(err) });
   }

@@ -1,0 +1,63 @@
+import { byScore, type FindResult, type FuzzyResult, type GrepResult, type SearchJob } from "./jobs.js";
+
+/**
+ * A search's answer as it crosses from its worker: the matches already JSON
+ * (one string crosses the thread boundary, not thousands of objects), the
+ * rest as fields. The agent joins the answers of a shared walk by
+ * concatenating those strings: no parse and no second stringify of the
+ * biggest answers (a find of 20,000 files is a megabyte of JSON).
+ */
+export interface PackedAnswer {
+  /** The matches as a JSON array, `[]` for none. */
+  matches: string;
+  count: number;
+  truncated: boolean;
+  unreadable: number;
+}
+
+export function packAnswer(result: FindResult | FuzzyResult | GrepResult): PackedAnswer {
+  const matches = result.matches ?? [];
+  return { matches: JSON.stringify(matches), count: matches.length, truncated: result.truncated === true, unreadable: result.unreadable ?? 0 };
+}
+
+/** `a` and `b` are JSON arrays: one array with the elements of both. */
+function concatArrays(a: string, b: string): string {
+  if (a === "[]") return b;
+  if (b === "[]") return a;
+  return `${a.slice(0, -1)},${b.slice(1)}`;
+}
+
+type Match = { path: string; score?: number };
+
+/**
+ * The answers of a walk's shares (in walk order) as one reply, in the
+ * reference's field order: walk order for find and grep, best score first
+ * for a fuzzy search, cut at the limit.
+ */
+export function joinAnswers(job: SearchJob, answers: PackedAnswer[]): string {
+  const limit = job.options.limit;
+  let count = answers.reduce((n, a) => n + a.count, 0);
+  let truncated = answers.some((a) => a.truncated);
+  let matches: string;
+  if (job.kind === "fuzzy" && answers.length > 1) {
+    const all = answers.flatMap((a) => JSON.parse(a.matches) as Match[]);
+    all.sort((a, b) => byScore(a as Required<Match>, b as Required<Match>));
+    if (all.length > limit) all.length = limit;
+    matches = JSON.stringify(all);
+  } else if (count > limit) {
+    // Rare (a cut share): only then are the matches parsed, to keep the first `limit` in walk order.
+    const all = answers.flatMap((a) => JSON.parse(a.matches) as Match[]).slice(0, limit);
+    matches = JSON.stringify(all);
+  } else {
+    matches = answers.map((a) => a.matches).reduce(concatArrays);
+  }
+  if (count > limit) {
+    count = limit;
+    truncated = true;
+  }
+  const unreadable = answers.reduce((n, a) => n + a.unreadable, 0);
+  const meta = `"total":${count}${truncated ? ',"truncated":true' : ""}${unreadable ? `,"unreadable":${unreadable}` : ""}`;
+  // Grep answers `matches: null` for nothing, as the reference does.
+  if (job.kind === "grep") return `{"query":${JSON.stringify(job.options.query)},"matches":${count ? matches : "null"},${meta}}`;
+  return `{"matches":${matches},${meta}}`;
+}
