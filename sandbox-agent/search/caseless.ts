@@ -55,35 +55,46 @@ export class CaselessNeedle {
     for (let at = 1; at + width <= folded.length; at++) if (score(at) > score(best)) best = at;
     this.#anchorAt = best;
     this.#anchors = spellings(folded.subarray(best, best + width));
+    this.#next = new Int32Array(this.#anchors.length);
   }
 
-  /** A function giving the offset of the next match at or after an offset (called with increasing offsets), or -1. */
-  scanner(hay: Buffer): (from: number) => number {
+  /** The window being searched, and the next occurrence of each spelling in it (-2: not searched yet, -1: none left). */
+  #hay: Buffer = Buffer.alloc(0);
+  readonly #next: Int32Array;
+
+  /** Starts the search of a window (state lives in the needle: one per file, no garbage). */
+  begin(hay: Buffer): void {
+    this.#hay = hay;
+    this.#next.fill(-2);
+  }
+
+  /** The offset of the next match at or after `from` in the window begun, or -1; called with increasing offsets. */
+  indexFrom(from: number): number {
+    const hay = this.#hay;
     const folded = this.#folded;
     const length = folded.length;
     const anchorAt = this.#anchorAt;
     const anchors = this.#anchors;
-    // The next occurrence of each spelling; searched again only once passed, so each is scanned once per window.
-    const next = anchors.map(() => -2);
-    const matchesAt = (start: number): boolean => {
-      for (let i = 0; i < length; i++) if (foldAscii(hay[start + i]!) !== folded[i]) return false;
-      return true;
-    };
-    return (from) => {
-      let start = Math.max(0, from);
-      while (start + length <= hay.length) {
-        let candidate = -1;
-        for (let c = 0; c < anchors.length; c++) {
-          if (next[c] !== -1 && next[c]! < start + anchorAt) next[c] = hay.indexOf(anchors[c]!, start + anchorAt);
-          if (next[c]! >= 0 && (candidate < 0 || next[c]! < candidate)) candidate = next[c]!;
-        }
-        if (candidate < 0) return -1;
-        start = candidate - anchorAt;
-        if (start + length > hay.length) return -1;
-        if (matchesAt(start)) return start;
-        start++;
+    const next = this.#next;
+    let start = Math.max(0, from);
+    search: while (start + length <= hay.length) {
+      // Each spelling is searched again only once passed, so it is scanned once per window.
+      let candidate = -1;
+      for (let c = 0; c < anchors.length; c++) {
+        if (next[c] !== -1 && next[c]! < start + anchorAt) next[c] = hay.indexOf(anchors[c]!, start + anchorAt);
+        if (next[c]! >= 0 && (candidate < 0 || next[c]! < candidate)) candidate = next[c]!;
       }
-      return -1;
-    };
+      if (candidate < 0) return -1;
+      start = candidate - anchorAt;
+      if (start + length > hay.length) return -1;
+      for (let i = 0; i < length; i++) {
+        if (foldAscii(hay[start + i]!) !== folded[i]) {
+          start++;
+          continue search;
+        }
+      }
+      return start;
+    }
+    return -1;
   }
 }

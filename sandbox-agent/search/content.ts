@@ -34,20 +34,27 @@ const NEWLINE = 10;
  * Matched lines are decoded as UTF-8 for the response.
  */
 export class ContentSearcher {
-  readonly #needle?: Buffer;
   readonly #caseless?: CaselessNeedle;
   readonly #regex?: RegExp;
   readonly #utf8: boolean;
   readonly #context: number;
   #buffer = Buffer.allocUnsafe(64 * 1024);
+  /** The window a literal query is searched in, and its scanner, made once: most files never match, and cost no garbage. */
+  #window: Buffer = this.#buffer;
+  readonly #literalScanner?: (from: number) => number;
 
   constructor(q: ContentQuery) {
     this.#context = q.contextLines;
     const ascii = /^[\x00-\x7f]*$/.test(q.query);
     this.#utf8 = !ascii;
-    if (!q.regex && q.caseSensitive) this.#needle = Buffer.from(q.query, "utf8");
-    else if (!q.regex && ascii) this.#caseless = new CaselessNeedle(q.query);
-    else {
+    if (!q.regex && q.caseSensitive) {
+      const needle = Buffer.from(q.query, "utf8");
+      this.#literalScanner = (from) => this.#window.indexOf(needle, from);
+    } else if (!q.regex && ascii) {
+      const caseless = new CaselessNeedle(q.query);
+      this.#caseless = caseless;
+      this.#literalScanner = (from) => caseless.indexFrom(from);
+    } else {
       const source = q.regex ? q.query : q.query.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&");
       this.#regex = new RegExp(source, `gm${q.caseSensitive ? "" : "i"}${this.#utf8 ? "u" : ""}`);
     }
@@ -88,13 +95,13 @@ export class ContentSearcher {
     let carry = 0;
     let firstLine = 1;
     let vetted = false;
+    let probed = false;
     for (;;) {
       const buf = this.#buffer;
       const read = readSync(fd, buf, carry, buf.length - carry, position);
       position += read;
       const filled = carry + read;
       if (filled === 0) return;
-      if (position === read && buf.subarray(0, Math.min(filled, BINARY_PROBE_BYTES)).includes(0)) return;
       if (size < 0 && read === buf.length - carry) {
         size = searchableSize(fd);
         if (size < 0) return;
@@ -115,6 +122,11 @@ export class ContentSearcher {
         if (lastNewline >= 0) end = lastNewline + 1;
       }
       const window = buf.subarray(0, end);
+      if (!probed) {
+        probed = true;
+        const probeEnd = Math.min(filled, BINARY_PROBE_BYTES);
+        if ((window.length === probeEnd ? window : buf.subarray(0, probeEnd)).includes(0)) return;
+      }
       const next = this.#scanner(window);
       const first = next(0);
       if (first >= 0) {
@@ -134,9 +146,11 @@ export class ContentSearcher {
 
   /** A function giving the byte offset of the next match at or after a byte offset (called with increasing offsets), or -1. */
   #scanner(window: Buffer): (from: number) => number {
-    const needle = this.#needle;
-    if (needle) return (from) => window.indexOf(needle, from);
-    if (this.#caseless) return this.#caseless.scanner(window);
+    if (this.#literalScanner) {
+      this.#window = window;
+      this.#caseless?.begin(window);
+      return this.#literalScanner;
+    }
     const re = this.#regex!;
     if (!this.#utf8) {
       const text = window.toString("latin1");

@@ -8,9 +8,10 @@ import { tempDir } from "../../helpers/agent.js";
 
 /** Every match offset, as the scanner is driven by ContentSearcher (increasing offsets). */
 function offsets(query: string, text: Buffer): number[] {
-  const next = new CaselessNeedle(query).scanner(text);
+  const needle = new CaselessNeedle(query);
+  needle.begin(text);
   const found: number[] = [];
-  for (let at = next(0); at >= 0; at = next(at + 1)) found.push(at);
+  for (let at = needle.indexFrom(0); at >= 0; at = needle.indexFrom(at + 1)) found.push(at);
   return found;
 }
 
@@ -73,6 +74,17 @@ describe("ContentSearcher reads what the walk saw as a file", () => {
       [1, 1, "Hello first"],
       [30_002, 6, "last HELLO"],
     ]);
+  });
+
+  it("binary means a NUL in the first 8,000 bytes, also for a file larger than the first read", () => {
+    const dir = tempDir("search-content-");
+    const text = "hello\n".repeat(40_000);
+    writeFileSync(join(dir, "binary.dat"), Buffer.concat([Buffer.from("hello\n\0"), Buffer.from(text)]));
+    writeFileSync(join(dir, "late-nul.txt"), Buffer.concat([Buffer.from("x".repeat(9000)), Buffer.from("\0\nhello\n")]));
+    writeFileSync(join(dir, "small.dat"), "hello\0");
+    expect(search(join(dir, "binary.dat"))).toEqual([]);
+    expect(search(join(dir, "small.dat"))).toEqual([]);
+    expect(search(join(dir, "late-nul.txt")).map((m) => m.line)).toEqual([2]);
   });
 
   it("a directory or a FIFO in a file's place is skipped, never read as one, and fails nothing", () => {
