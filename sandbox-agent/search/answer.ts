@@ -1,4 +1,4 @@
-import { byScore, type FindResult, type FuzzyResult, type GrepResult, type SearchJob } from "./jobs.js";
+import { byScore, runJob, type FindResult, type FuzzyResult, type GrepResult, type SearchJob } from "./jobs.js";
 
 /**
  * A search's answer as it crosses from its worker: the matches already JSON
@@ -20,6 +20,35 @@ export function packAnswer(result: FindResult | FuzzyResult | GrepResult): Packe
   return { matches: JSON.stringify(matches), count: matches.length, truncated: result.truncated === true, unreadable: result.unreadable ?? 0 };
 }
 
+/**
+ * A walk cut into shares (contiguous runs of the directory's entries) that
+ * the workers claim one at a time through a shared counter: a worker the
+ * machine slows down leaves the rest of the walk to the others, with no
+ * round trip through the agent's thread between shares.
+ */
+export interface SharedWalk {
+  topLevel: string[][];
+  /** An Int32 counter: the next share to claim. */
+  claim: SharedArrayBuffer;
+}
+
+/** One share's answer; `share` is its place in walk order. */
+export interface ShareAnswer {
+  share: number;
+  answer: PackedAnswer;
+}
+
+/** Runs the job (or, given a shared walk, the shares this worker claims until none is left). */
+export function runShares(job: SearchJob, walk: SharedWalk | undefined, cancelled: () => boolean): ShareAnswer[] {
+  if (!walk) return [{ share: 0, answer: packAnswer(runJob(job, cancelled)) }];
+  const claim = new Int32Array(walk.claim);
+  const answers: ShareAnswer[] = [];
+  for (let share = Atomics.add(claim, 0, 1); share < walk.topLevel.length; share = Atomics.add(claim, 0, 1)) {
+    answers.push({ share, answer: packAnswer(runJob({ ...job, topLevel: walk.topLevel[share], firstShare: share === 0 }, cancelled)) });
+  }
+  return answers;
+}
+
 /** `a` and `b` are JSON arrays: one array with the elements of both. */
 function concatArrays(a: string, b: string): string {
   if (a === "[]") return b;
@@ -29,12 +58,17 @@ function concatArrays(a: string, b: string): string {
 
 type Match = { path: string; score?: number };
 
+/** The answers of every worker that took part in a walk, in share order, as one reply. */
+export function joinShares(job: SearchJob, parts: ShareAnswer[][]): string {
+  return joinAnswers(job, parts.flat().sort((a, b) => a.share - b.share).map((a) => a.answer));
+}
+
 /**
  * The answers of a walk's shares (in walk order) as one reply, in the
  * reference's field order: walk order for find and grep, best score first
  * for a fuzzy search, cut at the limit.
  */
-export function joinAnswers(job: SearchJob, answers: PackedAnswer[]): string {
+function joinAnswers(job: SearchJob, answers: PackedAnswer[]): string {
   const limit = job.options.limit;
   let count = answers.reduce((n, a) => n + a.count, 0);
   let truncated = answers.some((a) => a.truncated);
