@@ -49,11 +49,14 @@ export function runShares(job: SearchJob, walk: SharedWalk | undefined, cancelle
   return answers;
 }
 
-/** `a` and `b` are JSON arrays: one array with the elements of both. */
-function concatArrays(a: string, b: string): string {
-  if (a === "[]") return b;
-  if (b === "[]") return a;
-  return `${a.slice(0, -1)},${b.slice(1)}`;
+/**
+ * JSON arrays as one array with the elements of all, joined once (slicing a
+ * concatenation would copy it again for every further array).
+ */
+function concatArrays(arrays: string[]): string {
+  const nonEmpty = arrays.filter((a) => a !== "[]");
+  if (nonEmpty.length <= 1) return nonEmpty[0] ?? "[]";
+  return `[${nonEmpty.map((a) => a.slice(1, -1)).join(",")}]`;
 }
 
 type Match = { path: string; score?: number };
@@ -83,7 +86,7 @@ function joinAnswers(job: SearchJob, answers: PackedAnswer[]): string {
     const all = answers.flatMap((a) => JSON.parse(a.matches) as Match[]).slice(0, limit);
     matches = JSON.stringify(all);
   } else {
-    matches = answers.map((a) => a.matches).reduce(concatArrays);
+    matches = concatArrays(answers.map((a) => a.matches));
   }
   if (count > limit) {
     count = limit;
