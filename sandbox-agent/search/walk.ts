@@ -1,15 +1,26 @@
 import { readdirSync, type Dirent } from "node:fs";
 import type { EntryMatcher } from "./glob.js";
 
-export interface WalkEntry {
+/**
+ * One entry of a walk. The walk hands the same object to every `visit`,
+ * refilled (a fresh object and host path per entry were most of a find's
+ * garbage): read it during the call, keep only its strings.
+ */
+export class WalkEntry {
   /** Path relative to the search directory, `/`-separated. */
-  rel: string;
-  name: string;
-  host: string;
-  isDirectory: boolean;
-  isFile: boolean;
+  rel = "";
+  name = "";
+  /** Host path of the directory holding the entry. */
+  dirHost = "";
+  isDirectory = false;
+  isFile = false;
   /** 1 for the directory's own children. */
-  depth: number;
+  depth = 0;
+
+  /** The entry's host path, built when asked: a find or a fuzzy search never needs it for a file. */
+  get host(): string {
+    return this.dirHost === "/" ? `/${this.name}` : `${this.dirHost}/${this.name}`;
+  }
 }
 
 export interface WalkOptions {
@@ -50,6 +61,7 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
   };
   const stack: Frame[] = [{ host: hostDir, rel: "", depth: 0, entries: list(hostDir), next: 0 }];
   if (unreadable) return { unreadable, stopped: false };
+  const entry = new WalkEntry();
   let sinceCheck = 0;
   while (stack.length > 0) {
     const frame = stack[stack.length - 1]!;
@@ -68,10 +80,16 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
     const isDirectory = dirent.isDirectory();
     const rel = frame.rel ? `${frame.rel}/${name}` : name;
     if (isDirectory && options.excludeDirs?.(name, rel)) continue;
-    const host = frame.host === "/" ? `/${name}` : `${frame.host}/${name}`; // (path.join normalizes: measurably slower per entry)
     const depth = frame.depth + 1;
-    if (visit({ rel, name, host, isDirectory, isFile: dirent.isFile(), depth }) === false) return { unreadable, stopped: true };
+    entry.rel = rel;
+    entry.name = name;
+    entry.dirHost = frame.host;
+    entry.isDirectory = isDirectory;
+    entry.isFile = !isDirectory && dirent.isFile();
+    entry.depth = depth;
+    if (visit(entry) === false) return { unreadable, stopped: true };
     if (isDirectory && (options.maxDepth === undefined || depth < options.maxDepth)) {
+      const host = entry.host; // (path.join normalizes: measurably slower per entry)
       stack.push({ host, rel, depth, entries: list(host), next: 0 });
     }
   }
