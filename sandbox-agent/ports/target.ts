@@ -40,3 +40,16 @@ export function connectLocal(port: number): Promise<Socket> {
     });
   });
 }
+
+/** The error a caller of /port/{n} gets when connectLocal() fails (the agent's 502, and the simulator's on the one-hop path). */
+export function nobodyListening(port: number, err: NodeJS.ErrnoException): string {
+  const why = err.code ?? err.message;
+  return err.code === "ECONNREFUSED"
+    ? `nothing is listening on port ${port} inside the sandbox (${why}); start a server bound to 0.0.0.0:${port} or 127.0.0.1:${port}`
+    : `could not reach port ${port} inside the sandbox (${why})`;
+}
+
+/** The error when the in-sandbox server dropped a request it had accepted the connection for. */
+export function failedToAnswer(port: number, err: NodeJS.ErrnoException): string {
+  return `port ${port} inside the sandbox failed to answer (${err.code ?? err.message})`;
+}
