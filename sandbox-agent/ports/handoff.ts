@@ -23,7 +23,7 @@ export function servePortHandoff(channel: NodeJS.Process, logger?: Logger): void
     const asked = OpenPortRequest.safeParse(message);
     if (!asked.success) return;
     const { id, port } = asked.data;
-    connectLocal(port).then(
+    connectLocal(port, { unread: true }).then(
       (socket) => send({ type: PORT_OPENED, id }, socket),
       (err: NodeJS.ErrnoException) => {
         logger?.debug({ port, err: err.code }, "port hand-off: nothing listening");

@@ -18,12 +18,17 @@ export function parsePortPath(url: string): { port: number; path: string } | und
  * Connects to a server inside the sandbox: 127.0.0.1 first, then ::1, since
  * dev servers bound to "localhost" listen on either depending on the resolver
  * (Vite on Node ≥ 17 picks ::1 where it comes first). Rejects with the IPv4
- * error when neither answers.
+ * error when neither answers. `unread`: the socket never starts reading here
+ * (a socket handed to another process: a read in this one would take bytes of
+ * the reply away from it, and Node keeps a sent handle open until the
+ * receiver acknowledges it).
  */
-export function connectLocal(port: number): Promise<Socket> {
+export function connectLocal(port: number, options: { unread?: boolean } = {}): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const attempt = (host: string, onFail: (err: NodeJS.ErrnoException) => void) => {
       const socket = connect({ host, port });
+      // Paused before it connects, Node never calls readStart on it.
+      if (options.unread) socket.pause();
       socket.once("connect", () => {
         socket.removeAllListeners("error");
         socket.setNoDelay(true);

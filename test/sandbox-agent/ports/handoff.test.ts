@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portHandoff, PortRefused } from "../../../simulator/launcher/port-handoff.js";
@@ -47,6 +48,25 @@ describe("the agent's port hand-off", () => {
     expect(((refused as PromiseRejectedResult).reason as Error).message).toContain("nothing is listening on port 1");
     expect(opened.status).toBe("fulfilled");
     (opened as PromiseFulfilledResult<import("node:net").Socket>).value.destroy();
+  });
+
+  it("the agent never reads from a socket it hands over: a server that speaks first is heard by the launcher", async () => {
+    // The agent's copy stays open until the launcher acknowledges the handle; were it reading, it would take these bytes.
+    const greeter: Server = createServer((c) => c.end("hello from the server\n"));
+    await new Promise<void>((r) => greeter.listen(0, "127.0.0.1", r));
+    try {
+      const openPort = portHandoff(agent.child);
+      for (let i = 0; i < 20; i++) {
+        const socket = await openPort((greeter.address() as AddressInfo).port);
+        const heard = await new Promise<string>((resolve, reject) => {
+          let text = "";
+          socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+        });
+        expect(heard).toBe("hello from the server\n");
+      }
+    } finally {
+      greeter.close();
+    }
   });
 
   it("refuses to start without an IPC channel to answer on", async () => {
