@@ -14,6 +14,7 @@ import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
+import { portHandoff } from "./port-handoff.js";
 import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
@@ -139,6 +140,8 @@ export class BwrapLauncher implements Launcher {
       endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
       alsoReady: sandbox.network,
       sandboxPid: sandbox.sandboxPid,
+      // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
+      openPort: portHandoff(sandbox.child),
     };
   }
 
@@ -165,6 +168,7 @@ export class BwrapLauncher implements Launcher {
     return [
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
       "--socket", AGENT_SOCKET,
+      "--port-handoff",
       "--process-wrapper", JSON.stringify(this.sandboxKit().processWrapper),
       ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
@@ -214,7 +218,8 @@ export class BwrapLauncher implements Launcher {
     ];
     const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
-    const stdio: StdioOptions = warm ? ["ignore", "pipe", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe", "pipe"];
+    // fd 3: bwrap's --info-fd; fd 4: the agent's IPC channel (warm activation, then --port-handoff).
+    const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "ipc"];
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });

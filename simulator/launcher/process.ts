@@ -3,6 +3,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan, startChild } from "./child.js";
+import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
@@ -49,7 +50,7 @@ export class ProcessLauncher implements Launcher {
       await reapOrphan(spec.dataDir);
       const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
       try {
-        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs }, () => warm.send(activation));
+        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs, openPort: connectOnHost }, () => warm.send(activation));
       } finally {
         this.refill(); // after, not during: on a small machine the next warm-up would slow this start
       }
@@ -62,6 +63,8 @@ export class ProcessLauncher implements Launcher {
       tokenOnFd3: spec.token,
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
+      // No network of its own: the simulator reaches the sandbox's ports as the agent would.
+      openPort: connectOnHost,
     });
   }
 

@@ -16,11 +16,12 @@ export interface AgentProcess {
  * Runs the built agent (dist/, compiled by `npm test` before vitest starts) as
  * a real child process on a free port, so tests can SIGTERM or kill -9 it.
  */
-export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}): Promise<AgentProcess> {
+export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, options: { ipc?: boolean } = {}): Promise<AgentProcess> {
   if (!existsSync(AGENT_MAIN)) throw new Error(`${AGENT_MAIN} is missing: run npm run build first`);
   const child = spawn(process.execPath, [AGENT_MAIN, "--port", "0", "--log-level", "warn", ...args], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    // ipc: the channel a launcher starts an agent with (--port-handoff).
+    stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
   });
   let err = "";
   child.stderr!.on("data", (d) => (err += d));

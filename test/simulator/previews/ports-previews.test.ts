@@ -66,6 +66,18 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
     expect(((await res.json()) as { error: string }).error).toContain("port 1");
   });
 
+  it("takes one hop: the sandbox's launcher opens its ports for the proxy (bwrap: the agent hands the socket over)", async () => {
+    const upstream = await sim.deps.agents!.upstream({ workspace: WS, sandbox: "web", path: "/" });
+    expect(upstream.openPort).toBeTypeOf("function");
+    const socket = await upstream.openPort!(appPort);
+    const reply = await new Promise<string>((resolve, reject) => {
+      let text = "";
+      socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+      socket.end("GET /echo/raw HTTP/1.0\r\n\r\n");
+    });
+    expect(reply).toContain('"url":"/echo/raw"');
+  });
+
   it("upgrades a WebSocket through /port/{n}", async () => {
     const ws = await wsRoundTrip(`${sandbox.metadata.url}/port/${appPort}/hmr`, { "x-blaxel-authorization": `Bearer ${KEY}` }, "hot");
     expect(ws.status).toBe(101);
