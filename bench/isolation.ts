@@ -8,8 +8,11 @@
  *   BENCH_E2E_ISOLATED  isolated sandboxes to create one after another (default 50)
  *   BENCH_E2E_IDLE      idle sandboxes running at once (default 100)
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { defaultImageCacheDir, ImageStore } from "../simulator/images/image-store.js";
+import { parseLdd } from "../simulator/launcher/sandbox-kit.js";
 import { BwrapLauncher, ProcessLauncher, probeIsolation, type AgentHandle, type LaunchSpec, type Launcher } from "../simulator/launcher/index.js";
 import { descendantsOf } from "../simulator/launcher/proc.js";
 import { fmt, percentile } from "./lib.js";
@@ -17,9 +20,32 @@ import { fmt, percentile } from "./lib.js";
 const isolatedCount = Number(process.env.BENCH_E2E_ISOLATED ?? 50);
 const idleCount = Number(process.env.BENCH_E2E_IDLE ?? 100);
 
+/** The image isolated sandboxes start from: blaxel/base-image when the shared store has it built, else a tiny one made here. */
+let imageRootDir: string | undefined;
+
+function cachedImage(base: string): { rootfs: string; label: string } {
+  const hub = new ImageStore({ dir: process.env.SANDBOX_SIM_IMAGE_CACHE || defaultImageCacheDir(), docker: null }).get("blaxel/base-image:latest");
+  if (hub) return { rootfs: hub.rootfs, label: "blaxel/base-image from the image store" };
+  const rootfs = join(base, "tiny-image");
+  for (const bin of ["/bin/sh", "/bin/cat"].map((b) => realpathSync(b))) {
+    const { libs, loader } = parseLdd(execFileSync("ldd", [bin], { encoding: "utf8" }));
+    for (const [inImage, host] of [[bin, bin], ...[...libs.values(), ...(loader ? [loader] : [])].map((l) => [l, realpathSync(l)])]) {
+      mkdirSync(join(rootfs, dirname(inImage!)), { recursive: true });
+      copyFileSync(host!, join(rootfs, inImage!));
+    }
+  }
+  if (realpathSync("/bin/sh") !== "/bin/sh") {
+    mkdirSync(join(rootfs, "bin"), { recursive: true });
+    symlinkSync(realpathSync("/bin/sh"), join(rootfs, "bin/sh"));
+  }
+  mkdirSync(join(rootfs, "etc"), { recursive: true });
+  writeFileSync(join(rootfs, "etc/os-release"), "ID=bench-tiny\n");
+  return { rootfs, label: "a tiny image (sh, cat; blaxel/base-image is not built in the store)" };
+}
+
 function specIn(base: string, name: string): LaunchSpec {
   // 4096 MB is what the SDK asks for by default: the memory cgroup is part of what an isolated start costs.
-  return { workspace: "bench", sandbox: name, rootDir: join(base, name, "root"), dataDir: join(base, name, "data"), token: `token-${name}-abcdefgh`, logLevel: "warn", memoryMb: 4096 };
+  return { workspace: "bench", sandbox: name, rootDir: join(base, name, "root"), dataDir: join(base, name, "data"), token: `token-${name}-abcdefgh`, logLevel: "warn", memoryMb: 4096, imageRootDir };
 }
 
 async function timedStarts(launcher: Launcher & { warmed?: () => Promise<void> }, base: string, prefix: string, count: number): Promise<number[]> {
@@ -91,6 +117,8 @@ export async function benchIsolation(base: string): Promise<void> {
     console.log(`isolated  skipped: ${probe.unavailable}`);
     return;
   }
+  const image = cachedImage(base);
+  imageRootDir = image.rootfs;
   // As the simulator runs it: one warm isolated sandbox kept ready per workspace and image.
   const warm = new BwrapLauncher({ warm: 1 });
   const isolated = new BwrapLauncher();
@@ -99,9 +127,12 @@ export async function benchIsolation(base: string): Promise<void> {
   const times = await timedStarts(warm, join(base, "warm"), "iso", isolatedCount);
   await warm.close();
   const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));
+  imageRootDir = undefined; // the process launcher runs on the host's root
   const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
-  console.log(`create-to-ready (isolated, warm sandbox; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  imageRootDir = image.rootfs;
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);
+  imageRootDir = undefined;
   const plain = await idleMemory(cold, base, "idle-proc", idleCount);
   console.log(`idle sandboxes  ${iso.started} isolated at once: RSS ${fmt(iso.rssMiB)} MiB, PSS ${fmt(iso.pssMiB)} MiB per sandbox (agent, bwrap, slirp4netns; target <= 40 MiB) | baseline ${plain.started} process-launcher agents: RSS ${fmt(plain.rssMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB each`);
 }

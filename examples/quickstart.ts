@@ -48,9 +48,10 @@ export async function quickstart(): Promise<void> {
     // 4. A sleep schedule: the sandbox's agent keeps it and runs it in real time, one second from now
     //    (the control plane has no "run now"; a short sleep is the honest way to see an execution quickly).
     const schedule = await sandbox.schedules.create({ type: "sleep", value: "1s", input: { command: "echo scheduled > work/scheduled.txt" } });
-    const execution = await until("the schedule's execution", async () => {
+    const execution = await until("the schedule's execution to end", async () => {
       const page = await sandbox.schedules.executions();
-      return (page.data as { scheduleId?: string; status?: string }[]).find((e) => e.scheduleId === schedule.id);
+      const found = (page.data as { scheduleId?: string; status?: string }[]).find((e) => e.scheduleId === schedule.id);
+      return found && found.status !== "running" ? found : undefined; // listed as soon as it starts
     });
     const ran = await until("the scheduled command's output", async () => (await sandbox.fs.read("/work/scheduled.txt").catch(() => undefined))?.trim() || undefined);
     log(`schedule ${schedule.id} (${schedule.type} ${schedule.value}) executed: ${execution.status}, wrote "${ran}"`);
@@ -71,7 +72,8 @@ export async function quickstart(): Promise<void> {
 
 async function main(): Promise<void> {
   if (!process.argv.includes("--self")) return quickstart();
-  const sim = await startSimulator();
+  // The host's system as the image (fast); without imageSource the sandbox runs blaxel/base-image, built once.
+  const sim = await startSimulator({ imageSource: "host" });
   Object.assign(process.env, sim.env);
   try {
     await quickstart();

@@ -138,6 +138,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
       portMonitors.close();
       processes.close(); // stops watching; the processes themselves keep running
       await search.close();
+      await paths.close(); // its root descriptor, rather than a FileHandle closed by the garbage collector
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
       lock.release();

@@ -39,6 +39,7 @@ export const AGENT_OPTIONS = {
   socket: { type: "string" },
   "process-wrapper": { type: "string" },
   "memory-events": { type: "string" },
+  "port-handoff": { type: "boolean" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -94,6 +95,8 @@ export const AgentConfigSchema = z.object({
   processWrapper: commandTemplate.optional(),
   /** A cgroup file with an `oom_kill N` line (memory.events, memory.oom_control): SIGKILLs it counts are reported as OOM kills. */
   memoryEvents: z.string().min(1).optional(),
+  /** Hand connections to in-sandbox ports to the launcher over the IPC channel it started the agent with (ports/handoff.ts). */
+  portHandoff: z.boolean().default(false),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -131,6 +134,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --socket <path>            listen on this Unix socket instead of --host/--port (env SANDBOX_AGENT_SOCKET)
   --process-wrapper <argv>   start every command through this argv prefix, JSON array or words (e.g. a capability drop)
   --memory-events <file>     cgroup file with an "oom_kill N" line: a process SIGKILLed while it grows is reported as OOM-killed
+  --port-handoff             on the IPC channel the launcher started the agent with, connect to in-sandbox ports
+                             for it and hand over the connected sockets (its proxy then speaks to the server directly)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 `;
@@ -142,7 +147,7 @@ const FLAG_OF: Record<string, string> = {
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
-  processWrapper: "process-wrapper", memoryEvents: "memory-events",
+  processWrapper: "process-wrapper", memoryEvents: "memory-events", portHandoff: "port-handoff",
 };
 
 export class ConfigError extends Error {}
@@ -182,6 +187,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),
     processWrapper: values["process-wrapper"],
     memoryEvents: values["memory-events"],
+    portHandoff: values["port-handoff"] ?? false,
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };

@@ -53,7 +53,7 @@ export function requireToken(token: string | undefined): RequestHandler {
 }
 
 /** `host[:port]` or `[v6]:port` → the host part. */
-function hostOf(header: string): string {
+export function hostOf(header: string): string {
   const v6 = /^\[([^\]]+)\](:\d+)?$/.exec(header);
   if (v6) return v6[1]!;
   return header.replace(/:\d+$/, "");

@@ -45,6 +45,9 @@ export async function receiveRawFile<T>(req: Request, options: { maxFileSize?: n
     file.destroy(cutShort);
   });
   req.on("error", (err) => file.destroy(err));
+  // Errors reach the caller through `write`'s pipeline; this listener only keeps one raised before
+  // `write` attaches it (a writer opens its file first, and a small body can overflow meanwhile) from crashing the process.
+  file.on("error", () => undefined);
   req.pipe(file);
   try {
     return await options.write(file);

@@ -5,7 +5,7 @@ import { AUTH_HEADERS, secretsEqual } from "../../src/auth.js";
 import { upgradeRequestHead, withoutHopByHop } from "../../src/hop-by-hop.js";
 import type { Logger } from "../../src/logging.js";
 import { rawReply, spliceSockets } from "../../src/tunnel.js";
-import { connectLocal, parsePortPath } from "./target.js";
+import { connectLocal, failedToAnswer, nobodyListening, parsePortPath } from "./target.js";
 
 /**
  * `/port/{n}/...`: the request goes to 127.0.0.1:n inside the sandbox (what
@@ -30,13 +30,6 @@ export function agentCredentialHeaders(headers: IncomingHttpHeaders, token: stri
     if (given && secretsEqual(given, token)) carrying.add(name);
   }
   return carrying;
-}
-
-function nobodyListening(port: number, err: NodeJS.ErrnoException): string {
-  const why = err.code ?? err.message;
-  return err.code === "ECONNREFUSED"
-    ? `nothing is listening on port ${port} inside the sandbox (${why}); start a server bound to 0.0.0.0:${port} or 127.0.0.1:${port}`
-    : `could not reach port ${port} inside the sandbox (${why})`;
 }
 
 export interface PortForwarder {
@@ -86,7 +79,7 @@ export function createPortForwarder(token: string | undefined, options: PortForw
         });
         upReq.on("error", (err: NodeJS.ErrnoException) => {
           if (res.headersSent || res.destroyed) return void res.destroy();
-          reply(res, 502, { error: `port ${target.port} inside the sandbox failed to answer (${err.code ?? err.message})` });
+          reply(res, 502, { error: failedToAnswer(target.port, err) });
         });
         res.on("close", () => {
           if (!res.writableFinished) upReq.destroy();

@@ -18,12 +18,17 @@ export function parsePortPath(url: string): { port: number; path: string } | und
  * Connects to a server inside the sandbox: 127.0.0.1 first, then ::1, since
  * dev servers bound to "localhost" listen on either depending on the resolver
  * (Vite on Node ≥ 17 picks ::1 where it comes first). Rejects with the IPv4
- * error when neither answers.
+ * error when neither answers. `unread`: the socket never starts reading here
+ * (a socket handed to another process: a read in this one would take bytes of
+ * the reply away from it, and Node keeps a sent handle open until the
+ * receiver acknowledges it).
  */
-export function connectLocal(port: number): Promise<Socket> {
+export function connectLocal(port: number, options: { unread?: boolean } = {}): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const attempt = (host: string, onFail: (err: NodeJS.ErrnoException) => void) => {
       const socket = connect({ host, port });
+      // Paused before it connects, Node never calls readStart on it.
+      if (options.unread) socket.pause();
       socket.once("connect", () => {
         socket.removeAllListeners("error");
         socket.setNoDelay(true);
@@ -39,4 +44,17 @@ export function connectLocal(port: number): Promise<Socket> {
       attempt("::1", () => reject(v4));
     });
   });
+}
+
+/** The error a caller of /port/{n} gets when connectLocal() fails (the agent's 502, and the simulator's on the one-hop path). */
+export function nobodyListening(port: number, err: NodeJS.ErrnoException): string {
+  const why = err.code ?? err.message;
+  return err.code === "ECONNREFUSED"
+    ? `nothing is listening on port ${port} inside the sandbox (${why}); start a server bound to 0.0.0.0:${port} or 127.0.0.1:${port}`
+    : `could not reach port ${port} inside the sandbox (${why})`;
+}
+
+/** The error when the in-sandbox server dropped a request it had accepted the connection for. */
+export function failedToAnswer(port: number, err: NodeJS.ErrnoException): string {
+  return `port ${port} inside the sandbox failed to answer (${err.code ?? err.message})`;
 }

@@ -7,6 +7,8 @@ export interface OutputListener {
   end(): void;
   /** Output written faster than it is followed: this many bytes were skipped before the next chunk. */
   gap?(stream: StreamName, bytes: number): void;
+  /** A line from the agent for followers only, not part of the output (stop and kill notices). */
+  notice?(text: string): void;
 }
 
 export interface LiveOutputOptions {
@@ -71,6 +73,18 @@ export class LiveOutput {
       else this.#listeners.add(listener);
       this.#reschedule();
       return { backlog, unsubscribe: () => { this.#listeners.delete(listener); } };
+    });
+  }
+
+  /**
+   * Tells the followers something about the process that is not its output
+   * (reference §4.4: stop and kill notices reach the live streams, not the
+   * log files), after the output written so far.
+   */
+  notice(text: string): void {
+    void this.#enqueue(async () => {
+      await this.#pumpAll().catch(() => undefined);
+      for (const l of this.#listeners) l.notice?.(text);
     });
   }
 

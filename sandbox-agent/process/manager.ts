@@ -12,6 +12,10 @@ export type { ProcessStatus } from "./store.js";
 // The manager's public contract (schedules code against it) lives in types.ts.
 export type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 
+/** What followers of the output read, unprefixed, when the process is stopped or killed (reference §4.4, its exact bytes). */
+export const STOP_NOTICE = "\n[Process is being gracefully terminated]\n";
+export const KILL_NOTICE = "\n[Process is being forcefully killed]\n";
+
 /**
  * Runs commands with the sandbox's shell in their own process group, captures
  * their output to capped files, records them in SQLite, restarts the failed
@@ -101,6 +105,7 @@ export class ProcessManager {
     if (this.#signalLeftovers(pidOrName, "SIGTERM")) return;
     const running = this.#requireRunning(pidOrName);
     const ended = this.#runs.waitRunning(running);
+    running.output.notice(STOP_NOTICE);
     if (this.#runs.endBetweenRuns(running, { status: "stopped", error: "stopped on request" })) return void (await ended);
     if (signalGroup(running.row.runPid, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
     running.timers.push(this.#o.clock.setTimer(this.#o.stopGraceMs, () => signalGroup(running.row.runPid, "SIGKILL")));
@@ -112,6 +117,7 @@ export class ProcessManager {
     if (this.#signalLeftovers(pidOrName, "SIGKILL")) return;
     const running = this.#requireRunning(pidOrName);
     const ended = this.#runs.waitRunning(running);
+    running.output.notice(KILL_NOTICE);
     if (this.#runs.endBetweenRuns(running, { status: "killed", error: "killed on request" })) return void (await ended);
     if (signalGroup(running.row.runPid, "SIGKILL")) running.endReason = { status: "killed", error: "killed on request" };
     await ended;

@@ -47,9 +47,10 @@ class LineSplitter {
 
 /**
  * Follows a process's output from the start: backlog first, then live chunks,
- * until it ends. `onLine` gets whole lines; `onMarker` the truncation notice
- * when the head of a stream was dropped. Resolves when the process has ended
- * and its output is delivered, or when the client went away.
+ * until it ends. `onLine` gets whole lines; `onMarker` the agent's own notices:
+ * a dropped head or gap of a stream, and a stop or kill (after the lines
+ * written before it, a partial one included). Resolves when the process has
+ * ended and its output is delivered, or when the client went away.
  */
 async function follow(
   res: Response,
@@ -72,7 +73,7 @@ async function follow(
   // Rejected only when the agent shuts down; the stream then just ends.
   const ended = manager.waitForExit(pid).catch(() => undefined);
   let replayed = false;
-  const early: [StreamName, Buffer][] = [];
+  const early: ([StreamName, Buffer] | string)[] = []; // chunks, and notices, that came while the backlog was read
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   let done!: () => void;
   const outputEnded = new Promise<void>((resolve) => (done = resolve));
@@ -83,6 +84,11 @@ async function follow(
     },
     end: () => done(),
     gap: (stream, bytes) => onMarker(stream, `[output dropped: ${bytes} bytes, written faster than followed]\n`),
+    notice(text) {
+      if (!replayed) return void early.push(text);
+      splitter.flush();
+      onMarker("stdout", text);
+    },
   };
   const { backlog, unsubscribe } = await live.output.subscribe(listener, backlogBytes);
   res.once("close", () => { unsubscribe(); done(); });
@@ -91,7 +97,13 @@ async function follow(
     if (marker) onMarker(s, marker);
     splitter.push(s, decoders[s].decode(backlog[s].data, { stream: true }));
   }
-  for (const [s, data] of early) splitter.push(s, decoders[s].decode(data, { stream: true }));
+  for (const item of early) {
+    if (typeof item !== "string") splitter.push(item[0], decoders[item[0]].decode(item[1], { stream: true }));
+    else {
+      splitter.flush();
+      onMarker("stdout", item);
+    }
+  }
   replayed = true;
   await outputEnded;
   splitter.flush();
@@ -193,7 +205,11 @@ export async function execStream(_req: Request, res: Response, manager: ProcessM
   out.end();
 }
 
-/** Lines the agent itself adds to a process's stdout (restart notices): raw in the log stream, as the reference writes them. */
+/**
+ * Lines the agent itself adds to a process's stdout (restart notices): raw in
+ * the log stream, as the reference writes them. (Stop and kill notices reach
+ * followers without passing through the output: see follow.)
+ */
 function isAgentNotice(line: string): boolean {
   return /^\[(Process failed with exit code -?\d+\. Attempting restart \d+\/(\d+|unlimited)\.\.\.|Failed to restart process: .*)\]$/.test(line);
 }
@@ -201,7 +217,8 @@ function isAgentNotice(line: string): boolean {
 /**
  * GET /process/{id}/logs/stream: text/plain, one `stdout:`/`stderr:` prefixed
  * line per output line (the reference prefixes per chunk), backlog then live,
- * ending when the process has ended. Unlike the reference, an unknown id is a
+ * ending when the process has ended; restart, stop and kill notices raw, as
+ * the reference writes them (§4.5). Unlike the reference, an unknown id is a
  * 404 before any byte is sent.
  */
 export async function followLogs(_req: Request, res: Response, manager: ProcessManager, id: string, logMaxBytes: number): Promise<void> {

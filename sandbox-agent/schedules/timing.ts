@@ -1,8 +1,13 @@
-import * as chrono from "chrono-node";
+import { createRequire } from "node:module";
 import { parseDuration } from "../../src/units.js";
 import { CronError } from "./cron.js";
 import { cronSpec } from "./due.js";
 import { offsetAt, resolveLocal } from "./timezone.js";
+import type * as Chrono from "chrono-node";
+
+/** chrono-node is loaded on the first natural-language date: most agents never parse one, and it costs ~4 MB of heap each. */
+let chrono: typeof Chrono | undefined;
+const loadChrono = (): typeof Chrono => (chrono ??= createRequire(import.meta.url)("chrono-node") as typeof Chrono);
 
 /**
  * Turns what a user wrote (`type` + `value` in a time zone) into what is
@@ -42,7 +47,7 @@ export function parseRfc3339(text: string): number | null {
  */
 export function parseNaturalDate(text: string, timeZone: string, now: number): number | null {
   const offsetMinutes = offsetAt(now, timeZone) / 60_000;
-  const [result] = chrono.parse(text, { instant: new Date(now), timezone: offsetMinutes }, { forwardDate: true });
+  const [result] = loadChrono().parse(text, { instant: new Date(now), timezone: offsetMinutes }, { forwardDate: true });
   if (!result || result.index !== 0 || result.text.length !== text.trim().length) return null;
   const start = result.start;
   if (start.isCertain("timezoneOffset")) return start.date().getTime();

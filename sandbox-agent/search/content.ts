@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync } from "node:fs";
+import { CaselessNeedle } from "./caseless.js";
 
 export interface ContentMatch {
   path: string;
@@ -26,24 +27,34 @@ const NEWLINE = 10;
 /**
  * Searches files for a text or a regular expression, one match per line.
  * Bytes are scanned undecoded where possible: a literal case-sensitive query
- * is a Buffer.indexOf over the file; anything else runs a RegExp over the
- * latin1 view (one char per byte, so columns are byte offsets as in the
- * reference daemon) unless the query itself is non-ASCII, which needs UTF-8.
+ * is a Buffer.indexOf over the file, a literal ASCII one in any case a
+ * CaselessNeedle; anything else runs a RegExp over the latin1 view (one char
+ * per byte, so columns are byte offsets as in the reference daemon) unless
+ * the query itself is non-ASCII, which needs UTF-8.
  * Matched lines are decoded as UTF-8 for the response.
  */
 export class ContentSearcher {
-  readonly #needle?: Buffer;
+  readonly #caseless?: CaselessNeedle;
   readonly #regex?: RegExp;
   readonly #utf8: boolean;
   readonly #context: number;
   #buffer = Buffer.allocUnsafe(64 * 1024);
+  /** The window a literal query is searched in, and its scanner, made once: most files never match, and cost no garbage. */
+  #window: Buffer = this.#buffer;
+  readonly #literalScanner?: (from: number) => number;
 
   constructor(q: ContentQuery) {
     this.#context = q.contextLines;
     const ascii = /^[\x00-\x7f]*$/.test(q.query);
     this.#utf8 = !ascii;
-    if (!q.regex && q.caseSensitive) this.#needle = Buffer.from(q.query, "utf8");
-    else {
+    if (!q.regex && q.caseSensitive) {
+      const needle = Buffer.from(q.query, "utf8");
+      this.#literalScanner = (from) => this.#window.indexOf(needle, from);
+    } else if (!q.regex && ascii) {
+      const caseless = new CaselessNeedle(q.query);
+      this.#caseless = caseless;
+      this.#literalScanner = (from) => caseless.indexFrom(from);
+    } else {
       const source = q.regex ? q.query : q.query.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&");
       this.#regex = new RegExp(source, `gm${q.caseSensitive ? "" : "i"}${this.#utf8 ? "u" : ""}`);
     }
@@ -54,6 +65,12 @@ export class ContentSearcher {
    * `insideRoot` vets the real path of a file that matched (a directory
    * swapped for a symlink during the walk must not expose what lies outside
    * the root). Unreadable files are skipped, as the reference does.
+   *
+   * Most files fit the buffer: they cost open, one read and close (grep
+   * spends five calls). A read shorter than asked is the end of a regular
+   * file; whether it is one (the walk saw a regular file, but it may have
+   * been swapped since) is asked of fstat only once it matched, or when a
+   * read fills the buffer and the size decides the windows.
    */
   searchFile(host: string, rel: string, out: ContentMatch[], limit: number, insideRoot: (real: string) => boolean): void {
     let fd: number;
@@ -63,53 +80,77 @@ export class ContentSearcher {
       return;
     }
     try {
-      const stat = fstatSync(fd);
-      if (!stat.isFile() || stat.size === 0) return;
-      const size = stat.size;
-      if (this.#buffer.length < Math.min(WINDOW_BYTES, size)) this.#buffer = Buffer.allocUnsafe(Math.min(WINDOW_BYTES, Math.max(size, this.#buffer.length * 2)));
-      const buf = this.#buffer;
-      let position = 0;
-      let carry = 0;
-      let firstLine = 1;
-      let vetted = false;
-      for (;;) {
-        const read = readSync(fd, buf, carry, buf.length - carry, position);
-        position += read;
-        const filled = carry + read;
-        if (filled === 0) return;
-        if (position === read && buf.subarray(0, Math.min(filled, BINARY_PROBE_BYTES)).includes(0)) return;
-        const atEnd = read === 0 || position >= size;
-        // Cut at the last newline so no line is split across windows (unless one line fills the window).
-        let end = filled;
-        if (!atEnd) {
-          const lastNewline = buf.lastIndexOf(NEWLINE, filled - 1);
-          if (lastNewline >= 0) end = lastNewline + 1;
-        }
-        const window = buf.subarray(0, end);
-        const next = this.#scanner(window);
-        const first = next(0);
-        if (first >= 0) {
-          if (!vetted) {
-            if (!insideRoot(realPathOf(fd))) return;
-            vetted = true;
-          }
-          this.#collect(window, next, first, firstLine, rel, out, limit);
-          if (out.length >= limit) return;
-        }
-        if (atEnd) return;
-        firstLine += countNewlines(window);
-        carry = filled - end;
-        buf.copy(buf, 0, end, filled);
-      }
+      this.#searchOpen(fd, rel, out, limit, insideRoot);
+    } catch (err) {
+      // A read that fails (a directory or a FIFO swapped in, an I/O error) skips the file like an unreadable one.
+      if (typeof (err as NodeJS.ErrnoException).code !== "string") throw err;
     } finally {
       closeSync(fd);
     }
   }
 
+  #searchOpen(fd: number, rel: string, out: ContentMatch[], limit: number, insideRoot: (real: string) => boolean): void {
+    let size = -1; // unknown (and the file's type unchecked) until a read fills the buffer or a line matches
+    let position = 0;
+    let carry = 0;
+    let firstLine = 1;
+    let vetted = false;
+    let probed = false;
+    for (;;) {
+      const buf = this.#buffer;
+      const read = readSync(fd, buf, carry, buf.length - carry, position);
+      position += read;
+      const filled = carry + read;
+      if (filled === 0) return;
+      if (size < 0 && read === buf.length - carry) {
+        size = searchableSize(fd);
+        if (size < 0) return;
+        if (buf.length < Math.min(WINDOW_BYTES, size)) {
+          // Grow the buffer to hold the whole file (up to a window) and read the rest before searching.
+          this.#buffer = Buffer.allocUnsafe(Math.min(WINDOW_BYTES, Math.max(size, buf.length * 2)));
+          buf.copy(this.#buffer, 0, 0, filled);
+          carry = filled;
+          continue;
+        }
+      }
+      // (size < 0 here means the read was short: the whole file is in the buffer.)
+      const atEnd = size < 0 || read < buf.length - carry || position >= size;
+      // Cut at the last newline so no line is split across windows (unless one line fills the window).
+      let end = filled;
+      if (!atEnd) {
+        const lastNewline = buf.lastIndexOf(NEWLINE, filled - 1);
+        if (lastNewline >= 0) end = lastNewline + 1;
+      }
+      const window = buf.subarray(0, end);
+      if (!probed) {
+        probed = true;
+        const probeEnd = Math.min(filled, BINARY_PROBE_BYTES);
+        if ((window.length === probeEnd ? window : buf.subarray(0, probeEnd)).includes(0)) return;
+      }
+      const next = this.#scanner(window);
+      const first = next(0);
+      if (first >= 0) {
+        if (!vetted) {
+          if ((size < 0 && searchableSize(fd) < 0) || !insideRoot(realPathOf(fd))) return;
+          vetted = true;
+        }
+        this.#collect(window, next, first, firstLine, rel, out, limit);
+        if (out.length >= limit) return;
+      }
+      if (atEnd) return;
+      firstLine += countNewlines(window);
+      carry = filled - end;
+      buf.copy(buf, 0, end, filled);
+    }
+  }
+
   /** A function giving the byte offset of the next match at or after a byte offset (called with increasing offsets), or -1. */
   #scanner(window: Buffer): (from: number) => number {
-    const needle = this.#needle;
-    if (needle) return (from) => window.indexOf(needle, from);
+    if (this.#literalScanner) {
+      this.#window = window;
+      this.#caseless?.begin(window);
+      return this.#literalScanner;
+    }
     const re = this.#regex!;
     if (!this.#utf8) {
       const text = window.toString("latin1");
@@ -183,6 +224,16 @@ function countNewlines(bytes: Buffer): number {
   let n = 0;
   for (let i = bytes.indexOf(NEWLINE); i >= 0; i = bytes.indexOf(NEWLINE, i + 1)) n++;
   return n;
+}
+
+/**
+ * The size of an open file when it is a regular, non-empty file, else -1:
+ * grep reads regular files only, and a regular file of size 0 that still
+ * reads bytes is a kernel pseudo-file (procfs).
+ */
+function searchableSize(fd: number): number {
+  const stat = fstatSync(fd);
+  return stat.isFile() && stat.size > 0 ? stat.size : -1;
 }
 
 function realPathOf(fd: number): string {

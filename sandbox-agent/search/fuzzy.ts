@@ -61,9 +61,38 @@ export class FuzzyMatcher {
   #run = new Int16Array(256);
   #prevRun = new Int16Array(256);
 
+  /** The pattern's characters and their upper case when ASCII (undefined when the pattern is not all ASCII). */
+  readonly #asciiCodes?: { lower: number[]; upper: number[] };
+
   /** `pattern` is matched case-insensitively; surrounding whitespace is ignored. */
   constructor(pattern: string) {
     this.#pattern = pattern.trim().toLowerCase();
+    if (/^[\x00-\x7f]*$/.test(this.#pattern)) {
+      const lower = [...this.#pattern].map((c) => c.charCodeAt(0));
+      this.#asciiCodes = { lower, upper: lower.map((c) => (c >= 97 && c <= 122 ? c - 32 : c)) };
+    }
+  }
+
+  /**
+   * False when an ASCII `text` lacks the pattern's characters in order: the
+   * rejection of most paths, without the lower-cased copy of each one. True
+   * when they are there, or when either is not ASCII (the exact test decides).
+   */
+  #mayMatch(text: string): boolean {
+    const codes = this.#asciiCodes;
+    if (!codes) return true;
+    let j = 0;
+    for (let i = 0; i < codes.lower.length; i++) {
+      const lower = codes.lower[i]!;
+      const upper = codes.upper[i]!;
+      for (;;) {
+        if (j >= text.length) return false;
+        const c = text.charCodeAt(j++);
+        if (c === lower || c === upper) break;
+        if (c > 127) return true;
+      }
+    }
+    return true;
   }
 
   /** The score of `text`, or undefined when it does not contain the pattern's characters in order. */
@@ -71,8 +100,9 @@ export class FuzzyMatcher {
     const pattern = this.#pattern;
     const m = pattern.length;
     if (m === 0) return 0;
+    if (!this.#mayMatch(text)) return undefined;
     const lower = text.toLowerCase();
-    // Cheap rejection first: most candidates do not contain the characters in order.
+    // The exact in-order test, on the lower-cased text (what decides for non-ASCII text).
     let at = -1;
     for (let i = 0; i < m; i++) {
       at = lower.indexOf(pattern[i]!, at + 1);

@@ -139,8 +139,14 @@ export function compilePatterns(patterns: readonly string[]): EntryMatcher | und
     else names.add(pattern);
   }
   if (names.size === 0 && suffixes.length === 0 && byName.length === 0 && byPath.length === 0) return undefined;
-  return (name, relPath) =>
-    names.has(name) || suffixes.some((s) => name.endsWith(s)) || byName.some((re) => re.test(name)) || byPath.some((re) => re.test(relPath));
+  // Plain loops: called for every entry of a walk, where closures passed to some() were most of the garbage.
+  return (name, relPath) => {
+    if (names.size > 0 && names.has(name)) return true;
+    for (const suffix of suffixes) if (name.endsWith(suffix)) return true;
+    for (const re of byName) if (re.test(name)) return true;
+    for (const re of byPath) if (re.test(relPath)) return true;
+    return false;
+  };
 }
 
 /** Splits a comma-separated query value, keeping commas inside `{...}` alternatives. */

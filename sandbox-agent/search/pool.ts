@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import type { ShareAnswer, SharedWalk } from "./answer.js";
 import type { SearchJob } from "./jobs.js";
 
 /** A search that has not answered this long after its deadline is stuck (a hung mount, a runaway regex): its worker is terminated. */
@@ -23,7 +24,7 @@ function workerUrl(): URL {
 }
 
 interface Pending {
-  resolve: (json: string) => void;
+  resolve: (answers: ShareAnswer[]) => void;
   reject: (err: unknown) => void;
 }
 
@@ -35,12 +36,12 @@ class SearchWorker {
   constructor(onExit: (w: SearchWorker) => void) {
     this.worker = new Worker(workerUrl());
     this.worker.unref();
-    this.worker.on("message", (msg: { id: number; json?: string; error?: string }) => {
+    this.worker.on("message", (msg: { id: number; answers?: ShareAnswer[]; error?: string }) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
       this.pending.delete(msg.id);
       if (msg.error !== undefined) p.reject(errors.internal(`search failed: ${msg.error}`));
-      else p.resolve(msg.json ?? "{}");
+      else p.resolve(msg.answers!);
     });
     const fail = (err: unknown) => {
       for (const p of this.pending.values()) p.reject(err);
@@ -77,8 +78,13 @@ export class SearchPool {
     this.#logger = options.logger;
   }
 
-  /** Runs a search; resolves with its answer as JSON text (a FindResult, FuzzyResult or GrepResult). */
-  async run(job: SearchJob, signal: AbortSignal): Promise<string> {
+  /** Searches that could start at once (idle workers, and workers not yet started). */
+  get free(): number {
+    return this.#size - this.#busy.size;
+  }
+
+  /** Runs a search (or this worker's part of a shared walk); resolves with its answers, the matches as JSON text. */
+  async run(job: SearchJob, signal: AbortSignal, walk?: SharedWalk): Promise<ShareAnswer[]> {
     if (this.#closed) throw errors.serviceUnavailable("the agent is shutting down");
     const worker = await this.#acquire();
     const cancel = new SharedArrayBuffer(4);
@@ -91,9 +97,9 @@ export class SearchPool {
       void worker.worker.terminate();
     }, Math.max(0, job.deadline - Date.now()) + STUCK_GRACE_MS);
     try {
-      return await new Promise<string>((resolve, reject) => {
+      return await new Promise<ShareAnswer[]>((resolve, reject) => {
         worker.pending.set(id, { resolve, reject });
-        worker.worker.postMessage({ id, job, cancel });
+        worker.worker.postMessage({ id, job, walk, cancel });
       });
     } finally {
       clearTimeout(stuck);

@@ -4,51 +4,52 @@ import { errors } from "../../src/errors.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "./options.js";
-import { byScore, type SearchJob, type SearchMeta } from "./jobs.js";
+import { joinShares } from "./answer.js";
+import type { SearchJob } from "./jobs.js";
 import type { SearchPool } from "./pool.js";
 
 /** How long one search may walk before it answers with what it found (`truncated: true`). */
 export const SEARCH_TIME_LIMIT_MS = 30_000;
 
-/** The directory's entries in walk order, cut into `count` contiguous shares (none when there is too little to share). */
-async function splitTopLevel(host: string, count: number): Promise<string[][]> {
-  if (count < 2) return [];
+/** Shares per worker taking part in a walk: more than one, so a worker the machine slows down is not waited for. */
+const SHARES_PER_WORKER = 4;
+/** Every share lists the directory again: past this many entries, one share per worker. */
+const FINE_SHARES_MAX_ENTRIES = 1000;
+
+/** The directory's entries in walk order, cut into contiguous shares (none when there is too little to share). */
+async function splitTopLevel(host: string, workers: number): Promise<string[][]> {
+  if (workers < 2) return [];
   const names = await fsp.readdir(host).catch(() => [] as string[]); // (libuv sorts them, as the walk does)
   if (names.length < 2) return [];
+  const count = names.length <= FINE_SHARES_MAX_ENTRIES ? workers * SHARES_PER_WORKER : workers;
   const per = Math.ceil(names.length / count);
   const shares: string[][] = [];
   for (let i = 0; i < names.length; i += per) shares.push(names.slice(i, i + per));
   return shares;
 }
 
-type Answer = SearchMeta & { matches: { path: string; score?: number }[] | null; query?: string };
-
 /**
  * Runs a search, its directory's entries shared out among the pool's workers
- * when there are several (the walk's syscalls are where the time goes), and
- * joins the answers: in walk order (first share first), or best score first
- * for a fuzzy search, cut at the limit.
+ * (the walk's syscalls are where the time goes), and joins the answers in
+ * walk order. Workers idle now take part; one is waited for as any search
+ * is, the others are not (a busy pool must not hold this answer behind
+ * another search).
  */
 async function runShared(pool: SearchPool, job: SearchJob, res: Response): Promise<string> {
   const signal = clientGone(res);
-  const shares = await splitTopLevel(job.hostDir, pool.size);
-  if (shares.length < 2) return pool.run(job, signal);
-  // allSettled, not all: the search directory's descriptor must outlive every share's walk, even when one fails.
-  const settled = await Promise.allSettled(shares.map((topLevel, i) => pool.run({ ...job, topLevel, firstShare: i === 0 }, signal)));
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failed) throw failed.reason;
-  const texts = settled.map((s) => (s as PromiseFulfilledResult<string>).value);
-  const answers = texts.map((t) => JSON.parse(t) as Answer);
-  const matches = answers.flatMap((a) => a.matches ?? []);
-  if (job.kind === "fuzzy") matches.sort((a, b) => byScore(a as { score: number; path: string }, b as { score: number; path: string }));
-  const limit = job.options.limit;
-  const truncated = matches.length > limit || answers.some((a) => a.truncated);
-  if (matches.length > limit) matches.length = limit;
-  const unreadable = answers.reduce((n, a) => n + (a.unreadable ?? 0), 0);
-  const meta = { total: matches.length, ...(truncated ? { truncated } : {}), ...(unreadable ? { unreadable } : {}) };
-  // Grep answers `matches: null` for nothing, as the reference does.
-  if (job.kind === "grep") return JSON.stringify({ query: job.options.query, matches: matches.length ? matches : null, ...meta });
-  return JSON.stringify({ matches, ...meta });
+  const topLevel = await splitTopLevel(job.hostDir, pool.size);
+  const workers = Math.min(pool.size, pool.free);
+  if (topLevel.length < 2 || workers < 2) return joinShares(job, [await pool.run(job, signal)]);
+  const walk = { topLevel, claim: new SharedArrayBuffer(4) };
+  const parts = await allSettledThen(Array.from({ length: workers }, () => pool.run(job, signal, walk)));
+  return joinShares(job, parts);
+}
+
+/** Promise.all that waits for every promise before failing: the search directory's descriptor must outlive every worker's walk. */
+async function allSettledThen<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  for (const s of settled) if (s.status === "rejected") throw s.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
 }
 
 /**

@@ -2,21 +2,32 @@ import { closeSync, constants, openSync, readdirSync, readlinkSync, type Dirent 
 import { O_PATH } from "../paths/beneath.js";
 import type { EntryMatcher } from "./glob.js";
 
-export interface WalkEntry {
+/**
+ * One entry of a walk. The walk hands the same object to every `visit`,
+ * refilled (a fresh object and host path per entry were most of a find's
+ * garbage): read it during the call, keep only its strings.
+ */
+export class WalkEntry {
   /** Path relative to the search directory, `/`-separated. */
-  rel: string;
-  name: string;
-  /**
-   * The entry's host path, as a string: cheaper to open than a descriptor
-   * path (grep opens every file), but re-resolved at each use, so a file
-   * opened through it must be vetted before anything read is returned (as
-   * grep vets a matching file's real path). Listings never go through it.
-   */
-  host: string;
-  isDirectory: boolean;
-  isFile: boolean;
+  rel = "";
+  name = "";
+  /** Host path of the directory holding the entry (a string; the walk itself lists through descriptors). */
+  dirHost = "";
+  isDirectory = false;
+  isFile = false;
   /** 1 for the directory's own children. */
-  depth: number;
+  depth = 0;
+
+  /**
+   * The entry's host path, built when asked: a find or a fuzzy search never
+   * needs it for a file. A string is cheaper to open than a descriptor path
+   * (grep opens every file), but it is resolved again at each use, so what is
+   * read through it must be vetted before it is returned (grep checks a
+   * matching file's real path). Listings never go through it.
+   */
+  get host(): string {
+    return this.dirHost === "/" ? `/${this.name}` : `${this.dirHost}/${this.name}`;
+  }
 }
 
 export interface WalkOptions {
@@ -34,7 +45,7 @@ interface Frame {
   /** The directory, held open: listed through `/proc/self/fd/<fd>`, its subdirectories opened from there. */
   fd: number;
   /** Its host path (for WalkEntry.host). */
-  path: string;
+  host: string;
   rel: string;
   depth: number;
   entries: Dirent[];
@@ -53,21 +64,21 @@ interface Frame {
 export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: WalkEntry) => boolean | void): { unreadable: number; stopped: boolean } {
   let unreadable = 0;
   /**
-   * The directory opened and listed, or undefined. The start (`path`
+   * The directory opened and listed, or undefined. The start (`host`
    * undefined) is followed: it is a pinned /proc/self/fd path; a subdirectory
    * is opened O_NOFOLLOW from its parent's descriptor.
    */
-  const open = (from: string, path: string | undefined, rel: string, depth: number): Frame | undefined => {
+  const open = (from: string, host: string | undefined, rel: string, depth: number): Frame | undefined => {
     let fd: number;
     try {
-      fd = openSync(from, O_PATH | constants.O_DIRECTORY | (path === undefined ? 0 : constants.O_NOFOLLOW));
+      fd = openSync(from, O_PATH | constants.O_DIRECTORY | (host === undefined ? 0 : constants.O_NOFOLLOW));
     } catch {
       unreadable++;
       return undefined;
     }
     const pinned = `/proc/self/fd/${fd}`;
     try {
-      return { fd, path: path ?? readlinkSync(pinned), rel, depth, entries: readdirSync(pinned, { withFileTypes: true }), next: 0 };
+      return { fd, host: host ?? readlinkSync(pinned), rel, depth, entries: readdirSync(pinned, { withFileTypes: true }), next: 0 };
     } catch {
       closeSync(fd);
       unreadable++;
@@ -77,6 +88,7 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
   const start = open(hostDir, undefined, "", 0);
   if (!start) return { unreadable, stopped: false };
   const stack: Frame[] = [start];
+  const entry = new WalkEntry();
   try {
     let sinceCheck = 0;
     while (stack.length > 0) {
@@ -96,11 +108,16 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
       const isDirectory = dirent.isDirectory();
       const rel = frame.rel ? `${frame.rel}/${name}` : name;
       if (isDirectory && options.excludeDirs?.(name, rel)) continue;
-      const host = frame.path === "/" ? `/${name}` : `${frame.path}/${name}`; // (path.join normalizes: measurably slower per entry)
       const depth = frame.depth + 1;
-      if (visit({ rel, name, host, isDirectory, isFile: dirent.isFile(), depth }) === false) return { unreadable, stopped: true };
+      entry.rel = rel;
+      entry.name = name;
+      entry.dirHost = frame.host;
+      entry.isDirectory = isDirectory;
+      entry.isFile = !isDirectory && dirent.isFile();
+      entry.depth = depth;
+      if (visit(entry) === false) return { unreadable, stopped: true };
       if (isDirectory && (options.maxDepth === undefined || depth < options.maxDepth)) {
-        const child = open(`/proc/self/fd/${frame.fd}/${name}`, host, rel, depth);
+        const child = open(`/proc/self/fd/${frame.fd}/${name}`, entry.host, rel, depth);
         if (child) stack.push(child);
       }
     }

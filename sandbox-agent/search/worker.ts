@@ -1,24 +1,25 @@
 import { parentPort } from "node:worker_threads";
-import { runJob, type SearchJob } from "./jobs.js";
+import { runShares, type SharedWalk } from "./answer.js";
+import type { SearchJob } from "./jobs.js";
 
 /**
  * A search worker: walks and reads with synchronous calls (several times
  * faster than the threadpool round trips of async fs on many small files)
  * without ever blocking the agent's event loop. `cancel` is a shared flag the
- * agent sets when the client goes away.
+ * agent sets when the client goes away; `walk`, the shares of a walk several
+ * workers take part in.
  */
 interface Request {
   id: number;
   job: SearchJob;
+  walk?: SharedWalk;
   cancel: SharedArrayBuffer;
 }
 
-parentPort!.on("message", ({ id, job, cancel }: Request) => {
+parentPort!.on("message", ({ id, job, walk, cancel }: Request) => {
   const flag = new Int32Array(cancel);
   try {
-    // The answer leaves as JSON text: one string crosses the thread boundary, not thousands of objects.
-    const json = JSON.stringify(runJob(job, () => Atomics.load(flag, 0) !== 0));
-    parentPort!.postMessage({ id, json });
+    parentPort!.postMessage({ id, answers: runShares(job, walk, () => Atomics.load(flag, 0) !== 0) });
   } catch (err) {
     parentPort!.postMessage({ id, error: (err as Error).message ?? String(err) });
   }

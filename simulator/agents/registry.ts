@@ -296,7 +296,7 @@ export class SandboxAgents {
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const endpoint = entry.supervisor.endpoint;
     if (!endpoint) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
-    return { ...endpoint, token: entry.token };
+    return { ...endpoint, token: entry.token, openPort: entry.supervisor.openPort };
   }
 
   async stopAll(): Promise<void> {

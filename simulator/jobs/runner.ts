@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync } from "node:fs";
-import { request } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signJwt } from "../auth/jwt.js";
 import type { SimDeps } from "../deps.js";
 import type { AgentHandle, Launcher, LaunchSpec } from "../launcher/types.js";
+import { agentFetch, describeLauncher, type AgentEndpoint } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import type { StoredResource } from "../store/resources.js";
 import { tail, type RunDoc, type RunRecord, type RunTask } from "./run-state.js";
@@ -58,6 +58,9 @@ interface ExecutionRef {
 
 type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
 
+/** Task data up to this size (JSON bytes) goes inline in a data: URL; Linux caps one environment string at 128 KiB. */
+const INLINE_DATA_MAX = 64 * 1024;
+
 const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
 
 export class JobRunner {
@@ -66,12 +69,28 @@ export class JobRunner {
   /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */
   private stopping = false;
   private readonly runs = new Set<Promise<void>>();
+  /** Whether task environments are isolated from the host's network (the launcher's isolation). */
+  private isolated?: boolean;
 
   constructor(private readonly options: JobRunnerOptions) {}
 
   /** The URL blStartJob fetches for the execution's task data (BL_EXECUTION_DATA_URL). */
   dataUrl(ref: ExecutionRef, token: string): string {
     return `${this.options.deps.urls.base}/job-data/${[ref.workspace, ref.job, ref.execution, token].map(encodeURIComponent).join("/")}`;
+  }
+
+  /**
+   * BL_EXECUTION_DATA_URL for a task. An isolated task environment cannot
+   * reach the simulator (the host's loopback is closed to it, as to every
+   * sandbox), so there the data travels in the URL itself: a `data:` URL, which
+   * Node's fetch (blStartJob's) reads like any response. Larger than an
+   * environment variable comfortably holds, it is the simulator's HTTP URL.
+   */
+  private executionDataUrl(ref: ExecutionRef, taskInputs: unknown[], token: string): string {
+    this.isolated ??= describeLauncher(this.options.launcher).isolated;
+    const json = JSON.stringify({ tasks: taskInputs });
+    if (this.isolated && json.length <= INLINE_DATA_MAX) return `data:application/json;base64,${Buffer.from(json).toString("base64")}`;
+    return this.dataUrl(ref, token);
   }
 
   /** Starts running a stored execution (its doc carries __run); returns at once. */
@@ -214,9 +233,9 @@ export class JobRunner {
       const timeout = runtime.timeout && runtime.timeout > 0 ? runtime.timeout : undefined;
       // The agent's timeout bounds the wait (422 when it expires, as the reference daemon); keepAlive with a
       // timeout is what kills the process group. A task past the job's timeout is killed either way.
-      const { status, body } = await postJson(`${current.handle.url}/process`, current.token, { command: run.command, name: TASK_PROCESS, waitForCompletion: true, timeout, keepAlive: timeout !== undefined });
+      const { status, body } = await postJson(current.handle, "/process", current.token, { command: run.command, name: TASK_PROCESS, waitForCompletion: true, timeout, keepAlive: timeout !== undefined });
       if (status === 422 && timeout !== undefined && /timed out/.test(String(body.error ?? ""))) {
-        await postJson(`${current.handle.url}/process/${TASK_PROCESS}/kill`, current.token, {}).catch(() => undefined);
+        await postJson(current.handle, `/process/${TASK_PROCESS}/kill`, current.token, {}).catch(() => undefined);
         return { ok: false, exitCode: -1, timedOut: true, error: `timed out after ${timeout} s: killed` };
       }
       if (status !== 200) return { ok: false, error: `the task's agent refused the command (${status}): ${String(body.error ?? body.message ?? "")}` };
@@ -245,7 +264,7 @@ export class JobRunner {
     return {
       ...fromJob,
       ...item.doc.env,
-      BL_EXECUTION_DATA_URL: this.dataUrl(ref, run.dataToken),
+      BL_EXECUTION_DATA_URL: this.executionDataUrl(ref, item.doc.taskInputs, run.dataToken),
       TASK_INDEX: String(index),
       TASK_COUNT: String(run.tasks.length),
       TASK_ATTEMPT: String(attempt - 1),
@@ -267,8 +286,7 @@ export class JobRunner {
    */
   private async killCommand(attempt: Attempt): Promise<void> {
     for (let tries = 0; tries < 100 && [...this.attempts.values()].some((set) => set.has(attempt)); tries++) {
-      const url = attempt.handle?.url;
-      if (url) await postJson(`${url}/process/${TASK_PROCESS}/kill`, attempt.token, {}).catch(() => {});
+      if (attempt.handle) await postJson(attempt.handle, `/process/${TASK_PROCESS}/kill`, attempt.token, {}).catch(() => {});
       await sleep(200);
     }
   }
@@ -278,21 +296,8 @@ export class JobRunner {
  * POST with a JSON body through node:http, without a response timeout: a
  * task's command may run for hours (fetch would give up after 5 minutes).
  */
-function postJson(url: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("error", reject);
-      res.on("end", () => {
-        try {
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as Record<string, unknown> });
-        } catch (err) {
-          reject(err as Error);
-        }
-      });
-    });
-    req.on("error", reject);
-    req.end(JSON.stringify(body));
-  });
+/** A JSON POST to a task's agent, through its endpoint (a TCP URL, or the Unix socket of an isolated one). */
+async function postJson(agent: AgentEndpoint, path: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const reply = await agentFetch(agent, { method: "POST", path, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  return { status: reply.status, body: JSON.parse(reply.text || "{}") as Record<string, unknown> };
 }

@@ -14,7 +14,8 @@ import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
-import { hostsFile, readInfo, setHostname, unlockWorkDir } from "./sandbox-setup.js";
+import { portHandoff } from "./port-handoff.js";
+import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
@@ -63,8 +64,15 @@ export interface BwrapLauncherOptions {
  * memory cgroup where the host allows one, and its agent on a Unix socket
  * in its data dir (no host port). docs/launchers.md.
  */
+/** Node reads only its own CA list: pointed at the sandbox's bundle when the host added certificates to it. */
+function caEnv(): Record<string, string> {
+  return hostExtraCertificates() ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA_BUNDLE } : {};
+}
+
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
+  /** Each sandbox's `/` is an overlay over its image's root filesystem (LaunchSpec.imageRootDir) when one is given. */
+  readonly usesImageRoot = true;
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
@@ -132,6 +140,8 @@ export class BwrapLauncher implements Launcher {
       endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
       alsoReady: sandbox.network,
       sandboxPid: sandbox.sandboxPid,
+      // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
+      openPort: portHandoff(sandbox.child),
     };
   }
 
@@ -158,6 +168,7 @@ export class BwrapLauncher implements Launcher {
     return [
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
       "--socket", AGENT_SOCKET,
+      "--port-handoff",
       "--process-wrapper", JSON.stringify(this.sandboxKit().processWrapper),
       ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
@@ -171,7 +182,7 @@ export class BwrapLauncher implements Launcher {
   }
 
   private sandboxEnv(spec: LaunchSpec): NodeJS.ProcessEnv {
-    return { ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
+    return { ...caEnv(), ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
   }
 
   /**
@@ -183,6 +194,7 @@ export class BwrapLauncher implements Launcher {
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
     const etc = this.writeSandboxEtc(spec);
     const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
+    if (overlay) addHostCertificates(spec.imageRootDir!, spec.rootDir);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
     const bwrapArgs = [
       "--die-with-parent", "--new-session",
@@ -206,10 +218,11 @@ export class BwrapLauncher implements Launcher {
     ];
     const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
-    const stdio: StdioOptions = warm ? ["ignore", "pipe", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe", "pipe"];
+    // fd 3: bwrap's --info-fd; fd 4: the agent's IPC channel (warm activation, then --port-handoff).
+    const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "ipc"];
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
-    const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
+    const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
     child.on("error", () => {});
 
     let link: OutboundLink | undefined;

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isAlive, signal, startTimeOf } from "./proc.js";
@@ -32,6 +33,8 @@ export interface ChildSpec {
   alsoReady?: () => Promise<void>;
   /** Extra fields of the handle (the sandbox's init pid). */
   sandboxPid?: () => number | undefined;
+  /** The handle's openPort (AgentHandle). */
+  openPort?: (port: number) => Promise<Socket>;
 }
 
 const PID_FILE = "launcher.pid";
@@ -103,7 +106,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
  * Waits for an already spawned agent to report its address and answer
  * /health; `activate` (warm agents) is called once the listeners are in place.
  */
-export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid">, activate?: () => void): Promise<AgentHandle> {
+export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort">, activate?: () => void): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -158,6 +161,7 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     ...endpoint,
     pid: child.pid,
     sandboxPid: spec.sandboxPid?.(),
+    openPort: spec.openPort,
     exited,
     stop(graceMs = DEFAULT_STOP_GRACE_MS) {
       stopping ??= (async () => {

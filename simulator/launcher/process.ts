@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
+import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan, startChild } from "./child.js";
+import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
@@ -49,7 +50,7 @@ export class ProcessLauncher implements Launcher {
       await reapOrphan(spec.dataDir);
       const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
       try {
-        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs }, () => warm.send(activation));
+        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs, openPort: connectOnHost }, () => warm.send(activation));
       } finally {
         this.refill(); // after, not during: on a small machine the next warm-up would slow this start
       }
@@ -57,11 +58,13 @@ export class ProcessLauncher implements Launcher {
     // Cold start: the token goes on a pipe, not in the environment every sandbox process could read in /proc.
     return startChild({
       command: process.execPath,
-      args: [this.options.agentMain ?? agentMainPath(), ...args, "--token-fd", String(AGENT_TOKEN_FD)],
+      args: [...AGENT_NODE_FLAGS, this.options.agentMain ?? agentMainPath(), ...args, "--token-fd", String(AGENT_TOKEN_FD)],
       env: agentEnvWithoutToken(spec, spec.rootDir),
       tokenOnFd3: spec.token,
       dataDir: spec.dataDir,
       readyTimeoutMs: this.options.readyTimeoutMs,
+      // No network of its own: the simulator reaches the sandbox's ports as the agent would.
+      openPort: connectOnHost,
     });
   }
 
@@ -96,7 +99,7 @@ export class ProcessLauncher implements Launcher {
       const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
       if (!existsSync(script)) return;
       // A minimal environment until activation replaces it with the sandbox's.
-      const child = spawn(process.execPath, [script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
+      const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
       child.on("error", () => {});
       const ready = new Promise<boolean>((resolve) => {
         child.once("message", () => resolve(true));

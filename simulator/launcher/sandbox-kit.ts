@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, relative } from "node:path";
-import { packageRootOf } from "./agent-main.js";
+import { AGENT_NODE_FLAGS, packageRootOf } from "./agent-main.js";
 
 /**
  * The agent as every isolated sandbox gets it: the host's node binary, the
@@ -114,7 +114,7 @@ export function sandboxKit(agentMainOnHost: string, setprivPath: string): Sandbo
   }
   return {
     binds,
-    loader: run(`${KIT}/bin/node`),
+    loader: [...run(`${KIT}/bin/node`), ...AGENT_NODE_FLAGS],
     agentMain: agentInside,
     warmMain: `${KIT}/dist/simulator/launcher/warm-agent.js`,
     processWrapper: [...run(`${KIT}/bin/setpriv`), "--inh-caps=-all", "--bounding-set=-all", "--"],

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { which } from "./isolation.js";
 import { LaunchError } from "./types.js";
@@ -50,4 +50,45 @@ export function unlockWorkDir(workDir: string): void {
   } catch {
     // Never created, or already gone.
   }
+}
+
+/** Where Debian keeps the CA certificates a host's administrator added (update-ca-certificates reads them). */
+const HOST_EXTRA_CA_DIR = "/usr/local/share/ca-certificates";
+export const SANDBOX_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
+let extraCertificates: string | undefined;
+
+/**
+ * The host's locally added CA certificates (a TLS-inspecting proxy's, a
+ * company's), PEM, "" when there are none. A sandbox whose traffic leaves
+ * through such a host needs them to reach anything over TLS (`npm install`).
+ */
+export function hostExtraCertificates(dir = HOST_EXTRA_CA_DIR): string {
+  if (dir === HOST_EXTRA_CA_DIR && extraCertificates !== undefined) return extraCertificates;
+  let pem = "";
+  try {
+    for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && entry.name.endsWith(".crt")) pem += `${readFileSync(join(entry.parentPath, entry.name), "utf8").trim()}\n`;
+    }
+  } catch {
+    // No such directory: nothing added.
+  }
+  if (dir === HOST_EXTRA_CA_DIR) extraCertificates = pem;
+  return pem;
+}
+
+/**
+ * Before the overlay is mounted: the sandbox's own layer gets the image's CA
+ * bundle plus the host's added certificates, unless the sandbox already has
+ * its own bundle there (kept across restarts). Nothing when the host added none.
+ */
+export function addHostCertificates(imageRoot: string, upper: string, extras = hostExtraCertificates()): boolean {
+  if (!extras) return false;
+  const target = join(upper, SANDBOX_CA_BUNDLE);
+  if (existsSync(target)) return true;
+  const imageBundle = join(imageRoot, SANDBOX_CA_BUNDLE);
+  // A bundle that is a link is the image's business (it would resolve against the host here): start from nothing then.
+  const base = existsSync(imageBundle) && lstatSync(imageBundle).isFile() ? readFileSync(imageBundle, "utf8") : "";
+  mkdirSync(dirname(target), { recursive: true });
+  writeFileSync(target, `${base.trimEnd()}\n${extras}`, { mode: 0o644 });
+  return true;
 }

@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
 import { DEFAULT_STOP_GRACE_MS } from "./child.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
@@ -63,6 +64,11 @@ export class AgentSupervisor {
   get endpoint(): AgentEndpoint | undefined {
     const handle = this._state === "running" ? this.handle : undefined;
     return handle && { url: handle.url, socketPath: handle.socketPath };
+  }
+
+  /** The running agent's openPort (AgentHandle), when its launcher gives one. */
+  get openPort(): ((port: number) => Promise<Socket>) | undefined {
+    return this._state === "running" ? this.handle?.openPort : undefined;
   }
 
   get pid(): number | undefined {

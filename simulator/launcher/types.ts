@@ -4,6 +4,7 @@
  * container, a Kubernetes pod). Everything else (proxy, lifecycle, schedules)
  * only ever sees an AgentHandle's endpoint and exit. See docs/launchers.md.
  */
+import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
 
 export interface LaunchSpec {
@@ -63,6 +64,16 @@ export interface AgentHandle extends AgentEndpoint {
   pid?: number;
   /** Host pid of the sandbox's first process (its PID namespace's init) under an isolating launcher. */
   sandboxPid?: number;
+  /**
+   * A connection to port n inside the sandbox, for a launcher that can give one (optional: the
+   * proxy otherwise goes through the agent's /port/{n}). The proxy then speaks HTTP to the
+   * in-sandbox server itself, one hop instead of two. Rejects with PortRefused
+   * (port-handoff.ts) when nothing listens there, with any other error when the sandbox cannot
+   * be asked (503). bwrap: the agent connects inside the sandbox's network and hands the socket
+   * over its IPC channel; process: the simulator connects itself (the sandbox shares the host's
+   * network); docker: none. A Kubernetes launcher could dial the pod's IP.
+   */
+  openPort?(port: number): Promise<Socket>;
   /** Settles once the agent has exited, however that happened. Never rejects. */
   exited: Promise<AgentExit>;
   /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */

@@ -12,6 +12,7 @@ import { openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
 import { DataDirLockedError } from "../../sandbox-agent/data-dir-lock.js";
+import { servePortHandoff } from "../../sandbox-agent/ports/handoff.js";
 
 export interface WarmActivation {
   argv: string[];
@@ -25,10 +26,12 @@ async function activate(message: WarmActivation): Promise<void> {
   // The sandbox's environment replaces the launcher's: processes the agent runs inherit process.env.
   for (const key of Object.keys(process.env)) delete process.env[key];
   Object.assign(process.env, message.env);
-  process.disconnect?.();
   const config = parseAgentConfig(message.argv, process.env);
   if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
+  // The channel stays only to hand over connections to the sandbox's ports (--port-handoff).
+  if (config.portHandoff) servePortHandoff(process, logger);
+  else process.disconnect?.();
   const runtime = await openAgent(config, { logger });
   const app = createApp(runtime.deps);
   const serving = config.socket

@@ -1,4 +1,5 @@
 import { Agent, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
@@ -6,21 +7,27 @@ import type { Logger } from "../../src/logging.js";
 import { spliceSockets } from "../../src/tunnel.js";
 import { closeRatherThanDrain } from "../http/body-budget.js";
 import { agentRequest, endpointHost, type AgentEndpoint } from "../launcher/endpoint.js";
+import { PortRefused } from "../launcher/port-handoff.js";
 import { Coalescer } from "./coalesce.js";
 import { edgeError, edgeErrorReply } from "./edge-errors.js";
 import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
+import { directRequest, directTarget, refuseUpgrade, replyPortRefused, replyServerFailed } from "./port-direct.js";
 import { isPortPath, targetFromHost, targetFromPath, targetFromRunPath, type SandboxTarget } from "./route.js";
 
 /**
- * The sandbox reverse proxy: streams each request to the sandbox's agent and
- * the reply back, both ways without buffering (node:http piping keeps
- * backpressure, so a 200 MiB upload holds a few socket buffers, not the body).
- * Upgrades (WebSocket) become a raw socket pipe once the agent answers 101.
+ * The sandbox reverse proxy: streams each request to the sandbox's agent (or,
+ * for /port/{n} and previews where the launcher can open the port, straight to
+ * the in-sandbox server: port-direct.ts) and the reply back, both ways without
+ * buffering (node:http piping keeps backpressure, so a 200 MiB upload holds a
+ * few socket buffers, not the body). Upgrades (WebSocket) become a raw socket
+ * pipe once the next hop answers 101.
  */
 
 /** The agent's endpoint (TCP URL, or Unix socket with a nominal URL) and the sandbox's token. */
 export interface Upstream extends AgentEndpoint {
   token: string;
+  /** A connection to a port inside the sandbox (AgentHandle.openPort), when its launcher gives one: /port/{n} and previews then take one hop. */
+  openPort?(port: number): Promise<Socket>;
 }
 
 /** Where one request goes, once routed and allowed. */
@@ -147,27 +154,54 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     return errors.internal((err as Error)?.message ?? String(err));
   }
 
+  /**
+   * The request to the next hop: the in-sandbox server itself over a connection the launcher
+   * opened (port-direct.ts, one hop), else the agent. Rejects with PortRefused (nothing listens
+   * on the port) or an ApiError 503 (the sandbox cannot be asked).
+   */
+  async function openUpstream(req: IncomingMessage, plan: ForwardPlan, upstream: Upstream, extraHeaders: OutgoingHttpHeaders = {}): Promise<{ upReq: ClientRequest; direct?: { port: number } }> {
+    const headers = Object.assign(headersFor(req, plan, upstream), extraHeaders);
+    const direct = directTarget(plan.audience, plan.target.path, upstream.openPort !== undefined);
+    if (!direct) return { upReq: upstreamRequest(upstream, req.method, plan.target.path, headers) };
+    const socket = await upstream.openPort!(direct.port).catch((err: Error) => {
+      if (err instanceof PortRefused) throw err;
+      throw agentDown(plan.target, err.message);
+    });
+    return { upReq: directRequest(socket, req.method, direct.path, headers, upstream.token), direct };
+  }
+
   async function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): Promise<void> {
     const upstream = await options.upstream(plan.target);
-    const upReq = upstreamRequest(upstream, req.method, plan.target.path, headersFor(req, plan, upstream));
+    let opened: Awaited<ReturnType<typeof openUpstream>>;
+    try {
+      opened = await openUpstream(req, plan, upstream);
+    } catch (err) {
+      if (err instanceof PortRefused) return replyPortRefused(req, res, err, plan.replyHeaders);
+      throw err;
+    }
+    const { upReq, direct } = opened;
+    if (res.destroyed) return void upReq.destroy(); // the caller left while the connection was being opened
     upReq.on("response", (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, { ...responseHeaders(upRes.headers), ...plan.replyHeaders });
       res.flushHeaders(); // streamed replies (process logs) must reach the caller before their first byte
       pipeline(upRes, res, () => {});
     });
-    upReq.on("error", (err) => {
+    upReq.on("error", (err: NodeJS.ErrnoException) => {
       if (res.headersSent || res.destroyed) return void res.destroy();
+      if (direct) return replyServerFailed(res, direct.port, err, plan.replyHeaders);
       options.logger?.warn({ sandbox: plan.target.sandbox, workspace: plan.target.workspace, err: err.message }, "sandbox agent unreachable");
-      sendError(req, res, agentDown(plan.target, (err as NodeJS.ErrnoException).code ?? err.message));
+      sendError(req, res, agentDown(plan.target, err.code ?? err.message));
     });
-    // The caller going away (a cut upload, a closed log stream) ends the agent's side too.
+    // The caller going away (a cut upload, a closed log stream) ends the next hop's side too.
     res.on("close", () => {
       if (!res.writableFinished) upReq.destroy();
     });
-    // Larger writes cost the agent less per MiB than one chunk per 64 KiB socket read (see Coalescer).
-    pipeline(req, new Coalescer(), upReq, (err) => {
+    const done = (err: Error | null | undefined) => {
       if (err) upReq.destroy();
-    });
+    };
+    // Straight to the app, the body is a raw stream. To the agent, larger writes cost it less per MiB than one chunk per 64 KiB socket read (see Coalescer).
+    if (direct) pipeline(req, upReq, done);
+    else pipeline(req, new Coalescer(), upReq, done);
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): boolean {
@@ -202,10 +236,14 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     planned
       .then(async (plan) => {
         const upstream = await options.upstream(plan.target);
-        const headers = headersFor(req, plan, upstream);
-        headers.connection = "Upgrade";
-        headers.upgrade = req.headers.upgrade ?? "websocket";
-        const upReq = upstreamRequest(upstream, req.method, plan.target.path, headers);
+        let upReq: ClientRequest;
+        try {
+          ({ upReq } = await openUpstream(req, plan, upstream, { connection: "Upgrade", upgrade: req.headers.upgrade ?? "websocket" }));
+        } catch (err) {
+          if (err instanceof PortRefused) return refuseUpgrade(socket, err);
+          throw err;
+        }
+        if (socket.destroyed) return void upReq.destroy();
         upReq.on("upgrade", (upRes, upSocket, upHead) => {
           if (socket.destroyed) return void upSocket.destroy();
           socket.write(rawHead(101, upRes.statusMessage, upRes.rawHeaders, true));

@@ -5,7 +5,7 @@ import { quickstart } from "../../examples/quickstart.js";
 /** examples/quickstart.ts, run as a user would, against startSimulator() (the README's programmatic API). */
 let sim: StartedSimulator;
 beforeAll(async () => {
-  sim = await startSimulator({ logLevel: "silent" });
+  sim = await startSimulator({ logLevel: "silent", imageSource: "host" });
   Object.assign(process.env, sim.env);
   delete process.env.BL_CLIENT_CREDENTIALS;
   delete process.env.BL_API_VERSION;

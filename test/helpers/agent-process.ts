@@ -16,13 +16,14 @@ export interface AgentProcess {
  * Runs the built agent (dist/, compiled by `npm test` before vitest starts) as
  * a real child process on a free port, so tests can SIGTERM or kill -9 it.
  */
-export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, launcher: readonly string[] = []): Promise<AgentProcess> {
+export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, options: { ipc?: boolean; launcher?: readonly string[] } = {}): Promise<AgentProcess> {
   if (!existsSync(AGENT_MAIN)) throw new Error(`${AGENT_MAIN} is missing: run npm run build first`);
   // `launcher`: an argv that execs the agent in turn (setpriv, unshare), so the child is still the agent.
-  const argv = [...launcher, process.execPath, AGENT_MAIN, "--port", "0", "--log-level", "warn", ...args];
+  const argv = [...(options.launcher ?? []), process.execPath, AGENT_MAIN, "--port", "0", "--log-level", "warn", ...args];
   const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    // ipc: the channel a launcher starts an agent with (--port-handoff).
+    stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
   });
   let err = "";
   child.stderr!.on("data", (d) => (err += d));

@@ -37,7 +37,7 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
     mkdirSync(nativeDir, { recursive: true });
     copyFileSync(join(repo, "node_modules", "better-sqlite3", "build", "Release", "better_sqlite3.node"), join(nativeDir, "better_sqlite3.node"));
 
-    sim = spawn(process.execPath, [join(installed, "dist", "simulator", "main.js"), "--port", "0", "--api-key", KEY, "--log-level", "warn"], { cwd: project, stdio: ["ignore", "pipe", "pipe"] });
+    sim = spawn(process.execPath, [join(installed, "dist", "simulator", "main.js"), "--port", "0", "--api-key", KEY, "--log-level", "warn", "--image-source", "host"], { cwd: project, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     sim.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     const url = await new Promise<string>((resolve, reject) => {

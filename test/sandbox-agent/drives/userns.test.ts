@@ -45,7 +45,7 @@ describe.skipIf(SKIP !== "")(`drives as root of a user namespace${SKIP ? ` [SKIP
       mkdirSync(dir, { recursive: true });
       chownSync(dir, NOBODY, NOBODY);
     }
-    agent = await spawnAgent(["--root", root, "--data-dir", data], {}, LAUNCHER);
+    agent = await spawnAgent(["--root", root, "--data-dir", data], {}, { launcher: LAUNCHER });
     const mounted = await call("POST", `${agent.url}/drives/mount`, { driveName: "shared", mountPath: "/mnt/shared", readOnly: false });
     expect(mounted).toMatchObject({ status: 200, body: { backend: "bind", mountPath: "/mnt/shared" } });
     // A write under the mount point lands in the drive's directory (the mount is the agent's alone).

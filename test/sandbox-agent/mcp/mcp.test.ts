@@ -1,10 +1,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../../sandbox-agent/app.js";
+import { listen } from "../../../src/serve.js";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 import { loadSdk } from "../../helpers/sdk.js";
 import { killAll } from "../process/helpers.js";
@@ -64,6 +66,32 @@ describe("/mcp transport", () => {
     const res = await request(agent.url).post("/mcp").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc).expect(200);
     expect(res.body.result.structuredContent).toEqual({ path: "/" });
     expect((await request(agent.url).get("/mcp").set("Authorization", `Bearer ${TOKEN}`).expect(405)).body.error).toMatch(/SSE streaming not supported/);
+  });
+
+  it("a POST on a loopback socket naming another host is 403 (the reference's DNS rebinding protection); loopback names pass", async () => {
+    const rpc = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fsGetWorkingDirectory", arguments: {} } };
+    const post = (host: string) =>
+      request(agent.url).post("/mcp").set("Host", host).set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc);
+    for (const host of ["evil.example", "evil.example:80", "localhost.evil.example", "127.0.0.1.evil.example", "192.0.2.9:8080"]) {
+      const res = await post(host);
+      expect(res.status, host).toBe(403);
+      expect(res.body, host).toEqual({ error: `Forbidden: invalid Host header "${host}"` });
+    }
+    for (const host of ["localhost", "LocalHost:3000", "127.0.0.1:1", "127.9.8.7", "[::1]:80", "[::1]"]) expect((await post(host)).status, host).toBe(200);
+    expect((await request(agent.url).get("/mcp").set("Host", "evil.example").set("Authorization", `Bearer ${TOKEN}`)).status).toBe(405); // POST only, as there
+  });
+
+  it("a request on another interface is not concerned", async () => {
+    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === "IPv4" && !i.internal);
+    if (!external) return; // a machine with loopback only
+    const serving = await listen(createApp(agent.runtime.deps), external.address, 0);
+    try {
+      const rpc = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fsGetWorkingDirectory", arguments: {} } };
+      const res = await request(serving.url).post("/mcp").set("Host", "sandbox.example").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc);
+      expect(res.status).toBe(200);
+    } finally {
+      await serving.stop(1_000);
+    }
   });
 
   it("an unknown tool is a JSON-RPC error -32602, as the reference answers", async () => {

@@ -1,4 +1,5 @@
 import { writeFileSync } from "node:fs";
+import { get as get_ } from "node:http";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,6 +95,36 @@ describe("the log stream", () => {
       res.on("data", (c: Buffer) => (data += c)).on("end", () => cb(null, data));
     }).expect(200)).body as string;
     expect(text).toBe("stdout:out\nstdout:\n[Process failed with exit code 1. Attempting restart 1/1...]\nstdout:out\n");
+  });
+
+  /** Follows the log stream of `name`; once `ready` has arrived, runs `act`; resolves with all the stream carried. */
+  const followWhile = (name: string, ready: string, act: () => Promise<unknown>) =>
+    new Promise<string>((resolve, reject) => {
+      let text = "";
+      let acted = false;
+      get_(`${agent.url}/process/${name}/logs/stream`, (res) => {
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          text += chunk;
+          if (!acted && text.includes(ready)) {
+            acted = true;
+            act().catch(reject);
+          }
+        });
+        res.on("end", () => resolve(text));
+      }).on("error", reject);
+    });
+
+  it("stop and kill notices arrive raw after the output, as the reference pushes them (§4.4); the log files do not hold them", async () => {
+    await exec({ command: "echo out; printf partial; sleep 30", name: "to-stop-followed" }).expect(200);
+    const stopped = await followWhile("to-stop-followed", "stdout:out\n", () => request(agent.url).delete("/process/to-stop-followed").expect(200));
+    expect(stopped).toBe("stdout:out\nstdout:partial\n\n[Process is being gracefully terminated]\n");
+    await exec({ command: "echo out; sleep 30", name: "to-kill-followed" }).expect(200);
+    const killed = await followWhile("to-kill-followed", "stdout:out\n", () => request(agent.url).delete("/process/to-kill-followed/kill").expect(200));
+    expect(killed).toBe("stdout:out\n\n[Process is being forcefully killed]\n");
+    expect((await request(agent.url).get("/process/to-kill-followed/logs").expect(200)).body).toMatchObject({ stdout: "out\n", logs: "out\n" });
+    // a stream opened after the end replays the files alone
+    expect((await request(agent.url).get("/process/to-stop-followed/logs/stream").expect(200)).text).toBe("stdout:out\nstdout:partial\n");
   });
 });
 

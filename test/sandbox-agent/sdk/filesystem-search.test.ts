@@ -84,22 +84,22 @@ describe("@blaxel/core sandbox.fs: tree, find, search, grep, watch", () => {
     const events: { op: string; name: string; path: string; content?: string }[] = [];
     const handle = sandbox.fs.watch("/watched", (e) => void events.push(e), { withContent: true, ignore: ["skip-me"] });
     try {
-      await eventually(async () => agent.runtime.deps.watches.watches === 1, 5_000, "watch in place");
+      await eventually(async () => agent.runtime.deps.watches.watches === 1, 20_000, "watch in place");
       await sandbox.fs.write("/watched/skip-me.txt", "no");
       await sandbox.fs.write("/watched/hello.txt", "hi there");
-      await eventually(async () => events.some((e) => e.name === "hello.txt" && e.content === "hi there"), 5_000, "event with content");
+      await eventually(async () => events.some((e) => e.name === "hello.txt" && e.content === "hi there"), 20_000, "event with content");
       expect(events.find((e) => e.name === "hello.txt")).toMatchObject({ op: "CREATE", path: "/watched" });
       expect(events.some((e) => e.name.includes("skip-me"))).toBe(false);
     } finally {
       handle.close();
     }
-    await eventually(async () => agent.runtime.deps.watches.watches === 0, 5_000, "watch freed");
+    await eventually(async () => agent.runtime.deps.watches.watches === 0, 20_000, "watch freed"); // a loaded machine may take seconds
   });
 
   it("watch of a path that is not a directory reports through onError", async () => {
     const failures: Error[] = [];
     const handle = sandbox.fs.watch("/no-such-dir", () => undefined, { withContent: false, onError: (err) => void failures.push(err) });
-    await eventually(async () => failures.length > 0, 5_000, "onError");
+    await eventually(async () => failures.length > 0, 20_000, "onError");
     handle.close();
     expect(failures[0]!.message).toMatch(/path is not a directory/);
   });

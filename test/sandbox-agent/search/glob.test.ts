@@ -48,6 +48,13 @@ describe("FuzzyMatcher (fzf v2 scoring)", () => {
     expect(m.score("main.go")).toBeGreaterThan(0);
     expect(m.score("MAIN.GO")).toBeGreaterThan(0);
     expect(m.score("gom")).toBeUndefined();
+    expect(m.score("mg")).toBeUndefined();
+  });
+  it("non-ASCII text and patterns are lower-cased as JavaScript does (the ASCII fast rejection defers to it)", () => {
+    expect(new FuzzyMatcher("k").score("\u212a")).toBeGreaterThan(0); // the Kelvin sign lower-cases to k
+    expect(new FuzzyMatcher("kx").score("\u212a")).toBeUndefined();
+    expect(new FuzzyMatcher("ÉTÉ").score("notes/été.md")).toBeGreaterThan(0);
+    expect(new FuzzyMatcher("cafe").score("café")).toBeUndefined();
   });
   it("ranks consecutive and boundary matches above scattered ones", () => {
     const m = new FuzzyMatcher("button");

@@ -1,9 +1,10 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { joinShares, runShares, type SharedWalk } from "../../../sandbox-agent/search/answer.js";
 import { ContentSearcher, WINDOW_BYTES, type ContentMatch } from "../../../sandbox-agent/search/content.js";
-import { runFind, runGrep } from "../../../sandbox-agent/search/jobs.js";
-import { parseFindQuery, parseGrepQuery } from "../../../sandbox-agent/search/options.js";
+import { runFind, runGrep, type SearchJob } from "../../../sandbox-agent/search/jobs.js";
+import { parseFindQuery, parseFuzzyQuery, parseGrepQuery } from "../../../sandbox-agent/search/options.js";
 import { tempDir } from "../../helpers/agent.js";
 
 let root: string;
@@ -42,6 +43,37 @@ describe("search jobs stop early", () => {
     const result = runGrep({ kind: "grep", hostDir: root, hostRoot: join(root, "d0"), options: parseGrepQuery({ query: "needle" }), deadline: Date.now() + 60_000 }, never);
     expect(result.matches?.every((m) => m.path.startsWith("d0/"))).toBe(true);
     expect(result.total).toBe(40);
+  });
+});
+
+describe("a walk shared out among workers", () => {
+  const shared = (): SharedWalk => {
+    const names = Array.from({ length: 10 }, (_, d) => `d${d}`); // (lexical order: d0…d9)
+    return { topLevel: [names.slice(0, 3), names.slice(3, 4), names.slice(4, 8), names.slice(8)], claim: new SharedArrayBuffer(4) };
+  };
+  const jobs = (): SearchJob[] => [
+    { kind: "find", hostDir: root, hostRoot: root, options: parseFindQuery({ maxResults: "0" }), deadline: Date.now() + 60_000 },
+    { kind: "find", hostDir: root, hostRoot: root, options: parseFindQuery({ maxResults: "130" }), deadline: Date.now() + 60_000 },
+    { kind: "find", hostDir: root, hostRoot: root, options: parseFindQuery({ type: "directory" }), deadline: Date.now() + 60_000 },
+    { kind: "fuzzy", hostDir: root, hostRoot: root, options: parseFuzzyQuery({ query: "d1f1", maxResults: "7" }, "/"), deadline: Date.now() + 60_000 },
+    { kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "NEEDLE", maxResults: "45" }), deadline: Date.now() + 60_000 },
+    { kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "absent" }), deadline: Date.now() + 60_000 },
+  ];
+
+  it("every share is claimed once, by whichever worker asks first", () => {
+    const walk = shared();
+    const first = runShares(jobs()[0]!, walk, never);
+    expect(first.map((a) => a.share)).toEqual([0, 1, 2, 3]);
+    expect(runShares(jobs()[0]!, walk, never)).toEqual([]);
+  });
+
+  it("the joined answer is the answer of the whole walk, cut at the limit in walk order (fuzzy: by score)", () => {
+    for (const job of jobs()) {
+      const whole = joinShares(job, [runShares(job, undefined, never)]);
+      const [first, ...rest] = runShares(job, shared(), never);
+      const joined = joinShares(job, [rest, [first!]]); // (workers answer in any order)
+      expect(JSON.parse(joined), `${job.kind} ${JSON.stringify(job.options)}`).toEqual(JSON.parse(whole));
+    }
   });
 });
 

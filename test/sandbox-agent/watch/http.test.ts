@@ -85,7 +85,7 @@ describe("GET /watch/filesystem/{path}", () => {
         const count = () => s.events().filter((e) => `${e.op} ${e.name}` === expected).length;
         const before = count();
         action();
-        await eventually(async () => count() > before, 5_000, expected);
+        await eventually(async () => count() > before, 20_000, expected);
       };
       await step(() => writeFileSync(join(dir, "a.txt"), "1"), "WRITE a.txt"); // CREATE, then the WRITE of its content
       await step(() => writeFileSync(join(dir, "a.txt"), "2", { flag: "a" }), "WRITE a.txt");
@@ -113,7 +113,7 @@ describe("GET /watch/filesystem/{path}", () => {
       writeFileSync(join(dir, "c.txt"), "2", { flag: "a" });
       renameSync(join(dir, "c.txt"), join(dir, "d.txt"));
       rmSync(join(dir, "d.txt"));
-      await eventually(async () => s.events().some((e) => e.op === "REMOVE" && e.name === "d.txt"), 5_000, "REMOVE d.txt");
+      await eventually(async () => s.events().some((e) => e.op === "REMOVE" && e.name === "d.txt"), 20_000, "REMOVE d.txt");
       expect(s.events().map((e) => `${e.op} ${e.name}`).filter((o) => !o.startsWith("WRITE"))).toEqual(["CREATE c.txt", "RENAME c.txt", "CREATE d.txt", "REMOVE d.txt"]);
     } finally {
       s.close();
@@ -127,7 +127,7 @@ describe("GET /watch/filesystem/{path}", () => {
       writeFileSync(join(dir, "sub/deep.txt"), "x");
       mkdirSync(join(dir, "new/inner"), { recursive: true });
       writeFileSync(join(dir, "new/inner/file.txt"), "x");
-      await eventually(async () => s.events().some((e) => e.name === "file.txt" && e.path === "/w/new/inner"), 5_000, "file.txt in a new directory");
+      await eventually(async () => s.events().some((e) => e.name === "file.txt" && e.path === "/w/new/inner"), 20_000, "file.txt in a new directory");
       expect(s.events().some((e) => e.op === "CREATE" && e.name === "deep.txt" && e.path === "/w/sub")).toBe(true);
       expect(s.events().some((e) => e.op === "CREATE" && e.name === "new" && e.path === "/w")).toBe(true);
       expect(s.events().some((e) => e.name === "existing.txt")).toBe(false); // pre-existing files are not reported
@@ -144,7 +144,7 @@ describe("GET /watch/filesystem/{path}", () => {
       mkdirSync(join(dir, "ignored-folder"));
       writeFileSync(join(dir, "ignored-folder/in.txt"), "x");
       writeFileSync(join(dir, "kept.txt"), "x");
-      await eventually(async () => s.events().some((e) => e.name === "kept.txt"), 5_000, "kept.txt");
+      await eventually(async () => s.events().some((e) => e.name === "kept.txt"), 20_000, "kept.txt");
       expect(s.events().filter((e) => e.name.startsWith("ignored") || e.path.includes("ignored"))).toEqual([]);
     } finally {
       s.close();
@@ -155,16 +155,16 @@ describe("GET /watch/filesystem/{path}", () => {
     const s = await watchStream(encodeURIComponent("/w"));
     try {
       clock.advance(30_000);
-      await eventually(async () => s.lines.includes("[keepalive]"), 5_000, "keepalive");
+      await eventually(async () => s.lines.includes("[keepalive]"), 20_000, "keepalive");
       clock.advance(30_000);
-      await eventually(async () => s.lines.filter((l) => l === "[keepalive]").length === 2, 5_000, "second keepalive");
+      await eventually(async () => s.lines.filter((l) => l === "[keepalive]").length === 2, 20_000, "second keepalive");
     } finally {
       s.close();
     }
   });
 
   it("a dropped client frees every watch it held (the agent's count and the kernel's)", async () => {
-    await eventually(async () => agent.runtime.deps.watches.watches === 0, 5_000, "earlier streams closed");
+    await eventually(async () => agent.runtime.deps.watches.watches === 0, 20_000, "earlier streams closed");
     const before = inotifyWatches();
     const s = await watchStream(`${encodeURIComponent("/w")}/**`);
     const dirs = agent.runtime.deps.watches.watches;
@@ -172,9 +172,9 @@ describe("GET /watch/filesystem/{path}", () => {
     expect(inotifyWatches()).toBe(before + dirs);
     expect(agent.runtime.deps.watches.streams).toBe(1);
     s.close();
-    await eventually(async () => agent.runtime.deps.watches.watches === 0, 5_000, "watches freed");
+    await eventually(async () => agent.runtime.deps.watches.watches === 0, 20_000, "watches freed");
     expect(agent.runtime.deps.watches.streams).toBe(0);
-    await eventually(async () => inotifyWatches() === before, 5_000, "kernel watches freed");
+    await eventually(async () => inotifyWatches() === before, 20_000, "kernel watches freed");
   });
 
   it("errors: 400 path is not a directory (missing or a file), 403 outside the root", async () => {

@@ -16,7 +16,7 @@ const KEY = "expiry-admin-key";
 const HOUR = 3_600_000;
 let sim: ServedSimulator;
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent" });
 });
 afterAll(async () => {
   await sim?.stop();
@@ -101,7 +101,7 @@ describe("sandbox expiry with real agents", () => {
 describe("a simulator restarted with --data", () => {
   it("expires what came due while it was down, without starting its agent", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sim-expiry-"));
-    const config = { port: 0, apiKey: "expiry-restart-key", data: join(dir, "sim.db"), testHooks: true, logLevel: "silent" as const };
+    const config = { port: 0, imageSource: "host" as const, apiKey: "expiry-restart-key", data: join(dir, "sim.db"), testHooks: true, logLevel: "silent" as const };
     const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
     try {
       const first = await serveSimulator(config);

@@ -10,7 +10,7 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/
 const KEY = "forced-admin-key";
 let sim: ServedSimulator;
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent" });
 });
 afterAll(async () => {
   await sim?.stop();

@@ -49,7 +49,7 @@ async function api(method: string, path: string, body?: unknown, headers: Record
 }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", testHooks: true });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, logLevel: "silent", testHooks: true });
   const seeded = await fetch(`${sim.url}/_sim/seed`, {
     method: "POST",
     headers: { "content-type": "application/json" },

@@ -59,7 +59,7 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes' process
   let sim: ServedSimulator;
   let call: Call;
   beforeAll(async () => {
-    sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "silent", sandboxRetentionMs: 0 });
+    sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, logLevel: "silent", sandboxRetentionMs: 0 });
     call = caller(sim.url);
   });
   afterAll(async () => {
@@ -102,7 +102,7 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes' process
   });
 
   it("sim.stop()", async () => {
-    const own = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "silent" });
+    const own = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, logLevel: "silent" });
     try {
       const ownCall = caller(own.url);
       expect((await ownCall("POST", "/v0/sandboxes", { metadata: { name: "stopped-with-sim" } })).status).toBe(200);
@@ -124,7 +124,7 @@ describe.skipIf(isolationUnavailable !== undefined)("a simulator process that en
   async function startSimulatorProcess(): Promise<{ child: ChildProcess; url: string }> {
     const main = join(import.meta.dirname, "../../../dist/simulator/main.js");
     const data = join(tempBase("sim-proc-"), "sim.db");
-    const child = spawn(process.execPath, [main, "--port", "0", "--api-key", KEY, "--data", data, "--log-level", "warn"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [main, "--port", "0", "--api-key", KEY, "--data", data, "--log-level", "warn", "--image-source", "host"], { stdio: ["ignore", "pipe", "pipe"] });
     running.push(child);
     const url = await new Promise<string>((resolve, reject) => {
       let out = "";

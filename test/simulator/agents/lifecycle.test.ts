@@ -49,7 +49,7 @@ class GatedLauncher implements Launcher {
 let sim: ServedSimulator;
 const launcher = new GatedLauncher();
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" }, { launcher });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent" }, { launcher });
 });
 afterAll(async () => {
   await sim?.stop();

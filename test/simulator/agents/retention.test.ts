@@ -63,7 +63,7 @@ describe("sandbox delete with real agents", () => {
   let sim: ServedSimulator;
   let call: ReturnType<typeof client>;
   beforeAll(async () => {
-    sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent", sandboxRetentionMs: 3_600_000 });
+    sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent", sandboxRetentionMs: 3_600_000 });
     call = client(sim);
   });
   afterAll(async () => {
@@ -98,7 +98,7 @@ describe("sandbox delete with retention 0", () => {
   let sim: ServedSimulator;
   let call: ReturnType<typeof client>;
   beforeAll(async () => {
-    sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "silent", sandboxRetentionMs: 0 });
+    sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, logLevel: "silent", sandboxRetentionMs: 0 });
     call = client(sim);
   });
   afterAll(async () => {

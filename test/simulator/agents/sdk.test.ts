@@ -13,7 +13,7 @@ let sim: ServedSimulator;
 let sdk: Sdk;
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: "sdk-agents-admin-key", workspace: "sdk-agents", logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: "sdk-agents-admin-key", workspace: "sdk-agents", logLevel: "silent" });
   sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
@@ -91,7 +91,7 @@ describe("a simulator restarted with --data", () => {
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
     const dir = mkdtempSync(join(tmpdir(), "sim-data-"));
-    const config = { port: 0, apiKey: "restart-admin-key-1", data: join(dir, "sim.db"), logLevel: "silent" as const };
+    const config = { port: 0, imageSource: "host" as const, apiKey: "restart-admin-key-1", data: join(dir, "sim.db"), logLevel: "silent" as const };
     try {
       const first = await serveSimulator(config);
       const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };

@@ -22,7 +22,7 @@ let appPort: number;
 interface Echo { method: string; url: string; headers: Record<string, string>; bytes: number }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" });
   sdk = await sdkForSimulator(sim.env);
   sandbox = await sdk.SandboxInstance.create({ name: "web" });
   await sandbox.fs.write("/app/server.js", SANDBOX_APP);
@@ -64,6 +64,18 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
     const res = await sandbox.fetch(1, "/");
     expect(res.status).toBe(502);
     expect(((await res.json()) as { error: string }).error).toContain("port 1");
+  });
+
+  it("takes one hop: the sandbox's launcher opens its ports for the proxy (bwrap: the agent hands the socket over)", async () => {
+    const upstream = await sim.deps.agents!.upstream({ workspace: WS, sandbox: "web", path: "/" });
+    expect(upstream.openPort).toBeTypeOf("function");
+    const socket = await upstream.openPort!(appPort);
+    const reply = await new Promise<string>((resolve, reject) => {
+      let text = "";
+      socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+      socket.end("GET /echo/raw HTTP/1.0\r\n\r\n");
+    });
+    expect(reply).toContain('"url":"/echo/raw"');
   });
 
   it("upgrades a WebSocket through /port/{n}", async () => {

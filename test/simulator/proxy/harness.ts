@@ -39,6 +39,9 @@ export async function startProxy(): Promise<ProxyHarness> {
       res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "not_found" }));
     }
   });
+  server.on("upgrade", (req, socket, head) => {
+    if (!proxy.upgrade(req, socket, head)) socket.destroy();
+  });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as AddressInfo).port;
   return {

@@ -40,7 +40,7 @@ const KEY = "expiry-on-read-key";
 const launcher = new GatedLauncher();
 let sim: ServedSimulator;
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" }, { launcher });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent" }, { launcher });
   sim.deps.clock.freeze(true);
 });
 afterAll(async () => {

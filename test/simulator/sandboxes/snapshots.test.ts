@@ -16,7 +16,7 @@ type Sdk = typeof import("@blaxel/core");
 let sim: ServedSimulator;
 let sdk: Sdk;
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, logLevel: "silent" });
   sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {

@@ -29,7 +29,7 @@ async function call(method: string, path: string, body?: unknown, version = "202
 }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, logLevel: "silent" });
   for (const name of ["alpha", "beta"]) expect((await call("POST", "/v0/sandboxes", { metadata: { name } })).status).toBe(200);
 });
 afterAll(async () => {

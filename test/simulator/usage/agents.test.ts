@@ -42,7 +42,7 @@ function client(url: string) {
 
 describe("a real sandbox agent's run time is metered", () => {
   it("through serveSimulator: from healthy to delete, memory × time", async () => {
-    const sim: ServedSimulator = await serveSimulator({ port: 0, apiKey: KEY, testHooks: true, logLevel: "silent" });
+    const sim: ServedSimulator = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, testHooks: true, logLevel: "silent" });
     cleanups.push(() => sim.stop());
     const api = client(sim.url);
     expect((await api.call("POST", "/_sim/clock", { freeze: true })).status).toBe(200);
