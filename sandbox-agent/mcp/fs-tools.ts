@@ -1,5 +1,5 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { promises as fsp } from "node:fs";
+import { constants, promises as fsp, type Stats } from "node:fs";
 import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { fileEntry, listDirectory } from "../filesystem/entries.js";
@@ -12,8 +12,32 @@ import { DirectorySchema, FileSchema, toolResult, WORKING_DIRECTORY, type ToolCo
 const PathMessage = z.object({ path: z.string(), message: z.string() });
 
 /** A tool path: absolute, or relative to the working directory; always confined under --root. */
+/** A tool's path argument as a sandbox path: relative ones are under the working directory. */
+function toolPath(ctx: ToolContext, raw: string): { path: string } {
+  return { path: ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`) };
+}
+
+/**
+ * Reads a file through its pinned descriptor (resolved beneath the root once, as the filesystem routes
+ * read): a directory swapped for a link between the check and the read cannot send it outside the root.
+ */
+async function readPinned(ctx: ToolContext, path: string, check?: (stat: Stats) => void): Promise<{ stat: Stats; content: string }> {
+  return ctx.paths.use(path, { follow: true }, async (target) => {
+    if (!target.pinned) throw errors.notFound(`${path}: no such file or directory`);
+    const handle = await fsp.open(target.pinned, constants.O_RDONLY).catch((err) => { throw fromFsError(err, "cannot read", path); });
+    try {
+      const stat = await handle.stat();
+      check?.(stat);
+      const content = await handle.readFile("utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+      return { stat, content };
+    } finally {
+      await handle.close();
+    }
+  });
+}
+
 export async function resolveToolPath(ctx: ToolContext, raw: string): Promise<{ path: string; host: string }> {
-  const path = ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
+  const { path } = toolPath(ctx, raw);
   return { path, host: await ctx.paths.resolve(path) };
 }
 
@@ -43,11 +67,11 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     inputSchema: z.object({ path: z.string().describe("File path") }).strict(),
     outputSchema: FileSchema.extend({ content: z.string() }),
   }, async ({ path: raw }) => {
-    const { path, host } = await resolveToolPath(ctx, raw);
-    const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot read", path); });
-    if (stat.isDirectory()) throw errors.badRequest(`${path} is a directory: use fsListDirectory`);
-    if (stat.size > MAX_JSON_READ_BYTES) throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large to read here`);
-    const content = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    const { path } = toolPath(ctx, raw);
+    const { stat, content } = await readPinned(ctx, path, (stat) => {
+      if (stat.isDirectory()) throw errors.badRequest(`${path} is a directory: use fsListDirectory`);
+      if (stat.size > MAX_JSON_READ_BYTES) throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large to read here`);
+    });
     return toolResult({ ...fileEntry(path, stat, ctx.owners), content });
   });
 
@@ -84,8 +108,8 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
   }, async ({ path: raw, oldString, newString, replaceAll }) => {
     if (oldString === "") throw errors.badRequest("oldString must not be empty");
     if (oldString === newString) throw errors.badRequest("oldString and newString are identical: nothing to change");
-    const { path, host } = await resolveToolPath(ctx, raw);
-    const text = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    const { path } = toolPath(ctx, raw);
+    const { content: text } = await readPinned(ctx, path);
     const parts = text.split(oldString);
     const found = parts.length - 1;
     if (found === 0) throw errors.badRequest(`oldString not found in ${path}`);
