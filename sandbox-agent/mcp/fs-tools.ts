@@ -41,11 +41,14 @@ export async function resolveToolPath(ctx: ToolContext, raw: string): Promise<{ 
   return { path, host: await ctx.paths.resolve(path) };
 }
 
+/** Lists through the directory's pinned descriptor, as GET /filesystem does (no swap between check and listing). */
 export async function listTool(ctx: ToolContext, raw: string) {
-  const { path, host } = await resolveToolPath(ctx, raw);
-  const stat = await fsp.stat(host).catch((err) => { throw fromFsError(err, "cannot list", path); });
-  if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
-  return listDirectory(path, host, ctx.owners).catch((err) => { throw fromFsError(err, "cannot list", path); });
+  const { path } = toolPath(ctx, raw);
+  return ctx.paths.use(path, { follow: true }, async ({ stat, pinned }) => {
+    if (!stat || !pinned) throw errors.notFound(`cannot list ${path}: no such file or directory (ENOENT)`);
+    if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+    return listDirectory(path, pinned, ctx.owners).catch((err) => { throw fromFsError(err, "cannot list", path); });
+  });
 }
 
 /** The reference's filesystem tools (§9.11): the same operations as /filesystem, for MCP clients. */

@@ -7,7 +7,7 @@ import { startSwapper } from "../../helpers/swapper.js";
 /**
  * #14 item 12, the MCP file tools: a process in the sandbox swaps a directory
  * for a symlink to the outside while an AI agent reads a file in it with
- * fsReadFile (or edits it with fsEditFile). A tool that resolves the path and
+ * fsReadFile (edits it with fsEditFile, lists it with fsListDirectory). A tool that resolves the path and
  * then reads the path string reads the outside file when the swap lands in
  * between; one that reads through the descriptor it resolved never does.
  */
@@ -29,6 +29,7 @@ describe("a directory swapped for a symlink while an MCP tool reads in it", () =
     agent = await startTestAgent();
     const outside = tempDir("sandbox-kit-outside-");
     writeFileSync(join(outside, "notes.txt"), "SECRET outside\n");
+    writeFileSync(join(outside, "outside-only.txt"), "");
     const tree = join(agent.root, "tree");
     for (let k = 0; k < PAIRS; k++) {
       mkdirSync(join(tree, `real-${k}`), { recursive: true });
@@ -42,9 +43,10 @@ describe("a directory swapped for a symlink while an MCP tool reads in it", () =
     const client = async (c: number) => {
       for (let i = c; swapper.running; i++) {
         const path = `/tree/x-${i % PAIRS}/notes.txt`;
-        const text = i % 2 ? await callTool("fsReadFile", { path }) : await callTool("fsEditFile", { path, oldString: "SECRET", newString: "LEAKED" });
+        const tool = i % 3;
+        const text = tool === 0 ? await callTool("fsReadFile", { path }) : tool === 1 ? await callTool("fsEditFile", { path, oldString: "SECRET", newString: "LEAKED" }) : await callTool("fsListDirectory", { path: `/tree/x-${i % PAIRS}` });
         if (text.includes("public inside")) read++;
-        if (text.includes("SECRET") && !text.includes("oldString not found")) leaks.push(text.slice(0, 200));
+        if ((text.includes("SECRET") && !text.includes("oldString not found")) || text.includes("outside-only")) leaks.push(text.slice(0, 200));
       }
     };
     await Promise.all([0, 1, 2].map(client));
