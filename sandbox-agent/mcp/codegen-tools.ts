@@ -4,7 +4,7 @@ import { posix } from "node:path";
 import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { DirectorySchema, toolResult, WORKING_DIRECTORY, type ToolContext } from "./context.js";
-import { listTool, resolveToolPath } from "./fs-tools.js";
+import { listTool, readPinned, resolveToolPath, toolPath } from "./fs-tools.js";
 import { globMatcher, isSubsequence, walk } from "./search.js";
 
 const FILE_SEARCH_MAX = 10; // reference: at most 10 paths
@@ -116,8 +116,8 @@ export function registerCodegenTools(server: McpServer, ctx: ToolContext): void 
     }).strict(),
     outputSchema: z.object({ success: z.boolean(), content: z.string(), file: z.string() }),
   }, async ({ targetFile, startLineOneIndexed: start, endLineOneIndexedInclusive: end }) => {
-    const { path, host } = await resolveToolPath(ctx, targetFile);
-    const text = await fsp.readFile(host, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+    const path = toolPath(ctx, targetFile);
+    const { content: text } = await readPinned(ctx, path);
     const lines = text.split("\n");
     if (text.endsWith("\n")) lines.pop();
     if (start < 1 || end < start || end > lines.length) throw errors.badRequest(`invalid line range ${start}-${end}: ${path} has ${lines.length} lines`);

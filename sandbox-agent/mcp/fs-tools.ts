@@ -13,15 +13,15 @@ const PathMessage = z.object({ path: z.string(), message: z.string() });
 
 /** A tool path: absolute, or relative to the working directory; always confined under --root. */
 /** A tool's path argument as a sandbox path: relative ones are under the working directory. */
-function toolPath(ctx: ToolContext, raw: string): { path: string } {
-  return { path: ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`) };
+export function toolPath(ctx: ToolContext, raw: string): string {
+  return ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
 }
 
 /**
  * Reads a file through its pinned descriptor (resolved beneath the root once, as the filesystem routes
  * read): a directory swapped for a link between the check and the read cannot send it outside the root.
  */
-async function readPinned(ctx: ToolContext, path: string, check?: (stat: Stats) => void): Promise<{ stat: Stats; content: string }> {
+export async function readPinned(ctx: ToolContext, path: string, check?: (stat: Stats) => void): Promise<{ stat: Stats; content: string }> {
   return ctx.paths.use(path, { follow: true }, async (target) => {
     if (!target.pinned) throw errors.notFound(`${path}: no such file or directory`);
     const handle = await fsp.open(target.pinned, constants.O_RDONLY).catch((err) => { throw fromFsError(err, "cannot read", path); });
@@ -37,13 +37,13 @@ async function readPinned(ctx: ToolContext, path: string, check?: (stat: Stats) 
 }
 
 export async function resolveToolPath(ctx: ToolContext, raw: string): Promise<{ path: string; host: string }> {
-  const { path } = toolPath(ctx, raw);
+  const path = toolPath(ctx, raw);
   return { path, host: await ctx.paths.resolve(path) };
 }
 
 /** Lists through the directory's pinned descriptor, as GET /filesystem does (no swap between check and listing). */
 export async function listTool(ctx: ToolContext, raw: string) {
-  const { path } = toolPath(ctx, raw);
+  const path = toolPath(ctx, raw);
   return ctx.paths.use(path, { follow: true }, async ({ stat, pinned }) => {
     if (!stat || !pinned) throw errors.notFound(`cannot list ${path}: no such file or directory (ENOENT)`);
     if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
@@ -70,7 +70,7 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     inputSchema: z.object({ path: z.string().describe("File path") }).strict(),
     outputSchema: FileSchema.extend({ content: z.string() }),
   }, async ({ path: raw }) => {
-    const { path } = toolPath(ctx, raw);
+    const path = toolPath(ctx, raw);
     const { stat, content } = await readPinned(ctx, path, (stat) => {
       if (stat.isDirectory()) throw errors.badRequest(`${path} is a directory: use fsListDirectory`);
       if (stat.size > MAX_JSON_READ_BYTES) throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large to read here`);
@@ -88,7 +88,7 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     }).strict(),
     outputSchema: PathMessage,
   }, async ({ path: raw, content, permissions, isDirectory }) => {
-    const { path } = await resolveToolPath(ctx, raw);
+    const path = toolPath(ctx, raw);
     if (path === "/") throw errors.badRequest("cannot write the sandbox root");
     // Written through a pinned path, like PUT /filesystem (no swap between check and use can escape the root).
     if (isDirectory) {
@@ -111,7 +111,7 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
   }, async ({ path: raw, oldString, newString, replaceAll }) => {
     if (oldString === "") throw errors.badRequest("oldString must not be empty");
     if (oldString === newString) throw errors.badRequest("oldString and newString are identical: nothing to change");
-    const { path } = toolPath(ctx, raw);
+    const path = toolPath(ctx, raw);
     const { content: text } = await readPinned(ctx, path);
     const parts = text.split(oldString);
     const found = parts.length - 1;
@@ -130,7 +130,7 @@ export function registerFsTools(server: McpServer, ctx: ToolContext): void {
     }).strict(),
     outputSchema: PathMessage,
   }, async ({ path: raw, isDirectory, recursive }) => {
-    const path = ctx.paths.normalize(raw.startsWith("/") ? raw : `${WORKING_DIRECTORY}/${raw}`);
+    const path = toolPath(ctx, raw);
     if (path === "/") throw errors.forbidden("cannot delete the sandbox root");
     // Through the pinned entry, like DELETE /filesystem: a recursive delete walks held descriptors (filesystem/remove.ts).
     return ctx.paths.use(path, { follow: false }, async ({ stat, dir, name, entryPath }) => {
