@@ -107,8 +107,10 @@ export class ProcessManager {
     const ended = this.#runs.waitRunning(running);
     running.output.notice(STOP_NOTICE);
     if (this.#runs.endBetweenRuns(running, { status: "stopped", error: "stopped on request" })) return void (await ended);
-    if (signalGroup(running.row.runPid, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
-    running.timers.push(this.#o.clock.setTimer(this.#o.stopGraceMs, () => signalGroup(running.row.runPid, "SIGKILL")));
+    const group = running.row.runPid;
+    if (signalGroup(group, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
+    // Not a run timer: it must outlive the leader, for members of its group that ignore SIGTERM.
+    this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(group)) signalGroup(group, "SIGKILL"); });
     await ended;
   }
 
@@ -200,8 +202,9 @@ export class ProcessManager {
    */
   #signalLeftovers(pidOrName: string, signal: NodeJS.Signals): boolean {
     const row = this.#require(pidOrName);
-    // A group that got SIGKILL (kill, timeout) has nothing left to signal: what still shows is only dying.
-    if (row.status === "running" || row.status === "killed" || !groupAlive(row.runPid)) return false;
+    // A group that got SIGKILL (kill, timeout) has nothing left to signal: what still shows is only dying. A
+    // stopped one got SIGTERM and its SIGKILL is due at the end of the grace period: nothing to add either.
+    if (row.status === "running" || row.status === "killed" || row.status === "stopped" || !groupAlive(row.runPid)) return false;
     signalGroup(row.runPid, signal);
     if (signal === "SIGTERM") this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(row.runPid)) signalGroup(row.runPid, "SIGKILL"); });
     return true;

@@ -154,6 +154,20 @@ describe("stop and kill", () => {
     expect((await request(agent.url).get("/process/stubborn")).body.status).toBe("stopped");
   });
 
+  it("a stopped group's member that ignores SIGTERM still gets SIGKILL after the grace period; stopping it again is 409", async () => {
+    const command = "sh -c 'trap \"\" TERM; echo $$; while true; do sleep 0.05; done' & wait";
+    await exec({ command, name: "leaves-one" }).expect(200);
+    let child = 0;
+    for (let i = 0; i < 250 && !child; i++) {
+      child = Number((await request(agent.url).get("/process/leaves-one/logs")).body.stdout.trim());
+      if (!child) await new Promise((r) => setTimeout(r, 20));
+    }
+    await request(agent.url).delete("/process/leaves-one").expect(200);
+    expect((await request(agent.url).delete("/process/leaves-one").expect(409)).body.error).toMatch(/is not running \(status: stopped\)/);
+    for (let i = 0; i < 250 && isAlive(child); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(isAlive(child)).toBe(false);
+  });
+
   it("kill (DELETE /kill, what the SDK sends) reaches the whole process group", async () => {
     const p = (await exec({ command: "sleep 30 & echo $!; sleep 30", name: "tree" }).expect(200)).body;
     let child = 0;
