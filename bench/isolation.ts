@@ -1,14 +1,16 @@
 /**
  * bench:e2e's isolated-sandbox lines (issue 12), each beside a baseline measured in the same run:
  *  - create-to-ready of an isolated sandbox (the default launcher), against the process launcher's cold start;
- *  - N idle sandboxes running at once, memory per sandbox (agent, bwrap and slirp4netns included), as the
- *    sum of RSS and of PSS (shared pages split between the processes sharing them), against N idle
- *    process-launcher agents.
+ *  - N idle sandboxes running at once, memory per sandbox (agent, bwrap and slirp4netns included): what the
+ *    machine's available memory (MemAvailable) drops by per sandbox, the sum of PSS (shared pages split
+ *    between the processes sharing them) and the sum of RSS (every shared page counted in each process: the
+ *    node binary's pages alone are most of an idle Node process's RSS, hence the idle bare `node` printed
+ *    beside it), against N idle process-launcher agents.
  *
  *   BENCH_E2E_ISOLATED  isolated sandboxes to create one after another (default 50)
  *   BENCH_E2E_IDLE      idle sandboxes running at once (default 100)
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { defaultImageCacheDir, ImageStore } from "../simulator/images/image-store.js";
@@ -90,11 +92,30 @@ function slirpsBySandbox(): Map<number, number> {
   return map;
 }
 
-async function idleMemory(launcher: Launcher, base: string, prefix: string, count: number): Promise<{ rssMiB: number; pssMiB: number; started: number }> {
+/** MemAvailable of /proc/meminfo, KiB: what the kernel could give without swapping. */
+function availableKiB(): number {
+  return Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0);
+}
+
+/** RSS and PSS of an idle `node` that loaded nothing: the floor under any Node agent. */
+async function bareNodeKiB(): Promise<{ rss: number; pss: number }> {
+  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+  await new Promise((r) => setTimeout(r, 1_000));
+  const sizes = { rss: memoryKiB(child.pid!, "Rss"), pss: memoryKiB(child.pid!, "Pss") };
+  child.kill("SIGKILL");
+  return sizes;
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 2_000)); // idle: start-up garbage collected, nothing running
+
+async function idleMemory(launcher: Launcher, base: string, prefix: string, count: number): Promise<{ rssMiB: number; pssMiB: number; machineMiB: number; started: number }> {
   const handles: AgentHandle[] = [];
   try {
+    await settle();
+    const before = availableKiB();
     for (let i = 0; i < count; i++) handles.push(await launcher.start(specIn(base, `${prefix}-${i}`)));
-    await new Promise((r) => setTimeout(r, 2_000)); // idle: start-up garbage collected, nothing running
+    await settle();
+    const machine = before - availableKiB();
     const slirps = slirpsBySandbox();
     let rss = 0;
     let pss = 0;
@@ -104,7 +125,8 @@ async function idleMemory(launcher: Launcher, base: string, prefix: string, coun
         pss += memoryKiB(pid, "Pss");
       }
     }
-    return { rssMiB: rss / 1024 / handles.length, pssMiB: pss / 1024 / handles.length, started: handles.length };
+    const per = (kib: number) => kib / 1024 / handles.length;
+    return { rssMiB: per(rss), pssMiB: per(pss), machineMiB: per(machine), started: handles.length };
   } finally {
     await Promise.all(handles.map((h) => h.stop()));
   }
@@ -134,5 +156,6 @@ export async function benchIsolation(base: string): Promise<void> {
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);
   imageRootDir = undefined;
   const plain = await idleMemory(cold, base, "idle-proc", idleCount);
-  console.log(`idle sandboxes  ${iso.started} isolated at once: RSS ${fmt(iso.rssMiB)} MiB, PSS ${fmt(iso.pssMiB)} MiB per sandbox (agent, bwrap, slirp4netns; target <= 40 MiB) | baseline ${plain.started} process-launcher agents: RSS ${fmt(plain.rssMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB each`);
+  const bare = await bareNodeKiB();
+  console.log(`idle sandboxes  ${iso.started} isolated at once, per sandbox (agent, bwrap, slirp4netns): machine memory ${fmt(iso.machineMiB)} MiB (MemAvailable drop), PSS ${fmt(iso.pssMiB)} MiB, RSS ${fmt(iso.rssMiB)} MiB (target <= 40 MiB) | baseline ${plain.started} process-launcher agents: machine ${fmt(plain.machineMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB, RSS ${fmt(plain.rssMiB)} MiB each | an idle bare \`node -e\`: RSS ${fmt(bare.rss / 1024)} MiB, PSS ${fmt(bare.pss / 1024)} MiB`);
 }
