@@ -30,6 +30,9 @@ export interface ListenOptions {
   checkIntervalMs?: number;
 }
 
+/** Set on a connection whose request body is read by something other than Node (the proxy's kernel splice): the body idle sweep leaves it alone. */
+export const BODY_HANDED_OFF = Symbol("body handed off");
+
 export const DEFAULT_LISTEN: Required<Omit<ListenOptions, "maxConnections">> = {
   headersTimeoutMs: 30_000,
   idleTimeoutMs: 120_000,
@@ -122,6 +125,7 @@ function serve(handler: RequestListener & UpgradeListener, options: ListenOption
       socket.destroy();
     }
     for (const [socket, seen] of bodies) {
+      if (BODY_HANDED_OFF in socket) continue; // read by someone else, who bounds its idleness (simulator/proxy/splice.ts)
       if (socket.bytesRead !== seen.bytesRead) bodies.set(socket, { bytesRead: socket.bytesRead, since: now });
       else if (o.bodyIdleTimeoutMs > 0 && now - seen.since >= o.bodyIdleTimeoutMs) {
         bodies.delete(socket);

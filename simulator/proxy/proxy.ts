@@ -12,6 +12,7 @@ import { Coalescer } from "./coalesce.js";
 import { edgeError, edgeErrorReply } from "./edge-errors.js";
 import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
 import { directRequest, directTarget, refuseUpgrade, replyPortRefused, replyServerFailed } from "./port-direct.js";
+import { spliceBody, spliceableLength } from "./splice-body.js";
 import { isPortPath, targetFromHost, targetFromPath, targetFromRunPath, type SandboxTarget } from "./route.js";
 
 /**
@@ -181,6 +182,9 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     }
     const { upReq, direct } = opened;
     if (res.destroyed) return void upReq.destroy(); // the caller left while the connection was being opened
+    // A large upload to the in-sandbox server moves in the kernel (splice-body.ts) where it can.
+    const length = direct ? spliceableLength(req) : undefined;
+    const spliced = length === undefined ? undefined : spliceBody(req, res, upReq, length);
     upReq.on("response", (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, { ...responseHeaders(upRes.headers), ...plan.replyHeaders });
       res.flushHeaders(); // streamed replies (process logs) must reach the caller before their first byte
@@ -194,12 +198,14 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     });
     // The caller going away (a cut upload, a closed log stream) ends the next hop's side too.
     res.on("close", () => {
+      spliced?.stop(); // the reply is over or the caller left: a body still moving is not wanted any more
       if (!res.writableFinished) upReq.destroy();
     });
     const done = (err: Error | null | undefined) => {
       if (err) upReq.destroy();
     };
     // Straight to the app, the body is a raw stream. To the agent, larger writes cost it less per MiB than one chunk per 64 KiB socket read (see Coalescer).
+    if (spliced) return;
     if (direct) pipeline(req, upReq, done);
     else pipeline(req, new Coalescer(), upReq, done);
   }
