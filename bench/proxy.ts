@@ -49,7 +49,7 @@ function role(name: string, ...args: string[]): Promise<{ child: ChildProcess; f
   const child = fork(SELF, [`--${name}`, ...args], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const next = () => new Promise<Reply>((resolve, reject) => {
     child.once("message", (m) => resolve(m as Reply));
-    child.once("exit", (code) => reject(new Error(`${name} process exited with ${code}`)));
+    child.once("exit", (code, signal) => reject(new Error(`${name} process exited with ${signal ?? code}`)));
   });
   return next().then((first) => ({ child, first, ask: (m: unknown) => { const r = next(); child.send(m as object); return r; } }));
 }
@@ -207,8 +207,11 @@ export async function benchProxy(log: (line: string) => void = console.log): Pro
     log(`bench:proxy done in ${fmt((performance.now() - started) / 1000)} s`);
   } finally {
     lib.child.kill();
-    sim.child.disconnect();
-    await new Promise((r) => sim.child.once("exit", r));
+    // A simulator that already exited must not hide the error that ended the run.
+    if (sim.child.connected) {
+      sim.child.disconnect();
+      await new Promise((r) => sim.child.once("exit", r));
+    }
   }
 }
 
