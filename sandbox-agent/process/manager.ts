@@ -109,8 +109,7 @@ export class ProcessManager {
     if (this.#runs.endBetweenRuns(running, { status: "stopped", error: "stopped on request" })) return void (await ended);
     const group = running.row.runPid;
     if (signalGroup(group, "SIGTERM")) running.endReason ??= { status: "stopped", error: "stopped on request" };
-    // Not a run timer: it must outlive the leader, for members of its group that ignore SIGTERM.
-    this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(group)) signalGroup(group, "SIGKILL"); });
+    this.#killAfterGrace(group);
     await ended;
   }
 
@@ -206,8 +205,13 @@ export class ProcessManager {
     // stopped one got SIGTERM and its SIGKILL is due at the end of the grace period: nothing to add either.
     if (row.status === "running" || row.status === "killed" || row.status === "stopped" || !groupAlive(row.runPid)) return false;
     signalGroup(row.runPid, signal);
-    if (signal === "SIGTERM") this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(row.runPid)) signalGroup(row.runPid, "SIGKILL"); });
+    if (signal === "SIGTERM") this.#killAfterGrace(row.runPid);
     return true;
+  }
+
+  /** SIGKILL to what is left of the group when the stop's grace period ends. Not a run timer: it must outlive the leader, for members that ignore SIGTERM. */
+  #killAfterGrace(group: number): void {
+    this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(group)) signalGroup(group, "SIGKILL"); });
   }
 
   #requireStdin(pidOrName: string): { running?: Running; name: string } {

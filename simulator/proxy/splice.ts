@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import type { Socket } from "node:net";
+import { getSystemErrorName } from "node:util";
 
 /**
  * The kernel's splice(2) for request bodies going straight to an in-sandbox
@@ -82,10 +83,9 @@ export function spliceBytes(fromFd: number, toFd: number, bytes: number, idleMs:
   return { done, abort: () => void (ended || addon.abort(handle)) };
 }
 
-const ERRNO_NAMES: Record<number, string> = { 104: "ECONNRESET", 110: "ETIMEDOUT", 125: "ECANCELED", 32: "EPIPE" };
-
+/** ECONNRESET, ETIMEDOUT... from the addon's errno (Node's own table, which takes libuv's negative codes). */
 function errnoName(errno: number): string {
-  return ERRNO_NAMES[errno] ?? `errno ${errno}`;
+  return getSystemErrorName(-errno);
 }
 
 /** Transfers running now (tests: every one ends, whatever the caller or the server did). */

@@ -4,6 +4,7 @@ import { connect, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectOnHost } from "../../../simulator/launcher/port-handoff.js";
 import { spliceAvailable, splicesRunning } from "../../../simulator/proxy/splice.js";
+import { until } from "../../sandbox-agent/process/helpers.js";
 import { startProxy, type ProxyHarness } from "./harness.js";
 
 /**
@@ -55,11 +56,6 @@ afterAll(async () => {
   await new Promise((r) => app?.close(r));
   await harness?.close();
 });
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 20));
-  if (!check()) throw new Error(`timed out waiting for ${what}`);
-}
 
 function put(path: string, body: Buffer): Promise<{ status: number; connection?: string; text: string }> {
   return new Promise((resolve, reject) => {
