@@ -1,5 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -74,11 +74,17 @@ export async function ensureLocalBaseImage(): Promise<string> {
   return withLock("base-image", async () => {
     if (await imageExists(LOCAL_BASE)) return LOCAL_BASE;
     if (!(await imageExists(DEBIAN_BASE))) {
-      const tar = join(cacheDir, "bookworm-build.tar");
+      // CI hands over the root filesystem it built this run (SANDBOX_KIT_TEST_ROOTFS), so nothing an earlier
+      // run left in the cache is relied on; elsewhere it is built once per machine into the cache.
+      const tar = process.env.SANDBOX_KIT_TEST_ROOTFS || join(cacheDir, "bookworm-build.tar");
+      // Only a regular file is a usable archive (an earlier, broken build left a directory of that name).
+      if (existsSync(tar) && !statSync(tar).isFile()) rmSync(tar, { recursive: true, force: true });
       if (!existsSync(tar)) {
         if (!(await ok("sh", ["-c", "command -v mmdebstrap"]))) throw new Error("mmdebstrap is not installed (apt-get install mmdebstrap)");
-        const partial = `${tar}.partial`;
-        await run("mmdebstrap", ["--variant=minbase", "--include=ca-certificates,python3,make,g++", "bookworm", partial, "http://deb.debian.org/debian"], { timeout: 900_000, maxBuffer: 64 << 20 });
+        // --format=tar: mmdebstrap picks the format from the name otherwise (".partial" wrote a directory).
+        const partial = `${tar.replace(/\.tar$/, "")}.partial.tar`;
+        rmSync(partial, { recursive: true, force: true });
+        await run("mmdebstrap", ["--format=tar", "--variant=minbase", "--include=ca-certificates,python3,make,g++", "bookworm", partial, "http://deb.debian.org/debian"], { timeout: 900_000, maxBuffer: 64 << 20 });
         renameSync(partial, tar);
       }
       await run("sh", ["-c", `docker import - ${DEBIAN_BASE} < "$1"`, "sh", tar], { timeout: 300_000 });

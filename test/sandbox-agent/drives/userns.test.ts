@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { spawnAgent, type AgentProcess } from "../../helpers/agent-process.js";
+import { agentMainReadableBy, spawnAgent, type AgentProcess } from "../../helpers/agent-process.js";
 import { tempDir } from "../../helpers/agent.js";
 
 /**
@@ -30,9 +30,12 @@ const SKIP = probe();
 if (SKIP) console.warn(`[drives tests] SKIPPING the user-namespace test: ${SKIP}`);
 
 let agent: AgentProcess | undefined;
+// As root the agent runs as nobody, who may not reach a checkout under a mode-700 directory: a copy it can read.
+const readable = SKIP === "" && AS_ROOT ? agentMainReadableBy(NOBODY) : undefined;
 afterAll(async () => {
   agent?.child.kill("SIGKILL");
   await agent?.exited;
+  readable?.cleanup();
 });
 
 async function call(method: string, url: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -48,7 +51,7 @@ describe.skipIf(SKIP !== "")(`drives as root of a user namespace${SKIP ? ` [SKIP
       mkdirSync(dir, { recursive: true });
       if (AS_ROOT) chownSync(dir, NOBODY, NOBODY);
     }
-    agent = await spawnAgent(["--root", root, "--data-dir", data], {}, { launcher: LAUNCHER });
+    agent = await spawnAgent(["--root", root, "--data-dir", data], {}, { launcher: LAUNCHER, main: readable?.main });
     const mounted = await call("POST", `${agent.url}/drives/mount`, { driveName: "shared", mountPath: "/mnt/shared", readOnly: false });
     expect(mounted).toMatchObject({ status: 200, body: { backend: "bind", mountPath: "/mnt/shared" } });
     // A write under the mount point lands in the drive's directory (the mount is the agent's alone).
