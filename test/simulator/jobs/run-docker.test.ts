@@ -1,16 +1,22 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
-import { DockerLauncher, dockerUnavailable } from "../../../simulator/launcher/index.js";
+import { DockerLauncher } from "../../../simulator/launcher/index.js";
+import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
 
 /**
  * A job's tasks run in the job's image through an isolating launcher (docker,
  * where a daemon answers): the command sees the image's files, not the host's.
  */
-const unavailable = await dockerUnavailable();
-const image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? "debian:bookworm-slim";
+// A daemon started here if need be, and an image built locally: no registry is reachable, so a registry image
+// such as debian:bookworm-slim is on no fresh machine.
+const unavailable = await ensureDockerDaemon();
+let image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? "";
 
 describe.skipIf(unavailable !== undefined)(`job tasks in containers${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let sim: ServedSimulator;
+  beforeAll(async () => {
+    image ||= await ensureLocalBaseImage();
+  }, 1_200_000);
   afterAll(async () => {
     await sim?.stop();
   });

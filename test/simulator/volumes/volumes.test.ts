@@ -1,16 +1,17 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { mountsUnder } from "../../../simulator/agents/retention.js";
 import { loopVolumesUnsupported, volumeImagePath } from "../../../simulator/agents/volume-fs.js";
 import { attachmentProblem, volumeDir, volumeMounts } from "../../../simulator/agents/volumes.js";
 import { dockerRunArgs } from "../../../simulator/launcher/docker-args.js";
-import { DockerLauncher, dockerUnavailable, LaunchError, ProcessLauncher } from "../../../simulator/launcher/index.js";
+import { DockerLauncher, LaunchError, ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { launchOptions } from "../../../simulator/sandboxes/agent-lifecycle.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { startTestSim } from "../../helpers/simulator.js";
 import { specFor, tempBase } from "../launcher/helpers.js";
+import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
 
 /**
  * Volumes with real sandboxes: spec.volumes → LaunchSpec.mounts (unit), the
@@ -131,11 +132,16 @@ describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size
   }, 60_000);
 });
 
-const unavailable = await dockerUnavailable();
-const image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? "debian:bookworm-slim";
+// A daemon started here if need be, and an image built locally: no registry is reachable, so a registry image
+// such as debian:bookworm-slim is on no fresh machine.
+const unavailable = await ensureDockerDaemon();
+let image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? "";
 
 describe.skipIf(unavailable !== undefined)(`volumes shared between sandboxes (docker launcher)${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let sim: ServedSimulator;
+  beforeAll(async () => {
+    image ||= await ensureLocalBaseImage();
+  }, 1_200_000);
   afterAll(async () => {
     await sim?.stop();
   });
