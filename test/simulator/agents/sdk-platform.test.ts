@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { ProcessLauncher, type AgentHandle, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
+import { isAlive } from "../launcher/helpers.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
@@ -24,6 +25,9 @@ class GatedLauncher implements Launcher {
   private readonly inner = new ProcessLauncher();
   private gate: { reached: () => void; release: Promise<void> } | undefined;
 
+  /** Every agent this launcher started: none may outlive the simulator. */
+  readonly pids: number[] = [];
+
   async start(spec: LaunchSpec): Promise<AgentHandle> {
     const gate = this.gate;
     if (gate) {
@@ -31,7 +35,9 @@ class GatedLauncher implements Launcher {
       gate.reached();
       await gate.release;
     }
-    return this.inner.start(spec);
+    const handle = await this.inner.start(spec);
+    if (handle.pid) this.pids.push(handle.pid);
+    return handle;
   }
 
   hold(): { reached: Promise<void>; release: () => void } {
@@ -59,6 +65,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await sim?.stop();
+  expect(launcher.pids.length).toBeGreaterThan(0);
+  expect(launcher.pids.filter((pid) => isAlive(pid))).toEqual([]);
 });
 
 async function advanceClock(ms: number): Promise<void> {
