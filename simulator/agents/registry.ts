@@ -281,23 +281,6 @@ export class SandboxAgents {
   }
 
   /**
-   * A reboot's fresh filesystem: empties a stopped sandbox's writable root
-   * (the overlay's upper layer over its image, or its whole root without
-   * one) and the overlay's work dir; the agent's state stays. Refuses while
-   * the agent runs or anything is mounted under the root (a drive's files
-   * would go with it).
-   */
-  resetFiles(workspace: string, sandbox: string): void {
-    if (this.running.has(key(workspace, sandbox))) throw errors.conflict(`sandbox "${sandbox}" is still running`);
-    const root = this.rootDir(workspace, sandbox);
-    const mounted = mountsUnder(root);
-    if (mounted.length > 0) throw errors.conflict(`sandbox "${sandbox}" still has mounts (${mounted.join(", ")})`);
-    rmSync(root, { recursive: true, force: true });
-    rmSync(`${root}.overlay-work`, { recursive: true, force: true });
-    mkdirSync(root, { recursive: true });
-  }
-
-  /**
    * Removes a stopped sandbox's files. Refuses while anything is mounted
    * under it: deleting through a bind-mounted drive would delete the drive's files.
    */

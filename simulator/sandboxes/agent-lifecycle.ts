@@ -1,7 +1,9 @@
+import { mkdirSync, rmSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
 import { iso } from "../clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
+import { mountsUnder } from "../agents/retention.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "../agents/sandbox-status.js";
 import type { OpContext } from "../http/operation.js";
@@ -130,13 +132,29 @@ async function reboot(ctx: OpContext, agents: SandboxAgents, name: string, doc: 
   await agents.stop(ctx.workspace, name);
   let resetFailure: Error | undefined;
   try {
-    agents.resetFiles(ctx.workspace, name);
+    resetFiles(agents, ctx.workspace, name);
   } catch (err) {
     resetFailure = err as Error;
   }
   await startAgent(ctx, agents, name, doc);
   // Up again on its old files: the update applied, the reset did not, and the caller is told so.
   if (resetFailure) throw errors.internal(`sandbox "${name}" rebooted with its new spec, but its files could not be reset: ${resetFailure.message}`);
+}
+
+/**
+ * A reboot's fresh filesystem: empties a stopped sandbox's writable root (the
+ * overlay's upper layer over its image, or its whole root without one) and
+ * the overlay's work dir; the agent's state stays. Refuses while the agent
+ * runs or anything is mounted under the root (a drive's files would go too).
+ */
+function resetFiles(agents: SandboxAgents, workspace: string, name: string): void {
+  if (agents.get(workspace, name)) throw new Error("its agent is still running");
+  const root = agents.rootDir(workspace, name);
+  const mounted = mountsUnder(root);
+  if (mounted.length > 0) throw new Error(`still mounted under its root: ${mounted.join(", ")}`);
+  rmSync(root, { recursive: true, force: true });
+  rmSync(`${root}.overlay-work`, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
 }
 
 /** Statuses in which a sandbox has no running agent. */
