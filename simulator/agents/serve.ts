@@ -89,8 +89,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       for (const volume of volumes) {
         const size = deps.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
         if (size === undefined) continue;
-        // Another sandbox running with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = deps.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name)?.state === "running" && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
+        // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
+        const inUse = deps.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
         const pending = provisionVolume(dir, workspace, volume, size, inUse);
         if (pending) deps.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
       }

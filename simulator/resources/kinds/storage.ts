@@ -12,7 +12,7 @@ const mounts = (sandbox: ResourceDoc, volume: string) => Array.isArray(sandbox.s
 
 /** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
-  const user = sandboxes.find((s) => s.status !== "TERMINATED" && Array.isArray(s.spec?.volumes) && (s.spec.volumes as { name?: string }[]).some((v) => v.name === doc.metadata.name));
+  const user = sandboxes.find((s) => s.status !== "TERMINATED" && mounts(s, doc.metadata.name));
   return user ? `sandbox:${user.metadata.name}` : undefined;
 }
 
@@ -40,7 +40,8 @@ export const volumeKind: ResourceKind = {
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
     if (!ctx.deps.agents) return;
-    const inUse = sandboxes.some((s) => ctx.deps.agents!.get(ctx.workspace, s.metadata.name)?.state === "running" && mounts(s, doc.metadata.name));
+    // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
+    const inUse = sandboxes.some((s) => ctx.deps.agents!.get(ctx.workspace, s.metadata.name) !== undefined && mounts(s, doc.metadata.name));
     const pending = provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, inUse);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
