@@ -41,6 +41,8 @@ export interface SandboxAgentsOptions {
   logger?: Logger;
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
   images?: SandboxImages;
+  /** Before each launch with volumes: brings each volume to its spec.size (a growth that had to wait is applied then). */
+  prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -124,6 +126,11 @@ export class SandboxAgents {
     const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(async () => {
       if (supervisor.state === "stopped") throw new Error("stopped before it started");
       mkdirSync(dir, { recursive: true });
+      if (opts.volumes?.length && this.options.prepareVolumes) {
+        // A deleted sandbox of the workspace still stopping may hold one of these volumes: an offline growth waits for it.
+        await Promise.allSettled([...this.retiring].filter(([k]) => k.startsWith(`${workspace}/`)).map(([, done]) => done));
+        this.options.prepareVolumes(workspace, sandbox, opts.volumes.map((v) => v.name!));
+      }
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
       if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);

@@ -44,10 +44,27 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
 export function recordAgentEvent(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const change = describe(event);
   if (!change) return;
-  const current = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox)?.status;
+  const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
+  const current = item?.status;
   // A sandbox being archived or deactivated keeps the status its operation gives it.
   if (current && STOPPING.has(current)) return;
+  const firstReady = event.type === "started" && item !== undefined && item.doc.__readyAt === undefined && !item.doc.events?.some((e) => e.status === "DEPLOYED");
   recordStatus(deps, workspace, sandbox, change.status, change.message, "agent", event.type !== "restarted");
+  if (firstReady) markReady(deps, workspace, sandbox);
+}
+
+/**
+ * The moment a new sandbox first became ready (its agent healthy: what its
+ * create answers on), kept as `__readyAt`. Its ttl, ttl-max-age and
+ * ttl-idle count from there (sandboxes/expiry-rules.ts), so a slow cold
+ * start does not eat the lifetime the user asked for. Set once: a restart
+ * or reboot later does not move it.
+ */
+function markReady(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string): void {
+  const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
+  if (!item || item.doc.__readyAt !== undefined) return;
+  item.doc.__readyAt = iso(deps.clock.now());
+  deps.resources.update(item);
 }
 
 /** Statuses of a sandbox whose agent is being (or has been) stopped on purpose. */

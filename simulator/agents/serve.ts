@@ -85,6 +85,16 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     now: () => deps.clock.now(),
     logger: deps.logger,
     onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
+    prepareVolumes: (workspace, sandbox, volumes) => {
+      for (const volume of volumes) {
+        const size = deps.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
+        if (size === undefined) continue;
+        // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
+        const inUse = deps.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
+        const pending = provisionVolume(dir, workspace, volume, size, inUse);
+        if (pending) deps.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
+      }
+    },
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
       const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { mountsUnder } from "./retention.js";
 
@@ -76,40 +76,88 @@ export function mountVolumeImage(simDir: string, workspace: string, volume: stri
 
 /**
  * A volume that grew (updateVolume, spec.size only grows): its image is
- * extended and the ext4 resized, online where the kernel lets us (losetup -c,
- * resize2fs), else offline (unmounted, e2fsck, resize2fs, mounted again),
- * which is refused while a sandbox uses the volume (`inUse`): a container's
- * mount of the old size would outlive the host's.
+ * extended and the ext4 resized online (losetup -c, resize2fs on the mounted
+ * device). Online first, used or not: every sandbox mounting the volume (a
+ * running one, or a deleted one whose stop is still under way) binds this
+ * same filesystem, so each sees the new size at once. Where the kernel
+ * refuses an online resize (resize2fs needs CAP_SYS_RESOURCE, which a
+ * container may lack), it is done offline (unmounted, e2fsck -f, resize2fs,
+ * mounted again; a resized copy when a stale mount of it lingers elsewhere),
+ * but not while a sandbox uses the volume (`inUse`: it would keep writing to
+ * the old one). Then the growth waits: the image keeps its size and the
+ * reason is returned; the next call (the next start of a sandbox mounting
+ * the volume, volumes.ts) tries again. Returns undefined once the
+ * filesystem has the size.
  */
-export function growVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number, inUse: boolean): void {
+export function growVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number, inUse: boolean): string | undefined {
   const image = volumeImagePath(simDir, workspace, volume);
-  if (!existsSync(image) || !isMounted(mountDir) || statSync(image).size >= sizeMb * 1024 * 1024) return;
+  if (!existsSync(image) || !isMounted(mountDir) || statSync(image).size >= sizeMb * 1024 * 1024) return undefined;
   const device = execFileSync("findmnt", ["-n", "-o", "SOURCE", "--mountpoint", mountDir], { encoding: "utf8" }).trim();
-  if (inUse) {
-    const before = statSync(image).size;
+  const before = statSync(image).size;
+  let online: string;
+  try {
+    extend(image, sizeMb);
+    execFileSync("losetup", ["-c", device], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync("resize2fs", [device], { stdio: ["ignore", "ignore", "pipe"] });
+    return undefined;
+  } catch (err) {
+    online = stderrOf(err);
+    extend(image, before / (1024 * 1024)); // the filesystem was not resized: the image keeps its size
+    execFileSync("losetup", ["-c", device], { stdio: "ignore" });
+  }
+  if (inUse) return `a running sandbox mounts it and this host cannot resize it online (${online})`;
+  // Everything written reaches the image before it is checked and resized.
+  execFileSync("sync", ["-f", mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync("umount", [mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  if (loopDevicesAfterUnmount(image).length === 0) {
+    extend(image, sizeMb);
+    resizeOffline(image);
+  } else {
+    // Still mounted elsewhere: each isolated sandbox's launcher keeps a copy of the host's mounts in its own mount
+    // namespace (invisible to the sandbox), and a deleted sandbox may still be stopping. Resizing the image under
+    // that live filesystem would corrupt it, and mounting it again would hand back the old one: the grown
+    // filesystem is a resized copy put in the image's place; the old one lives on, unused, until its last holder exits.
+    const copy = `${image}.grow`;
     try {
-      extend(image, sizeMb);
-      execFileSync("losetup", ["-c", device], { stdio: ["ignore", "ignore", "pipe"] });
-      execFileSync("resize2fs", [device], { stdio: ["ignore", "ignore", "pipe"] });
-      return;
+      execFileSync("cp", ["--sparse=always", image, copy], { stdio: ["ignore", "ignore", "pipe"] });
+      extend(copy, sizeMb);
+      resizeOffline(copy);
+      renameSync(copy, image);
     } catch (err) {
-      extend(image, before / (1024 * 1024)); // the filesystem was not resized: the image keeps its size
-      execFileSync("losetup", ["-c", device], { stdio: "ignore" });
-      throw new VolumeInUseError(`the volume is attached and this host cannot resize it online (${stderrOf(err)}): grow it while no sandbox uses it`);
+      rmSync(copy, { force: true });
+      execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+      throw err;
     }
   }
-  execFileSync("umount", [mountDir], { stdio: ["ignore", "ignore", "pipe"] });
-  extend(image, sizeMb);
+  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  return undefined;
+}
+
+/** e2fsck -f (journal replayed, required by resize2fs) then resize2fs to the image's new length; nothing mounts it. */
+function resizeOffline(image: string): void {
   try {
     execFileSync("e2fsck", ["-f", "-p", image], { stdio: ["ignore", "ignore", "pipe"] });
   } catch (err) {
     if ((err as { status?: number }).status !== 1) throw err; // 1 = errors corrected
   }
   execFileSync("resize2fs", [image], { stdio: ["ignore", "ignore", "pipe"] });
-  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
 }
 
-export class VolumeInUseError extends Error {}
+/** The loop devices still backed by the image after its last known mount went: autoclear may take a moment to detach the host's. */
+function loopDevicesAfterUnmount(image: string): string[] {
+  let holders = loopDevicesOf(image);
+  for (let waited = 0; holders.length > 0 && waited < 1_000; waited += 100) {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+    holders = loopDevicesOf(image);
+  }
+  return holders;
+}
+
+/** The loop devices backed by the image (`losetup -j`): the mounts of it that are still alive, in any mount namespace. */
+export function loopDevicesOf(image: string): string[] {
+  const out = execFileSync("losetup", ["-n", "-O", "NAME", "-j", image], { encoding: "utf8" });
+  return out.split("\n").map((l) => l.trim()).filter(Boolean);
+}
 
 function extend(image: string, sizeMb: number): void {
   const fd = openSync(image, "r+");

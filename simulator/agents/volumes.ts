@@ -51,14 +51,17 @@ export function volumeMounts(simDir: string, workspace: string, attachments: Vol
 
 /**
  * Creates the volume's directory (createVolume, and each volume again when a
- * --data simulator starts): a filesystem of `sizeMb` where the host allows it.
+ * --data simulator starts), and grows it to `sizeMb` (updateVolume, and
+ * before each start of a sandbox mounting it: a growth that had to wait is
+ * applied then): a filesystem of that size where the host allows it.
+ * Returns why the filesystem is still smaller, if it is (volume-fs.ts).
  */
-export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number, inUse = false): void {
+export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number, inUse = false): string | undefined {
   const dir = volumeDir(simDir, workspace, volume);
   mkdirSync(dir, { recursive: true, mode: 0o755 });
-  if (loopVolumesUnsupported()) return;
+  if (loopVolumesUnsupported()) return undefined;
   mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
-  growVolumeImage(simDir, workspace, volume, dir, sizeMb, inUse);
+  return growVolumeImage(simDir, workspace, volume, dir, sizeMb, inUse);
 }
 
 /** Removes the volume's files (deleteVolume, once no sandbox names it): its filesystem is unmounted first. */

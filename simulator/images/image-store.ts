@@ -8,7 +8,7 @@ import { alive, withLock } from "./lock.js";
 import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { silentProgress, type Progress } from "./progress.js";
 import { buildRecipe } from "./recipe-build.js";
-import { HUB_IMAGES, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
+import { HUB_IMAGES, isHubTag, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
 import { hexOf, ImageNotFoundError, writeAtomic, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
 import { runTool } from "./tools.js";
 
@@ -87,16 +87,20 @@ export class ImageStore {
     // An image the user imported under a name wins over every other source.
     if (stored?.manifest.source === "import") return { kind: "stored", image: stored };
     const recipe = recipeFor(ref, false);
-    if (recipe) return this.recipePlan(recipe);
-    if (stored && stored.manifest.source !== "docker") return { kind: "stored", image: stored };
+    if (recipe && isHubTag(ref.tag)) return this.recipePlan(recipe);
+    // (A recipe's build kept under a tag the hub does not publish, by an older version, is not served.)
+    if (stored && stored.manifest.source !== "docker" && !recipe) return { kind: "stored", image: stored };
     const fromDocker = this.docker ? await inspectDockerImage(this.docker, name) : undefined;
     if (fromDocker) {
       if (stored?.manifest.digest === fromDocker.id) return { kind: "stored", image: stored };
       return { kind: "docker", ref: canonical, name, ...fromDocker };
     }
-    if (stored) return { kind: "stored", image: stored }; // exported before; the daemon is gone or no longer has it
+    if (stored?.manifest.source === "docker") return { kind: "stored", image: stored }; // exported before; the daemon is gone or no longer has it
     const bare = recipeFor(ref, true);
-    if (bare) return this.recipePlan(bare);
+    if (bare && isHubTag(ref.tag)) return this.recipePlan(bare);
+    const hub = recipe ?? bare;
+    // A hub image under a tag the hub never published (blaxel/base-image:notexistingtag): not an image, as on the platform.
+    if (hub) throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: the hub publishes blaxel/${hub.name} as "latest" and as release versions ("X.Y.Z"), not as "${ref.tag}"; use blaxel/${hub.name}:latest`);
     throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${this.dir})${this.docker ? ", and the local Docker daemon does not have it" : ""}; import it with: sandbox-sim images import <oci-dir-or-tar> --name ${canonical}`);
   }
 

@@ -150,9 +150,9 @@ export const RECIPES: Recipe[] = [
 ];
 
 /**
- * The recipe a reference names: `blaxel/<name>` (any tag, the platform's
- * versions all map to one local build), or the bare `<name>` when
- * `bareNames` (the caller checked that no Docker image has that name).
+ * The recipe a reference names: `blaxel/<name>`, or the bare `<name>` when
+ * `bareNames` (the caller checked that no Docker image has that name),
+ * whatever its tag (isHubTag says whether the hub has that tag).
  */
 export function recipeFor(ref: ImageRef, bareNames: boolean): Recipe | undefined {
   if (ref.registry && ref.registry !== "docker.io" && ref.registry !== "ghcr.io") return undefined;
@@ -160,6 +160,20 @@ export function recipeFor(ref: ImageRef, bareNames: boolean): Recipe | undefined
   if (more.length > 0) return undefined;
   const wanted = name === undefined ? (bareNames ? owner : undefined) : owner === "blaxel" ? name : undefined;
   return RECIPES.find((r) => r.name === wanted);
+}
+
+/**
+ * The tags the hub publishes for its images (blaxel-ai/sandbox,
+ * .github/workflows/build.yaml and scripts/mk3-build.sh): a release (a
+ * `vX.Y.Z` git tag) builds every hub image, tags it `latest` and with the
+ * release's semver version (`X.Y.Z`, `X.Y.Z-rc.1`), and registers it on the
+ * platform as `blaxel/<name>:<tag>`; the hub's store entry points at
+ * `latest`. Branch builds (`develop`, `<branch>-<sha>`) go to the dev
+ * environment only. The simulator builds one image per recipe: every
+ * published tag maps to it; any other tag is not an image the hub has.
+ */
+export function isHubTag(tag: string): boolean {
+  return tag === "latest" || /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/.test(tag);
 }
 
 /** The hub names as the platform lists them (INVALID_IMAGE's supported_images). */

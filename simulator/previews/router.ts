@@ -4,7 +4,7 @@ import type { SimDeps } from "../deps.js";
 import { edgeError, type ForwardPlan, type PreviewRouter } from "../proxy/index.js";
 import type { StoredResource } from "../store/resources.js";
 import { cookieWithout, matchingToken, presentedToken, TOKEN_HEADER, TOKEN_PARAM, type TokenDoc } from "./tokens.js";
-import { hostLabel, labelCandidates, previewFromPath, previewHostLabel, withoutTokenParam, type PreviewAddress } from "./urls.js";
+import { hostLabel, labelCandidates, prefixedPreviewFromPath, previewFromPath, previewHostLabel, withoutTokenParam, type PreviewAddress } from "./urls.js";
 
 /**
  * Serves preview URLs (urls.ts): the preview's sandbox answers on
@@ -68,9 +68,17 @@ export function createPreviewRouter(deps: Deps): PreviewRouter {
     return undefined;
   }
 
+  /** `/{workspace}/previews/{prefixUrl}/...`: the workspace's preview with that prefixUrl. */
+  function fromPrefixPath(url: string): PreviewAddress | undefined {
+    const at = prefixedPreviewFromPath(url);
+    if (!at) return undefined;
+    const hit = deps.resources.allOfKind<PreviewDoc>(at.workspace, ["preview"]).find((p) => p.doc.spec.prefixUrl === at.prefix);
+    return hit && { workspace: at.workspace, sandbox: hit.parent, preview: hit.name, rest: at.rest, cookiePath: at.cookiePath };
+  }
+
   function locate(req: IncomingMessage): PreviewAddress | undefined {
     const label = previewHostLabel(req.headers.host);
-    return label ? fromHost(label, req.url ?? "/") : previewFromPath(req.url ?? "/");
+    return label ? fromHost(label, req.url ?? "/") : (previewFromPath(req.url ?? "/") ?? fromPrefixPath(req.url ?? "/"));
   }
 
   function checkToken(req: IncomingMessage, at: PreviewAddress): string | undefined {
@@ -88,7 +96,7 @@ export function createPreviewRouter(deps: Deps): PreviewRouter {
   }
 
   return {
-    matches: (req) => previewHostLabel(req.headers.host) !== undefined || previewFromPath(req.url ?? "/") !== undefined,
+    matches: (req) => previewHostLabel(req.headers.host) !== undefined || previewFromPath(req.url ?? "/") !== undefined || prefixedPreviewFromPath(req.url ?? "/") !== undefined,
     plan(req): ForwardPlan {
       const at = locate(req);
       const item: StoredResource<PreviewDoc> | undefined = at && deps.resources.get<PreviewDoc>(at.workspace, "preview", at.preview, at.sandbox);

@@ -3,7 +3,10 @@ import { OWN_PATHS } from "../proxy/route.js";
 /**
  * Where a preview answers (pure). Two forms, both always served:
  * - path: `{base}/{workspace}/sandboxes/{sandbox}/previews/{preview}/...`, the
- *   default `spec.url` (resolves everywhere, Node's fetch included);
+ *   default `spec.url` (resolves everywhere, Node's fetch included); a
+ *   preview with a prefixUrl is `{base}/{workspace}/previews/{prefixUrl}/...`
+ *   instead (prefixUrl is unique in the workspace), so its URL carries the
+ *   prefix as the platform's does (the SDK's preview test checks it);
  * - host: `http://{label}.preview.localhost:{port}/...` as on the platform
  *   (`<id>.preview.bl.run`), where label is `{prefixUrl}-{workspace}` when
  *   the preview has a prefixUrl (the platform's `myprefix-workspace` form),
@@ -33,6 +36,28 @@ export function previewFromPath(url: string): PreviewAddress | undefined {
     const tail = match[4]!;
     const rest = tail.startsWith("/") ? tail : `/${tail}`;
     return { workspace, sandbox, preview, rest, cookiePath: `/${match[1]}/sandboxes/${match[2]}/previews/${match[3]}` };
+  } catch {
+    return undefined; // malformed percent-encoding
+  }
+}
+
+/** A preview addressed by its workspace's prefixUrl: `/{workspace}/previews/{prefixUrl}/...`. */
+export interface PrefixedPreviewAddress {
+  workspace: string;
+  prefix: string;
+  rest: string;
+  cookiePath: string;
+}
+
+const PREFIX_PATH_FORM = /^\/([^/?]+)\/previews\/([a-z0-9-]+)(?=[/?]|$)(.*)$/;
+
+export function prefixedPreviewFromPath(url: string): PrefixedPreviewAddress | undefined {
+  const match = PREFIX_PATH_FORM.exec(url);
+  if (!match || OWN_PATHS.has(match[1]!)) return undefined;
+  try {
+    const workspace = decodeURIComponent(match[1]!);
+    const tail = match[3]!;
+    return { workspace, prefix: match[2]!, rest: tail.startsWith("/") ? tail : `/${tail}`, cookiePath: `/${match[1]}/previews/${match[2]}` };
   } catch {
     return undefined; // malformed percent-encoding
   }
@@ -68,7 +93,7 @@ export function labelCandidates(label: string, workspaces: string[]): { workspac
 
 /** The URL written into a preview's spec.url. */
 export function previewUrl(base: string, form: PreviewUrlForm, workspace: string, sandbox: string, preview: string, prefixUrl: string | undefined): string {
-  if (form === "path") return `${base}/${workspace}/sandboxes/${sandbox}/previews/${preview}`;
+  if (form === "path") return prefixUrl ? `${base}/${workspace}/previews/${prefixUrl}` : `${base}/${workspace}/sandboxes/${sandbox}/previews/${preview}`;
   const url = new URL(base);
   const domain = /^[\d.]+$|^\[|^localhost$/i.test(url.hostname) ? "localhost" : url.hostname;
   return `${url.protocol}//${hostLabel(workspace, sandbox, preview, prefixUrl)}.preview.${domain}${url.port ? `:${url.port}` : ""}`;

@@ -1,7 +1,9 @@
+import { mkdirSync, rmSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
 import { iso } from "../clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
+import { mountsUnder } from "../agents/retention.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "../agents/sandbox-status.js";
 import type { OpContext } from "../http/operation.js";
@@ -85,9 +87,8 @@ const UNTOUCHED = new Set(["ARCHIVED", "ARCHIVING", "UNARCHIVING", "FAILED", "DE
 /**
  * After updateSandbox saved the new spec: `spec.enabled: false` deactivates
  * (DEACTIVATING, agent stopped, DEACTIVATED), enabling a deactivated sandbox
- * starts its agent again, and a change to what the agent is launched with
- * (spec.runtime.envs, image) restarts it with the new environment. Files are
- * kept throughout.
+ * starts its agent again (files kept), and a change to what the agent is
+ * launched with (spec.runtime.envs, image, memory, volumes) reboots it (reboot()).
  */
 export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string, previous: ResourceDoc, previousStatus: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
@@ -103,14 +104,57 @@ export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string,
       recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", "activating: starting the sandbox agent");
       await startAgent(ctx, agents, name, item.doc);
     } else if (!wantOff && !isDeepStrictEqual(launchOptions(previous), launchOptions(item.doc))) {
-      const [before, after] = [launchOptions(previous), launchOptions(item.doc)];
-      const what = !isDeepStrictEqual(before.env, after.env) ? "spec.runtime.envs" : !isDeepStrictEqual(before.volumes, after.volumes) ? "spec.volumes" : "spec.runtime.image";
-      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `${what} changed: restarting the sandbox agent (files kept)`);
-      await agents.stop(ctx.workspace, name);
-      await startAgent(ctx, agents, name, item.doc);
+      await reboot(ctx, agents, name, item.doc, changedLaunchField(launchOptions(previous), launchOptions(item.doc)));
     }
     return reply(ctx, name);
   });
+}
+
+/** Which of what the sandbox runs with an update changed, for its event. */
+function changedLaunchField(before: ReturnType<typeof launchOptions>, after: ReturnType<typeof launchOptions>): string {
+  if (!isDeepStrictEqual(before.env, after.env)) return "spec.runtime.envs";
+  if (!isDeepStrictEqual(before.volumes, after.volumes)) return "spec.volumes";
+  if (before.image !== after.image) return "spec.runtime.image";
+  return "spec.runtime.memory";
+}
+
+/**
+ * A change to what the sandbox runs with (envs, image, memory, volumes) reboots it, as on the
+ * platform: the SDK's lifecycle test "updating environment variables reboots sandbox and clears
+ * files" expects a file written before to be gone and the new envs in place, and the docs say
+ * "Updating the image resets the sandbox state". The agent stops, the sandbox's own files (its
+ * writable root) are removed, and a new agent starts on the image alone; volumes keep their data
+ * (they are not the sandbox's files), and so does the agent's state (process records, schedules,
+ * which the platform keeps in its control plane).
+ */
+async function reboot(ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown, what: string): Promise<void> {
+  recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `${what} changed: rebooting the sandbox (its files are reset)`);
+  await agents.stop(ctx.workspace, name);
+  let resetFailure: Error | undefined;
+  try {
+    resetFiles(agents, ctx.workspace, name);
+  } catch (err) {
+    resetFailure = err as Error;
+  }
+  await startAgent(ctx, agents, name, doc);
+  // Up again on its old files: the update applied, the reset did not, and the caller is told so.
+  if (resetFailure) throw errors.internal(`sandbox "${name}" rebooted with its new spec, but its files could not be reset: ${resetFailure.message}`);
+}
+
+/**
+ * A reboot's fresh filesystem: empties a stopped sandbox's writable root (the
+ * overlay's upper layer over its image, or its whole root without one) and
+ * the overlay's work dir; the agent's state stays. Refuses while the agent
+ * runs or anything is mounted under the root (a drive's files would go too).
+ */
+function resetFiles(agents: SandboxAgents, workspace: string, name: string): void {
+  if (agents.get(workspace, name)) throw new Error("its agent is still running");
+  const root = agents.rootDir(workspace, name);
+  const mounted = mountsUnder(root);
+  if (mounted.length > 0) throw new Error(`still mounted under its root: ${mounted.join(", ")}`);
+  rmSync(root, { recursive: true, force: true });
+  rmSync(`${root}.overlay-work`, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
 }
 
 /** Statuses in which a sandbox has no running agent. */

@@ -2,12 +2,15 @@ import { parseDuration } from "../../src/units.js";
 import type { SimDeps } from "../deps.js";
 
 /**
- * Sandbox expiry rules (control-plane.md §3.2): `spec.runtime.ttl` (max age
- * from creation), `spec.runtime.expires` (ISO date) and
- * `spec.lifecycle.expirationPolicies` (`ttl-max-age` from creation,
- * `ttl-idle` from the last use, `date`), each with the one action the SDK's
- * types know, `delete`. Pure: the sweep (expiry.ts) applies them, and reads
- * render them as `expiresIn`.
+ * Sandbox expiry rules (control-plane.md §3.2): `spec.runtime.ttl` (max age),
+ * `spec.runtime.expires` (ISO date) and `spec.lifecycle.expirationPolicies`
+ * (`ttl-max-age`, `ttl-idle` from the last use, `date`), each with the one
+ * action the SDK's types know, `delete`. Ages count from the moment the
+ * sandbox was first ready (`__readyAt`, when its create answered; its
+ * creation when it has none), so a cold start does not eat them: the SDK's
+ * lifecycle test writes and reads a file in a `ttl: "1s"` sandbox right after
+ * the create returns. Dates stay absolute. Pure: the sweep (expiry.ts)
+ * applies them, and reads render them as `expiresIn`.
  */
 
 export interface Expiry {
@@ -25,6 +28,8 @@ export interface ExpiringDoc {
   };
   terminatedAt?: string;
   lastUsedAt?: string;
+  /** When the sandbox was first ready (agents/sandbox-status.ts); absent before, and for records-only sandboxes. */
+  __readyAt?: string;
 }
 
 /** How long an expired sandbox's TERMINATED record stays visible: spec.lifecycle.terminatedRetention, default 5m (control-plane.md §3.2). */
@@ -48,11 +53,11 @@ export const dateMs = (value: unknown): number | undefined => (typeof value === 
 
 /**
  * The earliest expiry of a sandbox, or undefined when nothing limits its
- * life. `lastUsedMs` is when it last served a request (ttl-idle); creation
- * or its last update counts as a use.
+ * life. `lastUsedMs` is when it last served a request (ttl-idle); becoming
+ * ready or its last update counts as a use.
  */
 export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefined {
-  const created = dateMs(doc.metadata?.createdAt) ?? 0;
+  const created = dateMs(doc.__readyAt) ?? dateMs(doc.metadata?.createdAt) ?? 0;
   const used = Math.max(created, dateMs(doc.metadata?.updatedAt) ?? 0, lastUsedMs ?? 0);
   const candidates: Expiry[] = [];
   const ttl = ttlMs(doc.spec?.runtime?.ttl);

@@ -6,7 +6,7 @@ import { scopeFor } from "../auth/scopes.js";
 import { parse, queryBool } from "../../src/http.js";
 import { iso } from "../clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import { buildNew, crudOperations, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
+import { bodySchema, buildNew, crudOperations, insertNew, loadItem, renderDoc, save, showSecrets } from "../resources/crud.js";
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
@@ -83,7 +83,20 @@ function createRecord(ctx: OpContext): unknown {
 /** The generic update (validation, masked secrets kept), then what the new spec means for the agent. */
 const genericUpdate = crudOperations({ ...sandboxKind, ops: { update: "updateSandbox" } })[0]!;
 
+/**
+ * The top-level fields an update takes; the platform ignores the others. The SDK's own lifecycle test
+ * sends the current spec spread beside `metadata` and `spec` (`{...sandbox.spec, metadata, spec}`), so
+ * `runtime`, `region`... arrive at the top level too. `spec` itself stays strict.
+ */
+const UPDATE_FIELDS = new Set(Object.keys(bodySchema(sandboxKind).shape));
+
+function withoutIgnoredFields(body: unknown): unknown {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return body;
+  return Object.fromEntries(Object.entries(body).filter(([key]) => UPDATE_FIELDS.has(key)));
+}
+
 async function updateSandbox(ctx: OpContext): Promise<unknown> {
+  ctx.body = withoutIgnoredFields(ctx.body);
   const agents = ctx.deps.agents;
   if (!agents) return genericUpdate.handler(ctx);
   // Read before the update: the store may hand the update the same (cached) item object.

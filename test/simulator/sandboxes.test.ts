@@ -37,6 +37,19 @@ describe("sandboxes", () => {
     expect(bad.body.code).toBe("BAD_REQUEST");
   });
 
+  it("an update ignores top-level fields it does not take (the SDK's lifecycle test spreads the spec there); spec stays strict", async () => {
+    await sim.api.post("/v0/sandboxes", { metadata: { name: "spread" }, spec: { runtime: { envs: [{ name: "A", value: "1" }] } } }).expect(200);
+    const current = (await sim.api.get("/v0/sandboxes/spread").expect(200)).body;
+    const spec = { ...current.spec, runtime: { ...current.spec.runtime, envs: [{ name: "A", value: "2" }] } };
+    const updated = await sim.api.put("/v0/sandboxes/spread", { ...current.spec, metadata: current.metadata, spec }).expect(200);
+    expect(updated.body.spec.runtime.envs).toEqual([{ name: "A", value: "2" }]);
+    expect(updated.body).not.toHaveProperty("runtime");
+    expect(updated.body).not.toHaveProperty("region");
+    const typo = await sim.api.put("/v0/sandboxes/spread", { metadata: current.metadata, spec: { ...spec, runtim: {} } }).expect(400);
+    expect(typo.body.message).toContain("runtim");
+    await sim.api.delete("/v0/sandboxes/spread").expect(200);
+  });
+
   it("gets, updates and deletes; 404 in the _Error shape afterwards", async () => {
     await sim.api.put("/v0/sandboxes/demo", { metadata: { displayName: "Demo" }, spec: { runtime: { memory: 2048 } } }).expect(200);
     const got = await sim.api.get("/v0/sandboxes/demo").expect(200);

@@ -2,15 +2,17 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { provisionDrive, retireDrive } from "../../agents/drives.js";
-import { VolumeInUseError } from "../../agents/volume-fs.js";
+import { iso } from "../../clock.js";
 import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
 
+const mounts = (sandbox: ResourceDoc, volume: string) => Array.isArray(sandbox.spec?.volumes) && (sandbox.spec.volumes as { name?: string }[]).some((v) => v.name === volume);
+
 /** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
-  const user = sandboxes.find((s) => s.status !== "TERMINATED" && Array.isArray(s.spec?.volumes) && (s.spec.volumes as { name?: string }[]).some((v) => v.name === doc.metadata.name));
+  const user = sandboxes.find((s) => s.status !== "TERMINATED" && mounts(s, doc.metadata.name));
   return user ? `sandbox:${user.metadata.name}` : undefined;
 }
 
@@ -38,11 +40,14 @@ export const volumeKind: ResourceKind = {
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
     if (!ctx.deps.agents) return;
-    try {
-      provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, (doc.state as { attachedTo?: string }).attachedTo !== undefined);
-    } catch (err) {
-      if (err instanceof VolumeInUseError) throw errors.conflict(`volume "${doc.metadata.name}" cannot grow now: ${err.message}`);
-      throw err;
+    // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
+    const inUse = sandboxes.some((s) => ctx.deps.agents!.get(ctx.workspace, s.metadata.name) !== undefined && mounts(s, doc.metadata.name));
+    const pending = provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, inUse);
+    // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
+    if (pending) {
+      const message = `spec.size ${String(doc.spec.size)} MB: the filesystem grows once no sandbox mounts the volume (${pending}); the next sandbox to mount it gets the new size`;
+      doc.events = [...((doc.events as unknown[] | undefined) ?? []), { type: "resize", status: doc.status, message, revision: "rev-1", time: iso(ctx.deps.clock.now()) }];
+      ctx.deps.logger.info({ workspace: ctx.workspace, volume: doc.metadata.name, reason: pending }, "volume growth waits");
     }
   },
   // Refused (409) while a sandbox names it, as the platform does; then its files go with it.

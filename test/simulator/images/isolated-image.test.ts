@@ -78,6 +78,15 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes run over
     expect(existsSync(join(rootfs, "usr/local/bin/tool"))).toBe(false);
     expect(readFileSync(join(rootfs, "etc/os-release"), "utf8")).toBe("ID=tiny-test-image\n");
 
+    // A new spec.runtime.envs reboots the sandbox, as on the platform: its own layer is reset to the image.
+    const current = await sdk.SandboxInstance.get("tiny-one");
+    const spec = { ...current.spec, runtime: { ...current.spec.runtime, envs: [{ name: "AFTER", value: "reboot" }] } };
+    await sdk.updateSandbox({ path: { sandboxName: "tiny-one" }, body: { metadata: current.metadata, spec }, throwOnError: true });
+    const rebooted = await sdk.SandboxInstance.get("tiny-one");
+    expect(await run(rebooted, "cat /usr/local/bin/tool 2>/dev/null || echo none; cat /etc/os-release; echo $AFTER $FROM_IMAGE")).toBe("none\nID=tiny-test-image\nreboot tiny\n");
+    await rebooted.fs.write("/tmp/after.txt", "the new layer works");
+    expect(await rebooted.fs.read("/tmp/after.txt")).toBe("the new layer works");
+
     await sdk.SandboxInstance.delete("tiny-one");
     await sdk.SandboxInstance.delete("tiny-two");
   }, 120_000);

@@ -76,6 +76,11 @@ describe("sandbox images through @blaxel/core", () => {
     await expect(sdk.SandboxInstance.get("no-such-image")).rejects.toMatchObject({ code: 404 });
     expect(sim.deps.agents!.get(WS, "no-such-image")).toBeUndefined();
     expect(specs.some((s) => s.sandbox === "no-such-image")).toBe(false);
+    // A hub image under a tag the hub never published is no image either (the SDK's image test uses this one).
+    const badTag = await sdk.SandboxInstance.create({ name: "bad-tag", image: "blaxel/base-image:notexistingtag" }).then(() => undefined, (e: unknown) => e);
+    expect(badTag).toMatchObject({ code: "INVALID_IMAGE", status_code: 400, details: { requested_image: "blaxel/base-image:notexistingtag" } });
+    expect((badTag as { message: string }).message).toMatch(/not as "notexistingtag"/);
+    await expect(sdk.SandboxInstance.get("bad-tag")).rejects.toMatchObject({ code: 404 });
     // A malformed name is an invalid image too.
     await expect(sdk.SandboxInstance.create({ name: "bad-name", image: "Not A Name" })).rejects.toMatchObject({ code: "INVALID_IMAGE" });
   });

@@ -6,7 +6,7 @@ import { parseImageRef, formatImageRef, storeKey } from "../../../simulator/imag
 import { ImageNotFoundError, ImageStore } from "../../../simulator/images/image-store.js";
 import { alive, withLock } from "../../../simulator/images/lock.js";
 import { eventually } from "../launcher/helpers.js";
-import { recipeFor } from "../../../simulator/images/recipes.js";
+import { isHubTag, recipeFor } from "../../../simulator/images/recipes.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { gzipped, tarOf, writeOciLayout, type TestEntry } from "./tar-writer.js";
 
@@ -31,6 +31,18 @@ describe("image references", () => {
     expect(recipeFor(parseImageRef("node"), false)).toBeUndefined(); // a bare name goes to Docker first
     expect(recipeFor(parseImageRef("node"), true)?.name).toBe("node");
     expect(recipeFor(parseImageRef("someone/node"), true)).toBeUndefined();
+  });
+
+  it("knows the tags the hub publishes: latest and release versions, nothing else", async () => {
+    for (const tag of ["latest", "0.3.1", "1.0.0", "0.2.0-rc.1"]) expect(isHubTag(tag), tag).toBe(true);
+    for (const tag of ["notexistingtag", "develop", "v0.3.1", "0.3", "main-abc1234", "22"]) expect(isHubTag(tag), tag).toBe(false);
+    const store = new ImageStore({ dir: trackedTempDir("hub-tags-"), docker: null });
+    expect(await store.locate("blaxel/base-image:0.3.1")).toMatchObject({ kind: "recipe", recipe: { name: "base-image" } });
+    expect(await store.locate("ghcr.io/blaxel/nextjs")).toMatchObject({ kind: "recipe", recipe: { name: "nextjs" } });
+    const missing = await store.locate("blaxel/base-image:notexistingtag").catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(ImageNotFoundError);
+    expect((missing as Error).message).toMatch(/publishes blaxel\/base-image as "latest" and as release versions/);
+    await expect(store.locate("node:22")).rejects.toThrow(/not as "22"/);
   });
 });
 

@@ -106,8 +106,14 @@ describe("previews", () => {
     expect((JSON.parse(byHost.body) as Echo).url).toBe("/from-host");
   });
 
-  it("prefixUrl names the host ({prefix}-{workspace}.preview.localhost), unique in the workspace", async () => {
-    await sandbox.previews.create({ metadata: { name: "pref" }, spec: { port: appPort, public: true, prefixUrl: "myapp" } });
+  it("prefixUrl names the host ({prefix}-{workspace}.preview.localhost) and is in the default spec.url, unique in the workspace", async () => {
+    const preview = await sandbox.previews.create({ metadata: { name: "pref" }, spec: { port: appPort, public: true, prefixUrl: "myapp" } });
+    // The SDK's preview test: `expect(preview.spec.url).toContain("my-custom-prefix")`; the URL works as it is.
+    expect(preview.spec.url).toBe(`${sim.url}/${WS}/previews/myapp`);
+    const byUrl = await fetch(`${preview.spec.url}/p?q=1`);
+    expect(byUrl.status).toBe(200);
+    expect((await byUrl.json()) as Echo).toMatchObject({ url: "/p?q=1" });
+    expect((await fetch(`${sim.url}/${WS}/previews/nobody`)).status).toBe(404);
     const res = await getWithHost(`myapp-${WS}.preview.localhost`, "/p");
     expect((JSON.parse(res.body) as Echo).url).toBe("/p");
     await expect(sandbox.previews.create({ metadata: { name: "pref2" }, spec: { port: appPort, public: true, prefixUrl: "myapp" } })).rejects.toMatchObject({ code: 409 });

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { cookieWithout, matchingToken, presentedToken } from "../../../simulator/previews/tokens.js";
-import { labelCandidates, previewFromPath, previewHostLabel, previewUrl, withoutTokenParam } from "../../../simulator/previews/urls.js";
+import { labelCandidates, prefixedPreviewFromPath, previewFromPath, previewHostLabel, previewUrl, withoutTokenParam } from "../../../simulator/previews/urls.js";
 import { isPortPath, targetFromRunPath } from "../../../simulator/proxy/index.js";
 
 describe("preview addresses", () => {
@@ -11,6 +11,15 @@ describe("preview addresses", () => {
     expect(previewFromPath("/ws/sandboxes/box/previews/site?q")).toMatchObject({ rest: "/?q" });
     expect(previewFromPath("/v0/sandboxes/box/previews/site")).toBeUndefined();
     expect(previewFromPath("/ws/sandboxes/box/filesystem/x")).toBeUndefined();
+  });
+
+  it("reads the prefixUrl path form", () => {
+    expect(prefixedPreviewFromPath("/ws/previews/my-app/a/b?x=1")).toEqual({ workspace: "ws", prefix: "my-app", rest: "/a/b?x=1", cookiePath: "/ws/previews/my-app" });
+    expect(prefixedPreviewFromPath("/ws/previews/my-app")).toMatchObject({ rest: "/" });
+    expect(prefixedPreviewFromPath("/ws/previews/my-app?q")).toMatchObject({ rest: "/?q" });
+    expect(prefixedPreviewFromPath("/v0/previews/my-app")).toBeUndefined();
+    expect(prefixedPreviewFromPath("/ws/previews/My_App")).toBeUndefined();
+    expect(prefixedPreviewFromPath("/ws/sandboxes/box/previews/site")).toBeUndefined();
   });
 
   it("reads host labels and the workspaces they may end with (names contain '-')", () => {
@@ -27,6 +36,7 @@ describe("preview addresses", () => {
     expect(previewUrl("http://127.0.0.1:8081", "path", "ws", "box", "site", undefined)).toBe("http://127.0.0.1:8081/ws/sandboxes/box/previews/site");
     expect(previewUrl("http://127.0.0.1:8081", "host", "ws", "box", "site", undefined)).toBe("http://site-box-ws.preview.localhost:8081");
     expect(previewUrl("http://127.0.0.1:8081", "host", "ws", "box", "site", "myapp")).toBe("http://myapp-ws.preview.localhost:8081");
+    expect(previewUrl("http://127.0.0.1:8081", "path", "ws", "box", "site", "my-custom-prefix")).toBe("http://127.0.0.1:8081/ws/previews/my-custom-prefix");
     expect(previewUrl("https://sim.example.dev", "host", "ws", "box", "site", undefined)).toBe("https://site-box-ws.preview.sim.example.dev");
   });
 

@@ -74,7 +74,7 @@ describe("sandbox expiry on read", () => {
     expect(sim.deps.resources.get("default", "sandbox", "listed")?.status).toBe("TERMINATED");
   });
 
-  it("a sweep while the create is in flight leaves it alone: the create answers 200 DEPLOYED, the next read TERMINATED", async () => {
+  it("a sweep while the create is in flight leaves it alone: the create answers 200 DEPLOYED, and the ttl counts from then", async () => {
     launcher.hold();
     const creating = auth(request(sim.url).post("/v0/sandboxes")).send({ metadata: { name: "raced" }, spec: { runtime: { ttl: "1s" } } }).then((r) => r);
     for (let i = 0; i < 500 && launcher.waiting === 0; i++) await new Promise((r) => setTimeout(r, 10));
@@ -86,6 +86,10 @@ describe("sandbox expiry on read", () => {
     const created = await creating;
     expect(created.status).toBe(200);
     expect(created.body.status).toBe("DEPLOYED");
+    // The cold start did not eat the lifetime: a whole second is left from the moment the create answered.
+    const after = await get("raced");
+    expect(after.body).toMatchObject({ status: "DEPLOYED", expiresIn: 1 });
+    sim.deps.clock.advance(1_000);
     expect((await get("raced")).body.status).toBe("TERMINATED");
   });
 

@@ -28,6 +28,15 @@ describe("sandbox expiry", () => {
     expect(both).toMatchObject({ dueMs: T0 + HOUR, reason: "spec.runtime.expires 2026-01-01T01:00:00Z reached" });
   });
 
+  it("ages count from the moment the sandbox was first ready when it has one; dates stay absolute", () => {
+    const ready = new Date(T0 + 5_000).toISOString(); // a 5 s cold start
+    const readyDoc = (spec: Record<string, unknown>) => ({ ...doc(spec), __readyAt: ready });
+    expect(expiryOf(readyDoc({ runtime: { ttl: "1s" } }))?.dueMs).toBe(T0 + 6_000);
+    expect(expiryOf(readyDoc({ lifecycle: { expirationPolicies: [{ type: "ttl-max-age", value: "1s" }] } }))?.dueMs).toBe(T0 + 6_000);
+    expect(expiryOf(readyDoc({ lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "5s" }] } }))?.dueMs).toBe(T0 + 10_000);
+    expect(expiryOf(readyDoc({ runtime: { expires: new Date(T0 + 2_000).toISOString() } }))?.dueMs).toBe(T0 + 2_000);
+  });
+
   it("expiration policies: ttl-max-age from creation, date, ttl-idle from the last use", () => {
     const policies = (p: unknown[]) => doc({ lifecycle: { expirationPolicies: p } });
     expect(expiryOf(policies([{ type: "ttl-max-age", value: "1d", action: "delete" }]))?.dueMs).toBe(T0 + 24 * HOUR);
