@@ -107,26 +107,36 @@ export class SandboxImages {
   }
 }
 
+/** What the hub images' entrypoints ask of their services (hub/nextjs/entrypoint.sh): restarted when they fail, up to 25 times. */
+const SERVICE_RESTARTS = 25;
+/** How long a sandbox's start waits for a service's ports (ImageService.waitForPorts) before going on without them. */
+const SERVICE_PORT_WAIT_S = 120;
+
 /**
  * Starts the image's own processes beside the agent, as the hub images'
  * entrypoints do (hub/nextjs/entrypoint.sh: POST /process to the agent once
- * it answers). Failures are reported, not thrown: the sandbox is up.
+ * it answers), through the agent's endpoint whatever the launcher (a TCP
+ * address, or the isolating launcher's Unix socket). A service already
+ * running (an agent that restarted and adopted it) is left as it is.
+ * Failures are reported, not thrown: the sandbox is up.
  */
-export async function startImageServices(url: string, token: string, services: ImageService[], logger?: Logger): Promise<void> {
+export async function startImageServices(endpoint: AgentEndpoint, token: string, services: ImageService[], logger?: Logger): Promise<void> {
   if (services.length === 0) return;
   const onError = (service: string, message: string) => logger?.warn({ service, err: message }, "could not start the image's service");
   for (const service of services) {
+    const waits = service.waitForPorts?.length ? { waitForPorts: service.waitForPorts, timeout: SERVICE_PORT_WAIT_S } : {};
     try {
-      const res = await fetch(`${url}/process`, {
+      const res = await agentFetch(endpoint, {
         method: "POST",
+        path: "/process",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false }),
-        signal: AbortSignal.timeout(10_000),
+        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, restartOnFailure: true, maxRestarts: SERVICE_RESTARTS, ...waits }),
+        timeoutMs: (SERVICE_PORT_WAIT_S + 10) * 1000,
       });
-      if (!res.ok) onError(service.name, `POST /process answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
-      else await res.body?.cancel();
+      if (res.status === 409) continue; // its name is running: started before this agent (re)started
+      if (res.status < 200 || res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
     } catch (err) {
-      onError(service.name, (err as Error).message);
+      onError(service.name, (err as NodeJS.ErrnoException).code ?? (err as Error).message);
     }
   }
 }
