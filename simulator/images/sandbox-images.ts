@@ -131,7 +131,7 @@ export async function startImageServices(endpoint: AgentEndpoint, token: string,
         path: "/process",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, restartOnFailure: true, maxRestarts: SERVICE_RESTARTS, ...waits }),
-        timeoutMs: (SERVICE_PORT_WAIT_S + 10) * 1000,
+        timeoutMs: waits.waitForPorts ? (SERVICE_PORT_WAIT_S + 10) * 1000 : 10_000,
       });
       if (res.status === 409) continue; // its name is running: started before this agent (re)started
       if (res.status < 200 || res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
