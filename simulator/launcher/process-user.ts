@@ -2,10 +2,10 @@ import type { ProcessUser } from "./types.js";
 
 /**
  * The sandbox kit's process wrapper (setpriv, ending with its `--`) made to
- * also switch to a user: setpriv sets the groups and ids after it has emptied
- * the bounding set (which takes a capability the user will not have), so a
- * command runs as that user with no capability, none regainable through a
- * set-user-id binary. Root with no other group is the wrapper as it is.
+ * also switch to a user: setpriv sets the groups and ids after it has set the
+ * bounding set (which takes a capability the user will not have), and a
+ * change to a non-root uid clears the others, so a command runs as that user
+ * with no capability. Root with no other group is the wrapper as it is.
  */
 export function wrapperAs(wrapper: readonly string[], user: ProcessUser | undefined): string[] {
   if (!user || (user.uid === 0 && user.gid === 0 && user.groups.length === 0)) return [...wrapper];
