@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { systemClock, type Clock } from "../src/clock.js";
 import { uuidIds, type Ids } from "../src/ids.js";
@@ -82,6 +83,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
   const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir] });
+  await ensureWorkingDir(paths, config.workingDir, logger);
 
   const multipart = new MultipartService({
     store: new UploadStore(db),
@@ -110,6 +112,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
     maxFinished: config.processHistory,
     baseEnv: () => environment.current(),
     wrapper: config.processWrapper,
+    defaultWorkingDir: config.workingDir,
     oomKills: config.memoryEvents ? () => readOomKills(config.memoryEvents!) : undefined,
   });
   processes.recover();
@@ -156,4 +159,14 @@ export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<v
   runtime.deps.processes.close();
   await stopped;
   await runtime.close();
+}
+
+/** The default directory of commands exists, as a container runtime makes the image's WorkingDir; a failure only leaves commands to say so. */
+async function ensureWorkingDir(paths: SandboxPaths, workingDir: string, logger: Logger): Promise<void> {
+  if (workingDir === "/") return;
+  try {
+    await mkdir(await paths.resolve(workingDir), { recursive: true });
+  } catch (err) {
+    logger.warn({ workingDir, err: (err as Error).message }, "the default working directory could not be created");
+  }
 }

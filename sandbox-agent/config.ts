@@ -38,6 +38,7 @@ export const AGENT_OPTIONS = {
   "secrets-key-file": { type: "string" },
   socket: { type: "string" },
   "process-wrapper": { type: "string" },
+  "working-dir": { type: "string" },
   "memory-events": { type: "string" },
   "port-handoff": { type: "boolean" },
   "log-level": { type: "string" },
@@ -93,6 +94,12 @@ export const AgentConfigSchema = z.object({
   socket: z.string().min(1).transform((p) => resolve(p)).optional(),
   /** Argv every command the agent runs (processes, schedules) starts through, e.g. a capability drop. */
   processWrapper: commandTemplate.optional(),
+  /**
+   * The sandbox path commands start in when they name none: the reference daemon's own working
+   * directory, which on the platform is the image's WORKDIR. Created at start when missing (as a
+   * container runtime creates the image's WorkingDir).
+   */
+  workingDir: z.string().min(1).refine((p) => p.startsWith("/"), "must be an absolute sandbox path").default("/"),
   /** A cgroup file with an `oom_kill N` line (memory.events, memory.oom_control): SIGKILLs it counts are reported as OOM kills. */
   memoryEvents: z.string().min(1).optional(),
   /** Hand connections to in-sandbox ports to the launcher over the IPC channel it started the agent with (ports/handoff.ts). */
@@ -133,6 +140,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
   --socket <path>            listen on this Unix socket instead of --host/--port (env SANDBOX_AGENT_SOCKET)
   --process-wrapper <argv>   start every command through this argv prefix, JSON array or words (e.g. a capability drop)
+  --working-dir <path>       sandbox path commands start in when they name no workingDir, created if missing
+                             (default /; a launcher passes the image's WorkingDir)
   --memory-events <file>     cgroup file with an "oom_kill N" line: a process SIGKILLed while it grows is reported as OOM-killed
   --port-handoff             on the IPC channel the launcher started the agent with, connect to in-sandbox ports
                              for it and hand over the connected sockets (its proxy then speaks to the server directly)
@@ -147,7 +156,7 @@ const FLAG_OF: Record<string, string> = {
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
-  processWrapper: "process-wrapper", memoryEvents: "memory-events", portHandoff: "port-handoff",
+  processWrapper: "process-wrapper", workingDir: "working-dir", memoryEvents: "memory-events", portHandoff: "port-handoff",
 };
 
 export class ConfigError extends Error {}
@@ -186,6 +195,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     secretsKeyFile: values["secrets-key-file"],
     socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),
     processWrapper: values["process-wrapper"],
+    workingDir: values["working-dir"],
     memoryEvents: values["memory-events"],
     portHandoff: values["port-handoff"] ?? false,
     logLevel: values["log-level"] ?? env.LOG_LEVEL,

@@ -62,8 +62,9 @@ export class ProcessManager {
     if (this.#starting.has(name) || this.#store.runningByName(name)) throw errors.conflict(`process with name '${name}' already exists and is running`);
     this.#starting.add(name);
     try {
-      const sandboxDir = this.#o.paths.normalize(input.workingDir ?? "/", "workingDir");
-      const cwd = await resolveWorkingDir(this.#o.paths, input.command, input.workingDir ?? "/", sandboxDir);
+      const workingDir = input.workingDir ?? this.#o.defaultWorkingDir ?? "/";
+      const sandboxDir = this.#o.paths.normalize(workingDir, "workingDir");
+      const cwd = await resolveWorkingDir(this.#o.paths, input.command, workingDir, sandboxDir);
       await this.#runs.spawnTurn();
       if (this.#closed) throw errors.serviceUnavailable("the agent is shutting down");
       return await this.#runs.spawnNew(input, name, sandboxDir, cwd);

@@ -8,7 +8,7 @@ import type { ProcessStatus } from "./store.js";
 export interface StartProcessRequest {
   command: string;
   name?: string;
-  /** A sandbox path (confined under --root); default `/`. */
+  /** A sandbox path (confined under --root); default the agent's --working-dir (ProcessManagerOptions.defaultWorkingDir). */
   workingDir?: string;
   /** Merged over the agent's own environment (these win). */
   env?: Record<string, string>;
@@ -72,6 +72,8 @@ export interface ProcessManagerOptions {
   baseEnv?: NodeJS.ProcessEnv | (() => NodeJS.ProcessEnv);
   /** Pause before a restart (reference: 1 s). */
   restartDelayMs?: number;
+  /** Sandbox path of commands that name no workingDir (the reference: the daemon's cwd, the image's WORKDIR); default `/`. */
+  defaultWorkingDir?: string;
   /** Argv prefix every command starts through (`<wrapper...> /bin/sh -c <command>`), e.g. a capability drop. */
   wrapper?: readonly string[];
   /** Reads the sandbox's OOM-kill counter (cgroup `oom_kill`); undefined where there is none. */

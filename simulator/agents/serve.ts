@@ -73,7 +73,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
       const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
       if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
-    })
+    }, launcher.singleUserId?.bind(launcher))
     : undefined;
   deps.images = images;
   const agents = new SandboxAgents({

@@ -17,6 +17,11 @@ export interface ImageService {
   command: string;
   workingDir: string;
   env?: Record<string, string>;
+  /**
+   * Ports the sandbox waits for before it is ready: where the platform's entrypoint starts the service
+   * before its daemon (hub/jupyter-server/entrypoint.sh), it already answers when the sandbox does.
+   */
+  waitForPorts?: number[];
 }
 
 export interface Recipe {
@@ -144,7 +149,7 @@ export const RECIPES: Recipe[] = [
     // hub/jupyter-server/entrypoint.sh: Jupyter on 12345, the interpreter's own server on 8888.
     services: [
       { name: "jupyter", command: "python3 -m jupyter_server --no-browser --ip=0.0.0.0 --port=12345 --ServerApp.token= --ServerApp.password= --allow-root --ServerApp.root_dir=/app", workingDir: "/app", env: { HOME: "/app" } },
-      { name: "interpreter", command: "python3 /opt/sandbox-kit/interpreter.py", workingDir: "/app", env: { HOME: "/app", INTERPRETER_PORT: "8888", INTERPRETER_ROOT: "/app" } },
+      { name: "interpreter", command: "python3 /opt/sandbox-kit/interpreter.py", workingDir: "/app", env: { HOME: "/app", INTERPRETER_PORT: "8888", INTERPRETER_ROOT: "/app" }, waitForPorts: [8888] },
     ],
   },
 ];

@@ -1,7 +1,10 @@
 import { ApiError } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
+import { applyImageConfig } from "./image-config.js";
 import { ImageRefError } from "./image-ref.js";
+import { ImageUserError } from "./image-user.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
+import { agentFetch, type AgentEndpoint } from "../launcher/endpoint.js";
 import type { LaunchSpec } from "../launcher/types.js";
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
@@ -24,6 +27,8 @@ export interface ResolvedImage {
   /** The image's environment (Dockerfile ENV), under the sandbox's own envs. */
   env: Record<string, string>;
   workingDir: string;
+  /** The image's User (Dockerfile USER), "" for root. */
+  user: string;
   services: ImageService[];
 }
 
@@ -43,7 +48,7 @@ export function envOfImage(lines: string[]): Record<string, string> {
 
 export function resolvedOf(image: StoredImage): ResolvedImage {
   const m = image.manifest;
-  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, services: m.services };
+  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: m.services };
 }
 
 export class SandboxImages {
@@ -54,6 +59,8 @@ export class SandboxImages {
     private readonly logger?: Logger,
     /** What a build or export on first use is doing, per sandbox (its events). */
     private readonly onProgress?: (workspace: string, sandbox: string, text: string) => void,
+    /** The launcher's reason why its sandboxes have one user id only (Launcher.singleUserId). */
+    private readonly singleUserId?: () => string | undefined,
   ) {}
 
   /** Throws INVALID_IMAGE when no source can provide the image; nothing is built. */
@@ -70,13 +77,23 @@ export class SandboxImages {
 
   /**
    * Resolves the image of a launch into its spec: the root filesystem as imageRootDir, the image's
-   * environment under the sandbox's envs. Returns the processes the image starts beside the agent.
+   * Env, WorkingDir and User (image-config.ts). Returns the processes the image starts beside the agent.
    */
   async prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]> {
     const resolved = await this.resolve(image, callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)));
     if (!resolved) return [];
     spec.imageRootDir = resolved.rootfs;
-    spec.env = { ...resolved.env, ...spec.env };
+    let applied;
+    try {
+      applied = applyImageConfig(spec, resolved, this.singleUserId?.());
+    } catch (err) {
+      if (err instanceof ImageUserError) throw new Error(`image ${resolved.ref}: ${err.message}`);
+      throw err;
+    }
+    if (applied.notice) {
+      this.logger?.warn({ workspace: spec.workspace, sandbox: spec.sandbox, image: resolved.ref }, applied.notice);
+      this.onProgress?.(spec.workspace, spec.sandbox, applied.notice);
+    }
     return resolved.services;
   }
 
@@ -90,26 +107,36 @@ export class SandboxImages {
   }
 }
 
+/** What the hub images' entrypoints ask of their services (hub/nextjs/entrypoint.sh): restarted when they fail, up to 25 times. */
+const SERVICE_RESTARTS = 25;
+/** How long a sandbox's start waits for a service's ports (ImageService.waitForPorts) before going on without them. */
+const SERVICE_PORT_WAIT_S = 120;
+
 /**
  * Starts the image's own processes beside the agent, as the hub images'
  * entrypoints do (hub/nextjs/entrypoint.sh: POST /process to the agent once
- * it answers). Failures are reported, not thrown: the sandbox is up.
+ * it answers), through the agent's endpoint whatever the launcher (a TCP
+ * address, or the isolating launcher's Unix socket). A service already
+ * running (an agent that restarted and adopted it) is left as it is.
+ * Failures are reported, not thrown: the sandbox is up.
  */
-export async function startImageServices(url: string, token: string, services: ImageService[], logger?: Logger): Promise<void> {
+export async function startImageServices(endpoint: AgentEndpoint, token: string, services: ImageService[], logger?: Logger): Promise<void> {
   if (services.length === 0) return;
   const onError = (service: string, message: string) => logger?.warn({ service, err: message }, "could not start the image's service");
   for (const service of services) {
+    const waits = service.waitForPorts?.length ? { waitForPorts: service.waitForPorts, timeout: SERVICE_PORT_WAIT_S } : {};
     try {
-      const res = await fetch(`${url}/process`, {
+      const res = await agentFetch(endpoint, {
         method: "POST",
+        path: "/process",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false }),
-        signal: AbortSignal.timeout(10_000),
+        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, restartOnFailure: true, maxRestarts: SERVICE_RESTARTS, ...waits }),
+        timeoutMs: waits.waitForPorts ? (SERVICE_PORT_WAIT_S + 10) * 1000 : 10_000,
       });
-      if (!res.ok) onError(service.name, `POST /process answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
-      else await res.body?.cancel();
+      if (res.status === 409) continue; // its name is running: started before this agent (re)started
+      if (res.status < 200 || res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
     } catch (err) {
-      onError(service.name, (err as Error).message);
+      onError(service.name, (err as NodeJS.ErrnoException).code ?? (err as Error).message);
     }
   }
 }

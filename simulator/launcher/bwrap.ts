@@ -14,6 +14,7 @@ import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
+import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
 import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
@@ -110,6 +111,11 @@ export class BwrapLauncher implements Launcher {
     }
   }
 
+  /** `unshare --map-root-user`: the sandbox's user namespace maps its root to the simulator's user and no other id. */
+  singleUserId(): string | undefined {
+    return "the sandbox's user namespace maps its root to the simulator's own user and no other id";
+  }
+
   /** Starts the warm sandbox for specs like this one ahead of the first create. */
   prepare(spec: LaunchSpec): void {
     this.pool.refill(spec);
@@ -169,7 +175,8 @@ export class BwrapLauncher implements Launcher {
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
       "--socket", AGENT_SOCKET,
       "--port-handoff",
-      "--process-wrapper", JSON.stringify(this.sandboxKit().processWrapper),
+      "--process-wrapper", JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
+      ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
       ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
   }

@@ -36,6 +36,17 @@ export interface LaunchSpec {
   memoryMb?: number;
   /** Outbound network from inside the sandbox (default true where the launcher gives it a network of its own). */
   outboundNetwork?: boolean;
+  /** The sandbox path commands start in when they name none (the image's WorkingDir); default `/`. */
+  workingDir?: string;
+  /** Who commands run as (the image's User, resolved in its /etc/passwd); default root. Applied by launchers that run images (usesImageRoot). */
+  user?: ProcessUser;
+}
+
+export interface ProcessUser {
+  uid: number;
+  gid: number;
+  /** Supplementary group ids. */
+  groups: number[];
 }
 
 export interface SandboxMount {
@@ -88,6 +99,11 @@ export interface Launcher {
    * or exporting it on first use). Otherwise images are only checked by name (docs/images.md).
    */
   readonly usesImageRoot?: boolean;
+  /**
+   * Why a sandbox here has one user id only (its root, mapped to the simulator's own user), or undefined
+   * when every id exists in it: an image's User other than root can only be applied in the latter case.
+   */
+  singleUserId?(): string | undefined;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
   /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */
