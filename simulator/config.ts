@@ -19,6 +19,7 @@ export const SIM_OPTIONS = {
   "preview-urls": { type: "string" },
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
+  "start-concurrency": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -59,6 +60,8 @@ export const SimConfigSchema = z.object({
   imageSource: z.enum(["store", "host"]).default("store"),
   /** The image store's directory; "local" = <data dir>/images; unset = the per-user cache (~/.cache/sandbox-kit/images). */
   imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
+  /** How many sandboxes' agents start at once; the rest wait in arrival order (simulator/launcher/start-queue.ts). */
+  startConcurrency: z.coerce.number().int().min(1).max(256).optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -91,12 +94,14 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         or host (the host's root read-only, no images; env SANDBOX_SIM_IMAGE_SOURCE)
   --image-cache <dir>   the image store, shared by simulators (default ~/.cache/sandbox-kit/images;
                         "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
+  --start-concurrency <n>  how many sandboxes start at once; the others wait their turn, DEPLOYING, in arrival
+                        order (default: one per CPU, at least 2; env SANDBOX_SIM_START_CONCURRENCY)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency" };
 
 export class ConfigError extends Error {}
 
@@ -123,6 +128,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
+    startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
-import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
+import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
@@ -43,6 +43,8 @@ export interface SandboxAgentsOptions {
   images?: SandboxImages;
   /** Before each launch with volumes: brings each volume to its spec.size (a growth that had to wait is applied then). */
   prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
+  /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */
+  startQueue?: StartQueue;
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -73,8 +75,10 @@ export class SandboxAgents {
   private readonly lastUsed = new Map<string, number>();
   readonly retired: RetiredSandboxes;
   readonly snapshots: SnapshotFiles;
+  readonly startQueue: StartQueue;
 
   constructor(private readonly options: SandboxAgentsOptions) {
+    this.startQueue = options.startQueue ?? new StartQueue();
     this.snapshots = new SnapshotFiles(options.dir);
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger);
     this.retired.sweep(); // what came due while a --data simulator was down
@@ -136,7 +140,20 @@ export class SandboxAgents {
       if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
       // Stopped (deleted) while its image was being built: no launch.
       if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
-      await supervisor.start();
+      // Admission: the launch (and with it the launcher's readiness deadline) begins once a slot is free.
+      let reported = false;
+      await this.startQueue.run(
+        async () => {
+          if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
+          await supervisor.start();
+        },
+        (ahead) => {
+          // Reported when it starts waiting, then every tenth place and when next in line: a sandbox's
+          // events say where it stands without a hundred-sandbox burst writing thousands of them.
+          if (!reported || ahead % 10 === 0) this.options.onEvent?.(workspace, sandbox, { type: "queued", ahead, running: this.startQueue.running });
+          reported = true;
+        },
+      );
       const endpoint = supervisor.endpoint;
       if (endpoint) await startImageServices(endpoint, token, image.services, this.options.logger?.child({ workspace, sandbox }));
     });

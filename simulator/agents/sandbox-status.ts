@@ -20,6 +20,8 @@ interface SandboxDoc {
 
 function describe(event: SupervisorEvent): { status: string; message: string } | undefined {
   switch (event.type) {
+    case "queued":
+      return { status: "DEPLOYING", message: event.ahead === 0 ? `waiting to start: next in line (${event.running} starting)` : `waiting to start: ${event.ahead} sandbox${event.ahead === 1 ? "" : "es"} ahead (${event.running} starting)` };
     case "started":
       return { status: "DEPLOYED", message: "sandbox agent is healthy" };
     case "crashed": {

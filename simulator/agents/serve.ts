@@ -10,7 +10,7 @@ import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { exportLines, sdkEnv } from "../env-lines.js";
 import { listenFailure } from "../../src/startup.js";
-import { createLauncher, describeLauncher, ProcessLauncher, type Launcher } from "../launcher/index.js";
+import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "../launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
 import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
@@ -80,6 +80,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     launcher,
     dir,
     images,
+    startQueue: new StartQueue(deps.config.startConcurrency ?? defaultStartConcurrency()),
     logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
     retentionMs: deps.config.sandboxRetentionMs,
     now: () => deps.clock.now(),

@@ -12,6 +12,8 @@ import { LaunchError, type AgentExit, type AgentHandle } from "./types.js";
 const READY_LINE = /sandbox-agent listening on ((?:http|unix):\S+)/;
 const STDERR_TAIL = 4096;
 export const DEFAULT_STOP_GRACE_MS = 5_000;
+/** How long an agent that printed its address has to answer /health, whatever was left of the start's deadline. */
+const HEALTH_GRACE_MS = 10_000;
 
 export interface ChildSpec {
   command: string;
@@ -123,7 +125,9 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
   const deadline = Date.now() + (spec.readyTimeoutMs ?? 20_000);
   const printed = await new Promise<string>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`)), deadline - Date.now());
+    // A timer that fires late (a simulator starved of CPU) must not kill an agent whose address is already in
+    // the pipe: the poll phase that runs before setImmediate's reads it first, and onData resolves.
+    const timer = setTimeout(() => setImmediate(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`))), deadline - Date.now());
     const onData = (d: string) => {
       out = (out + d).slice(-1024);
       const match = READY_LINE.exec(out);
@@ -148,7 +152,8 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
   const endpoint = spec.endpointOf?.(printed) ?? { url: printed };
   if (endpoint.socketPath) void exited.then(() => forgetSocket(endpoint.socketPath!));
   try {
-    await Promise.all([waitHealthy(endpoint, deadline), spec.alsoReady?.()]);
+    // An agent that reported its address just before the deadline still gets time to answer its first /health.
+    await Promise.all([waitHealthy(endpoint, Math.max(deadline, Date.now() + HEALTH_GRACE_MS)), spec.alsoReady?.()]);
   } catch (err) {
     child.kill("SIGKILL");
     await exited;

@@ -15,6 +15,7 @@ export function describeLauncher(launcher: Launcher): { launcher: string; isolat
 export { LaunchError } from "./types.js";
 export { AgentSupervisor, type AgentState, type SupervisorEvent, type SupervisorOptions } from "./supervisor.js";
 export { ProcessLauncher } from "./process.js";
+export { StartQueue, defaultStartConcurrency } from "./start-queue.js";
 export { BwrapLauncher, bwrapPath, AGENT_DATA, AGENT_SOCKET, DRIVES, MEMORY_EVENTS } from "./bwrap.js";
 export { probeIsolation } from "./isolation.js";
 export { agentFetch, agentRequest, type AgentEndpoint } from "./endpoint.js";

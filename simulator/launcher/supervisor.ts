@@ -12,6 +12,8 @@ import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type La
 export type AgentState = "starting" | "running" | "restarting" | "stopped" | "failed";
 
 export type SupervisorEvent =
+  /** The start waits for a free slot (StartQueue): `ahead` queued starts come first. */
+  | { type: "queued"; ahead: number; running: number }
   | { type: "started"; url: string; pid?: number; socketPath?: string }
   | { type: "crashed"; exit: AgentExit; restartInMs: number | null; attempt: number }
   | { type: "restarted"; url: string; pid?: number; socketPath?: string; attempt: number }
