@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -7,6 +7,7 @@ import { which } from "../../../simulator/launcher/isolation.js";
 import { hostProgramsImage, storeWithImage } from "../../helpers/host-programs-image.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
+import { eventually } from "../launcher/helpers.js";
 
 /**
  * Every user id in a sandbox (default launcher, real SDK): chown to another
@@ -38,7 +39,7 @@ beforeAll(async () => {
   if (isolationUnavailable) return;
   const programs = ["sh", "cat", "ls", "id", "touch", "mkdir", "chown", "stat", "tar", "useradd", "setpriv"];
   const { cache } = await storeWithImage("ids-shell:v1", hostProgramsImage(programs, IMAGE_ETC));
-  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache });
+  sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache, sandboxRetentionMs: 0 });
   sdk = await sdkForSimulator(sim.env);
   mapped = ((await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { userIds?: { all: boolean; detail: string } } }).sandboxes.userIds;
 }, 120_000);
@@ -93,5 +94,8 @@ describe.skipIf(single !== undefined)(`every user id in a sandbox${single ? ` (s
     const start = Number(/host ids (\d+)-/.exec(mapped!.detail)![1]);
     expect(statSync(upper).uid).toBe(start + 999);
     await sdk.SandboxInstance.delete("ids");
+    // Its files are gone, those of its other users too (as a normal user they are removed inside the mapping).
+    const retired = join(sim.deps.agents!.dir, "retired", WS);
+    await eventually(() => !existsSync(sim.deps.agents!.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))));
   }, 120_000);
 });
