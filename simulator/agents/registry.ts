@@ -74,7 +74,7 @@ export class SandboxAgents {
   readonly snapshots: SnapshotFiles;
 
   constructor(private readonly options: SandboxAgentsOptions) {
-    this.snapshots = new SnapshotFiles(options.dir);
+    this.snapshots = new SnapshotFiles(options.dir, (path) => removeTree(path, options.launcher));
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger, options.launcher);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
