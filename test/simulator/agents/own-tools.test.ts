@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { hostProgramsImage, storeWithImage } from "../../helpers/host-programs-image.js";
+import { singleIdReason } from "../../helpers/id-ranges.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
@@ -28,6 +29,8 @@ beforeAll(async () => {
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache });
   sdk = await sdkForSimulator(sim.env);
 }, 120_000);
+const single = singleIdReason();
+
 afterAll(async () => {
   await sim?.stop();
 });
@@ -57,5 +60,15 @@ describe.skipIf(isolationUnavailable !== undefined)("drives in a sandbox whose i
     expect(await run("cat /proc/self/mountinfo")).not.toMatch(/ \/mnt\/r[ow] /);
     expect(existsSync(join(sim.deps.agents!.drivesDir(WS), "bare-drive", "f.txt"))).toBe(true); // the drive keeps its files
     await sdk.SandboxInstance.delete("bare");
+  }, 120_000);
+});
+
+describe.skipIf(single !== undefined)(`another user's command with the kit's setpriv, in an image without su, runuser or setpriv${single ? ` (skipped: ${single})` : ""}`, () => {
+  it("runs as that uid", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "bare-user", image: "bare-shell:v1" });
+    const kitSetpriv = 'L=$(ls /opt/sandbox-kit/lib/ld-*.so*) && "$L" --library-path /opt/sandbox-kit/lib /opt/sandbox-kit/bin/setpriv --reuid=1234 --regid=1234 --clear-groups';
+    const r = await sandbox.process.exec({ command: `${kitSetpriv} touch /tmp/by-1234 && ls -ln /tmp/by-1234`, waitForCompletion: true });
+    expect(r.logs).toMatch(/^-\S+ 1 1234 1234 0 .* \/tmp\/by-1234\n$/);
+    await sdk.SandboxInstance.delete("bare-user");
   }, 120_000);
 });

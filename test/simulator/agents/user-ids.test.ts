@@ -2,9 +2,8 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
-import { resolveIdMapping } from "../../../simulator/launcher/id-map.js";
-import { which } from "../../../simulator/launcher/isolation.js";
 import { hostProgramsImage, storeWithImage } from "../../helpers/host-programs-image.js";
+import { singleIdReason } from "../../helpers/id-ranges.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { eventually } from "../launcher/helpers.js";
@@ -47,15 +46,6 @@ afterAll(async () => {
   await sim?.stop();
 });
 
-/** Why this host gives a sandbox one id only (a normal user without subordinate ids), else undefined. */
-function singleIdReason(): string | undefined {
-  if (isolationUnavailable) return isolationUnavailable;
-  const helpers = { newuidmap: which("newuidmap"), newgidmap: which("newgidmap") };
-  // As root the simulator reserves its own block (nothing to check beforehand); a normal user's are read.
-  if (process.getuid?.() === 0) return helpers.newuidmap && helpers.newgidmap ? undefined : "newuidmap/newgidmap are not installed";
-  const ids = resolveIdMapping({ helpers });
-  return ids.kind === "single" ? ids.reason : undefined;
-}
 const single = singleIdReason();
 if (single) console.warn(`user-id tests skipped: ${single}`);
 
