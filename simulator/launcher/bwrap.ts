@@ -111,7 +111,7 @@ export class BwrapLauncher implements Launcher {
    */
   mapIds(owner?: string): IdMapping {
     if (this.ids) return this.ids;
-    if ((this.options.ids ?? "auto") === "single") return (this.ids = { kind: "single", reason: "--sandbox-ids single" });
+    if ((this.options.ids ?? "auto") === "single") return (this.ids = { kind: "single", reason: "the launcher was asked for one id (ids: \"single\")" });
     const mapping = resolveIdMapping({ owner, helpers: { newuidmap: which("newuidmap"), newgidmap: which("newgidmap") } });
     if (mapping.kind === "range") {
       const check = spawnSync(this.tools.unshare, [...unshareIdArgs(mapping), "true"], { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000, encoding: "utf8" });
