@@ -132,6 +132,31 @@ async function idleMemory(launcher: Launcher, base: string, prefix: string, coun
   }
 }
 
+/**
+ * What mapping every user id (unshare --map-users/--map-groups: newuidmap and
+ * newgidmap, two setuid helpers, per sandbox) adds to a cold isolated start,
+ * beside the same starts with one id, alternated so both see the same machine.
+ * (A warm sandbox pays it ahead of the create.)
+ */
+async function idMappingCost(base: string): Promise<void> {
+  const all = new BwrapLauncher();
+  const one = new BwrapLauncher({ ids: "single" });
+  const ids = all.mapIds();
+  if (ids.kind === "single") {
+    console.log(`id-range mapping  skipped: sandboxes get a single id here (${ids.reason})`);
+    return;
+  }
+  const count = Math.min(10, isolatedCount);
+  const withRange: number[] = [];
+  const withOne: number[] = [];
+  for (let i = 0; i < count; i++) {
+    withRange.push(...(await timedStarts(all, base, `ids-all-${i}`, 1)));
+    withOne.push(...(await timedStarts(one, base, `ids-one-${i}`, 1)));
+  }
+  const [a, b] = [withRange.sort((x, y) => x - y), withOne.sort((x, y) => x - y)].map((t) => percentile(t, 50));
+  console.log(`create-to-ready (isolated, cold) with every user id (ids 0-${ids.uid.count}, newuidmap/newgidmap) median ${fmt(a!)} ms | baseline one id (uid 0 only, as before) median ${fmt(b!)} ms | cost of the mapping ${fmt(a! - b!)} ms, ratio ${fmt(a! / b!, 2)} (${count} each, alternated)`);
+}
+
 /** Prints the isolated-sandbox lines; skips them, saying why, where isolation is unavailable. */
 export async function benchIsolation(base: string): Promise<void> {
   const probe = probeIsolation();
@@ -152,6 +177,7 @@ export async function benchIsolation(base: string): Promise<void> {
   imageRootDir = undefined; // the process launcher runs on the host's root
   const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
   console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  await idMappingCost(base);
   imageRootDir = image.rootfs;
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);
   imageRootDir = undefined;

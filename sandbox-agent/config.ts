@@ -30,6 +30,8 @@ export const AGENT_OPTIONS = {
   "drive-mount-command": { type: "string" },
   "drive-unmount-command": { type: "string" },
   "drive-mount-timeout": { type: "string" },
+  "mount-program": { type: "string" },
+  "umount-program": { type: "string" },
   "metadata-path": { type: "string" },
   "max-connections": { type: "string" },
   "token-file": { type: "string" },
@@ -82,6 +84,9 @@ export const AgentConfigSchema = z.object({
   driveMountCommand: commandTemplate.optional(),
   driveUnmountCommand: commandTemplate.optional(),
   driveMountTimeoutMs: duration.default(parseDuration("30s")),
+  /** How the agent runs mount(8) / umount(8) (argv prefix); default from PATH. A launcher passes its own so no image needs them. */
+  mountProgram: commandTemplate.optional(),
+  umountProgram: commandTemplate.optional(),
   /** BL_DISABLE_KEEPALIVE (the sandbox's plan has no keepAlive): POST /process with keepAlive answers 400, as the reference. */
   keepAliveDisabled: z.boolean().default(false),
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
@@ -132,6 +137,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --drive-mount-command <argv>    command backend: mount template, JSON array or words; {driveName} {drivePath} {mountPath} {readOnly}
   --drive-unmount-command <argv>  command backend: unmount template (default umount {mountPath})
   --drive-mount-timeout <dur>     command backend: wait this long for a mount to be ready (default 30s)
+  --mount-program <argv>     how to run mount(8), JSON array or words (default mount from PATH; launchers pass their own copy)
+  --umount-program <argv>    how to run umount(8), JSON array or words (default umount from PATH)
   --metadata-path <file>     POST /environment/reload reads {generation, environment} here (default /bl/metadata; env BL_METADATA_PATH)
   --max-connections <n>      open connections admitted; at the cap the oldest idle ones are closed (default: from the open-files limit)
   --token-file <path>        read the token from this file, first line (a container secret; env SANDBOX_AGENT_TOKEN_FILE)
@@ -154,7 +161,7 @@ const FLAG_OF: Record<string, string> = {
   maxPartSize: "max-part-size", sandboxName: "sandbox-name",
   processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level", logFormat: "log-format",
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
-  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", metadataPath: "metadata-path",
+  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", mountProgram: "mount-program", umountProgram: "umount-program", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
   processWrapper: "process-wrapper", workingDir: "working-dir", memoryEvents: "memory-events", portHandoff: "port-handoff",
 };
@@ -189,6 +196,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     driveMountCommand: values["drive-mount-command"],
     driveUnmountCommand: values["drive-unmount-command"],
     driveMountTimeoutMs: values["drive-mount-timeout"],
+    mountProgram: values["mount-program"],
+    umountProgram: values["umount-program"],
     metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
     keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
     maxConnections: values["max-connections"],

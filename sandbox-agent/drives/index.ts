@@ -7,6 +7,12 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { createBackend } from "./backends/index.js";
 import { DriveService } from "./service.js";
 import { DriveStore } from "./store.js";
+import { PATH_MOUNT_PROGRAMS, type MountPrograms } from "./run.js";
+
+/** --mount-program / --umount-program, else mount(8) and umount(8) from PATH. */
+function mountPrograms(config: AgentConfig): MountPrograms {
+  return { mount: config.mountProgram ?? PATH_MOUNT_PROGRAMS.mount, umount: config.umountProgram ?? PATH_MOUNT_PROGRAMS.umount };
+}
 
 export { DRIVE_MIGRATIONS } from "./store.js";
 export { DriveService } from "./service.js";
@@ -23,12 +29,13 @@ export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPath
     drivesDir,
     mountCommand: config.driveMountCommand,
     unmountCommand: config.driveUnmountCommand,
+    programs: mountPrograms(config),
     readinessTimeoutMs: config.driveMountTimeoutMs,
     logDir: join(config.dataDir, "drive-logs"),
     clock,
     logger,
   });
-  const service = new DriveService({ backend, store: new DriveStore(db), paths, drivesDir, existingOnly: config.drivesExistingOnly, sandboxName: config.sandboxName, dataDir: config.dataDir, clock, logger });
+  const service = new DriveService({ backend, programs: mountPrograms(config), store: new DriveStore(db), paths, drivesDir, existingOnly: config.drivesExistingOnly, sandboxName: config.sandboxName, dataDir: config.dataDir, clock, logger });
   const { adopted, forgotten } = await service.adopt();
   const line = { backend: backend.name, description: backend.description, adopted, forgotten };
   if (backend.name === "symlink") logger.warn(line, "drives: symlink backend, for unprivileged local development only (not real mounts)");

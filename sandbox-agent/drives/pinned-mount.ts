@@ -5,7 +5,7 @@ import { fdPath, O_PATH } from "../paths/beneath.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { DriveBusyError } from "./backends/types.js";
 import { readMountTable, type MountEntry } from "./mount-table.js";
-import { describeExit, outputTail, run } from "./run.js";
+import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "./run.js";
 
 /**
  * Mount points held open (#14 item 12). mount(8) and umount(8) resolve the
@@ -125,8 +125,8 @@ export async function mountIdAt(target: MountTarget): Promise<number | undefined
 }
 
 /** `umount -l` of exactly the mount whose root is held: undoes a mount that went wrong. */
-export async function detach(root: fsp.FileHandle): Promise<void> {
-  const result = await run(["umount", "-l", "--no-canonicalize", CHILD_FD[0]], { fds: [root.fd] });
+export async function detach(root: fsp.FileHandle, programs: MountPrograms = PATH_MOUNT_PROGRAMS): Promise<void> {
+  const result = await run([...programs.umount, "-l", "--no-canonicalize", CHILD_FD[0]], { fds: [root.fd] });
   if (result.code !== 0) throw errors.internal(`Failed to unmount drive: umount -l ${describeExit(result)}: ${outputTail(result)}`);
 }
 
@@ -136,11 +136,8 @@ export async function detach(root: fsp.FileHandle): Promise<void> {
  * held parent (`/proc/self/fd/3/<name>`): a descriptor on the mount itself
  * would keep it busy. The name cannot be swapped while it is a mount point.
  */
-export async function unmountTarget(target: MountTarget, lazy: boolean): Promise<void> {
-  const result = await run(
-    lazy ? ["umount", "-l", "--no-canonicalize", `${CHILD_FD[0]}/${target.name}`] : ["umount", "--no-canonicalize", `${CHILD_FD[0]}/${target.name}`],
-    { fds: [target.parentFd] },
-  );
+export async function unmountTarget(target: MountTarget, lazy: boolean, programs: MountPrograms = PATH_MOUNT_PROGRAMS): Promise<void> {
+  const result = await run([...programs.umount, ...(lazy ? ["-l"] : []), "--no-canonicalize", `${CHILD_FD[0]}/${target.name}`], { fds: [target.parentFd] });
   if (result.code === 0) return;
   const tail = withPathsNamed(outputTail(result), [[`${CHILD_FD[0]}/${target.name}`, target.hostPath]]);
   if (/busy/i.test(tail)) throw new DriveBusyError(tail);

@@ -19,6 +19,19 @@ export interface RunOptions {
   fds?: readonly number[];
 }
 
+/**
+ * The argv prefixes that run mount(8) and umount(8). By default the ones on
+ * PATH; an isolated sandbox's launcher gives the agent its own (util-linux
+ * from the sandbox kit, through the kit's loader) so drives never depend on
+ * the user's image having them.
+ */
+export interface MountPrograms {
+  mount: readonly string[];
+  umount: readonly string[];
+}
+
+export const PATH_MOUNT_PROGRAMS: MountPrograms = { mount: ["mount"], umount: ["umount"] };
+
 /** Output kept per stream: enough for an error message. */
 const MAX_OUTPUT = 64 * 1024;
 

@@ -12,6 +12,7 @@ import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";
 import { detach, mountIdAt, mountOn, withMountTarget, type MountTarget } from "./pinned-mount.js";
 import { driveAt, place, type Placed } from "./liveness.js";
+import type { MountPrograms } from "./run.js";
 import type { DriveRecord, DriveStore } from "./store.js";
 import { checkMountTarget, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "./validate.js";
 
@@ -43,6 +44,8 @@ export interface DriveServiceOptions {
   clock: Clock;
   logger: Logger;
   readTable?: () => Promise<MountEntry[]>;
+  /** umount(8) for undoing a misplaced mount (default: the one on PATH). */
+  programs?: MountPrograms;
 }
 
 /**
@@ -141,7 +144,7 @@ export class DriveService {
         throw errors.notFound(`mountPath: no drive is mounted at ${mountPath}`);
       }
       const record = found.record;
-      const backend = backendFor(record.backend, this.backend, this.#o.drivesDir);
+      const backend = backendFor(record.backend, this.backend, this.#o.drivesDir, this.#o.programs);
       const [at, atHost] = now === hostPath ? [mountPath, hostPath] : [this.#o.paths.toSandboxPath(now), now];
       await withMountTarget(this.#o.paths, at, atHost, false, async (target) => {
         // The mount table says ours is on top of the path; the held mount point must lead to that very mount.
@@ -220,7 +223,7 @@ export class DriveService {
     if (!mounted) throw errors.internal(`Failed to mount drive: ${mountPath} is not in the mount table after mounting`);
     try {
       if (mounted.entry.mountPoint === target.hostPath) return mounted.entry;
-      await detach(mounted.root);
+      await detach(mounted.root, this.#o.programs);
       throw errors.conflict(`mountPath: ${mountPath} was moved during the mount; the mount was undone, retry`);
     } finally {
       await mounted.root.close();

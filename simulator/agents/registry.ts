@@ -5,6 +5,7 @@ import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
+import { removeTree } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
@@ -79,8 +80,8 @@ export class SandboxAgents {
 
   constructor(private readonly options: SandboxAgentsOptions) {
     this.startQueue = options.startQueue ?? new StartQueue();
-    this.snapshots = new SnapshotFiles(options.dir);
-    this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger);
+    this.snapshots = new SnapshotFiles(options.dir, (path) => removeTree(path, options.launcher));
+    this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger, options.launcher);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
   }
@@ -289,7 +290,7 @@ export class SandboxAgents {
       try {
         const left = mountsUnder(this.drivesDir(workspace));
         if (left.length > 0) throw new Error(`drives of workspace "${workspace}" still mounted (${left.join(", ")})`);
-        rmSync(this.drivesDir(workspace), { recursive: true, force: true });
+        removeTree(this.drivesDir(workspace), this.options.launcher);
         removeWorkspaceVolumes(this.options.dir, workspace);
         this.snapshots.removeWorkspace(workspace);
       } catch (err) {
@@ -307,7 +308,7 @@ export class SandboxAgents {
     const dir = this.sandboxDir(workspace, sandbox);
     const mounted = mountsUnder(dir);
     if (mounted.length > 0) throw errors.conflict(`sandbox "${sandbox}" still has mounts (${mounted.join(", ")}): unmount its drives first`);
-    rmSync(dir, { recursive: true, force: true });
+    removeTree(dir, this.options.launcher);
   }
 
   /** The proxy's upstream: waits for a starting agent; 404 for an unknown sandbox, 503 naming it while its agent is down. */

@@ -1,6 +1,7 @@
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../../src/logging.js";
+import { removeTree, type Launcher } from "../launcher/types.js";
 
 /**
  * Files of deleted sandboxes, kept for the retention period (--sandbox-retention)
@@ -36,6 +37,7 @@ export class RetiredSandboxes {
     private readonly dir: string,
     private readonly now: () => number,
     private readonly logger?: Logger,
+    private readonly launcher?: Pick<Launcher, "removeTree">,
   ) {}
 
   private get root(): string {
@@ -79,7 +81,7 @@ export class RetiredSandboxes {
         continue;
       }
       try {
-        rmSync(item.path, { recursive: true, force: true });
+        removeTree(item.path, this.launcher);
         removed.push(item);
         this.logger?.info({ workspace: item.workspace, sandbox: item.sandbox }, "retired sandbox files removed");
       } catch (err) {

@@ -10,7 +10,8 @@ import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { exportLines, sdkEnv } from "../env-lines.js";
 import { listenFailure } from "../../src/startup.js";
-import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "../launcher/index.js";
+import { removeTree } from "../launcher/types.js";
+import { BwrapLauncher, createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "../launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
 import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
@@ -60,11 +61,14 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     runtime.close(); // nothing left behind: no data dir, no listener
     throw err;
   }
-  deps.sandboxIsolation = describeLauncher(launcher);
-  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   const inMemory = deps.config.data === ":memory:";
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
+  // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
+  const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
+  if (ids?.kind === "single") deps.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
+  deps.sandboxIsolation = describeLauncher(launcher);
+  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
   const images = deps.config.imageSource === "store"
@@ -168,7 +172,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
       runtime.close();
-      if (inMemory) rmSync(dir, { recursive: true, force: true });
+      if (inMemory) removeTree(dir, launcher);
     })()),
   };
 }

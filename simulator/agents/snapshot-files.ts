@@ -13,7 +13,11 @@ import { mountsUnder } from "./retention.js";
  * is never taken for a snapshot or a restored root.
  */
 export class SnapshotFiles {
-  constructor(private readonly dir: string) {}
+  /** `removeTree`: rm -rf of a directory sandboxes wrote into (Launcher.removeTree: files of their other users included). */
+  constructor(
+    private readonly dir: string,
+    private readonly removeTree: (path: string) => void = (path) => rmSync(path, { recursive: true, force: true }),
+  ) {}
 
   dirOf(workspace: string, id: string): string {
     return join(this.dir, "snapshots", workspace, id);
@@ -33,20 +37,20 @@ export class SnapshotFiles {
   async restoreInto(workspace: string, id: string, root: string): Promise<void> {
     const mounted = mountsUnder(root);
     if (mounted.length > 0) throw new Error(`sandbox root still has mounts (${mounted.join(", ")})`);
-    await copyTree(this.dirOf(workspace, id), root);
+    await copyTree(this.dirOf(workspace, id), root, this.removeTree);
   }
 
   remove(workspace: string, id: string): void {
-    rmSync(this.dirOf(workspace, id), { recursive: true, force: true });
+    this.removeTree(this.dirOf(workspace, id));
   }
 
   removeWorkspace(workspace: string): void {
-    rmSync(join(this.dir, "snapshots", workspace), { recursive: true, force: true });
+    this.removeTree(join(this.dir, "snapshots", workspace));
   }
 }
 
 /** Makes `target` an exact copy of `source` (empty when source is absent), mount points left out. */
-async function copyTree(source: string, target: string): Promise<void> {
+async function copyTree(source: string, target: string, removeTree: (path: string) => void = (path) => rmSync(path, { recursive: true, force: true })): Promise<void> {
   const staging = `${target}.tmp-${randomBytes(4).toString("hex")}`;
   mkdirSync(dirname(target), { recursive: true });
   try {
@@ -56,7 +60,7 @@ async function copyTree(source: string, target: string): Promise<void> {
     } else {
       mkdirSync(staging, { recursive: true });
     }
-    await rm(target, { recursive: true, force: true });
+    removeTree(target);
     await rename(staging, target);
   } catch (err) {
     await rm(staging, { recursive: true, force: true });

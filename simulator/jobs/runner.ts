@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signJwt } from "../auth/jwt.js";
 import type { SimDeps } from "../deps.js";
-import type { AgentHandle, Launcher, LaunchSpec } from "../launcher/types.js";
+import { removeTree, type AgentHandle, type Launcher, type LaunchSpec } from "../launcher/types.js";
 import { agentFetch, describeLauncher, type AgentEndpoint } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import type { StoredResource } from "../store/resources.js";
@@ -209,7 +209,7 @@ export class JobRunner {
     const run = item?.doc.__run;
     if (!item || !run) return { ok: false, error: "the execution is gone" };
     const base = join(this.options.dir, "jobs", ref.workspace, ref.job, ref.execution, `task-${index}-${attempt}`);
-    rmSync(base, { recursive: true, force: true });
+    removeTree(base, this.options.launcher);
     mkdirSync(base, { recursive: true });
     const runtime = (job.spec.runtime ?? {}) as { image?: string; memory?: number; timeout?: number; envs?: { name?: string; value?: string }[] };
     const current: Attempt = { token: randomBytes(24).toString("base64url") };
@@ -250,7 +250,7 @@ export class JobRunner {
       this.attempts.get(key)?.delete(current);
       if (this.attempts.get(key)?.size === 0) this.attempts.delete(key);
       await current.handle?.stop(5_000);
-      rmSync(base, { recursive: true, force: true });
+      removeTree(base, this.options.launcher);
     }
   }
 

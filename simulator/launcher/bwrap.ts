@@ -1,4 +1,4 @@
-import { spawn, type StdioOptions } from "node:child_process";
+import { spawn, spawnSync, type StdioOptions } from "node:child_process";
 import { existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
@@ -10,6 +10,7 @@ import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
+import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
@@ -54,6 +55,11 @@ export interface BwrapLauncherOptions {
    * over (bwrap-warm.ts) instead of waiting for namespaces and Node to start.
    */
   warm?: number;
+  /**
+   * "auto" (default): every user id in each sandbox where subordinate ids
+   * can be had (id-map.ts); "single": uid 0 only (the mapping's cost, measured).
+   */
+  ids?: "auto" | "single";
 }
 
 /**
@@ -77,6 +83,7 @@ export class BwrapLauncher implements Launcher {
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
+  private ids?: IdMapping;
   private readonly pool: WarmPool;
 
   constructor(private readonly options: BwrapLauncherOptions = {}) {
@@ -94,7 +101,24 @@ export class BwrapLauncher implements Launcher {
   describe(): string {
     const net = (this.options.network ?? "outbound") === "outbound" ? "outbound network through slirp4netns" : "no outbound network";
     const mem = this.memory.unavailable ? `no memory limit (${this.memory.unavailable})` : `memory limits (cgroup v${this.memory.version})`;
-    return `user, mount, PID, IPC, UTS and network namespaces; no capabilities for commands; ${net}; ${mem}`;
+    return `user, mount, PID, IPC, UTS and network namespaces; ${describeIdMapping(this.mapIds())}; commands get a container's default capabilities of the sandbox's own user namespace (no CAP_SYS_ADMIN); ${net}; ${mem}`;
+  }
+
+  /**
+   * The user ids sandboxes get, resolved once: `owner` (the simulator's
+   * sandboxes directory) keeps root's block of subordinate ids the same
+   * across restarts, so files its sandboxes wrote keep their owners.
+   * Checked by creating one such namespace; a failure leaves a single id.
+   */
+  mapIds(owner?: string): IdMapping {
+    if (this.ids) return this.ids;
+    if ((this.options.ids ?? "auto") === "single") return (this.ids = { kind: "single", reason: "the launcher was asked for one id (ids: \"single\")" });
+    const mapping = resolveIdMapping({ owner, helpers: { newuidmap: which("newuidmap"), newgidmap: which("newgidmap") } });
+    if (mapping.kind === "range") {
+      const check = spawnSync(this.tools.unshare, [...unshareIdArgs(mapping), "true"], { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000, encoding: "utf8" });
+      if (check.status !== 0) return (this.ids = { kind: "single", reason: `newuidmap refused the mapping: ${(check.stderr || check.error?.message || "").trim().split("\n").pop()}` });
+    }
+    return (this.ids = mapping);
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -111,9 +135,14 @@ export class BwrapLauncher implements Launcher {
     }
   }
 
-  /** `unshare --map-root-user`: the sandbox's user namespace maps its root to the simulator's user and no other id. */
+  /** Where no range of subordinate ids could be had, the sandbox's user namespace maps root alone. */
   singleUserId(): string | undefined {
-    return "the sandbox's user namespace maps its root to the simulator's own user and no other id";
+    const ids = this.mapIds();
+    return ids.kind === "single" ? `the sandbox has one user id only (${ids.reason})` : undefined;
+  }
+
+  removeTree(path: string): void {
+    removeMappedTree(path, this.mapIds(), this.tools.unshare);
   }
 
   /** Starts the warm sandbox for specs like this one ahead of the first create. */
@@ -132,7 +161,7 @@ export class BwrapLauncher implements Launcher {
   }
 
   private sandboxKit(): SandboxKit {
-    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools.setpriv);
+    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools);
     return this.kit;
   }
 
@@ -177,6 +206,8 @@ export class BwrapLauncher implements Launcher {
       "--port-handoff",
       "--process-wrapper", JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
       ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
+      "--mount-program", JSON.stringify(this.sandboxKit().mountProgram),
+      "--umount-program", JSON.stringify(this.sandboxKit().umountProgram),
       ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
   }
@@ -223,7 +254,7 @@ export class BwrapLauncher implements Launcher {
       "--chdir", "/",
       "--", ...kit.loader, ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined), ...this.tokenHandoff(spec)]),
     ];
-    const stage1 = [this.tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
+    const stage1 = [this.tools.unshare, ...unshareIdArgs(this.mapIds()), "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
     // fd 3: bwrap's --info-fd; fd 4: the agent's IPC channel (warm activation, then --port-handoff).
     const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "ipc"];

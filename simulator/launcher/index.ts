@@ -1,13 +1,17 @@
 import { BwrapLauncher } from "./bwrap.js";
 import { DockerLauncher } from "./docker.js";
+import { describeIdMapping } from "./id-map.js";
 import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher } from "./types.js";
 
 export type { AgentExit, AgentHandle, LaunchSpec, Launcher } from "./types.js";
 
 /** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
-export function describeLauncher(launcher: Launcher): { launcher: string; isolated: boolean; detail: string } {
-  if (launcher instanceof BwrapLauncher) return { launcher: launcher.name, isolated: true, detail: launcher.describe() };
+export function describeLauncher(launcher: Launcher): { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string } } {
+  if (launcher instanceof BwrapLauncher) {
+    const ids = launcher.mapIds();
+    return { launcher: launcher.name, isolated: true, detail: launcher.describe(), userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) } };
+  }
   if (launcher.name === "docker") return { launcher: "docker", isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
   if (launcher.name === "process") return { launcher: "process", isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
   return { launcher: launcher.name, isolated: false, detail: "a custom launcher" };

@@ -11,6 +11,9 @@ export interface IsolationTools {
   bwrap: string;
   unshare: string;
   setpriv: string;
+  /** mount(8) and umount(8): the agent's drives use these (bound into the sandbox kit), never the image's. */
+  mount: string;
+  umount: string;
   slirp4netns?: string;
 }
 
@@ -42,7 +45,8 @@ function probe(): IsolationProbe {
   const unshare = which("unshare");
   const setpriv = which("setpriv");
   const mount = which("mount");
-  const missing = [!bwrap && "bubblewrap", !(unshare && setpriv && mount) && "util-linux (unshare, setpriv, mount)"].filter(Boolean);
+  const umount = which("umount");
+  const missing = [!bwrap && "bubblewrap", !(unshare && setpriv && mount && umount) && "util-linux (unshare, setpriv, mount, umount)"].filter(Boolean);
   if (missing.length > 0) return { unavailable: `sandbox isolation needs ${missing.join(" and ")}: apt-get install -y ${missing.map((m) => (m === "bubblewrap" ? "bubblewrap" : "util-linux mount")).join(" ")}, ${FALLBACK}` };
   try {
     // The whole chain once: a user and mount namespace, then bwrap's PID and network namespaces inside it.
@@ -51,5 +55,5 @@ function probe(): IsolationProbe {
     const why = ((err as { stderr?: Buffer }).stderr?.toString() ?? (err as Error).message).trim().split("\n").pop();
     return { unavailable: `user namespaces are not usable here (${why}): allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap), ${FALLBACK}` };
   }
-  return { tools: { bwrap: bwrap!, unshare: unshare!, setpriv: setpriv!, slirp4netns: which("slirp4netns") } };
+  return { tools: { bwrap: bwrap!, unshare: unshare!, setpriv: setpriv!, mount: mount!, umount: umount!, slirp4netns: which("slirp4netns") } };
 }

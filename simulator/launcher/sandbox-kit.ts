@@ -6,14 +6,25 @@ import { AGENT_NODE_FLAGS, packageRootOf } from "./agent-main.js";
 
 /**
  * The agent as every isolated sandbox gets it: the host's node binary, the
- * shared libraries it needs and their dynamic loader, setpriv (util-linux,
- * to start commands with no capabilities) and this package, all bound
+ * shared libraries it needs and their dynamic loader, util-linux's setpriv
+ * (to start commands with a bounded set of capabilities), mount and umount
+ * (the agent's drives: nothing the agent runs comes from the user's image,
+ * which may have none of them) and this package, all bound
  * read-only under /opt/sandbox-kit, never copied into the image. Node starts
  * through the kit's own loader with --library-path, so it runs whatever libc
  * the image has (or none: a tiny test image works).
  */
 
 export const KIT = "/opt/sandbox-kit";
+
+/**
+ * What root's commands may do inside the sandbox: Docker's default set, each
+ * of the sandbox's own user namespace (over its own ids and namespaces, never
+ * the host's). Enough for chown, tar -p, useradd, su/setpriv and apt-get as on
+ * a machine; no CAP_SYS_ADMIN (no mounts: the agent's drives and the
+ * sandbox's binds stay as they are), NET_ADMIN, SYS_PTRACE or SYS_MODULE.
+ */
+export const COMMAND_CAPABILITIES = ["chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap", "setfcap", "net_bind_service", "net_raw", "sys_chroot", "mknod", "audit_write"] as const;
 const KIT_LIB = `${KIT}/lib`;
 
 export interface SandboxKit {
@@ -25,8 +36,18 @@ export interface SandboxKit {
   agentMain: string;
   /** The warm agent (simulator/launcher/warm-agent.js) inside the sandbox. */
   warmMain: string;
-  /** Argv prefix the agent starts every command through: no capabilities, none inheritable, none regainable. */
+  /** Argv prefix the agent starts every command through: COMMAND_CAPABILITIES at most, none inheritable, nothing more regainable. */
   processWrapper: string[];
+  /** Argv prefixes of the kit's mount(8) and umount(8) (the agent's --mount-program, --umount-program). */
+  mountProgram: string[];
+  umountProgram: string[];
+}
+
+/** The host's util-linux programs the kit carries. */
+export interface KitPrograms {
+  setpriv: string;
+  mount: string;
+  umount: string;
 }
 
 /** `ldd` lines: "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and the loader "/lib64/ld-linux-x86-64.so.2 (0x...)". */
@@ -81,13 +102,14 @@ export function dependencyRoots(pkg: string): { source: string; target: string }
   return roots;
 }
 
-export function sandboxKit(agentMainOnHost: string, setprivPath: string): SandboxKit {
+export function sandboxKit(agentMainOnHost: string, programs: KitPrograms): SandboxKit {
   const agentMain = realpathSync(agentMainOnHost);
   const pkg = packageRootOf(agentMain);
   const node = realpathSync(process.execPath);
   const libs = new Map<string, string>();
   let loader: string | undefined;
-  for (const file of [node, setprivPath, ...nativeModules(pkg)]) {
+  const tools = [programs.setpriv, programs.mount, programs.umount].map((p) => realpathSync(p));
+  for (const file of [node, ...tools, ...nativeModules(pkg)]) {
     const parsed = parseLdd(ldd(file));
     for (const [name, path] of parsed.libs) libs.set(name, realpathSync(path));
     loader ??= parsed.loader && realpathSync(parsed.loader);
@@ -95,7 +117,9 @@ export function sandboxKit(agentMainOnHost: string, setprivPath: string): Sandbo
   const ro = (source: string, target: string) => ["--ro-bind", source, target];
   const binds = [
     ...ro(node, `${KIT}/bin/node`),
-    ...ro(realpathSync(setprivPath), `${KIT}/bin/setpriv`),
+    ...ro(tools[0]!, `${KIT}/bin/setpriv`),
+    ...ro(tools[1]!, `${KIT}/bin/mount`),
+    ...ro(tools[2]!, `${KIT}/bin/umount`),
     ...[...libs].flatMap(([name, path]) => ro(path, `${KIT_LIB}/${name}`)),
     ...ro(join(pkg, "package.json"), `${KIT}/package.json`),
     ...ro(join(pkg, "dist"), `${KIT}/dist`),
@@ -117,6 +141,8 @@ export function sandboxKit(agentMainOnHost: string, setprivPath: string): Sandbo
     loader: [...run(`${KIT}/bin/node`), ...AGENT_NODE_FLAGS],
     agentMain: agentInside,
     warmMain: `${KIT}/dist/simulator/launcher/warm-agent.js`,
-    processWrapper: [...run(`${KIT}/bin/setpriv`), "--inh-caps=-all", "--bounding-set=-all", "--"],
+    processWrapper: [...run(`${KIT}/bin/setpriv`), "--inh-caps=-all", `--bounding-set=-all,${COMMAND_CAPABILITIES.map((c) => `+${c}`).join(",")}`, "--"],
+    mountProgram: run(`${KIT}/bin/mount`),
+    umountProgram: run(`${KIT}/bin/umount`),
   };
 }

@@ -1,3 +1,4 @@
+import { rmSync } from "node:fs";
 /**
  * The launcher interface: how the simulator gets a running sandbox-agent for a
  * sandbox, whatever isolates it (a child process, a bubblewrap namespace, a
@@ -110,6 +111,18 @@ export interface Launcher {
   prepare?(spec: LaunchSpec): void;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
+  /**
+   * Removes a directory its sandboxes wrote into, files owned by any of their
+   * user ids included (as a normal user, ids of a subordinate block the
+   * simulator's user cannot remove directly); optional: rmSync otherwise.
+   */
+  removeTree?(path: string): void;
+}
+
+/** rm -rf of a sandbox's (or a task's) directory, through the launcher where it owns ids the simulator's user does not. */
+export function removeTree(path: string, launcher?: Pick<Launcher, "removeTree">): void {
+  if (launcher?.removeTree) launcher.removeTree(path);
+  else rmSync(path, { recursive: true, force: true });
 }
 
 export class LaunchError extends Error {}

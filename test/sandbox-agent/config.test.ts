@@ -32,6 +32,12 @@ describe("parseAgentConfig", () => {
     expect(parseAgentConfig([], { BL_METADATA_PATH: "/run/meta.json" })).toMatchObject({ metadataPath: "/run/meta.json" });
     expect(parseAgentConfig(["--metadata-path", "/x/m"], { BL_METADATA_PATH: "/run/meta.json" })).toMatchObject({ metadataPath: "/x/m" });
   });
+  it("reads how to run mount(8) and umount(8): an argv prefix, JSON or words; none means PATH's", () => {
+    expect(parseAgentConfig([], {})).not.toHaveProperty("mountProgram", expect.anything());
+    const c = parseAgentConfig(["--mount-program", '["/kit/ld.so","--library-path","/kit/lib","/kit/bin/mount"]', "--umount-program", "/kit/bin/umount"], {});
+    expect(c).toMatchObject({ mountProgram: ["/kit/ld.so", "--library-path", "/kit/lib", "/kit/bin/mount"], umountProgram: ["/kit/bin/umount"] });
+    expect(() => parseAgentConfig(["--mount-program", "[1"], {})).toThrow(/--mount-program/);
+  });
   it("parses durations and sizes", () => {
     expect(parseAgentConfig(["--upload-expiry", "90m", "--max-part-size", "64MiB"], {})).toMatchObject({ uploadExpiryMs: 5_400_000, maxPartSize: 64 * 2 ** 20 });
   });

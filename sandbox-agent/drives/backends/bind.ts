@@ -1,6 +1,6 @@
 import { errors } from "../../../src/errors.js";
 import { CHILD_FD, detach, mountOn, unmountTarget, withPathsNamed } from "../pinned-mount.js";
-import { describeExit, outputTail, run, type RunResult } from "../run.js";
+import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms, type RunResult } from "../run.js";
 import { openDriveDir } from "./drive-dir.js";
 import type { DriveBackend, Mounted, PinnedSpec } from "./types.js";
 
@@ -17,8 +17,11 @@ export class BindBackend implements DriveBackend {
   readonly supportsReadOnly = true;
   readonly description: string;
 
-  constructor(private readonly drivesDir: string) {
-    this.description = `bind: drives are directories under ${drivesDir}, bind-mounted with mount(8)`;
+  constructor(
+    private readonly drivesDir: string,
+    private readonly programs: MountPrograms = PATH_MOUNT_PROGRAMS,
+  ) {
+    this.description = `bind: drives are directories under ${drivesDir}, bind-mounted with mount(8) (${programs.mount.at(-1)})`;
   }
 
   async mount(spec: PinnedSpec): Promise<Mounted> {
@@ -26,7 +29,7 @@ export class BindBackend implements DriveBackend {
     const source = await openDriveDir(this.drivesDir, spec.driveName, spec.drivePath);
     let bound: RunResult;
     try {
-      bound = await run(["mount", "--no-canonicalize", "--bind", CHILD_FD[1], CHILD_FD[0]], { fds: [dirFd, source.fd] });
+      bound = await run([...this.programs.mount, "--no-canonicalize", "--bind", CHILD_FD[1], CHILD_FD[0]], { fds: [dirFd, source.fd] });
     } finally {
       await source.close();
     }
@@ -39,9 +42,9 @@ export class BindBackend implements DriveBackend {
     const mounted = await mountOn(dirFd);
     if (!mounted) throw errors.internal(`Failed to mount drive: the bind mount is not on the mount point after mounting`);
     try {
-      const ro = await run(["mount", "--no-canonicalize", "-o", "remount,bind,ro", CHILD_FD[0]], { fds: [mounted.root.fd] });
+      const ro = await run([...this.programs.mount, "--no-canonicalize", "-o", "remount,bind,ro", CHILD_FD[0]], { fds: [mounted.root.fd] });
       if (ro.code !== 0) {
-        await detach(mounted.root).catch(() => undefined);
+        await detach(mounted.root, this.programs).catch(() => undefined);
         throw errors.internal(`Failed to mount drive: read-only remount ${describeExit(ro)}: ${said(ro)}`);
       }
     } finally {
@@ -51,6 +54,6 @@ export class BindBackend implements DriveBackend {
   }
 
   unmount(spec: PinnedSpec, lazy: boolean): Promise<void> {
-    return unmountTarget(spec.target, lazy);
+    return unmountTarget(spec.target, lazy, this.programs);
   }
 }

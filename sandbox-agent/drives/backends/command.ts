@@ -7,7 +7,7 @@ import type { Logger } from "../../../src/logging.js";
 import { expandTemplate } from "../command-template.js";
 import { readMountTable, topMountAt } from "../mount-table.js";
 import { detach, mountOn, unmountTarget } from "../pinned-mount.js";
-import { describeExit, outputTail, run } from "../run.js";
+import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "../run.js";
 import { DriveBusyError, type DriveBackend, type MountSpec, type Mounted, type PinnedSpec } from "./types.js";
 
 export interface CommandBackendOptions {
@@ -19,6 +19,8 @@ export interface CommandBackendOptions {
   logDir: string;
   clock: Clock;
   logger: Logger;
+  /** umount(8) for lazy unmounts and clean-up (the mount command itself is the operator's). */
+  programs?: MountPrograms;
 }
 
 const POLL_MS = 100;
@@ -91,7 +93,7 @@ export class CommandBackend implements DriveBackend {
   async unmount(spec: PinnedSpec, lazy: boolean): Promise<void> {
     if (lazy || !this.options.unmountCommand) {
       // A lazy unmount is a kernel feature, not the program's: umount -l.
-      await unmountTarget(spec.target, lazy);
+      await unmountTarget(spec.target, lazy, this.options.programs ?? PATH_MOUNT_PROGRAMS);
     } else {
       const result = await run(expandTemplate(this.options.unmountCommand, placeholders(spec)));
       if (result.code !== 0) {
@@ -126,7 +128,7 @@ export class CommandBackend implements DriveBackend {
     await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
     const mounted = await mountOn(spec.target.dirFd!).catch(() => undefined);
     if (!mounted) return;
-    await detach(mounted.root).catch(() => undefined);
+    await detach(mounted.root, this.options.programs ?? PATH_MOUNT_PROGRAMS).catch(() => undefined);
     await mounted.root.close();
   }
 }

@@ -5,6 +5,7 @@ import { BindBackend } from "./bind.js";
 import { CommandBackend } from "./command.js";
 import { SymlinkBackend } from "./symlink.js";
 import type { BackendName, DriveBackend } from "./types.js";
+import { PATH_MOUNT_PROGRAMS, type MountPrograms } from "../run.js";
 
 const CAP_SYS_ADMIN = 21n;
 
@@ -30,6 +31,8 @@ export interface BackendOptions {
   drivesDir: string;
   mountCommand?: readonly string[];
   unmountCommand?: readonly string[];
+  /** mount(8) and umount(8) the bind backend (and clean-ups) run. */
+  programs?: MountPrograms;
   readinessTimeoutMs: number;
   logDir: string;
   clock: Clock;
@@ -41,7 +44,7 @@ export function createBackend(options: BackendOptions): DriveBackend {
   const name = options.backend === "auto" ? (mayMount() ? "bind" : "symlink") : options.backend;
   switch (name) {
     case "bind":
-      return new BindBackend(options.drivesDir);
+      return new BindBackend(options.drivesDir, options.programs);
     case "symlink":
       return new SymlinkBackend(options.drivesDir);
     case "command":
@@ -53,6 +56,7 @@ export function createBackend(options: BackendOptions): DriveBackend {
         logDir: options.logDir,
         clock: options.clock,
         logger: options.logger,
+        programs: options.programs,
       });
   }
 }
@@ -62,7 +66,7 @@ export function createBackend(options: BackendOptions): DriveBackend {
  * after a restart with another --drive-backend — a plain one of that kind
  * (a command mount is then detached with umount(8)).
  */
-export function backendFor(name: BackendName, active: DriveBackend, drivesDir: string): DriveBackend {
+export function backendFor(name: BackendName, active: DriveBackend, drivesDir: string, programs: MountPrograms = PATH_MOUNT_PROGRAMS): DriveBackend {
   if (name === active.name) return active;
-  return name === "symlink" ? new SymlinkBackend(drivesDir) : new BindBackend(drivesDir);
+  return name === "symlink" ? new SymlinkBackend(drivesDir) : new BindBackend(drivesDir, programs);
 }

@@ -7,9 +7,12 @@ import { isAlive } from "../../../simulator/launcher/proc.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace } from "../../helpers/sandbox-procs.js";
 import { eventually, exec, specFor, tempBase } from "./helpers.js";
 
+/** The capability mask of Docker's default set (sandbox-kit.ts COMMAND_CAPABILITIES). */
+const CONTAINER_CAPS = "00000000a80425fb";
+
 /**
  * The isolating launcher (the simulator's default), checked with real
- * processes: its own root, processes, hostname, no capabilities for commands,
+ * processes: its own root, processes, hostname, a container's capabilities for commands,
  * the image as a shared read-only overlay under each sandbox's own layer, a
  * tiny image without Node, volume mounts, and its end taking everything with it.
  */
@@ -49,10 +52,13 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     expect(JSON.parse(res.text).content).toBe("in a");
   });
 
-  it("commands run with no capabilities at all (the agent's own are its user namespace's, not the host's)", async () => {
+  it("commands get a container's default capabilities of their own user namespace, never CAP_SYS_ADMIN (no mounts), none inheritable", async () => {
     const { spec, agent } = await start("caps");
     const status = await exec(agent, spec.token, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status");
-    for (const line of status.stdout.trim().split("\n")) expect(line).toMatch(/:\s+0000000000000000$/);
+    // Docker's default set (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap, net_bind_service,
+    // net_raw, sys_chroot, mknod, audit_write, setfcap): what chown, tar -p, useradd and su need, as on a machine.
+    expect(status.stdout).toBe(`CapInh:\t0000000000000000\nCapPrm:\t${CONTAINER_CAPS}\nCapEff:\t${CONTAINER_CAPS}\nCapBnd:\t${CONTAINER_CAPS}\nCapAmb:\t0000000000000000\n`);
+    expect(BigInt(`0x${CONTAINER_CAPS}`) & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
     const mount = await exec(agent, spec.token, "mkdir -p /a /b && mount --bind /a /b 2>&1; echo rc=$?");
     expect(mount.stdout).not.toContain("rc=0");
     // Host view: the process is in a user namespace other than the host's.
@@ -143,7 +149,7 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandbox
       expect(existsSync(join(base, "ws", ".warm", warmDirs[0]!, "root"))).toBe(false); // taken over: renamed into place
       expect(agent.socketPath).toBe(join(spec.dataDir, "agent.sock"));
       const out = await exec(agent, spec.token, "hostname; echo $GREETING; echo made > /here.txt; grep CapEff /proc/self/status");
-      expect(out.stdout).toBe("second\nfrom-warm\nCapEff:\t0000000000000000\n");
+      expect(out.stdout).toBe(`second\nfrom-warm\nCapEff:\t${CONTAINER_CAPS}\n`);
       expect(readFileSync(join(spec.rootDir, "here.txt"), "utf8")).toBe("made\n");
       const ns = pidNamespaceOf(agent.sandboxPid!)!;
       expect(ns).not.toBe(pidNamespaceOf(handles[0]!.sandboxPid!));
