@@ -117,7 +117,7 @@ export class SandboxAgents {
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
         this.options.onEvent?.(workspace, sandbox, event);
-        if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);
+        if (event.type === "restarted") void startImageServices({ url: event.url, socketPath: event.socketPath }, token, image.services, this.options.logger);
       } },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
@@ -130,7 +130,7 @@ export class SandboxAgents {
       // Stopped (deleted) while its image was being built: no launch.
       if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
       await supervisor.start();
-      if (supervisor.url) await startImageServices(supervisor.url, token, image.services, this.options.logger?.child({ workspace, sandbox }));
+      if (supervisor.endpoint) await startImageServices(supervisor.endpoint, token, image.services, this.options.logger?.child({ workspace, sandbox }));
     });
     this.running.set(key(workspace, sandbox), { supervisor, token, startedAt: Date.now(), ready: ready.catch(() => {}) });
     try {

@@ -3,8 +3,10 @@ import type { Logger } from "../../src/logging.js";
 import { ImageRefError } from "./image-ref.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
 import type { LaunchSpec } from "../launcher/types.js";
+import { agentFetch, type AgentEndpoint } from "../launcher/endpoint.js";
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
+import { entrypointService } from "./entrypoint.js";
 
 /**
  * What sandboxes need from the image store: a create checks its image at
@@ -43,7 +45,9 @@ export function envOfImage(lines: string[]): Record<string, string> {
 
 export function resolvedOf(image: StoredImage): ResolvedImage {
   const m = image.manifest;
-  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, services: m.services };
+  // The image's ENTRYPOINT/CMD starts after its services, as a process of the sandbox (entrypoint.ts).
+  const entrypoint = entrypointService(m.config);
+  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, services: entrypoint ? [...m.services, entrypoint] : m.services };
 }
 
 export class SandboxImages {
@@ -95,19 +99,20 @@ export class SandboxImages {
  * entrypoints do (hub/nextjs/entrypoint.sh: POST /process to the agent once
  * it answers). Failures are reported, not thrown: the sandbox is up.
  */
-export async function startImageServices(url: string, token: string, services: ImageService[], logger?: Logger): Promise<void> {
+export async function startImageServices(endpoint: AgentEndpoint, token: string, services: ImageService[], logger?: Logger): Promise<void> {
   if (services.length === 0) return;
   const onError = (service: string, message: string) => logger?.warn({ service, err: message }, "could not start the image's service");
   for (const service of services) {
     try {
-      const res = await fetch(`${url}/process`, {
+      // Through endpoint.ts: under the isolating launcher the agent is a Unix socket, which fetch() cannot reach.
+      const res = await agentFetch(endpoint, {
         method: "POST",
+        path: "/process",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false }),
-        signal: AbortSignal.timeout(10_000),
+        timeoutMs: 10_000,
       });
-      if (!res.ok) onError(service.name, `POST /process answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
-      else await res.body?.cancel();
+      if (res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
     } catch (err) {
       onError(service.name, (err as Error).message);
     }
