@@ -130,8 +130,8 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
   let sim: ServedSimulator | undefined;
   afterAll(async () => {
     await sim?.stop();
-    hubStore.remove(TEMPLATE);
-  });
+    hubStore.remove(TEMPLATE); // its root filesystem is the base image's size: removing it takes a while on a busy machine
+  }, 180_000);
 
   it("builds FROM blaxel/base-image with RUN, ENV and the sandbox-api convention; the entrypoint's process is the sandbox's", async () => {
     const dir = context({
