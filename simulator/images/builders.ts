@@ -140,7 +140,8 @@ export class BuildahBuilder implements Builder {
   async exportImage(tag: string, rootfs: string, work: string, progress: Progress) {
     progress.phase(`exporting ${tag} from buildah`);
     const layout = join(work, "oci-layout");
-    await runTool(this.buildah, ["push", "--quiet", tag, `oci:${layout}:latest`], { timeoutMs: 30 * 60_000 });
+    // Uncompressed (-D): the layers are unpacked at once; gzip would only cost time.
+    await runTool(this.buildah, ["push", "--quiet", "--disable-compression", tag, `oci:${layout}:latest`], { timeoutMs: 30 * 60_000 });
     const imported = await importLayout(layout, rootfs, progress);
     return { digest: imported.digest, config: imported.config };
   }

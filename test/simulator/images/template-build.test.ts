@@ -23,6 +23,8 @@ import { trackedTempDir } from "../../helpers/temp-dirs.js";
 
 const found = await findBuilder();
 const builderSkip = found.builder ? "" : ` (skipped: no image builder here: ${found.unavailable.join("; ")})`;
+/** Each builder that answers here (docker where a daemon runs, buildah where it works): bad input is checked with both. */
+const builders = [found.builder?.kind, ...(found.builder?.kind === "docker" && (await findBuilder(null)).builder ? ["buildah"] : [])].filter((b): b is string => Boolean(b));
 
 /** Runs the CLI; returns its exit code and what it wrote. */
 async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -63,13 +65,13 @@ describe("the images a Dockerfile names outside itself", () => {
   });
 });
 
-describe.skipIf(builderSkip !== "")(`bad templates: a clear error and nothing half-built in the store${builderSkip}`, () => {
+describe.skipIf(builderSkip !== "").each(builders.length ? builders : ["none"])(`bad templates built with %s: a clear error and nothing half-built in the store${builderSkip}`, (builder) => {
   const cache = trackedTempDir("template-bad-");
   const leftovers = () => ({ refs: readdirSync(join(cache, "refs")), images: readdirSync(join(cache, "images")), tmp: readdirSync(join(cache, "tmp")) });
 
   it("an unknown base image: says which, and how to provide it", async () => {
     const dir = context({ Dockerfile: "FROM sandbox-kit-test/no-such-base:v9\nRUN true\n" });
-    const r = await cli(["build", "bad-base:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache]);
+    const r = await cli(["build", "bad-base:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
     expect(r.code).toBe(1);
     expect(r.err).toContain('base image "sandbox-kit-test/no-such-base:v9" not found');
     expect(r.err).toContain("sandbox-sim images import <oci-dir-or-tar> --name sandbox-kit-test/no-such-base:v9");
@@ -78,7 +80,7 @@ describe.skipIf(builderSkip !== "")(`bad templates: a clear error and nothing ha
 
   it("a Dockerfile syntax error: the builder's own message", async () => {
     const dir = context({ Dockerfile: "FROM scratch\nFROBNICATE the-image\n" });
-    const r = await cli(["build", "bad-syntax:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache]);
+    const r = await cli(["build", "bad-syntax:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/failed/);
     expect(r.err.toLowerCase()).toContain("frobnicate");
