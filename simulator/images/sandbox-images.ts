@@ -3,10 +3,10 @@ import type { Logger } from "../../src/logging.js";
 import { ImageRefError } from "./image-ref.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
 import type { LaunchSpec } from "../launcher/types.js";
-import { agentFetch, type AgentEndpoint } from "../launcher/endpoint.js";
+import { agentFetch, agentRequest, type AgentEndpoint } from "../launcher/endpoint.js";
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
-import { entrypointService } from "./entrypoint.js";
+import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
 
 /**
  * What sandboxes need from the image store: a create checks its image at
@@ -113,8 +113,31 @@ export async function startImageServices(endpoint: AgentEndpoint, token: string,
         timeoutMs: 10_000,
       });
       if (res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
+      else if (service.name === ENTRYPOINT_PROCESS) followEntrypoint(endpoint, token, logger);
     } catch (err) {
       onError(service.name, (err as Error).message);
     }
   }
+}
+
+/**
+ * A template's entrypoint should never end (it `wait`s on sandbox-api): when it does, say so. Its log
+ * stream ends when it ends (or when the agent stops: then the record still reads running, or cannot be read).
+ */
+function followEntrypoint(endpoint: AgentEndpoint, token: string, logger?: Logger): void {
+  const headers = { authorization: `Bearer ${token}` };
+  const req = agentRequest(endpoint, { method: "GET", path: `/process/${ENTRYPOINT_PROCESS}/logs/stream`, headers });
+  req.once("error", () => {});
+  req.once("response", (res) => {
+    res.once("error", () => {});
+    res.resume();
+    res.once("end", () => {
+      agentFetch(endpoint, { path: `/process/${ENTRYPOINT_PROCESS}`, headers, timeoutMs: 5_000 }).then((reply) => {
+        const record = JSON.parse(reply.text) as { status?: string; exitCode?: number };
+        if (reply.status !== 200 || record.status === "running") return;
+        logger?.warn({ status: record.status, exitCode: record.exitCode }, `the image's entrypoint ended (its output: sandbox.process.logs("${ENTRYPOINT_PROCESS}")); the sandbox keeps running here, while on the platform a template whose entrypoint ends fails: end it with \`wait\``);
+      }).catch(() => {}); // the agent stopped with the sandbox: nothing to say
+    });
+  });
+  req.end();
 }
