@@ -75,7 +75,9 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     });
   } catch (err) {
     const tail = log.slice(-40).join("\n");
-    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed: ${(err as Error).message.split("\n")[0]}${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+    const first = (err as Error).message.split("\n")[0]!;
+    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
+    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
   }
   return store.installBuilt(canonical, dockerfile, progress, (rootfs, work) => builder.exportImage(tag, rootfs, work, progress));
 }
