@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findBuilder } from "../simulator/images/builders.js";
 import { defaultImageCacheDir, ImageStore } from "../simulator/images/image-store.js";
-import { buildTemplate } from "../simulator/images/template-build.js";
+import { builderTag, buildTemplate } from "../simulator/images/template-build.js";
 import { fmt, peakRssMiB } from "./lib.js";
 
 /**
@@ -50,7 +50,11 @@ export async function benchTemplate(): Promise<void> {
     const size = store.get(names[names.length - 1]!)?.manifest.size ?? 0;
     console.log(`template build  one RUN on cached ${BASE} (${fmt(size / 2 ** 20)} MiB): sandbox-sim images build ${fmt(simulated)} ms | ${builder.command} directly ${fmt(direct)} ms | ratio ${fmt(direct / simulated, 2)} (target >= 0.9) | best of ${rounds} | bench peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
   } finally {
-    for (const name of names) store.remove(name);
+    for (const name of names) {
+      store.remove(name);
+      await builder.remove(builderTag(name));
+    }
+    for (let i = 0; i < rounds; i++) await builder.remove(`sandbox-kit-bench/direct:${i}`);
     rmSync(dir, { recursive: true, force: true });
   }
 }

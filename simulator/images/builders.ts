@@ -33,6 +33,8 @@ export interface Builder {
   importRootfs(rootfs: string, name: string, config: Pick<ImageConfig, "env" | "workingDir">, digest: string): Promise<void>;
   pull(name: string): Promise<void>;
   build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void): Promise<void>;
+  /** Removes a name from the builder's images (its layers go once nothing else uses them). */
+  remove(name: string): Promise<void>;
   /** Unpacks the built image into rootfs (work: scratch space for the builder's output). */
   exportImage(tag: string, rootfs: string, work: string, progress: Progress): Promise<BuiltImage>;
 }
@@ -95,6 +97,10 @@ export class DockerBuilder implements Builder {
     await runTool(this.docker, ["build", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], { onLine, timeoutMs: 60 * 60_000, env: { ...process.env, DOCKER_BUILDKIT: "0" } });
   }
 
+  async remove(name: string) {
+    await runTool(this.docker, ["rmi", name], { timeoutMs: 120_000 }).catch(() => undefined);
+  }
+
   async exportImage(tag: string, rootfs: string, _work: string, progress: Progress) {
     const image = await inspectDockerImage(this.docker, tag);
     if (!image) throw new ToolError(`docker build reported success but the daemon has no image ${tag}`);
@@ -135,6 +141,10 @@ export class BuildahBuilder implements Builder {
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
     // --pull=never: every base is local by now (the simulator provided or pulled it first).
     await runTool(this.buildah, ["bud", "--pull=never", "--layers", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], { onLine, timeoutMs: 60 * 60_000 });
+  }
+
+  async remove(name: string) {
+    await runTool(this.buildah, ["rmi", name], { timeoutMs: 120_000 }).catch(() => undefined);
   }
 
   async exportImage(tag: string, rootfs: string, work: string, progress: Progress) {

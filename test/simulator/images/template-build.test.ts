@@ -4,6 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { findBuilder } from "../../../simulator/images/builders.js";
+import { builderTag } from "../../../simulator/images/template-build.js";
 import { imagesCli } from "../../../simulator/images/cli.js";
 import { externalImages } from "../../../simulator/images/dockerfile-refs.js";
 import { entrypointService } from "../../../simulator/images/entrypoint.js";
@@ -133,6 +134,7 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
   afterAll(async () => {
     await sim?.stop();
     hubStore.remove(TEMPLATE); // its root filesystem is the base image's size: removing it takes a while on a busy machine
+    await found.builder?.remove(builderTag(TEMPLATE));
   }, 180_000);
 
   it("builds FROM blaxel/base-image with RUN, ENV and the sandbox-api convention; the entrypoint's process is the sandbox's", async () => {
