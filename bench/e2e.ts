@@ -5,7 +5,9 @@
  *  2. upload throughput through the sandbox proxy as a ratio of uploading the
  *     same bytes straight to the same agent, measured alternately in this run;
  *  3. isolated sandboxes (the default launcher): create-to-ready and idle memory
- *     per sandbox, beside the process launcher (bench/isolation.ts).
+ *     per sandbox, beside the process launcher (bench/isolation.ts);
+ *  4. a one-RUN template built on a cached base, beside the builder run directly
+ *     (bench/template.ts; `--template` runs this part alone).
  *
  *   BENCH_E2E_SANDBOXES  sandboxes to start (default 50)
  *   BENCH_E2E_UPLOAD_MB  size of each upload (default 256)
@@ -25,6 +27,7 @@ import { errors } from "../src/errors.js";
 import { ProcessLauncher, type LaunchSpec } from "../simulator/launcher/index.js";
 import { createSandboxProxy } from "../simulator/proxy/index.js";
 import { benchIsolation } from "./isolation.js";
+import { benchTemplate } from "./template.js";
 import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
 
 const MiB = 1024 * 1024;
@@ -160,13 +163,15 @@ async function main(): Promise<void> {
     // Uploads through /port/n and a preview against the same upload straight to the in-sandbox server and
     // against http-proxy in the simulator's place (bench/proxy.ts, also `npm run bench:proxy` alone).
     await benchProxy();
+    await benchTemplate();
   } finally {
     rmSync(base, { recursive: true, force: true });
   }
 }
 
 const proxyArgs = process.argv.indexOf("--proxy");
-(proxyArgs === -1 ? main() : serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!)).catch((err) => {
+const run = proxyArgs !== -1 ? serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!) : process.argv.includes("--template") ? benchTemplate() : main();
+run.catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });

@@ -39,6 +39,7 @@ export const AGENT_OPTIONS = {
   "token-file-remove": { type: "boolean" },
   "secrets-key-file": { type: "string" },
   socket: { type: "string" },
+  "in-sandbox-port": { type: "string" },
   "process-wrapper": { type: "string" },
   "working-dir": { type: "string" },
   "memory-events": { type: "string" },
@@ -97,6 +98,8 @@ export const AgentConfigSchema = z.object({
   secretsKeyFile: z.string().min(1).transform((p) => resolve(p)).optional(),
   /** Listen on this Unix socket instead of host:port (the isolating launcher binds its directory out of the sandbox). */
   socket: z.string().min(1).transform((p) => resolve(p)).optional(),
+  /** Also listen on 127.0.0.1:<port> without a token, for the sandbox's own processes (http/in-sandbox-port.ts); needs a network namespace of its own. */
+  inSandboxPort: z.coerce.number().int().min(1).max(65535).optional(),
   /** Argv every command the agent runs (processes, schedules) starts through, e.g. a capability drop. */
   processWrapper: commandTemplate.optional(),
   /**
@@ -146,6 +149,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --token-fd <n>             read the token from this inherited file descriptor (a pipe the launcher writes and closes)
   --secrets-key-file <path>  AES-256-GCM key encrypting schedule env values at rest; created 0600 if missing (default <data-dir>/secrets.key)
   --socket <path>            listen on this Unix socket instead of --host/--port (env SANDBOX_AGENT_SOCKET)
+  --in-sandbox-port <n>      also answer the sandbox's own processes on 127.0.0.1:<n> without a token, as the
+                             platform's daemon on 8080 (only for an agent alone in its network namespace)
   --process-wrapper <argv>   start every command through this argv prefix, JSON array or words (e.g. a capability drop)
   --working-dir <path>       sandbox path commands start in when they name no workingDir, created if missing
                              (default /; a launcher passes the image's WorkingDir)
@@ -163,7 +168,7 @@ const FLAG_OF: Record<string, string> = {
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", mountProgram: "mount-program", umountProgram: "umount-program", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
-  processWrapper: "process-wrapper", workingDir: "working-dir", memoryEvents: "memory-events", portHandoff: "port-handoff",
+  processWrapper: "process-wrapper", workingDir: "working-dir", inSandboxPort: "in-sandbox-port", memoryEvents: "memory-events", portHandoff: "port-handoff",
 };
 
 export class ConfigError extends Error {}
@@ -203,6 +208,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     maxConnections: values["max-connections"],
     secretsKeyFile: values["secrets-key-file"],
     socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),
+    inSandboxPort: values["in-sandbox-port"],
     processWrapper: values["process-wrapper"],
     workingDir: values["working-dir"],
     memoryEvents: values["memory-events"],

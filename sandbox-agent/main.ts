@@ -9,6 +9,7 @@ import { DataDirLockedError } from "./data-dir-lock.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
 import { servePortHandoff } from "./ports/handoff.js";
 import { ensureDirectory } from "./start-checks.js";
+import { withInSandboxPort } from "./http/in-sandbox-port.js";
 
 async function main(): Promise<void> {
   let config;
@@ -38,9 +39,9 @@ async function main(): Promise<void> {
   const listening = config.socket
     ? listenSocket(handler, config.socket, { maxConnections: config.maxConnections })
     : listen(handler, config.host, config.port, { maxConnections: config.maxConnections });
-  const serving = await listening.catch((err: unknown) => {
+  const serving = await withInSandboxPort(await listening.catch((err: unknown) => {
     throw listenFailure(err, config.host, config.port) ?? err;
-  });
+  }), handler, config.inSandboxPort, config.maxConnections);
   const rootState = ensureDirectory(config.root, "--root");
   ensureDirectory(config.dataDir, "--data-dir");
   if (rootState === "created") logger.info({ root: config.root }, "the sandbox root did not exist: created it");

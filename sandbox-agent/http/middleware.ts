@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { RequestHandler } from "express";
 import { bearerToken, isLoopbackHost, secretsEqual } from "../../src/auth.js";
 import { ApiError, errors } from "../../src/errors.js";
+import { fromInsideSandbox } from "./in-sandbox-port.js";
 
 /**
  * CORS as the reference daemon does it (any origin, OPTIONS answered 204 before
@@ -44,7 +45,8 @@ export function noCache(): RequestHandler {
  */
 export function requireToken(token: string | undefined): RequestHandler {
   return (req, _res, next) => {
-    if (!token || req.path === "/health") return next();
+    // The in-sandbox listener's callers are the sandbox's own processes (in-sandbox-port.ts).
+    if (!token || req.path === "/health" || fromInsideSandbox(req)) return next();
     const given = bearerToken(req.headers);
     if (!given) throw errors.unauthorized("missing bearer token: send Authorization: Bearer <token>");
     if (!secretsEqual(given, token)) throw errors.unauthorized("invalid token");

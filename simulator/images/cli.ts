@@ -4,6 +4,8 @@ import { defaultImageCacheDir, ImageNotFoundError, ImageStore } from "./image-st
 import { ImageRefError } from "./image-ref.js";
 import { streamProgress } from "./progress.js";
 import { RECIPES } from "./recipes.js";
+import { buildTemplate, TemplateBuildError } from "./template-build.js";
+import { BuildahBuilder, DockerBuilder } from "./builders.js";
 
 /**
  * `sandbox-sim images <command>` (also `npm run images -- <command>`): the
@@ -17,6 +19,11 @@ export const IMAGES_USAGE = `Usage: sandbox-sim images <command> [options]
   hub                           the hub images this simulator can build
   build <name>...               build a hub image (blaxel/base-image, blaxel/nextjs, ...) or export a
                                 local Docker daemon's image into the store; --force rebuilds
+  build <name[:tag]> --file <Dockerfile> <context dir>
+                                build a template from a Dockerfile (docker build, else buildah) into the
+                                store; FROM may name hub and stored images, COPY --from=ghcr.io/blaxel-ai/sandbox
+                                gets sandbox-kit's sandbox-api stand-in; --build-arg K=V (repeatable);
+                                --builder docker|buildah (default: docker where a daemon answers, else buildah)
   import <dir-or-tar> --name <name>
                                 import an OCI image layout or a docker save archive (dir, .tar, .tar.gz)
   inspect <name>                the image's manifest (JSON)
@@ -34,7 +41,7 @@ function human(bytes: number): string {
 export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: NodeJS.WritableStream, err: NodeJS.WritableStream & { isTTY?: boolean }): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { "image-cache": { type: "string" }, name: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { "image-cache": { type: "string" }, name: { type: "string" }, file: { type: "string", short: "f" }, "build-arg": { type: "string", multiple: true }, builder: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
   } catch (e) {
     err.write(`sandbox-sim images: ${(e as Error).message}\n\n${IMAGES_USAGE}`);
     return 2;
@@ -58,6 +65,15 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
         for (const r of RECIPES) out.write(`blaxel/${r.name.padEnd(16)} ${r.description}\n`);
         return 0;
       case "build": {
+        if (parsed.values.file !== undefined) {
+          if (names.length !== 2) throw new UsageError("build --file needs a name and a context directory: build <name[:tag]> --file <Dockerfile> <context dir>");
+          const chosen = parsed.values.builder;
+          if (chosen !== undefined && chosen !== "docker" && chosen !== "buildah") throw new UsageError(`--builder must be docker or buildah, not "${chosen}"`);
+          const builder = chosen === "docker" ? new DockerBuilder() : chosen === "buildah" ? new BuildahBuilder() : undefined;
+          const image = await buildTemplate(store, names[0]!, names[1]!, { dockerfile: resolve(parsed.values.file), buildArgs: parsed.values["build-arg"], builder, progress: streamProgress(err, names[0]!) });
+          out.write(`${image.ref} ${image.manifest.source} ${human(image.manifest.size)} ${image.rootfs}\n`);
+          return 0;
+        }
         if (names.length === 0) throw new UsageError("build needs at least one image name");
         for (const name of names) {
           const progress = streamProgress(err, name);
@@ -102,7 +118,7 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
       err.write(`sandbox-sim images: ${e.message}\n\n${IMAGES_USAGE}`);
       return 2;
     }
-    if (e instanceof ImageNotFoundError || e instanceof ImageRefError) {
+    if (e instanceof ImageNotFoundError || e instanceof ImageRefError || e instanceof TemplateBuildError) {
       err.write(`sandbox-sim images: ${e.message}\n`);
       return 1;
     }

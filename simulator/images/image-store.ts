@@ -84,8 +84,8 @@ export class ImageStore {
     const ref = parseImageRef(name);
     const canonical = formatImageRef(ref);
     const stored = this.readRef(this.refPath(canonical));
-    // An image the user imported under a name wins over every other source.
-    if (stored?.manifest.source === "import") return { kind: "stored", image: stored };
+    // An image the user imported or built under a name wins over every other source.
+    if (stored?.manifest.source === "import" || stored?.manifest.source === "build") return { kind: "stored", image: stored };
     const recipe = recipeFor(ref, false);
     if (recipe && isHubTag(ref.tag)) return this.recipePlan(recipe);
     // (A recipe's build kept under a tag the hub does not publish, by an older version, is not served.)
@@ -133,6 +133,7 @@ export class ImageStore {
     const plan = await this.locate(name);
     if (plan.kind === "stored") {
       if (plan.image.manifest.source === "import") throw new ImageNotFoundError(name, this.supported(), `image "${name}" was imported: import it again instead`);
+      if (plan.image.manifest.source === "build") throw new ImageNotFoundError(name, this.supported(), `image "${name}" was built from ${plan.image.manifest.origin}: build it again with --file`);
       this.removeImageDir(plan.image.manifest.digest);
     } else if (plan.kind === "recipe" || plan.kind === "docker") this.removeImageDir(plan.kind === "recipe" ? plan.digest : plan.id);
     return this.ensure(name, progress);
@@ -162,6 +163,29 @@ export class ImageStore {
         return this.point(canonical, imported.digest);
       } finally {
         await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
+      }
+    });
+  }
+
+  /**
+   * Stores what a builder made (template-build.ts) under a name: `produce` fills rootfs (scratch: a
+   * directory for the builder's own output) and says the image's digest and config. Built in a temp
+   * dir and renamed into place, so a failure leaves nothing in the store.
+   */
+  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"] }>): Promise<StoredImage> {
+    const canonical = formatImageRef(parseImageRef(name));
+    return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
+      const work = this.workDir("build");
+      mkdirSync(join(work, "rootfs"), { recursive: true });
+      mkdirSync(join(work, "scratch"));
+      try {
+        const built = await produce(join(work, "rootfs"), join(work, "scratch"));
+        await rm(join(work, "scratch"), { recursive: true, force: true });
+        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [] });
+        progress.phase("done");
+        return this.point(canonical, built.digest);
+      } finally {
+        await rm(work, { recursive: true, force: true });
       }
     });
   }

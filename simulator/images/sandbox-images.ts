@@ -4,10 +4,11 @@ import { applyImageConfig } from "./image-config.js";
 import { ImageRefError } from "./image-ref.js";
 import { ImageUserError } from "./image-user.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
-import { agentFetch, type AgentEndpoint } from "../launcher/endpoint.js";
 import type { LaunchSpec } from "../launcher/types.js";
+import { agentFetch, agentRequest, type AgentEndpoint } from "../launcher/endpoint.js";
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
+import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
 
 /**
  * What sandboxes need from the image store: a create checks its image at
@@ -48,7 +49,9 @@ export function envOfImage(lines: string[]): Record<string, string> {
 
 export function resolvedOf(image: StoredImage): ResolvedImage {
   const m = image.manifest;
-  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: m.services };
+  // The image's ENTRYPOINT/CMD starts after its services, as a process of the sandbox (entrypoint.ts).
+  const entrypoint = entrypointService(m.config);
+  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: entrypoint ? [...m.services, entrypoint] : m.services };
 }
 
 export class SandboxImages {
@@ -126,17 +129,43 @@ export async function startImageServices(endpoint: AgentEndpoint, token: string,
   for (const service of services) {
     const waits = service.waitForPorts?.length ? { waitForPorts: service.waitForPorts, timeout: SERVICE_PORT_WAIT_S } : {};
     try {
+      // Through endpoint.ts: under the isolating launcher the agent is a Unix socket, which fetch() cannot reach.
       const res = await agentFetch(endpoint, {
         method: "POST",
         path: "/process",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, restartOnFailure: true, maxRestarts: SERVICE_RESTARTS, ...waits }),
+        // Services restart on failure as the hub entrypoints ask; the image's own entrypoint runs once, as a
+        // container's PID 1 does (its end is reported, not retried).
+        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, ...(service.name === ENTRYPOINT_PROCESS ? {} : { restartOnFailure: true, maxRestarts: SERVICE_RESTARTS }), ...waits }),
         timeoutMs: waits.waitForPorts ? (SERVICE_PORT_WAIT_S + 10) * 1000 : 10_000,
       });
       if (res.status === 409) continue; // its name is running: started before this agent (re)started
       if (res.status < 200 || res.status >= 300) onError(service.name, `POST /process answered ${res.status}: ${res.text.slice(0, 200)}`);
+      else if (service.name === ENTRYPOINT_PROCESS) followEntrypoint(endpoint, token, logger);
     } catch (err) {
       onError(service.name, (err as NodeJS.ErrnoException).code ?? (err as Error).message);
     }
   }
+}
+
+/**
+ * A template's entrypoint should never end (it `wait`s on sandbox-api): when it does, say so. Its log
+ * stream ends when it ends (or when the agent stops: then the record still reads running, or cannot be read).
+ */
+function followEntrypoint(endpoint: AgentEndpoint, token: string, logger?: Logger): void {
+  const headers = { authorization: `Bearer ${token}` };
+  const req = agentRequest(endpoint, { method: "GET", path: `/process/${ENTRYPOINT_PROCESS}/logs/stream`, headers });
+  req.once("error", () => {});
+  req.once("response", (res) => {
+    res.once("error", () => {});
+    res.resume();
+    res.once("end", () => {
+      agentFetch(endpoint, { path: `/process/${ENTRYPOINT_PROCESS}`, headers, timeoutMs: 5_000 }).then((reply) => {
+        const record = JSON.parse(reply.text) as { status?: string; exitCode?: number };
+        if (reply.status !== 200 || record.status === "running") return;
+        logger?.warn({ status: record.status, exitCode: record.exitCode }, `the image's entrypoint ended (its output: sandbox.process.logs("${ENTRYPOINT_PROCESS}")); the sandbox keeps running here, while on the platform a template whose entrypoint ends fails: end it with \`wait\``);
+      }).catch(() => {}); // the agent stopped with the sandbox: nothing to say
+    });
+  });
+  req.end();
 }

@@ -7,13 +7,14 @@ import type { ImageService, Recipe } from "./recipes.js";
 
 /** The image store's records (image-store.ts): manifests, what a name resolves to, and atomic writes. */
 
-export type ImageSourceKind = "recipe" | "docker" | "import";
+/** build: a template built from a Dockerfile (template-build.ts). */
+export type ImageSourceKind = "recipe" | "docker" | "import" | "build";
 
 export interface ImageManifest {
   /** Names pointing at this image ("blaxel/base-image:latest"). */
   refs: string[];
   source: ImageSourceKind;
-  /** The recipe's name, the Docker image id, or the imported file. */
+  /** The recipe's name, the Docker image id, the imported file, or the Dockerfile built. */
   origin: string;
   digest: string;
   /** Bytes on disk of the root filesystem. */

@@ -25,6 +25,8 @@ export const AGENT_DATA = "/run/sandbox-agent";
 export const AGENT_SOCKET = `${AGENT_DATA}/agent.sock`;
 export const DRIVES = "/run/sandbox-drives";
 export const MEMORY_EVENTS = "/run/sandbox-memory/events";
+/** The platform's daemon listens on 8080 inside every sandbox (its port is reserved for it). */
+export const IN_SANDBOX_API_PORT = 8080;
 /** --image-source host: the host's system directories, read-only, under the sandbox's own writable root. */
 const HOST_SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
 const HOST_ETC = ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives"];
@@ -203,6 +205,8 @@ export class BwrapLauncher implements Launcher {
     return [
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
       "--socket", AGENT_SOCKET,
+      // The sandbox's own processes (a template's entrypoint: curl localhost:8080/process) reach it as on the platform.
+      "--in-sandbox-port", String(IN_SANDBOX_API_PORT),
       "--port-handoff",
       "--process-wrapper", JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
       ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),

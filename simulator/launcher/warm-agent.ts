@@ -13,6 +13,7 @@ import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
 import { DataDirLockedError } from "../../sandbox-agent/data-dir-lock.js";
 import { servePortHandoff } from "../../sandbox-agent/ports/handoff.js";
+import { withInSandboxPort } from "../../sandbox-agent/http/in-sandbox-port.js";
 
 export interface WarmActivation {
   argv: string[];
@@ -34,9 +35,9 @@ async function activate(message: WarmActivation): Promise<void> {
   else process.disconnect?.();
   const runtime = await openAgent(config, { logger });
   const app = createApp(runtime.deps);
-  const serving = config.socket
+  const serving = await withInSandboxPort(config.socket
     ? await listenSocket(app, config.socket, { maxConnections: config.maxConnections })
-    : await listen(app, config.host, config.port, { maxConnections: config.maxConnections });
+    : await listen(app, config.host, config.port, { maxConnections: config.maxConnections }), app, config.inSandboxPort, config.maxConnections);
   logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   onShutdownSignal(logger, () => shutdownAgent(serving, runtime));

@@ -1,0 +1,140 @@
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { type Builder, findBuilder } from "./builders.js";
+import { externalImages } from "./dockerfile-refs.js";
+import { formatImageRef, parseImageRef } from "./image-ref.js";
+import type { ImageStore } from "./image-store.js";
+import { silentProgress, type Progress } from "./progress.js";
+import { HUB_IMAGES, recipeFor } from "./recipes.js";
+import { SANDBOX_API_REPOSITORY, SANDBOX_API_STAND_IN, STAND_IN_DIGEST } from "./sandbox-api-stand-in.js";
+import type { StoredImage } from "./store-records.js";
+
+/**
+ * Custom templates: `sandbox-sim images build <name> --file <Dockerfile>
+ * <context>` builds the platform's sandbox template Dockerfiles into the
+ * image store with a kept builder (builders.ts: docker build, else buildah),
+ * offline. Before the builder runs, every image the Dockerfile names outside
+ * itself (dockerfile-refs.ts) is made available to it: ghcr.io/blaxel-ai/sandbox
+ * (any tag) is the simulator's image holding the sandbox-api stand-in; images
+ * the store has (hub images included, built first when needed) are imported
+ * into the builder from their root filesystems; others must be the builder's
+ * already or pullable. The built image is exported into the store (a temp
+ * dir renamed into place: a failed build leaves nothing) under the name.
+ */
+
+export class TemplateBuildError extends Error {}
+
+export interface TemplateBuildOptions {
+  /** The Dockerfile (default <context>/Dockerfile). */
+  dockerfile?: string;
+  buildArgs?: string[];
+  /** The builder to use (default: findBuilder()). */
+  builder?: Builder;
+  progress?: Progress;
+}
+
+/** The builder-side name the template is built under (kept there: its layers are the next build's cache). */
+export function builderTag(canonical: string): string {
+  const ref = parseImageRef(canonical);
+  const host = ref.registry ? `${ref.registry.replace(/[^a-z0-9]+/g, "-")}/` : "";
+  return `sandbox-kit-templates/${host}${ref.repository}:${ref.tag}`;
+}
+
+function checkInputs(name: string, context: string, dockerfile: string): string {
+  const ref = parseImageRef(name);
+  const canonical = formatImageRef(ref);
+  const hub = recipeFor(ref, false) ?? (ref.registry ? undefined : recipeFor(ref, true));
+  if (hub) throw new TemplateBuildError(`"${name}" is the hub image blaxel/${hub.name}: give the template a name of its own (hub images: ${HUB_IMAGES.join(", ")})`);
+  if (!existsSync(context) || !statSync(context).isDirectory()) throw new TemplateBuildError(`the build context ${context} is not a directory (images build <name> --file <Dockerfile> <context dir>)`);
+  if (!existsSync(dockerfile) || !statSync(dockerfile).isFile()) throw new TemplateBuildError(`the Dockerfile ${dockerfile} does not exist`);
+  return canonical;
+}
+
+/** Builds a template into the store under `name`; returns the stored image. */
+export async function buildTemplate(store: ImageStore, name: string, context: string, options: TemplateBuildOptions = {}): Promise<StoredImage> {
+  const progress = options.progress ?? silentProgress;
+  const contextDir = resolve(context);
+  const dockerfile = resolve(options.dockerfile ?? join(contextDir, "Dockerfile"));
+  const canonical = checkInputs(name, contextDir, dockerfile);
+  let builder = options.builder;
+  if (!builder) {
+    const found = await findBuilder();
+    if (!found.builder) throw new TemplateBuildError(`no image builder answers here (${found.unavailable.join("; ")}): start a Docker daemon, or install buildah (apt-get install -y buildah)`);
+    builder = found.builder;
+  }
+  const buildArgs = options.buildArgs ?? [];
+  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) await provide(store, builder, image, progress);
+  const tag = builderTag(canonical);
+  progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
+  const log: string[] = [];
+  try {
+    await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
+      log.push(line);
+      progress.note(line);
+    });
+  } catch (err) {
+    const tail = log.slice(-40).join("\n");
+    const first = (err as Error).message.split("\n")[0]!;
+    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
+    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+  }
+  return store.installBuilt(canonical, dockerfile, progress, (rootfs, work) => builder.exportImage(tag, rootfs, work, progress));
+}
+
+/** Makes one image the Dockerfile names available to the builder, or says which is missing and how to provide it. */
+async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<void> {
+  let ref;
+  try {
+    ref = parseImageRef(name);
+  } catch (err) {
+    throw new TemplateBuildError(`the Dockerfile names an invalid image "${name}": ${(err as Error).message}`);
+  }
+  if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) return provideStandIn(store, builder, formatImageRef(ref), progress);
+  const stored = store.get(name);
+  if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(builder, name, stored, progress);
+  if (recipeFor(ref, false)) return importInto(builder, name, await store.ensure(name, progress), progress);
+  if (await builder.localImage(name)) return;
+  if (stored) return importInto(builder, name, stored, progress);
+  progress.phase(`pulling ${name}`);
+  let pullError: string;
+  try {
+    await builder.pull(name);
+    return;
+  } catch (err) {
+    pullError = (err as Error).message.split("\n").filter(Boolean).slice(-1)[0] ?? "";
+  }
+  const bare = recipeFor(ref, true);
+  if (bare) {
+    progress.note(`${name} cannot be pulled: using the hub's blaxel/${bare.name} (Debian) under that name`);
+    return importInto(builder, name, await store.ensure(`blaxel/${bare.name}`, progress), progress);
+  }
+  throw new TemplateBuildError(
+    `base image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${store.dir}), ` +
+      `not among ${builder.kind}'s images, and pulling it failed (${pullError}). Provide it with: sandbox-sim images import <oci-dir-or-tar> --name ${name}` +
+      (builder.kind === "docker" ? `, or docker load / docker pull it into the Docker daemon` : `, or buildah pull it`),
+  );
+}
+
+/** A store image under `name` in the builder, unless the builder already has this very image there. */
+async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<void> {
+  const local = await builder.localImage(name);
+  if (local?.label === image.manifest.digest) return;
+  progress.phase(`giving ${builder.kind} the store's ${image.ref} as ${name}`);
+  await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
+}
+
+/** ghcr.io/blaxel-ai/sandbox:<tag>: an image of one file, /sandbox-api, the stand-in. */
+async function provideStandIn(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<void> {
+  const local = await builder.localImage(name);
+  if (local?.label === STAND_IN_DIGEST) return;
+  progress.phase(`giving ${builder.kind} sandbox-kit's sandbox-api stand-in as ${name}`);
+  const dir = join(store.dir, "tmp", `standin-${process.pid}-${Date.now()}`);
+  mkdirSync(dir, { recursive: true });
+  try {
+    writeFileSync(join(dir, "sandbox-api"), SANDBOX_API_STAND_IN, { mode: 0o755 });
+    await builder.importRootfs(dir, name, { env: [], workingDir: "/" }, STAND_IN_DIGEST);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
