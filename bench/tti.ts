@@ -1,0 +1,148 @@
+/**
+ * bench:tti — time to interactive, measured the way computesdk/benchmarks measures sandbox platforms: through
+ * the platform's SDK, create a sandbox, run an identity probe and `node -v` in it, destroy it. Three modes:
+ * sequential (N one after another), staggered (N launched 200 ms apart) and burst (N at once). Against a
+ * simulator on default settings (the isolating launcher, blaxel/base-image), started here as its own process so
+ * its CPU (with its sandboxes', reaped) is measured apart from this client's.
+ *
+ *   npm run bench:tti [-- --n 100] [--modes sequential,staggered,burst] [--stagger-ms 200]
+ *
+ * Printed per mode: ok/total, min/median/p95/p99/max TTI, CPU-seconds per sandbox (simulator + agents + the
+ * probe's commands), the most sandboxes up at once, the machine's memory drop at its peak; beside the published
+ * cloud figures (2026-05-05) for context. No assertion: a bench reports.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
+import { fmt, percentile, spawnListening, type Listening } from "./lib.js";
+
+type Mode = "sequential" | "staggered" | "burst";
+const arg = (name: string, fallback: string) => {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : process.argv[at + 1]!;
+};
+const N = Number(arg("n", "100"));
+const MODES = arg("modes", "sequential,staggered,burst").split(",") as Mode[];
+const STAGGER_MS = Number(arg("stagger-ms", "200"));
+const KEY = "bench-tti-admin-key";
+
+/** Published cloud figures (median / p99 ms), computesdk/benchmarks 2026-05-05, for context only. */
+const CLOUD: Record<Mode, string> = {
+  sequential: "declaw 42/160, Daytona 186/560, e2b 491/740, the platform 525/597",
+  staggered: "Daytona 210/487, the platform 539/638",
+  burst: "Daytona 367/741, e2b 822/1048, the platform 1610/1829",
+};
+
+/**
+ * CPU seconds of a process tree: each live process's utime + stime plus its reaped children's (cutime, cstime).
+ * A reaped child's time is only in its parent's cutime and a live one's never is, so nothing counts twice; the
+ * sandboxes (bwrap, their agents, slirp4netns, warm ones included) are the simulator's descendants.
+ */
+function treeCpu(root: number): number {
+  const stats = new Map<number, { ppid: number; ticks: number }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const f = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ");
+      stats.set(Number(entry), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]) });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  let ticks = 0;
+  const inTree = (pid: number): boolean => {
+    for (let p = pid, hops = 0; p > 1 && hops < 64; p = stats.get(p)?.ppid ?? 0, hops++) if (p === root) return true;
+    return false;
+  };
+  for (const [pid, s] of stats) if (inTree(pid)) ticks += s.ticks;
+  return ticks / 100;
+}
+
+function memAvailableMiB(): number {
+  return Number(/MemAvailable:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))![1]) / 1024;
+}
+
+interface Outcome {
+  ok: boolean;
+  ms: number;
+  error?: string;
+}
+
+async function main(): Promise<void> {
+  const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
+  const sim: Listening = await spawnListening([simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"]);
+  Object.assign(process.env, { BL_API_URL: `${sim.url}/v0`, BL_RUN_URL: sim.url, BL_WORKSPACE: "default", BL_API_KEY: KEY, BL_REGION: "us-pdx-1", BL_DISABLE_H2: "true" });
+  const { SandboxInstance } = await import("@blaxel/core");
+  let up = 0;
+  let maxUp = 0;
+  let seq = 0;
+
+  /** One iteration: create, probe, `node -v`, destroy; TTI ends at node's answer. */
+  async function once(): Promise<Outcome> {
+    const name = `tti-${process.pid}-${seq++}`;
+    const started = performance.now();
+    let sandbox: Awaited<ReturnType<typeof SandboxInstance.create>> | undefined;
+    try {
+      sandbox = await SandboxInstance.create({ name });
+      up++;
+      maxUp = Math.max(maxUp, up);
+      const probe = await sandbox.process.exec({ command: "echo $(hostname) $(readlink /proc/1/ns/pid) $(readlink /proc/self/ns/mnt)", waitForCompletion: true });
+      if (probe.exitCode !== 0) throw new Error(`probe exited ${probe.exitCode}`);
+      const node = await sandbox.process.exec({ command: "node -v", waitForCompletion: true });
+      if (!/^v\d+\./.test(node.stdout?.trim() ?? "")) throw new Error(`node -v printed ${JSON.stringify(node.stdout)}`);
+      return { ok: true, ms: performance.now() - started };
+    } catch (err) {
+      return { ok: false, ms: performance.now() - started, error: (err as Error).message.slice(0, 200) };
+    } finally {
+      if (sandbox) {
+        await SandboxInstance.delete(name).catch(() => undefined);
+        up--;
+      }
+    }
+  }
+
+  try {
+    // The default image is built (or found in the cache) and a warm sandbox started before anything is timed.
+    const warm = await once();
+    if (!warm.ok) throw new Error(`the warm-up sandbox failed: ${warm.error}`);
+    console.log(`bench:tti  ${N} sandboxes per mode through @blaxel/core against sandbox-sim (default launcher, blaxel/base-image); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    for (const mode of MODES) {
+      await new Promise((r) => setTimeout(r, 2_000)); // the warm pool refills between modes
+      const cpu0 = treeCpu(sim.child.pid!);
+      const mem0 = memAvailableMiB();
+      let memLow = mem0;
+      const sampler = setInterval(() => (memLow = Math.min(memLow, memAvailableMiB())), 100);
+      maxUp = 0;
+      const t0 = performance.now();
+      let outcomes: Outcome[];
+      if (mode === "sequential") {
+        outcomes = [];
+        for (let i = 0; i < N; i++) outcomes.push(await once());
+      } else if (mode === "staggered") {
+        outcomes = await Promise.all(Array.from({ length: N }, (_, i) => new Promise<Outcome>((resolve) => setTimeout(() => resolve(once()), i * STAGGER_MS))));
+      } else {
+        outcomes = await Promise.all(Array.from({ length: N }, () => once()));
+      }
+      const wall = (performance.now() - t0) / 1000;
+      clearInterval(sampler);
+      const cpuPer = (treeCpu(sim.child.pid!) - cpu0) / N;
+      const ok = outcomes.filter((o) => o.ok).map((o) => o.ms).sort((a, b) => a - b);
+      const p = (q: number) => (ok.length === 0 ? "-" : fmt(q === 0 ? ok[0]! : percentile(ok, q), 0));
+      console.log(
+        `${mode.padEnd(10)} ${ok.length}/${N} ok | TTI ms min ${p(0)} median ${p(50)} p95 ${p(95)} p99 ${p(99)} max ${p(100)} | ` +
+          `CPU ${fmt(cpuPer, 3)} s per sandbox (simulator + agents + probes) | most up at once ${maxUp} | memory drop at peak ${fmt(mem0 - memLow, 0)} MiB | ${fmt(wall, 1)} s`,
+      );
+      console.log(`           cloud (median/p99 ms, for context): ${CLOUD[mode]}`);
+      const failed = outcomes.filter((o) => !o.ok);
+      if (failed.length > 0) console.log(`           failures: ${[...new Set(failed.map((f) => f.error))].slice(0, 3).join(" | ")}`);
+    }
+  } finally {
+    await sim.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
+
