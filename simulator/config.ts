@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { parseDuration } from "../src/units.js";
+import { DEFAULT_SANDBOX_IMAGE } from "./images/sandbox-images.js";
 
 /** Command-line options, then environment fallbacks, validated into one frozen object. */
 export const SIM_OPTIONS = {
@@ -19,6 +20,7 @@ export const SIM_OPTIONS = {
   "preview-urls": { type: "string" },
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
+  prebuild: { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -59,6 +61,8 @@ export const SimConfigSchema = z.object({
   imageSource: z.enum(["store", "host"]).default("store"),
   /** The image store's directory; "local" = <data dir>/images; unset = the per-user cache (~/.cache/sandbox-kit/images). */
   imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
+  /** An image built in the background at start ("none": nothing); the command line defaults to the SDK's default image. */
+  prebuild: z.string().min(1).default("none"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -91,6 +95,9 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         or host (the host's root read-only, no images; env SANDBOX_SIM_IMAGE_SOURCE)
   --image-cache <dir>   the image store, shared by simulators (default ~/.cache/sandbox-kit/images;
                         "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
+  --prebuild <image>    build this image in the background at start, so the first create does not wait for it
+                        (default blaxel/base-image, the SDK's default; none = build on first use;
+                        env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
@@ -123,6 +130,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
+    prebuild: values.prebuild ?? (env.SANDBOX_SIM_PREBUILD || DEFAULT_SANDBOX_IMAGE),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

@@ -23,7 +23,7 @@ function track(child: ChildProcess): void {
   });
 }
 
-export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env"> {
+export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env" | "signal"> {
   /** Each line the tool writes (stdout and stderr), e.g. for progress. */
   onLine?: (line: string) => void;
   /** Handles the tool's stdout as a stream instead of lines (an exported tarball). */
@@ -34,7 +34,7 @@ export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env"> {
 /** Runs a tool to completion; rejects with its last output lines when it fails. */
 export function runTool(command: string, args: string[], options: RunOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"], timeout: options.timeoutMs });
+    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"], timeout: options.timeoutMs, signal: options.signal });
     track(child);
     const tail: string[] = [];
     let stdout = "";
@@ -58,7 +58,7 @@ export function runTool(command: string, args: string[], options: RunOptions = {
       failed = err;
       child.kill("SIGTERM");
     });
-    child.once("error", (err) => reject(new ToolError(`${command}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "not installed" : err.message}`)));
+    child.once("error", (err) => reject(new ToolError(`${command}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "not installed" : err.name === "AbortError" ? "stopped" : err.message}`)));
     child.once("close", (code, signal) => {
       void consumed.then(
         () => {
