@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
 import { alive, withLock } from "./lock.js";
+import { releaseMounts } from "./mounts.js";
 import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { sharedProgress, silentProgress, type Progress, type SharedProgress } from "./progress.js";
 import { buildRecipe, HOST_APT_ARCHIVES, type BuildTools } from "./recipe-build.js";
@@ -59,7 +60,7 @@ export class ImageStore {
   private removeAbandonedWork(): void {
     for (const name of readdirSync(join(this.dir, "tmp"))) {
       const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
-      if (pid && pid !== process.pid && !alive(pid)) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
+      if (pid && pid !== process.pid && !alive(pid) && releaseMounts(join(this.dir, "tmp", name))) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
     }
   }
 
@@ -297,7 +298,9 @@ export class ImageStore {
       await this.finish(work, digest, described);
       progress.phase("done");
     } finally {
-      await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
+      // Async: a failed build's tree can be large. Left in place (and reported) if a mount under it stays.
+      if (releaseMounts(work)) await rm(work, { recursive: true, force: true });
+      else progress.note(`${work} left in place: something is still mounted under it`);
     }
   }
 

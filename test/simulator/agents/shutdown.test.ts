@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventually, tempBase } from "../launcher/helpers.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace, pidsWithMarker } from "../../helpers/sandbox-procs.js";
 import { recipeBuildUnavailable } from "../../../simulator/images/recipe-build.js";
+import { mountsUnder } from "../../../simulator/agents/retention.js";
 
 /**
  * `npm start` stopped while a dozen isolated sandboxes run: a real simulator
@@ -135,13 +136,17 @@ describe.skipIf(isolationUnavailable !== undefined || buildUnavailable !== undef
     expect(health.defaultImage).toMatchObject({ image: "blaxel/base-image:latest", state: "building" });
     const waiting = call(sim, "POST", "/v0/sandboxes", { metadata: { name: "first" } }).catch((err: Error) => err);
     await eventually(() => readdirSync(join(sim.tmp, "images", "tmp")).length > 0 && pidsWithMarker(join(sim.tmp, "images")).length > 0, 30_000);
+    // As root, mmdebstrap mounts /proc, /sys and /dev/pts inside the image it builds, in the host's namespace:
+    // stopped then, nothing may stay mounted, nor be removed through a mount.
+    if (process.getuid?.() === 0) await eventually(() => mountsUnder(join(sim.tmp, "images")).length > 0, 90_000);
     expect(readdirSync(join(sim.tmp, "images", "tmp")), "one build, the create joined it").toHaveLength(1);
     sim.child.kill("SIGTERM");
     expect(await exited(sim.child)).toEqual({ code: 0, signal: null });
     await waiting;
     await eventually(() => pidsWithMarker(sim.tmp).length === 0, 10_000);
+    expect(mountsUnder(sim.tmp), "nothing left mounted").toEqual([]);
     expect(readdirSync(join(sim.tmp, "images", "tmp")), "the build's work dir is removed").toEqual([]);
     expect(readdirSync(join(sim.tmp, "images", "images")), "no half-built image").toEqual([]);
     expect(readdirSync(sim.tmp).filter((n) => n.startsWith("sandbox-sim-")), "the simulator's temp dir is removed").toEqual([]);
-  }, 120_000);
+  }, 180_000);
 });
