@@ -153,6 +153,7 @@ interface DefaultImage {
   image: string;
   state: "building" | "ready" | "failed";
   phase?: string;
+  step?: string;
   seconds: number;
   error?: string;
 }
@@ -165,7 +166,7 @@ function ImageBuild() {
   useEffect(() => setLast(image), [image?.state]);
   if (!image || image.state === "ready") return null;
   if (image.state === "failed") return html`<div class="error" role="alert"><strong>${image.image}</strong> could not be built: ${image.error}. Creates of it try again.</div>`;
-  return html`<div class="image-build" role="status"><strong>Building ${image.image}</strong> (${Math.round(image.seconds)} s): ${image.phase ?? "starting"}. Sandboxes created now wait for it; once built, it is kept for every later start.</div>`;
+  return html`<div class="image-build" role="status"><strong>Building ${image.image}</strong> (${Math.round(image.seconds)} s): ${image.phase ?? "starting"}${image.step ? ` — ${image.step}` : ""}. Sandboxes created now wait for it; once built, it is kept for every later start.</div>`;
 }
 
 function route(inWorkspace: boolean, section: string, parts: string[]) {

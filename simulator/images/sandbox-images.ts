@@ -50,8 +50,9 @@ export function resolvedOf(image: StoredImage): ResolvedImage {
 export interface PrebuildStatus {
   image: string;
   state: "building" | "ready" | "failed";
-  /** What the build is doing now (while building). */
+  /** What the build is doing now (while building), and its latest step within that (mmdebstrap's, npm's). */
   phase?: string;
+  step?: string;
   startedAt: string;
   /** Since the start, or how long it took. */
   seconds: number;
@@ -76,8 +77,19 @@ export class SandboxImages {
    */
   async prebuild(image: string, progress: Progress = callbackProgress(() => {})): Promise<PrebuildStatus | undefined> {
     if (!this.buildForLaunch) return undefined;
-    const state = (this.prebuilt = { image, state: "building" as PrebuildStatus["state"], started: Date.now(), phase: undefined as string | undefined, error: undefined as string | undefined, finished: undefined as number | undefined });
-    const tracking: Progress = { phase: (label) => { state.phase = label; progress.phase(label); }, advance: (d, t) => progress.advance(d, t), note: (text) => progress.note(text) };
+    const state = (this.prebuilt = { image, state: "building" as PrebuildStatus["state"], started: Date.now(), phase: undefined as string | undefined, step: undefined as string | undefined, error: undefined as string | undefined, finished: undefined as number | undefined });
+    const tracking: Progress = {
+      phase: (label) => {
+        state.phase = label;
+        state.step = undefined;
+        progress.phase(label);
+      },
+      advance: (d, t) => progress.advance(d, t),
+      note: (text) => {
+        state.step = text.slice(0, 160);
+        progress.note(text);
+      },
+    };
     try {
       await this.store.ensure(image, tracking);
       state.state = "ready";
@@ -86,7 +98,7 @@ export class SandboxImages {
       state.error = (err as Error).message;
     }
     state.finished = Date.now();
-    state.phase = undefined;
+    state.phase = state.step = undefined;
     return this.prebuildStatus();
   }
 

@@ -29,6 +29,8 @@ describe.skipIf(unavailable !== undefined)(`the default image's start-up build${
     const prebuilt = images.prebuild("blaxel/base-image:latest", startup);
     expect(images.prebuildStatus()).toMatchObject({ image: "blaxel/base-image:latest", state: "building" });
     await eventually(() => startup.lines.some((l) => l.startsWith("note ")), 30_000);
+    // GET /health's defaultImage: the phase, and mmdebstrap's latest step within it.
+    expect(images.prebuildStatus()).toMatchObject({ state: "building", phase: expect.stringMatching(/mmdebstrap/), step: expect.any(String) });
     const create = recorder();
     const joined = images.resolve(undefined, create).catch((err: Error) => err);
     await eventually(() => create.lines.length > 1, 30_000);
