@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
+import { settledWithin } from "../../src/settled.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
@@ -336,19 +337,6 @@ export class SandboxAgents {
       }
     }
   }
-}
-
-/** Waits for the promises to settle, at most `ms`; returns how many had not. */
-async function settledWithin(promises: (Promise<unknown> | undefined)[], ms: number): Promise<number> {
-  let pending = 0;
-  const all = promises.map((p) => {
-    pending++;
-    return Promise.resolve(p).then(() => void pending--, () => void pending--);
-  });
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all(all), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-  return pending;
 }
 
 /** Lazily unmounts every drive the agent has mounted (DELETE /drives/mount/{path}?force=true). */
