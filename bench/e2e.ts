@@ -12,6 +12,8 @@
  *   BENCH_E2E_SANDBOXES  sandboxes to start (default 50)
  *   BENCH_E2E_UPLOAD_MB  size of each upload (default 256)
  *   BENCH_E2E_ROUNDS     direct/proxy rounds, best of each kept (default 3)
+ *   BENCH_E2E_COLD=1     also the first sandbox from empty caches (bench/first-sandbox.ts: a cold
+ *                        image build, minutes and ~90 MB of downloads; off by default)
  */
 import { fork } from "node:child_process";
 import { benchProxy } from "./proxy.js";
@@ -26,6 +28,7 @@ import { fileURLToPath } from "node:url";
 import { errors } from "../src/errors.js";
 import { ProcessLauncher, type LaunchSpec } from "../simulator/launcher/index.js";
 import { createSandboxProxy } from "../simulator/proxy/index.js";
+import { benchFirstSandbox } from "./first-sandbox.js";
 import { benchIsolation } from "./isolation.js";
 import { benchTemplate } from "./template.js";
 import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
@@ -164,6 +167,8 @@ async function main(): Promise<void> {
     // against http-proxy in the simulator's place (bench/proxy.ts, also `npm run bench:proxy` alone).
     await benchProxy();
     await benchTemplate();
+    if (process.env.BENCH_E2E_COLD === "1") await benchFirstSandbox();
+    else console.log("first sandbox  skipped: a cold image build downloads ~90 MB; BENCH_E2E_COLD=1 npm run bench:e2e (or npm run bench:first-sandbox) measures npm start -> first command's output from empty caches");
   } finally {
     rmSync(base, { recursive: true, force: true });
   }

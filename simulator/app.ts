@@ -36,7 +36,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
-    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation }));
+    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation, defaultImage: deps.images?.prebuildStatus() }));
   });
   // The task data blStartJob fetches (BL_EXECUTION_DATA_URL): the execution's secret is in the path.
   app.get("/job-data/:workspace/:job/:execution/:token", jobDataHandler(deps));

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { parseDuration } from "../src/units.js";
+import { DEFAULT_SANDBOX_IMAGE } from "./images/sandbox-images.js";
 
 /** Command-line options, then environment fallbacks, validated into one frozen object. */
 export const SIM_OPTIONS = {
@@ -20,6 +21,7 @@ export const SIM_OPTIONS = {
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
   "start-concurrency": { type: "string" },
+  prebuild: { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -62,6 +64,8 @@ export const SimConfigSchema = z.object({
   imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
   /** How many sandboxes' agents start at once; the rest wait in arrival order (simulator/launcher/start-queue.ts). */
   startConcurrency: z.coerce.number().int().min(1).max(256).optional(),
+  /** An image built in the background at start ("none": nothing); the command line defaults to the SDK's default image. */
+  prebuild: z.string().min(1).default("none"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -96,6 +100,9 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
   --start-concurrency <n>  how many sandboxes start at once; the others wait their turn, DEPLOYING, in arrival
                         order (default: one per CPU, at least 2; env SANDBOX_SIM_START_CONCURRENCY)
+  --prebuild <image>    build this image in the background at start, so the first create does not wait for it
+                        (default blaxel/base-image, the SDK's default; none = build on first use;
+                        env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
@@ -129,6 +136,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
+    prebuild: values.prebuild ?? (env.SANDBOX_SIM_PREBUILD || DEFAULT_SANDBOX_IMAGE),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

@@ -10,6 +10,9 @@ import { dotenvLines } from "./env-lines.js";
 import { imagesCli } from "./images/cli.js";
 import { LaunchError } from "./launcher/index.js";
 
+/** SIGTERM to exit: the graceful stop gets this long, then the rest is killed (a supervisor stops after 10 s). */
+const SHUTDOWN_DEADLINE_MS = 9_000;
+
 async function main(): Promise<void> {
   // `sandbox-sim images ...`: the image store's commands (docs/images.md).
   if (process.argv[2] === "images") {
@@ -52,7 +55,24 @@ async function main(): Promise<void> {
   }
   // The lines a user pastes into a shell to point the SDK at this simulator, and where the web console is.
   process.stdout.write(`sandbox-sim listening on ${served.url}\nsandbox-sim console: ${consoleUrl} (sign in with BL_API_KEY)\n${served.envText}\n`);
-  onShutdownSignal(logger, () => served.stop());
+  const building = served.deps.images?.prebuildStatus();
+  if (building?.state === "building") {
+    process.stdout.write(`sandbox-sim: building ${building.image} in the background (once per machine, about a minute on an idle one; sandboxes created meanwhile wait for it; progress in the log, GET /health and the console)\n`);
+    void served.prebuilt.then((s) => s && process.stdout.write(s.state === "ready" ? `sandbox-sim: ${s.image} ready (${s.seconds} s)\n` : `sandbox-sim: ${s.image} could not be built: ${s.error}\n`));
+  }
+  // However a shutdown ends (done, past its deadline, a second signal's immediate exit), the process's
+  // exit kills what is left of the sandboxes and removes the temp dir (abandon() is a no-op after stop()).
+  process.once("exit", () => served.abandon());
+  onShutdownSignal(logger, () => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        logger.warn({ afterMs: SHUTDOWN_DEADLINE_MS }, "shutdown is taking too long: ending the sandboxes now");
+        resolve();
+      }, SHUTDOWN_DEADLINE_MS);
+    });
+    return Promise.race([served.stop(), late]).finally(() => clearTimeout(timer));
+  });
 }
 
 main().catch((err) => exitOnStartFailure("sandbox-sim", err, (e) => e instanceof ConfigError));

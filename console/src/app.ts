@@ -6,7 +6,7 @@ import { TestHooksPage } from "./pages/hooks.js";
 import { MetricsPage } from "./pages/metrics.js";
 import { ResourceDetailPage, ResourceListPage, WorkspacesPage } from "./pages/resources.js";
 import { SandboxPage } from "./pages/sandbox.js";
-import { AppContext, ErrorBox, html, link, toApiError, type AppState } from "./ui.js";
+import { AppContext, ErrorBox, html, link, POLL_MS, toApiError, usePoll, type AppState } from "./ui.js";
 import type { ApiError } from "./api.js";
 
 /**
@@ -144,9 +144,29 @@ function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void
           ${session.testHooks ? navLink("#/hooks", "Test hooks", !inWorkspace && section === "hooks") : null}
         </ul>
       </nav>
-      <main id="main" tabindex="-1">${route(inWorkspace, section, parts)}</main>
+      <main id="main" tabindex="-1"><${ImageBuild} />${route(inWorkspace, section, parts)}</main>
     </div>
   <//>`;
+}
+
+interface DefaultImage {
+  image: string;
+  state: "building" | "ready" | "failed";
+  phase?: string;
+  step?: string;
+  seconds: number;
+  error?: string;
+}
+
+/** The image the simulator builds at start (GET /health defaultImage): while it builds, sandboxes of it wait. */
+function ImageBuild() {
+  const [last, setLast] = useState<DefaultImage | undefined>();
+  const polled = usePoll(() => fetch("/health").then((r) => r.json() as Promise<{ defaultImage?: DefaultImage }>), [], last && last.state !== "building" ? 0 : POLL_MS);
+  const image = polled.data?.defaultImage;
+  useEffect(() => setLast(image), [image?.state]);
+  if (!image || image.state === "ready") return null;
+  if (image.state === "failed") return html`<div class="error" role="alert"><strong>${image.image}</strong> could not be built: ${image.error}. Creates of it try again.</div>`;
+  return html`<div class="image-build" role="status"><strong>Building ${image.image}</strong> (${Math.round(image.seconds)} s): ${image.phase ?? "starting"}${image.step ? ` — ${image.step}` : ""}. Sandboxes created now wait for it; once built, it is kept for every later start.</div>`;
 }
 
 function route(inWorkspace: boolean, section: string, parts: string[]) {

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { errors } from "../../src/errors.js";
+import { settledWithin } from "../../src/settled.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
@@ -77,6 +78,8 @@ export class SandboxAgents {
   readonly retired: RetiredSandboxes;
   readonly snapshots: SnapshotFiles;
   readonly startQueue: StartQueue;
+  /** The agents stopAll() is stopping: a forced exit kills what is left of them (killAll). */
+  private shuttingDown: AgentSupervisor[] = [];
 
   constructor(private readonly options: SandboxAgentsOptions) {
     this.startQueue = options.startQueue ?? new StartQueue();
@@ -325,24 +328,49 @@ export class SandboxAgents {
     return { ...endpoint, token: entry.token, openPort: entry.supervisor.openPort };
   }
 
-  async stopAll(): Promise<void> {
+  /**
+   * The simulator's shutdown: every agent stops at once (SIGTERM, SIGKILL after `graceMs`), without waiting
+   * for starts or deletions in progress beyond `deadlineMs`; whatever is still starting then is left to die
+   * with the simulator (the launcher's processes end with their parent).
+   */
+  async stopAll(graceMs = 3_000, deadlineMs = 6_000): Promise<void> {
     this.retired.stopSweeping();
-    await Promise.allSettled([...this.retiring.values()]);
-    const all = [...this.running.keys()];
-    await Promise.all(all.map((k) => {
-      const [workspace, sandbox] = k.split("/") as [string, string];
-      return this.stop(workspace, sandbox);
-    }));
-    await this.options.launcher.close?.();
+    const entries = [...this.running.entries()];
+    this.running.clear();
+    this.shuttingDown = entries.map(([, entry]) => entry.supervisor);
+    const stops = entries.map(async ([k, entry]) => {
+      await unmountDrives(entry, 2_000).catch((err: Error) => this.options.logger?.warn({ sandbox: k, err: err.message }, "could not unmount the sandbox's drives"));
+      await entry.supervisor.stop(graceMs);
+    });
+    const late = await settledWithin([...stops, ...this.retiring.values()], deadlineMs);
+    if (late > 0) this.options.logger?.warn({ sandboxes: late, deadlineMs }, "shutdown: sandboxes still stopping or starting are left to end with the simulator");
+    await settledWithin([this.options.launcher.close?.()], 2_000);
+  }
+
+  /**
+   * A forced exit (a second signal, or a shutdown past its deadline): SIGKILL to every agent's process now,
+   * synchronously, so nothing writes into the sandboxes' files while they are removed. Their sandboxes end
+   * with them (the isolating launcher's processes die with their parent).
+   */
+  killAll(): void {
+    for (const supervisor of [...[...this.running.values()].map((e) => e.supervisor), ...this.shuttingDown]) {
+      const pid = supervisor.pid;
+      if (pid === undefined) continue;
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
   }
 }
 
 /** Lazily unmounts every drive the agent has mounted (DELETE /drives/mount/{path}?force=true). */
-async function unmountDrives(entry: Entry): Promise<void> {
+async function unmountDrives(entry: Entry, timeoutMs = 5_000): Promise<void> {
   const endpoint = entry.supervisor.endpoint;
   if (!endpoint) return;
   const headers = { authorization: `Bearer ${entry.token}` };
-  const res = await agentFetch(endpoint, { path: "/drives/mount", headers, timeoutMs: 5_000 });
+  const res = await agentFetch(endpoint, { path: "/drives/mount", headers, timeoutMs });
   if (res.status !== 200) throw new Error(`GET /drives/mount answered ${res.status}`);
   const { mounts } = JSON.parse(res.text) as { mounts: { mountPath: string }[] };
   for (const m of mounts) {

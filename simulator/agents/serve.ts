@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,12 +11,13 @@ import type { SimConfig } from "../config.js";
 import { openSimulator, type SimDeps } from "../deps.js";
 import { exportLines, sdkEnv } from "../env-lines.js";
 import { listenFailure } from "../../src/startup.js";
-import { removeTree } from "../launcher/types.js";
 import { BwrapLauncher, createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "../launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
-import { SandboxImages } from "../images/sandbox-images.js";
+import { SandboxImages, type PrebuildStatus } from "../images/sandbox-images.js";
+import { callbackProgress } from "../images/progress.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SandboxAgents } from "./registry.js";
+import { mountsUnder } from "./retention.js";
 import { JobRunner } from "../jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./volume-fs.js";
 import { provisionVolume } from "./volumes.js";
@@ -41,7 +43,12 @@ export interface ServedSimulator {
   /** The same as `export KEY=value` lines, for a shell. */
   envText: string;
   deps: SimDeps;
+  /** The start-up build (config.prebuild): settles when it is ready or failed; undefined when none was started. */
+  prebuilt: Promise<PrebuildStatus | undefined>;
+  /** Stops everything (about 10 s at most: agents get SIGKILL after their grace) and removes the temp dir. */
   stop(): Promise<void>;
+  /** For a forced exit (synchronous, e.g. on process "exit"): kills the agents and removes the temp dir now. */
+  abandon(): void;
 }
 
 /**
@@ -155,6 +162,17 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     }
   }
   agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
+  // The image the first sandboxes will want, built now rather than on their create (docs/images.md); a create
+  // meanwhile joins this build. Its progress goes to the log and GET /health (the console shows it).
+  let prebuilt: Promise<PrebuildStatus | undefined> = Promise.resolve(undefined);
+  if (images && deps.config.prebuild !== "none") {
+    const image = deps.config.prebuild;
+    prebuilt = images.prebuild(image, callbackProgress((text) => deps.logger.info({ image, build: text }, "default image"))).then((status) => {
+      if (status?.state === "ready") deps.logger.info({ image, seconds: status.seconds }, "default image ready");
+      else if (status) deps.logger.warn({ image, err: status.error }, "default image build failed: creates of it will try again");
+      return status;
+    });
+  }
   const stopExpiry = startExpirySweeps(deps, 5_000);
   const env = sdkEnv(deps, serving.url);
   const envText = exportLines(env);
@@ -164,15 +182,42 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     env,
     envText,
     deps,
+    prebuilt,
     stop: () => (stopped ??= (async () => {
       stopExpiry();
-      await serving.stop(2_000);
-      await jobs.stopAll();
-      await agents.stopAll();
+      const builds = images?.store.close(); // a build under way ends now; sandboxes waiting for it fail fast
+      await serving.stop(1_000);
+      await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
       runtime.close();
-      if (inMemory) removeTree(dir, launcher);
+      if (inMemory) await removeTempDir(dir, deps.logger, launcher);
     })()),
+    abandon: () => {
+      agents.killAll();
+      if (!inMemory || !existsSync(dir)) return;
+      unmountAllVolumeImages(dir);
+      removeTempDirSync(dir, deps.logger, launcher);
+    },
   };
+}
+
+/** The temp dir of a simulator without --data; never through a mount left under it (a drive's files). */
+async function removeTempDir(dir: string, logger: Logger, launcher: Launcher): Promise<void> {
+  const mounted = mountsUnder(dir);
+  if (mounted.length > 0) return void logger.warn({ dir, mounted }, "temp dir left: something is still mounted under it");
+  // Files the sandboxes' other users wrote are removed inside the same id mapping (Launcher.removeTree).
+  if (launcher.removeTree) return removeTempDirSync(dir, logger, launcher);
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+}
+
+function removeTempDirSync(dir: string, logger: Logger, launcher: Launcher): void {
+  const mounted = mountsUnder(dir);
+  if (mounted.length > 0) return void logger.warn({ dir, mounted }, "temp dir left: something is still mounted under it");
+  try {
+    if (launcher.removeTree) launcher.removeTree(dir);
+    else rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+  } catch (err) {
+    logger.warn({ dir, err: (err as Error).message }, "temp dir not fully removed");
+  }
 }

@@ -1,13 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { rm } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
 import { alive, withLock } from "./lock.js";
+import { releaseMounts } from "./mounts.js";
 import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
-import { silentProgress, type Progress } from "./progress.js";
-import { buildRecipe } from "./recipe-build.js";
+import { sharedProgress, silentProgress, type Progress, type SharedProgress } from "./progress.js";
+import { buildRecipe, HOST_APT_ARCHIVES, type BuildTools } from "./recipe-build.js";
 import { HUB_IMAGES, isHubTag, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
 import { hexOf, ImageNotFoundError, writeAtomic, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
 import { runTool } from "./tools.js";
@@ -28,6 +30,10 @@ import { runTool } from "./tools.js";
 
 export interface ImageStoreOptions {
   dir: string;
+  /** npm's cache for the recipes' npm steps: default the user's own (npm_config_cache, ~/.npm) where it exists, else <dir>/npm-cache. */
+  npmCache?: string;
+  /** The host's apt archives, reused where they hold the image's package versions; null = not used. Default /var/cache/apt/archives. */
+  hostAptArchives?: string | null;
   /** The docker CLI, or null for no Docker source. Default "docker" (skipped when not installed). */
   docker?: string | null;
   mmdebstrap?: string;
@@ -38,6 +44,10 @@ export interface ImageStoreOptions {
 export class ImageStore {
   readonly dir: string;
   private readonly docker: string | null;
+  /** Builds under way in this process, by name and digest: a second caller joins the first's build and hears its progress. */
+  private readonly building = new Map<string, { done: Promise<StoredImage>; progress: SharedProgress }>();
+  /** Ends the builds' tools when the store is closed (a simulator stopping mid-build). */
+  private readonly closing = new AbortController();
 
   constructor(private readonly options: ImageStoreOptions) {
     this.dir = options.dir;
@@ -50,7 +60,7 @@ export class ImageStore {
   private removeAbandonedWork(): void {
     for (const name of readdirSync(join(this.dir, "tmp"))) {
       const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
-      if (pid && pid !== process.pid && !alive(pid)) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
+      if (pid && pid !== process.pid && !alive(pid) && releaseMounts(join(this.dir, "tmp", name))) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
     }
   }
 
@@ -104,11 +114,37 @@ export class ImageStore {
     throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${this.dir})${this.docker ? ", and the local Docker daemon does not have it" : ""}; import it with: sandbox-sim images import <oci-dir-or-tar> --name ${canonical}`);
   }
 
-  /** The image ready to use: built, exported or read from the store; concurrent callers wait for one build. */
+  /**
+   * The image ready to use: built, exported or read from the store. One build per image: a caller in this
+   * process joins a build under way (its progress reaches every caller), another process waits on the lock.
+   */
   async ensure(name: string, progress: Progress = silentProgress): Promise<StoredImage> {
     const plan = await this.locate(name);
     if (plan.kind === "stored") return plan.image;
     const digest = plan.kind === "recipe" ? plan.digest : plan.id;
+    const key = `${plan.ref}@${digest}`;
+    let build = this.building.get(key);
+    if (build) progress.note(`joining the build of ${plan.ref} under way${build.progress.current ? ` (${build.progress.current})` : ""}`);
+    else {
+      const shared = sharedProgress();
+      build = { progress: shared, done: this.make(plan, digest, shared).finally(() => this.building.delete(key)) };
+      this.building.set(key, build);
+    }
+    build.progress.listeners.add(progress);
+    try {
+      return await build.done;
+    } finally {
+      build.progress.listeners.delete(progress);
+    }
+  }
+
+  /** Stops the builds under way (their tools are ended, they fail) and waits for their work dirs to be removed. */
+  async close(): Promise<void> {
+    this.closing.abort();
+    await Promise.allSettled([...this.building.values()].map((b) => b.done));
+  }
+
+  private make(plan: Exclude<ImagePlan, { kind: "stored" }>, digest: string, progress: Progress): Promise<StoredImage> {
     return withLock(join(this.dir, "locks"), hexOf(digest), async () => {
       // Another process may have made it while this one waited.
       const again = this.readRef(this.refPath(plan.ref));
@@ -116,7 +152,7 @@ export class ImageStore {
       if (!this.hasImage(digest)) {
         await this.install(digest, progress, async (rootfs) => {
           if (plan.kind === "recipe") {
-            await buildRecipe(plan.recipe, rootfs, join(rootfs, ".."), { mmdebstrap: this.options.mmdebstrap ?? "mmdebstrap", npm: this.options.npm ?? "npm", mirror: this.options.mirror, npmCache: join(this.dir, "npm-cache") }, progress);
+            await buildRecipe(plan.recipe, rootfs, join(rootfs, ".."), this.buildTools(), progress);
             const r = plan.recipe;
             return { source: "recipe", origin: r.name, config: { env: r.env, workingDir: r.workingDir, entrypoint: [], cmd: [], user: "" }, services: r.services, ports: r.ports };
           }
@@ -126,6 +162,20 @@ export class ImageStore {
       }
       return this.point(plan.ref, digest);
     }, { onWait: (holder) => progress.note(`waiting for another build of ${plan.ref}${holder ? ` (pid ${holder.pid})` : ""}`) });
+  }
+
+  private buildTools(): BuildTools {
+    const o = this.options;
+    const userNpmCache = process.env.npm_config_cache || join(homedir(), ".npm");
+    return {
+      mmdebstrap: o.mmdebstrap ?? "mmdebstrap",
+      npm: o.npm ?? "npm",
+      mirror: o.mirror,
+      npmCache: o.npmCache ?? (existsSync(userNpmCache) ? userNpmCache : join(this.dir, "npm-cache")),
+      aptCache: join(this.dir, "apt-cache"),
+      hostAptArchives: o.hostAptArchives === null ? undefined : (o.hostAptArchives ?? HOST_APT_ARCHIVES),
+      signal: this.closing.signal,
+    };
   }
 
   /** Rebuilds (or re-exports) an image even when the store has it. */
@@ -276,7 +326,9 @@ export class ImageStore {
       await this.finish(work, digest, described);
       progress.phase("done");
     } finally {
-      await rm(work, { recursive: true, force: true }); // async: a failed build's tree can be large
+      // Async: a failed build's tree can be large. Left in place (and reported) if a mount under it stays.
+      if (releaseMounts(work)) await rm(work, { recursive: true, force: true });
+      else progress.note(`${work} left in place: something is still mounted under it`);
     }
   }
 

@@ -68,3 +68,26 @@ export function streamProgress(out: NodeJS.WritableStream & { isTTY?: boolean },
 export function callbackProgress(report: (text: string) => void): Progress {
   return { phase: (label) => report(label), advance() {}, note: (text) => report(text) };
 }
+
+/** One build's progress heard by every caller waiting for it (listeners come and go); remembers the phase for late joiners. */
+export interface SharedProgress extends Progress {
+  readonly listeners: Set<Progress>;
+  readonly current: string | undefined;
+}
+
+export function sharedProgress(): SharedProgress {
+  const listeners = new Set<Progress>();
+  let current: string | undefined;
+  return {
+    listeners,
+    get current() {
+      return current;
+    },
+    phase(label) {
+      current = label;
+      for (const p of listeners) p.phase(label);
+    },
+    advance: (done, total) => listeners.forEach((p) => p.advance(done, total)),
+    note: (text) => listeners.forEach((p) => p.note(text)),
+  };
+}

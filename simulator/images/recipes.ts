@@ -41,12 +41,21 @@ export interface Recipe {
 
 export type RecipeStep =
   | { kind: "npm"; label: string; cwd: string; args: string[] }
+  /** npm install --global into the image's /usr (npm itself: the registry's, with its dependencies bundled). */
+  | { kind: "npm-global"; label: string; packages: string[]; debianFallback: string }
   | { kind: "file"; path: string; content: string; mode?: number };
 
 export const DEBIAN_SUITE = "trixie";
 /** Every hub image has a shell, git, curl and the usual process tools (the hub images' apk/apt lines). */
 export const COMMON_PACKAGES = ["bash", "ca-certificates", "curl", "git", "netcat-openbsd", "procps", "less", "tzdata"];
-const NODE = ["nodejs", "npm"];
+const NODE = ["nodejs"];
+/**
+ * npm from the registry instead of Debian's npm package, which depends on
+ * some 340 node-* packages (four in five of a Node image's packages, most of
+ * its cold build); the platform's node images ship npm 11 too. Debian's npm
+ * is installed instead where the host has no npm to install it with.
+ */
+const NPM: RecipeStep = { kind: "npm-global", label: "installing npm", packages: ["npm@11"], debianFallback: "npm" };
 const PYTHON = ["python3", "python3-pip", "python3-venv"];
 const HOME_ENV = ["HOME=/blaxel", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
 
@@ -84,19 +93,20 @@ export const RECIPES: Recipe[] = [
     name: "base-image",
     description: "Node.js, Python 3 with pip, git, curl and bash (the SDK's default image)",
     packages: [...NODE, ...PYTHON],
-    steps: [],
+    steps: [NPM],
     env: HOME_ENV,
     workingDir: "/blaxel",
     ports: [],
     services: [],
   },
-  { name: "node", description: "Node.js with npm and git", packages: NODE, steps: [], env: HOME_ENV, workingDir: "/blaxel", ports: [3000], services: [] },
+  { name: "node", description: "Node.js with npm and git", packages: NODE, steps: [NPM], env: HOME_ENV, workingDir: "/blaxel", ports: [3000], services: [] },
   { name: "py-app", description: "Python 3 with pip and venv, git", packages: PYTHON, steps: [], env: HOME_ENV, workingDir: "/blaxel", ports: [8000], services: [] },
   {
     name: "ts-app",
     description: "Node.js with a TypeScript app at /blaxel/app (npm run dev: tsx watch on port 3000)",
     packages: NODE,
     steps: [
+      NPM,
       { kind: "file", path: "/blaxel/app/package.json", content: tsPackage },
       { kind: "file", path: "/blaxel/app/tsconfig.json", content: tsConfig },
       { kind: "file", path: "/blaxel/app/src/index.ts", content: tsIndex },
@@ -113,6 +123,7 @@ export const RECIPES: Recipe[] = [
     description: "Node.js with a Next.js app at /blaxel/app, its dev server started on port 3000",
     packages: NODE,
     steps: [
+      NPM,
       { kind: "npm", label: "creating the Next.js app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-next-app@16", "app", "--use-npm", "--typescript", "--eslint", "--tailwind", "--src-dir", "--app", "--import-alias", "@/*", "--disable-git", "--yes"] },
       { kind: "file", path: "/blaxel/app/next.config.ts", content: nextConfig },
     ],
@@ -126,6 +137,7 @@ export const RECIPES: Recipe[] = [
     description: "Node.js with a Vite + React + TypeScript app at /blaxel/app, its dev server started on port 5173",
     packages: NODE,
     steps: [
+      NPM,
       { kind: "npm", label: "creating the Vite app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-vite@9", "app", "--template", "react-ts", "--no-interactive"] },
       { kind: "file", path: "/blaxel/app/vite.config.ts", content: viteConfig },
       { kind: "npm", label: "installing the Vite app's dependencies", cwd: "/blaxel/app", args: ["install", "--no-audit", "--no-fund"] },

@@ -54,7 +54,22 @@ export function resolvedOf(image: StoredImage): ResolvedImage {
   return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: entrypoint ? [...m.services, entrypoint] : m.services };
 }
 
+/** GET /health's `defaultImage`: the build a simulator starts with (--prebuild), so a person knows why the first create waits. */
+export interface PrebuildStatus {
+  image: string;
+  state: "building" | "ready" | "failed";
+  /** What the build is doing now (while building), and its latest step within that (mmdebstrap's, npm's). */
+  phase?: string;
+  step?: string;
+  startedAt: string;
+  /** Since the start, or how long it took. */
+  seconds: number;
+  error?: string;
+}
+
 export class SandboxImages {
+  private prebuilt: (Omit<PrebuildStatus, "seconds" | "startedAt"> & { started: number; finished?: number }) | undefined;
+
   constructor(
     readonly store: ImageStore,
     /** false: the launcher runs on the host's root (process) or runs images itself (docker); names are only checked. */
@@ -65,6 +80,45 @@ export class SandboxImages {
     /** The launcher's reason why its sandboxes have one user id only (Launcher.singleUserId). */
     private readonly singleUserId?: () => string | undefined,
   ) {}
+
+  /**
+   * Builds (or finds) an image ahead of the first create, in the background: a create of that image meanwhile
+   * joins this build. Nothing to do for a launcher that does not use image roots. Never throws.
+   */
+  async prebuild(image: string, progress: Progress = callbackProgress(() => {})): Promise<PrebuildStatus | undefined> {
+    if (!this.buildForLaunch) return undefined;
+    const state = (this.prebuilt = { image, state: "building" as PrebuildStatus["state"], started: Date.now(), phase: undefined as string | undefined, step: undefined as string | undefined, error: undefined as string | undefined, finished: undefined as number | undefined });
+    const tracking: Progress = {
+      phase: (label) => {
+        state.phase = label;
+        state.step = undefined;
+        progress.phase(label);
+      },
+      advance: (d, t) => progress.advance(d, t),
+      note: (text) => {
+        state.step = text.slice(0, 160);
+        progress.note(text);
+      },
+    };
+    try {
+      await this.store.ensure(image, tracking);
+      state.state = "ready";
+    } catch (err) {
+      state.state = "failed";
+      state.error = (err as Error).message;
+    }
+    state.finished = Date.now();
+    state.phase = state.step = undefined;
+    return this.prebuildStatus();
+  }
+
+  /** The start-up build's state, if one was started. */
+  prebuildStatus(): PrebuildStatus | undefined {
+    const p = this.prebuilt;
+    if (!p) return undefined;
+    const { started, finished, ...shown } = p;
+    return { ...shown, startedAt: new Date(started).toISOString(), seconds: Math.round(((finished ?? Date.now()) - started) / 100) / 10 };
+  }
 
   /** Throws INVALID_IMAGE when no source can provide the image; nothing is built. */
   async check(image: string | undefined): Promise<void> {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
+import { descendantsOf, signal } from "../launcher/proc.js";
 
 /**
  * The external programs an image build runs (mmdebstrap, npm, docker), as
@@ -23,7 +24,7 @@ function track(child: ChildProcess): void {
   });
 }
 
-export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env"> {
+export interface RunOptions extends Pick<SpawnOptions, "cwd" | "env" | "signal"> {
   /** Each line the tool writes (stdout and stderr), e.g. for progress. */
   onLine?: (line: string) => void;
   /** Handles the tool's stdout as a stream instead of lines (an exported tarball). */
@@ -36,6 +37,13 @@ export function runTool(command: string, args: string[], options: RunOptions = {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"], timeout: options.timeoutMs });
     track(child);
+    // Aborted (the store closes): the tool and everything it started (mmdebstrap's forks, apt, dpkg) get SIGTERM.
+    const abort = () => {
+      for (const pid of [...descendantsOf(child.pid ?? 0), child.pid ?? 0]) if (pid > 0) signal(pid, "SIGTERM");
+    };
+    if (options.signal?.aborted) abort();
+    options.signal?.addEventListener("abort", abort, { once: true });
+    child.once("close", () => options.signal?.removeEventListener("abort", abort));
     const tail: string[] = [];
     let stdout = "";
     const keep = (line: string) => {
@@ -62,7 +70,8 @@ export function runTool(command: string, args: string[], options: RunOptions = {
     child.once("close", (code, signal) => {
       void consumed.then(
         () => {
-          if (code === 0) resolve(stdout);
+          if (options.signal?.aborted) reject(new ToolError(`${command} ${args[0] ?? ""} stopped: the image store was closed`));
+          else if (code === 0) resolve(stdout);
           else reject(new ToolError(`${command} ${args[0] ?? ""} failed (${signal ? `signal ${signal}` : `exit code ${code}`})${tail.length ? `:\n${tail.join("\n")}` : ""}`));
         },
         () => reject(failed),

@@ -105,7 +105,8 @@ export class AgentSupervisor {
     return this.starting;
   }
 
-  async stop(): Promise<void> {
+  /** SIGTERM, then SIGKILL after the grace period (default the supervisor's stopGraceMs). */
+  async stop(graceMs = this.opts.stopGraceMs): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     const wasStarting = this._state === "starting" && !this.handle;
     const wasDown = this._state !== "running" && this._state !== "starting";
@@ -113,7 +114,7 @@ export class AgentSupervisor {
     // A start in flight: it sees "stopped" once the launcher answers, and stops that agent itself.
     if (wasStarting) return void (await this.starting?.catch(() => {}));
     if (!this.handle || wasDown) return;
-    const exit = await this.handle.stop(this.opts.stopGraceMs);
+    const exit = await this.handle.stop(graceMs);
     this.emit({ type: "stopped", exit });
   }
 

@@ -18,6 +18,14 @@ describe("sandbox-sim configuration", () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it("builds the SDK's default image at start unless told otherwise (--prebuild, SANDBOX_SIM_PREBUILD); programmatic use builds nothing ahead", async () => {
+    expect(parseSimConfig([], {})).toMatchObject({ prebuild: "blaxel/base-image:latest" });
+    expect(parseSimConfig(["--prebuild", "none"], {})).toMatchObject({ prebuild: "none" });
+    expect(parseSimConfig([], { SANDBOX_SIM_PREBUILD: "blaxel/nextjs" })).toMatchObject({ prebuild: "blaxel/nextjs" });
+    const { SimConfigSchema } = await import("../../simulator/config.js");
+    expect(SimConfigSchema.parse({}).prebuild).toBe("none");
+  });
+
   it("reads options, then environment fallbacks", () => {
     const config = parseSimConfig(["--port", "0", "--test-hooks", "--workspace", "team"], { SANDBOX_SIM_API_KEY: "from-env-key-1", SANDBOX_SIM_DATA: join(dir, "x.db") });
     expect(config).toMatchObject({ port: 0, testHooks: true, workspace: "team", apiKey: "from-env-key-1", data: join(dir, "x.db") });
