@@ -20,6 +20,7 @@ export const SIM_OPTIONS = {
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
   "start-concurrency": { type: "string" },
+  "warm-sandboxes": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -62,6 +63,8 @@ export const SimConfigSchema = z.object({
   imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
   /** How many sandboxes' agents start at once; the rest wait in arrival order (simulator/launcher/start-queue.ts). */
   startConcurrency: z.coerce.number().int().min(1).max(256).optional(),
+  /** Sandboxes kept started ahead of need (namespaces, network, the agent loaded), taken over by creates and refilled. */
+  warmSandboxes: z.coerce.number().int().min(0).max(64).default(2),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -96,12 +99,14 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
   --start-concurrency <n>  how many sandboxes start at once; the others wait their turn, DEPLOYING, in arrival
                         order (default: one per CPU, at least 2; env SANDBOX_SIM_START_CONCURRENCY)
+  --warm-sandboxes <n>  sandboxes kept started ahead of need, each taken whole by one create and replaced in the
+                        background (default 2, 0 = none; env SANDBOX_SIM_WARM_SANDBOXES)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes" };
 
 export class ConfigError extends Error {}
 
@@ -129,6 +134,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
+    warmSandboxes: values["warm-sandboxes"] ?? (env.SANDBOX_SIM_WARM_SANDBOXES || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],
