@@ -11,6 +11,7 @@ import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
 import { jobDataHandler } from "./jobs/data-route.js";
 import { allOperations } from "./operations.js";
+import { startsHealth } from "./agents/starts-health.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
 /**
@@ -36,7 +37,8 @@ export function createSimulatorApp(deps: SimDeps): Listener {
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
-    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation, defaultImage: deps.images?.prebuildStatus() }));
+    const starts = deps.agents ? startsHealth(deps.agents) : undefined;
+    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation && { ...deps.sandboxIsolation, ...starts }, defaultImage: deps.images?.prebuildStatus() }));
   });
   // The task data blStartJob fetches (BL_EXECUTION_DATA_URL): the execution's secret is in the path.
   app.get("/job-data/:workspace/:job/:execution/:token", jobDataHandler(deps));

@@ -22,6 +22,7 @@ export const SIM_OPTIONS = {
   "image-cache": { type: "string" },
   "start-concurrency": { type: "string" },
   prebuild: { type: "string" },
+  "warm-sandboxes": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -66,6 +67,8 @@ export const SimConfigSchema = z.object({
   startConcurrency: z.coerce.number().int().min(1).max(256).optional(),
   /** An image built in the background at start ("none": nothing); the command line defaults to the SDK's default image. */
   prebuild: z.string().min(1).default("none"),
+  /** Sandboxes kept started ahead of need (namespaces, network, the agent loaded), taken over by creates and refilled. */
+  warmSandboxes: z.coerce.number().int().min(0).max(64).default(2),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -103,12 +106,14 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --prebuild <image>    build this image in the background at start, so the first create does not wait for it
                         (default blaxel/base-image, the SDK's default; none = build on first use;
                         env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
+  --warm-sandboxes <n>  sandboxes kept started ahead of need, each taken whole by one create and replaced in the
+                        background (default 2, 0 = none; env SANDBOX_SIM_WARM_SANDBOXES)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes" };
 
 export class ConfigError extends Error {}
 
@@ -137,6 +142,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
     prebuild: values.prebuild ?? (env.SANDBOX_SIM_PREBUILD || DEFAULT_SANDBOX_IMAGE),
+    warmSandboxes: values["warm-sandboxes"] ?? (env.SANDBOX_SIM_WARM_SANDBOXES || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

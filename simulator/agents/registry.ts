@@ -5,7 +5,7 @@ import { errors } from "../../src/errors.js";
 import { settledWithin } from "../../src/settled.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
-import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
+import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions, type WarmPoolState } from "../launcher/index.js";
 import { removeTree } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
@@ -243,6 +243,11 @@ export class SandboxAgents {
   /** When the sandbox last served a request through the proxy (simulator clock), if it did since this simulator started. */
   lastUsedMs(workspace: string, sandbox: string): number | undefined {
     return this.lastUsed.get(key(workspace, sandbox));
+  }
+
+  /** The launcher's warm pool, where it keeps one (/health). */
+  warmPool(): WarmPoolState | undefined {
+    return this.options.launcher.warmPool?.();
   }
 
   get(workspace: string, sandbox: string): AgentSupervisor | undefined {

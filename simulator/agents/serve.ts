@@ -63,7 +63,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const name = options.launcher ?? deps.config.launcher;
   let launcher: Launcher;
   try {
-    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: 1 }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: 1 });
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: deps.config.warmSandboxes }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: deps.config.warmSandboxes });
   } catch (err) {
     runtime.close(); // nothing left behind: no data dir, no listener
     throw err;

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MemoryCgroup } from "./cgroup.js";
 import { isAlive } from "./proc.js";
-import type { LaunchSpec } from "./types.js";
+import type { LaunchSpec, WarmPoolState } from "./types.js";
 
 /**
  * Isolated sandboxes started ahead of need (the isolating launcher's `warm`):
@@ -108,6 +108,10 @@ export class WarmPool {
       });
       this.idle.push(warm);
     }
+  }
+
+  state(): WarmPoolState {
+    return { size: this.size, idle: this.idle.length, pids: this.idle.flatMap((w) => (w.sandbox.child.pid ? [w.sandbox.child.pid] : [])) };
   }
 
   /** Resolves once every idle warm sandbox is ready (benches, tests). */

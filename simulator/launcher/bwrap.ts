@@ -18,7 +18,7 @@ import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
 import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
-import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
 export const AGENT_DATA = "/run/sandbox-agent";
@@ -150,6 +150,10 @@ export class BwrapLauncher implements Launcher {
   /** Starts the warm sandbox for specs like this one ahead of the first create. */
   prepare(spec: LaunchSpec): void {
     this.pool.refill(spec);
+  }
+
+  warmPool(): WarmPoolState {
+    return this.pool.state();
   }
 
   /** Resolves once every idle warm sandbox is ready. */

@@ -4,7 +4,7 @@ import { describeIdMapping } from "./id-map.js";
 import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher } from "./types.js";
 
-export type { AgentExit, AgentHandle, LaunchSpec, Launcher } from "./types.js";
+export type { AgentExit, AgentHandle, LaunchSpec, Launcher, WarmPoolState } from "./types.js";
 
 /** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
 export function describeLauncher(launcher: Launcher): { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string } } {

@@ -67,3 +67,19 @@ export function startTimeOf(pid: number): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * Proportional set size of processes and all their descendants, in bytes (smaps_rollup: each shared page counted
+ * once across the processes sharing it, so a sum is what they cost the machine, unlike a sum of RSS).
+ */
+export function treePssBytes(pids: number[]): number {
+  let kib = 0;
+  for (const pid of new Set(pids.flatMap((p) => [p, ...descendantsOf(p)]))) {
+    try {
+      kib += Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? 0);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return kib * 1024;
+}

@@ -5,7 +5,7 @@ import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutT
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
-import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
 
 interface WarmChild {
   child: ChildProcess;
@@ -66,6 +66,10 @@ export class ProcessLauncher implements Launcher {
       // No network of its own: the simulator reaches the sandbox's ports as the agent would.
       openPort: connectOnHost,
     });
+  }
+
+  warmPool(): WarmPoolState {
+    return { size: this.options.agentMain ? 0 : (this.options.warm ?? 0), idle: this.idle.length, pids: this.idle.flatMap((w) => (w.child.pid ? [w.child.pid] : [])) };
   }
 
   /** Resolves once every idle warm agent has loaded its modules. */

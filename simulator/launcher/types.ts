@@ -109,6 +109,8 @@ export interface Launcher {
   start(spec: LaunchSpec): Promise<AgentHandle>;
   /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */
   prepare?(spec: LaunchSpec): void;
+  /** The sandboxes started ahead of need (a warm pool): how many it keeps, how many wait now, and their pids (memory in /health). */
+  warmPool?(): WarmPoolState;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
   /**
@@ -123,6 +125,13 @@ export interface Launcher {
 export function removeTree(path: string, launcher?: Pick<Launcher, "removeTree">): void {
   if (launcher?.removeTree) launcher.removeTree(path);
   else rmSync(path, { recursive: true, force: true });
+}
+
+export interface WarmPoolState {
+  size: number;
+  idle: number;
+  /** Host pids of the idle warm sandboxes' top processes (their descendants count too). */
+  pids: number[];
 }
 
 export class LaunchError extends Error {}
