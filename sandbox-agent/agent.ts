@@ -11,6 +11,7 @@ import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
+import { OwnWrites } from "./filesystem/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
 import { SearchPool } from "./search/pool.js";
@@ -81,7 +82,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
-  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir] });
+  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir], ownWrites: new OwnWrites(clock) });
 
   const multipart = new MultipartService({
     store: new UploadStore(db),
