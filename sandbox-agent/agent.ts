@@ -16,6 +16,7 @@ import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
 import { SearchPool } from "./search/pool.js";
 import { WatchRegistry } from "./watch/watcher.js";
+import { UpgradeState, upgradeAgent } from "./system/upgrade.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
@@ -42,6 +43,8 @@ export interface AgentDeps {
   search: SearchPool;
   /** The filesystem watches held by /watch streams. */
   watches: WatchRegistry;
+  /** Upgrades of this sandbox's agent (/health) and the hook POST /upgrade calls. */
+  upgrades: UpgradeState;
   startedAt: number;
 }
 
@@ -55,6 +58,7 @@ export interface AgentOverrides {
   clock?: Clock;
   ids?: Ids;
   logger?: Logger;
+  upgrades?: UpgradeState;
 }
 
 /**
@@ -127,7 +131,8 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
 
   const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
   const watches = new WatchRegistry();
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, startedAt: clock.now() };
+  const upgrades = overrides.upgrades ?? new UpgradeState();
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, upgrades, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -152,9 +157,22 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
  * processes keep running: they outlive the agent), give other requests in
  * flight a grace period, then close the state (#14 item 16).
  */
-export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000): Promise<void> {
+export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000, handOver = false): Promise<void> {
   const stopped = serving.stop(graceMs);
-  runtime.deps.processes.close();
+  runtime.deps.processes.close(handOver);
   await stopped;
   await runtime.close();
+}
+
+/**
+ * Makes POST /upgrade work for an agent served by this entry point: `argv` is how it was configured (its
+ * command line, or a warm agent's activation). The old agent stops serving within a short grace (the SDK
+ * retries the gap) and hands its commands over.
+ */
+export function enableUpgrade(serving: { port: number; stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, argv: string[], logger: Logger): void {
+  const { upgrades, config } = runtime.deps;
+  upgrades.trigger = (version) => {
+    void upgradeAgent({ state: upgrades, logger, argv, token: config.token, port: serving.port, release: () => shutdownAgent(serving, runtime, 2_000, true) }, version)
+      .catch((err: unknown) => logger.error({ err }, "upgrade failed"));
+  };
 }
