@@ -162,13 +162,17 @@ function becomeKeeper(child: ChildProcess, logger: Logger): void {
 
 /**
  * In the new agent: tell the old one the modules are loaded, then wait until it has let go of the
- * sandbox's address and state. Resolves at once for an agent not started by an upgrade.
+ * sandbox's address and state. Resolves at once for an agent not started by an upgrade. Once handed over,
+ * the agent stops (as on SIGTERM) if its keeper dies, kill -9 included: the channel to it closes, and
+ * nothing of the sandbox outlives the process its owner knows (bwrap's --die-with-parent, one level down).
  */
 export function awaitHandover(env: NodeJS.ProcessEnv): Promise<void> {
   if (env[HANDOVER_ENV] !== "1" || !process.send) return Promise.resolve();
   return new Promise((resolve) => {
     process.once("message", (m) => {
-      if (m === "go") resolve();
+      if (m !== "go") return;
+      process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
+      resolve();
     });
     process.send!("loaded");
   });

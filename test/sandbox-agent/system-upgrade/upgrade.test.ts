@@ -88,6 +88,20 @@ describe("POST /upgrade", () => {
     await eventually(async () => chain.every((pid) => !alive(pid)), 10_000, "the successors gone");
   }, 120_000);
 
+  it("a keeper killed with SIGKILL takes its successor with it", async () => {
+    const base = tempDir();
+    const agent = await spawnAgent(["--root", join(base, "root"), "--data-dir", join(base, "data"), "--token", TOKEN]);
+    agents.push(agent);
+    const sandbox = await sandboxAt(agent.url, "upgrade-kill", { apiKey: TOKEN });
+    await sandbox.system.upgrade({});
+    await eventually(async () => (await health(agent.url))?.upgradeCount === 1, 30_000, "upgraded");
+    const [successor] = childrenOf(agent.child.pid!);
+    expect(successor).toBeGreaterThan(0);
+    agent.child.kill("SIGKILL");
+    await agent.exited;
+    await eventually(async () => !alive(successor!), 15_000, "the successor gone with its keeper");
+  }, 60_000);
+
   it("the successor's arguments: same address, the token on a pipe, no launcher channel", () => {
     expect(successorArgv(["--host", "127.0.0.1", "--port", "0", "--root", "/", "--token-file", "/d/t", "--token-file-remove", "--port-handoff", "--socket", "/d/a.sock"], 4321, true))
       .toEqual(["--host", "127.0.0.1", "--root", "/", "--socket", "/d/a.sock", "--port", "4321", "--token-fd", "4"]);
