@@ -12,10 +12,12 @@ import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
+import { OwnWrites } from "./filesystem/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
 import { SearchPool } from "./search/pool.js";
 import { WatchRegistry } from "./watch/watcher.js";
+import { UpgradeState, upgradeAgent } from "./system/upgrade.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
@@ -42,6 +44,8 @@ export interface AgentDeps {
   search: SearchPool;
   /** The filesystem watches held by /watch streams. */
   watches: WatchRegistry;
+  /** Upgrades of this sandbox's agent (/health) and the hook POST /upgrade calls. */
+  upgrades: UpgradeState;
   startedAt: number;
 }
 
@@ -55,6 +59,7 @@ export interface AgentOverrides {
   clock?: Clock;
   ids?: Ids;
   logger?: Logger;
+  upgrades?: UpgradeState;
 }
 
 /**
@@ -82,7 +87,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
-  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir] });
+  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir], ownWrites: new OwnWrites(clock) });
   await ensureWorkingDir(paths, config.workingDir, logger);
 
   const multipart = new MultipartService({
@@ -129,7 +134,8 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
 
   const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
   const watches = new WatchRegistry();
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, startedAt: clock.now() };
+  const upgrades = overrides.upgrades ?? new UpgradeState();
+  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, upgrades, startedAt: clock.now() };
   let closed = false;
   return {
     deps,
@@ -154,9 +160,9 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
  * processes keep running: they outlive the agent), give other requests in
  * flight a grace period, then close the state (#14 item 16).
  */
-export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000): Promise<void> {
+export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000, handOver = false): Promise<void> {
   const stopped = serving.stop(graceMs);
-  runtime.deps.processes.close();
+  runtime.deps.processes.close(handOver);
   await stopped;
   await runtime.close();
 }
@@ -169,4 +175,17 @@ async function ensureWorkingDir(paths: SandboxPaths, workingDir: string, logger:
   } catch (err) {
     logger.warn({ workingDir, err: (err as Error).message }, "the default working directory could not be created");
   }
+}
+
+/**
+ * Makes POST /upgrade work for an agent served by this entry point: `argv` is how it was configured (its
+ * command line, or a warm agent's activation). The old agent stops serving within a short grace (the SDK
+ * retries the gap) and hands its commands over.
+ */
+export function enableUpgrade(serving: { port: number; stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, argv: string[], logger: Logger): void {
+  const { upgrades, config } = runtime.deps;
+  upgrades.trigger = (version) => {
+    void upgradeAgent({ state: upgrades, logger, argv, token: config.token, port: serving.port, release: () => shutdownAgent(serving, runtime, 2_000, true) }, version)
+      .catch((err: unknown) => logger.error({ err }, "upgrade failed"));
+  };
 }

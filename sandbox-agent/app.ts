@@ -46,7 +46,7 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   else if (!deps.config.noAuth) app.use(guardUnauthenticated());
   app.use(requireToken(deps.config.token));
 
-  const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment };
+  const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment, upgrades: deps.upgrades };
   app.get("/health", healthHandler(system));
   app.use(systemRouter(system));
 

@@ -3,7 +3,8 @@ import type { RequestListener } from "node:http";
 import { createLogger } from "../src/logging.js";
 import { listen, listenSocket, onShutdownSignal, type UpgradeListener } from "../src/serve.js";
 import { exitOnStartFailure, listenFailure, optionErrorLine } from "../src/startup.js";
-import { openAgent, shutdownAgent } from "./agent.js";
+import { enableUpgrade, openAgent, shutdownAgent } from "./agent.js";
+import { awaitHandover, UpgradeState } from "./system/upgrade.js";
 import { createApp } from "./app.js";
 import { DataDirLockedError } from "./data-dir-lock.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
@@ -25,6 +26,10 @@ async function main(): Promise<void> {
     return;
   }
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel, format: config.logFormat });
+  // Started by POST /upgrade: the agent it replaces still holds the address and the data dir until it lets go.
+  const handover = awaitHandover(process.env);
+  const upgrades = UpgradeState.fromEnv(process.env);
+  await handover;
   if (config.portHandoff) servePortHandoff(process, logger);
   // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
   // before it has done or logged anything; requests are answered once the app exists, which is before
@@ -45,8 +50,9 @@ async function main(): Promise<void> {
   const rootState = ensureDirectory(config.root, "--root");
   ensureDirectory(config.dataDir, "--data-dir");
   if (rootState === "created") logger.info({ root: config.root }, "the sandbox root did not exist: created it");
-  const runtime = await openAgent(config, { logger });
+  const runtime = await openAgent(config, { logger, upgrades });
   app = createApp(runtime.deps);
+  enableUpgrade(serving, runtime, process.argv.slice(2), logger);
   logger.info(
     { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
     "sandbox-agent listening",

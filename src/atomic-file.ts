@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants, promises as fsp } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 
 /**
@@ -32,12 +32,16 @@ export async function removeQuietly(path: string): Promise<void> {
   await fsp.rm(path, { force: true, recursive: true }).catch(() => undefined);
 }
 
+/** Told a temp file's name before it is created; the returned call once it is renamed or removed (watchers hide it). */
+export type Announce = (tempName: string) => () => void;
+
 export interface AtomicWriteOptions {
   mode?: number;
   /** Reused as the temp-file tag so a crashed writer's debris can be found again. */
   tag?: string;
   /** Owner to give the new file (before it replaces the target); failures are ignored (not root). */
   owner?: { uid: number; gid: number };
+  announce?: Announce;
 }
 
 /**
@@ -48,6 +52,7 @@ export interface AtomicWriteOptions {
 export async function writeFileAtomic(target: string, data: string | Uint8Array | Readable, options: AtomicWriteOptions = {}): Promise<number> {
   const tmp = tempPathBeside(target, options.tag);
   const mode = options.mode ?? 0o644;
+  const settled = options.announce?.(basename(tmp));
   try {
     let size: number;
     const handle = await fsp.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
@@ -78,5 +83,7 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array 
   } catch (err) {
     await removeQuietly(tmp);
     throw err;
+  } finally {
+    settled?.();
   }
 }

@@ -24,8 +24,12 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
     return size === 0 ? "unsatisfiable" : { start: Math.max(0, size - suffix), end: size - 1 };
   }
   const start = Number(match[1]);
-  const end = match[2] === "" ? size - 1 : Number(match[2]);
-  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || end < start) return "all";
+  if (!Number.isSafeInteger(start)) return "all";
+  // Open-ended (`5000-`): the end is the file's, so the start alone decides; checked before
+  // comparing with an end that would be size - 1 (Go's http.ServeContent: no overlap → 416).
+  if (match[2] === "") return start >= size ? "unsatisfiable" : { start, end: size - 1 };
+  const end = Number(match[2]);
+  if (!Number.isSafeInteger(end) || end < start) return "all";
   if (start >= size) return "unsatisfiable";
   return { start, end: Math.min(end, size - 1) };
 }

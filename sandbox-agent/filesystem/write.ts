@@ -21,6 +21,7 @@ export async function writeFile(target: Pinned, data: string | Readable, mode?: 
     return await writeFileAtomic(target.entryPath, data, {
       mode: mode ?? (existing ? existing.mode & 0o7777 : 0o644),
       owner: keepOwner ? { uid: existing.uid, gid: existing.gid } : undefined,
+      announce: (tempName) => target.ownWrites.begin(tempName),
     });
   } catch (err) {
     throw fromFsError(err, "cannot write", path);

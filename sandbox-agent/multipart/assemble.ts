@@ -1,6 +1,6 @@
 import { constants, promises as fsp } from "node:fs";
-import { dirname, join } from "node:path";
-import { fsyncDir, removeQuietly, tempPathBeside } from "../../src/atomic-file.js";
+import { basename, dirname, join } from "node:path";
+import { fsyncDir, removeQuietly, tempPathBeside, type Announce } from "../../src/atomic-file.js";
 import { errors } from "../../src/errors.js";
 
 export interface PartFile {
@@ -24,8 +24,9 @@ export function assemblyTempPath(target: string, uploadId: string): string {
  * renames it over the target. A pre-existing target is untouched until that
  * rename; on any failure the temp file is removed and the target is as it was.
  */
-export async function assembleParts(parts: PartFile[], target: string, mode: number, uploadId: string): Promise<number> {
+export async function assembleParts(parts: PartFile[], target: string, mode: number, uploadId: string, announce?: Announce): Promise<number> {
   const tmp = assemblyTempPath(target, uploadId);
+  const settled = announce?.(basename(tmp));
   try {
     // O_NOFOLLOW: the temp name sits in a directory the sandbox's processes write to.
     const out = await fsp.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, mode);
@@ -45,6 +46,8 @@ export async function assembleParts(parts: PartFile[], target: string, mode: num
   } catch (err) {
     await removeQuietly(tmp);
     throw err;
+  } finally {
+    settled?.();
   }
 }
 
@@ -66,13 +69,13 @@ export interface InPlaceLayout {
  * caller assembles by copying instead (also when the rename fails with EXDEV:
  * two mounts of one filesystem share st_dev, so that is found out by trying).
  */
-export async function completeInPlace(layout: InPlaceLayout, target: string, mode: number): Promise<number | undefined> {
+export async function completeInPlace(layout: InPlaceLayout, target: string, mode: number, announce?: Announce): Promise<number | undefined> {
   const { dataFile, stride, parts } = layout;
   const last = parts.length - 1;
   const fits = parts.every((p, i) => p.partNumber === i + 1 && (i < last ? p.size === stride : p.size <= stride));
   if (!fits) return undefined;
   const [data, targetDir] = await Promise.all([fsp.stat(dataFile).catch(() => undefined), fsp.stat(dirname(target))]);
-  if (!data || data.dev !== targetDir.dev || !(await sameMount(dataFile, dirname(target)))) return undefined;
+  if (!data || data.dev !== targetDir.dev || !(await sameMount(dataFile, dirname(target), announce))) return undefined;
 
   const total = last * stride + parts[last]!.size;
   const out = await fsp.open(dataFile, constants.O_RDWR);
@@ -105,15 +108,18 @@ export async function completeInPlace(layout: InPlaceLayout, target: string, mod
  * they are different mounts of it (an isolated sandbox's data dir and root are
  * two bind mounts): rename then fails with EXDEV. A hard link fails the same way, and costs nothing to undo.
  */
-async function sameMount(file: string, dir: string): Promise<boolean> {
+async function sameMount(file: string, dir: string, announce?: Announce): Promise<boolean> {
   const probe = join(dir, `.sandbox-agent-link-probe-${process.pid}-${Date.now()}`);
+  const settled = announce?.(basename(probe));
   try {
     await fsp.link(file, probe);
+    await fsp.unlink(probe).catch(() => {});
+    return true;
   } catch {
     return false;
+  } finally {
+    settled?.();
   }
-  await fsp.unlink(probe).catch(() => {});
-  return true;
 }
 
 async function commit(file: string, target: string, mode: number): Promise<void> {

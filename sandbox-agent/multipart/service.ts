@@ -152,6 +152,9 @@ export class MultipartService {
     }
   }
 
+  /** The assembly file and the same-mount probe are the agent's own names: watchers do not report them. */
+  readonly #announce = (name: string) => this.#o.paths.ownWrites.begin(name);
+
   async #assemble(upload: UploadRow, target: string, parts: PartRow[]): Promise<number> {
     try {
       const existing = await fsp.stat(target).catch(() => undefined);
@@ -164,10 +167,10 @@ export class MultipartService {
       const listedMax = parts[parts.length - 1]!.partNumber;
       const beyond = this.#o.store.parts(upload.id).some((p) => p.partNumber > listedMax && p.offset !== null);
       if (upload.stride !== null && !beyond) {
-        const size = await completeInPlace({ dataFile: join(dir, DATA_FILE), stride: upload.stride, parts: files }, target, upload.permissions);
+        const size = await completeInPlace({ dataFile: join(dir, DATA_FILE), stride: upload.stride, parts: files }, target, upload.permissions, this.#announce);
         if (size !== undefined) return size;
       }
-      return await assembleParts(files, target, upload.permissions, upload.id);
+      return await assembleParts(files, target, upload.permissions, upload.id, this.#announce);
     } catch (err) {
       throw fromFsError(err, "cannot complete upload to", upload.path);
     }

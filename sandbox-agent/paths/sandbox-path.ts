@@ -1,6 +1,7 @@
 import { constants, mkdirSync, promises as fsp, realpathSync, statSync } from "node:fs";
 import { join, posix } from "node:path";
 import { errors } from "../../src/errors.js";
+import { OwnWrites } from "../filesystem/own-writes.js";
 import { fdPath, inodeKey, O_PATH, walkBeneath, type Beneath, type Walked, type WalkOptions } from "./beneath.js";
 
 export { fdPath } from "./beneath.js";
@@ -26,11 +27,14 @@ export interface Pinned {
   missingBelow: string[];
   /** The host path (for logs, messages and tools that need a path string); not race-free. */
   hostPath(): Promise<string>;
+  /** Where a write registers its temp file's name, so watchers do not report it. */
+  ownWrites: OwnWrites;
 }
 
 export interface SandboxPathsOptions {
   /** Directories the API may not reach, whatever the spelling (the agent's data dir, its drives dir). */
   hidden?: string[];
+  ownWrites?: OwnWrites;
 }
 
 /**
@@ -46,6 +50,8 @@ export interface SandboxPathsOptions {
 export class SandboxPaths {
   /** The root with its own symlinks resolved, so prefix checks compare like with like. */
   readonly hostRoot: string;
+  /** The agent's own temp files in the sandbox (shared with the watches). */
+  readonly ownWrites: OwnWrites;
   readonly #hidden: string[];
   readonly #hiddenKeys = new Set<string>();
   #root?: Promise<fsp.FileHandle>;
@@ -54,6 +60,7 @@ export class SandboxPaths {
     mkdirSync(root, { recursive: true });
     this.hostRoot = realpathSync(root);
     this.#hidden = options.hidden ?? [];
+    this.ownWrites = options.ownWrites ?? new OwnWrites();
   }
 
   /**
@@ -104,7 +111,7 @@ export class SandboxPaths {
   async use<T>(sandboxPath: string, options: WalkOptions, fn: (p: Pinned) => Promise<T>): Promise<T> {
     const walked = await this.#walk(sandboxPath, options);
     try {
-      return await fn(pinnedOf(sandboxPath, walked));
+      return await fn(pinnedOf(sandboxPath, walked, this.ownWrites));
     } finally {
       await walked.close();
     }
@@ -156,7 +163,7 @@ export class SandboxPaths {
   }
 }
 
-function pinnedOf(sandboxPath: string, w: Walked): Pinned {
+function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites): Pinned {
   const dir = fdPath(w.parent);
   const entryPath = w.name === "" ? dir : `${dir}/${w.name}`;
   return {
@@ -169,6 +176,7 @@ function pinnedOf(sandboxPath: string, w: Walked): Pinned {
     pinnedFd: w.entry?.fd,
     stat: w.stat,
     missingBelow: w.missingBelow,
+    ownWrites,
     async hostPath() {
       const base = await fsp.readlink(w.entry ? fdPath(w.entry) : dir);
       return w.entry ? base : posix.join(base, w.name, ...w.missingBelow);

@@ -5,8 +5,13 @@ export interface OutputListener {
   chunk(stream: StreamName, data: Buffer): void;
   /** The process ended and its last output has been delivered. */
   end(): void;
-  /** Output written faster than it is followed: this many bytes were skipped before the next chunk. */
-  gap?(stream: StreamName, bytes: number): void;
+  /**
+   * False while the listener holds all it may (its reader is behind): the files are not even read for it,
+   * and what it missed is reported through `skipped`.
+   */
+  ready?(): boolean;
+  /** Bytes skipped before the next chunk: the listener was not ready, or the writer outran MAX_PUMP_BYTES a tick. */
+  skipped?(stream: StreamName, bytes: number, why: "not-ready" | "too-fast"): void;
   /** A line from the agent for followers only, not part of the output (stop and kill notices). */
   notice?(text: string): void;
 }
@@ -21,8 +26,8 @@ export interface LiveOutputOptions {
   offsets?: Record<StreamName, number>;
 }
 
-/** Bytes delivered to followers per stream and tick at most; a writer faster than that is followed with gaps. */
-const MAX_PUMP_BYTES = 8 * 1024 * 1024;
+/** Bytes delivered to followers per stream and tick at most (10 MB/s each); a writer faster than that is followed with gaps. */
+const MAX_PUMP_BYTES = 1024 * 1024;
 const FAST_POLL_MS = 100; // while someone follows the output, or the process writes fast
 const SLOW_POLL_MS = 1_000; // otherwise: only to enforce the cap
 
@@ -149,15 +154,16 @@ export class LiveOutput {
     const size = (await fsp.stat(this.#files.live(stream)).catch(() => undefined))?.size ?? 0;
     const from = this.#offsets[stream];
     if (size <= from) return;
-    if (this.#listeners.size > 0) {
+    const takers = this.#takers(stream, size - from);
+    if (takers.length > 0) {
       // At most MAX_PUMP_BYTES per tick (`yes` writes gigabytes a second): followers get the newest, and a gap notice.
       const skipped = Math.max(0, size - from - MAX_PUMP_BYTES);
-      if (skipped > 0) for (const l of this.#listeners) l.gap?.(stream, skipped);
+      if (skipped > 0) for (const l of takers) l.skipped?.(stream, skipped, "too-fast");
       const fh = await fsp.open(this.#files.live(stream), "r");
       try {
-        const buf = Buffer.alloc(size - from - skipped);
+        const buf = Buffer.allocUnsafe(size - from - skipped);
         const got = await readFully(fh, buf, from + skipped);
-        this.#emit(stream, buf.subarray(0, got));
+        this.#emit(takers, stream, buf.subarray(0, got));
       } finally {
         await fh.close();
       }
@@ -174,7 +180,9 @@ export class LiveOutput {
       if (!result) continue;
       // Bytes appended after the last pump are now at the end of the old file.
       const missing = result.cutAt - this.#offsets[s];
-      if (missing > 0 && this.#listeners.size > 0) this.#emit(s, (await readLast(this.#files.old(s), missing)).data);
+      const takers = missing > 0 ? this.#takers(s, missing) : [];
+      if (missing > MAX_PUMP_BYTES) for (const l of takers) l.skipped?.(s, missing - MAX_PUMP_BYTES, "too-fast");
+      if (takers.length > 0) this.#emit(takers, s, (await readLast(this.#files.old(s), Math.min(missing, MAX_PUMP_BYTES))).data);
       this.#offsets[s] = 0;
       this.#dropped[s] += result.dropped;
       changed = true;
@@ -182,8 +190,18 @@ export class LiveOutput {
     if (changed) this.#options.onDropped({ ...this.#dropped });
   }
 
-  #emit(stream: StreamName, data: Buffer): void {
+  /** The listeners ready for `bytes` more of a stream; the others are told they skip them. */
+  #takers(stream: StreamName, bytes: number): OutputListener[] {
+    const takers: OutputListener[] = [];
+    for (const l of this.#listeners) {
+      if (l.ready?.() === false) l.skipped?.(stream, bytes, "not-ready");
+      else takers.push(l);
+    }
+    return takers;
+  }
+
+  #emit(takers: OutputListener[], stream: StreamName, data: Buffer): void {
     if (data.length === 0) return;
-    for (const l of this.#listeners) l.chunk(stream, data);
+    for (const l of takers) l.chunk(stream, data);
   }
 }

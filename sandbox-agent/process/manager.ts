@@ -175,11 +175,14 @@ export class ProcessManager {
     return running && { record: toRecord(row), output: running.output };
   }
 
-  /** Stops watching. Processes keep running (they outlive the agent); pending waits are rejected with 503. */
-  close(): void {
+  /**
+   * Stops watching. Processes keep running (they outlive the agent); pending waits are rejected with 503.
+   * `handOver`: an upgrade, this process stays their parent and records their exits for the new agent.
+   */
+  close(handOver = false): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#runs.close();
+    this.#runs.close(handOver);
   }
 
   /** Reference rule: an all-digit identifier is a pid and nothing else; anything else is a name (latest start wins). */

@@ -97,29 +97,62 @@ export async function capLog(livePath: string, oldPath: string, keep: number, tr
     if (isErrno(err, "ENOENT")) return null;
     throw err;
   }
-  let kept: Buffer;
-  let cutAt: number;
+  const pooled = scratchBuffers.take(keep);
+  const scratch = pooled.subarray(0, keep);
   try {
-    const firstSize = (await fh.stat()).size;
-    if (firstSize <= trigger) return null;
-    const tail = Buffer.alloc(Math.min(firstSize, keep));
-    await readFully(fh, tail, firstSize - tail.length);
-    cutAt = (await fh.stat()).size;
-    // A fast writer may have added more meanwhile: take the end of it (at most `keep`), once, and cut.
-    const extra = Buffer.alloc(Math.min(Math.max(0, cutAt - firstSize), keep));
-    if (extra.length > 0) await readFully(fh, extra, cutAt - extra.length);
-    await fh.truncate(0);
-    const both = Buffer.concat([tail, extra]);
-    kept = both.subarray(Math.max(0, both.length - keep));
+    let kept: Buffer;
+    let cutAt: number;
+    try {
+      const firstSize = (await fh.stat()).size;
+      if (firstSize <= trigger) return null;
+      let have = await readFully(fh, scratch.subarray(0, Math.min(firstSize, keep)), Math.max(0, firstSize - keep));
+      cutAt = (await fh.stat()).size;
+      // A fast writer may have added more meanwhile: take the end of it (at most `keep`), once, and cut.
+      const extra = Math.max(0, cutAt - firstSize);
+      if (extra >= keep) have = await readFully(fh, scratch, cutAt - keep);
+      else if (extra > 0) {
+        const retain = Math.min(have, keep - extra);
+        scratch.copy(scratch, 0, have - retain, have);
+        have = retain + (await readFully(fh, scratch.subarray(retain, retain + extra), firstSize));
+      }
+      await fh.truncate(0);
+      kept = scratch.subarray(0, have);
+    } finally {
+      await fh.close();
+    }
+    const previous = await readLast(oldPath, keep - kept.length);
+    const tmp = `${oldPath}.tmp`;
+    // Written from the scratch buffer as it is (no concatenated copy: a flood caps every 100 ms).
+    const out = await fsp.open(tmp, "w");
+    try {
+      await out.writev([previous.data, kept]);
+    } finally {
+      await out.close();
+    }
+    await fsp.rename(tmp, oldPath);
+    return { dropped: previous.size - previous.data.length + cutAt - kept.length, cutAt };
   } finally {
-    await fh.close();
+    scratchBuffers.give(pooled);
   }
-  const previous = await readLast(oldPath, keep - kept.length);
-  const tmp = `${oldPath}.tmp`;
-  await fsp.writeFile(tmp, Buffer.concat([previous.data, kept]));
-  await fsp.rename(tmp, oldPath);
-  return { dropped: previous.size - previous.data.length + cutAt - kept.length, cutAt };
 }
+
+/**
+ * Buffers capLog reads a log's tail into, reused: a process writing without
+ * pause is capped ten times a second, and a fresh buffer each time (garbage
+ * the GC is slow to collect, being off its heap) grew the agent by tens of MB.
+ * A few are kept; more cappings at once allocate and let theirs go.
+ */
+const scratchBuffers = {
+  free: [] as Buffer[],
+  /** A buffer of at least `size` bytes (never a slice of Node's shared pool: it is handed out again whole). */
+  take(size: number): Buffer {
+    const i = this.free.findIndex((b) => b.length >= size);
+    return i === -1 ? Buffer.allocUnsafeSlow(size) : this.free.splice(i, 1)[0]!;
+  },
+  give(buf: Buffer): void {
+    if (this.free.length < 2) this.free.push(buf);
+  },
+};
 
 /** The last `maxBytes` of a file (up to `limit` if given); a missing file is empty. */
 export async function readLast(path: string, maxBytes: number, limit?: number): Promise<{ data: Buffer; size: number }> {

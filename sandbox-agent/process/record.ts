@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { toIso } from "../../src/clock.js";
 import type { ProcessRecord } from "./manager.js";
 import type { ProcessRow, ProcessStatus } from "./store.js";
@@ -36,4 +38,31 @@ export function toRecord(row: ProcessRow): ProcessRecord {
 export function randomName(): string {
   const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
   return [...randomBytes(8)].map((b) => alphabet[b % alphabet.length]).join("");
+}
+
+/** `<log dir>/<id>.exit`: how a command ended, written by the agent an upgrade replaced (it stays its parent). */
+function exitRecordPath(logDir: string, id: string): string {
+  return join(logDir, `${id}.exit`);
+}
+
+export function writeExitRecord(logDir: string, id: string, code: number | null, signal: NodeJS.Signals | null): void {
+  const path = exitRecordPath(logDir, id);
+  try {
+    writeFileSync(`${path}.tmp`, JSON.stringify({ code, signal }));
+    renameSync(`${path}.tmp`, path);
+  } catch {
+    // the data dir is gone (sandbox deleted): nobody is left to read it
+  }
+}
+
+/** The exit record of an adopted command, removed once read; undefined when there is none. */
+export function takeExitRecord(logDir: string, id: string): { code: number | null; signal: NodeJS.Signals | null } | undefined {
+  const path = exitRecordPath(logDir, id);
+  try {
+    const record = JSON.parse(readFileSync(path, "utf8")) as { code: number | null; signal: NodeJS.Signals | null };
+    unlinkSync(path);
+    return record;
+  } catch {
+    return undefined;
+  }
 }

@@ -7,7 +7,7 @@ import { capWhileGroupLives } from "./linger.js";
 import { LiveOutput } from "./live-output.js";
 import { groupAlive, isSameProcessAlive, preferOomVictim, processStartTime, signalGroup } from "./os.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
-import { exitMeaning, toRecord } from "./record.js";
+import { exitMeaning, takeExitRecord, toRecord, writeExitRecord } from "./record.js";
 import { spawnInGroup } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
@@ -42,6 +42,8 @@ export interface Running {
 }
 
 const ADOPTED_POLL_MS = 500;
+/** Polls an adopted process may be gone without an exit record before its exit is taken as unknown. */
+const EXIT_RECORD_WAIT_POLLS = 3;
 /** What the platform reports for a process the kernel killed at the sandbox's memory limit. */
 const OOM_KILLED = { status: "failed" as ProcessStatus, error: "killed by the OOM killer: the sandbox ran out of memory (spec.runtime.memory)" };
 const RESTART_DELAY_MS = 1_000; // reference: 1 s between a failure and the restart
@@ -72,7 +74,12 @@ export class Supervisor {
   }
 
   /** Stops watching; pending waits are rejected with 503. */
-  close(): void {
+  /**
+   * Stops watching. `handOver` (an upgrade: this process lives on as the new agent's keeper, still the
+   * parent of the commands it started): their exits are written beside their logs for the new agent,
+   * which adopts them, so their exit codes survive the upgrade.
+   */
+  close(handOver = false): void {
     if (this.#closed) return;
     this.#closed = true;
     for (const running of this.#running.values()) {
@@ -81,6 +88,7 @@ export class Supervisor {
       running.restart?.cancel();
       if (running.poll) clearInterval(running.poll);
       running.child?.removeAllListeners("exit");
+      if (handOver) running.child?.once("exit", (code, signal) => writeExitRecord(this.#o.logDir, running.row.id, code, signal));
       running.output.abandon();
       for (const w of running.waiters) w.reject(errors.serviceUnavailable("the agent is shutting down"));
     }
@@ -166,8 +174,13 @@ export class Supervisor {
   adopt(row: ProcessRow): void {
     const files = new LogFiles(this.#o.logDir, row.id);
     const running = this.#track(row, files, true);
+    let goneFor = 0;
     running.poll = setInterval(() => {
-      if (!isSameProcessAlive(row.runPid, row.procStart)) void this.#ended(running, null, null);
+      if (isSameProcessAlive(row.runPid, row.procStart)) return;
+      // Its parent (the agent this one replaced, kept as a keeper) records its exit just after reaping it.
+      const known = takeExitRecord(this.#o.logDir, row.id);
+      if (known) void this.#ended(running, known.code, known.signal, true);
+      else if (++goneFor >= EXIT_RECORD_WAIT_POLLS) void this.#ended(running, null, null);
     }, ADOPTED_POLL_MS);
     running.poll.unref();
     this.#o.logger.info({ processPid: row.pid, processName: row.name }, "process adopted after agent restart");
@@ -200,14 +213,14 @@ export class Supervisor {
     });
   }
 
-  async #ended(running: Running, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+  async #ended(running: Running, code: number | null, signal: NodeJS.Signals | null, exitKnown = false): Promise<void> {
     if (this.#closed || this.#running.get(running.row.id) !== running) return;
     if (running.poll) clearInterval(running.poll);
     running.poll = undefined;
     running.child?.stdin?.destroy(); // the run is over: free the pipe's descriptor (later writes are 409s)
     running.child = undefined;
     running.stdin = undefined;
-    const end = running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined));
+    const end = running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined && !exitKnown));
     // An adopted process (no spec: not our child, exit status unknown) is not restarted.
     if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);

@@ -33,8 +33,8 @@ export function presentSchedule(row: ScheduleRow, showSecrets: boolean) {
       timeout: input.timeout,
       workingDir: input.workingDir ?? "",
     },
-    /** "done" once a one-off `at` has fired; it stays listable until deleted. */
-    status: row.next_due_at === null ? "done" : "active",
+    /** A one-off `at` that fired is deleted (its executions stay listable), so every schedule shown is active. */
+    status: "active",
     nextRunAt: iso(row.next_due_at),
     lastRunAt: iso(row.last_due_at),
   };

@@ -78,7 +78,7 @@ export function schedulesRouter(service: ScheduleService, options: ScheduleRoute
 
   router.get("/:id/executions", (req, res) => {
     const q = parse(ListExecutionsQuery.omit({ scheduleId: true }), req.query, "query");
-    const scheduleId = service.get(req.params.id).id;
+    const scheduleId = service.withHistory(req.params.id);
     const binding = { list: "executions", scheduleId, status: q.status, sort: q.sort };
     res.json(page(options.cursors, binding, q, (lq) => service.executions({ scheduleId, status: q.status }, lq), presentExecution));
   });

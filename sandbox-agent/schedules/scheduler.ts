@@ -174,7 +174,9 @@ export class Scheduler {
         if (decision === "replace") kills.push(...this.#runs.replaceAll(id, now));
         const run = this.#record(execution, schedule.max_executions);
         const next = nextDueAfterFire(schedule, at, now);
-        store.setDue(id, next, at);
+        // A one-off is done: deleted from the schedules, as the platform does once it fired; its execution stays.
+        if (next === null) store.retire(id, now, at);
+        else store.setDue(id, next, at);
         rearm.push({ id, next, at });
         if (run) launches.push({ run, input });
         if (logFires) this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");

@@ -67,6 +67,12 @@ export class ScheduleService {
     return row;
   }
 
+  /** The id of a schedule whose history may be read: a live one, or a one-off deleted once it fired. 404 otherwise. */
+  withHistory(id: string): string {
+    if (this.#o.store.getSchedule(id) || this.#o.store.isRetired(id)) return id;
+    throw errors.notFound(`schedule "${id}" not found`);
+  }
+
   list(filter: { type?: "cron" | "at" }, q: ListQuery) {
     return this.#o.store.listSchedules(filter, q);
   }

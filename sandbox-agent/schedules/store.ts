@@ -51,7 +51,21 @@ export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX schedule_executions_by_schedule ON schedule_executions (schedule_id, seq);
     `,
   },
+  {
+    // A one-off `at` is deleted once it has fired (the platform's rule: the SDK's "fires a one-off at schedule
+    // (auto-deletes after firing)"), while its executions stay readable: the row is kept, retired, out of every
+    // schedule route, until its id is reused or RETIRED_KEPT newer ones push it (and its history) out.
+    id: "schedules/002-retired",
+    sql: `
+      ALTER TABLE schedules ADD COLUMN retired_at INTEGER;
+      UPDATE schedules SET retired_at = COALESCE(last_due_at, updated_at) WHERE type = 'at' AND next_due_at IS NULL;
+      CREATE INDEX schedules_retired ON schedules (retired_at) WHERE retired_at IS NOT NULL;
+    `,
+  },
 ];
+
+/** Fired one-offs whose execution history is kept; the oldest beyond this go, history and all. */
+export const RETIRED_KEPT = 1_000;
 
 export interface ScheduleRow {
   seq: number;
@@ -125,8 +139,13 @@ export class ScheduleStore {
         `UPDATE schedules SET type = @type, value = @value, timezone = @timezone, concurrency_policy = @concurrency_policy, input = @input,
          max_executions = @max_executions, updated_at = @updated_at, next_due_at = @next_due_at, last_due_at = @last_due_at WHERE id = @id`,
       ),
-      getSchedule: db.prepare("SELECT * FROM schedules WHERE id = ?"),
+      getSchedule: db.prepare("SELECT * FROM schedules WHERE id = ? AND retired_at IS NULL"),
       deleteSchedule: db.prepare("DELETE FROM schedules WHERE id = ?"),
+      retire: db.prepare("UPDATE schedules SET retired_at = @at, next_due_at = NULL, last_due_at = @lastDueAt WHERE id = @id"),
+      purgeRetired: db.prepare("DELETE FROM schedules WHERE id = ? AND retired_at IS NOT NULL"),
+      isRetired: db.prepare("SELECT 1 FROM schedules WHERE id = ? AND retired_at IS NOT NULL"),
+      countRetired: db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE retired_at IS NOT NULL"),
+      oldestRetired: db.prepare("SELECT id FROM schedules WHERE retired_at IS NOT NULL ORDER BY retired_at, seq LIMIT ?"),
       armed: db.prepare("SELECT * FROM schedules WHERE next_due_at IS NOT NULL"),
       setDue: db.prepare("UPDATE schedules SET next_due_at = ?, last_due_at = ? WHERE id = ?"),
       insertExecution: db.prepare(`INSERT INTO schedule_executions (${EXECUTION_COLUMNS}) VALUES (${named(EXECUTION_COLUMNS)})`),
@@ -162,8 +181,30 @@ export class ScheduleStore {
     }
   }
 
+  /** Inserts a schedule; a retired one-off of the same id goes first, with its history (the id is the user's again). */
   insertSchedule(row: Omit<ScheduleRow, "seq">): void {
-    this.#s.insertSchedule!.run({ ...row, input: sealInput(this.#box, row.input) });
+    this.transaction(() => {
+      if (this.#s.purgeRetired!.run(row.id).changes > 0) this.#counts.delete(row.id);
+      this.#s.insertSchedule!.run({ ...row, input: sealInput(this.#box, row.input) });
+    });
+  }
+
+  isRetired(id: string): boolean {
+    return this.#s.isRetired!.get(id) !== undefined;
+  }
+
+  /**
+   * A one-off that fired leaves every schedule route (as deleted); its executions stay listable. Keeps the
+   * RETIRED_KEPT newest retired ones, so a sandbox firing one-offs all day holds a bounded history.
+   */
+  retire(id: string, at: number, lastDueAt: number): void {
+    this.#s.retire!.run({ id, at, lastDueAt });
+    const { n } = this.#s.countRetired!.get() as { n: number };
+    if (n <= RETIRED_KEPT) return;
+    for (const { id: old } of this.#s.oldestRetired!.all(n - RETIRED_KEPT) as { id: string }[]) {
+      this.#s.deleteSchedule!.run(old);
+      this.#counts.delete(old);
+    }
   }
 
   /** Replaces a schedule's definition and trims its history to the new maxExecutions. */
@@ -256,7 +297,7 @@ export class ScheduleStore {
   }
 
   listSchedules(filter: { type?: "cron" | "at" }, q: ListQuery): { rows: ScheduleRow[]; total: number } {
-    const page = this.#list<ScheduleRow>("schedules", filter.type ? { type: filter.type } : {}, q);
+    const page = this.#list<ScheduleRow>("schedules", filter.type ? { type: filter.type } : {}, q, "retired_at IS NULL");
     return { ...page, rows: page.rows.map(this.#opened) };
   }
 
@@ -264,10 +305,11 @@ export class ScheduleStore {
     return this.#list<ExecutionRow>("schedule_executions", filter, q);
   }
 
-  #list<T>(table: string, filter: Record<string, string | undefined>, q: ListQuery): { rows: T[]; total: number } {
+  #list<T>(table: string, filter: Record<string, string | undefined>, q: ListQuery, always?: string): { rows: T[]; total: number } {
     const where = Object.keys(filter).filter((k) => filter[k] !== undefined);
     const params: Record<string, unknown> = Object.fromEntries(where.map((k) => [k, filter[k]]));
     const conditions = where.map((k) => `${k} = @${k}`);
+    if (always) conditions.push(always);
     const countSql = `SELECT COUNT(*) AS n FROM ${table}${conditions.length ? ` WHERE ${conditions.join(" AND ")}` : ""}`;
     if (q.after !== undefined) conditions.push(q.sort === "desc" ? "seq < @after" : "seq > @after");
     const sql = `SELECT * FROM ${table}${conditions.length ? ` WHERE ${conditions.join(" AND ")}` : ""} ORDER BY seq ${q.sort === "desc" ? "DESC" : "ASC"} LIMIT @limit`;

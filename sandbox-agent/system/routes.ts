@@ -1,5 +1,7 @@
 import { Router, type RequestHandler } from "express";
-import { ApiError } from "../../src/errors.js";
+import { z } from "zod";
+import { ApiError, errors } from "../../src/errors.js";
+import type { UpgradeState } from "./upgrade.js";
 import type { Clock } from "../../src/clock.js";
 import type { SandboxEnvironment } from "../environment.js";
 import { AGENT_VERSION } from "../version.js";
@@ -18,7 +20,6 @@ export const WELCOME = {
 export const UNAVAILABLE_ROUTES: { method: "get" | "post" | "put" | "delete" | "all"; path: string; what: string; why: string }[] = [
   { method: "put", path: "/network/tunnel/config", what: "the network tunnel", why: "the platform's WireGuard tunnel does not exist here" },
   { method: "delete", path: "/network/tunnel", what: "the network tunnel", why: "the platform's WireGuard tunnel does not exist here" },
-  { method: "post", path: "/upgrade", what: "self-upgrade", why: "sandbox-agent is upgraded with its package, not by downloading a binary" },
   { method: "put", path: "/codegen/fastapply/{*path}", what: "codegen fast-apply", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "get", path: "/codegen/reranking/{*path}", what: "codegen reranking", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "all", path: "/terminal", what: "the web terminal", why: "not implemented: use POST /process" },
@@ -26,6 +27,8 @@ export const UNAVAILABLE_ROUTES: { method: "get" | "post" | "put" | "delete" | "
   { method: "all", path: "/archive/{*rest}", what: "archive export and resume", why: "snapshots are the simulator's (control plane), not the agent's" },
   { method: "all", path: "/swagger/{*rest}", what: "the Swagger UI", why: "the API is documented in the README" },
 ];
+
+const UpgradeBody = z.object({ version: z.string().optional(), baseUrl: z.string().optional() });
 
 /** Go's Duration.String for whole milliseconds: "1h30m0s", "2m3.5s", "750ms". */
 export function goDuration(ms: number): string {
@@ -44,6 +47,7 @@ export interface SystemDeps {
   startedAt: number;
   sandboxName: string;
   environment: SandboxEnvironment;
+  upgrades: UpgradeState;
 }
 
 /** `/`, `POST /environment/reload`, and the 501s. (`/health` is mounted before auth by the app.) */
@@ -52,6 +56,17 @@ export function systemRouter(deps: SystemDeps): Router {
   for (const method of ["get", "post", "put", "delete", "patch"] as const) router[method]("/", (_req, res) => void res.json(WELCOME));
   router.post("/environment/reload", async (_req, res) => {
     res.json(await deps.environment.reload());
+  });
+  // The SDK's system.upgrade({version?, baseUrl?}). The reference downloads a release binary; here the agent is
+  // replaced by a fresh one from the package on disk (version is recorded, baseUrl has nothing to fetch from).
+  router.post("/upgrade", (req, res) => {
+    const body = UpgradeBody.safeParse(req.body ?? {});
+    if (!body.success) throw errors.badRequest(`invalid request body: ${body.error.issues[0]?.message ?? "not an object"}`);
+    const trigger = deps.upgrades.trigger;
+    if (!trigger) throw new ApiError("not_implemented", "POST /upgrade: this agent was not started by sandbox-agent's entry point, so it cannot replace itself");
+    if (deps.upgrades.last.status === "running") throw errors.conflict("an upgrade is already in progress");
+    res.json({ path: "", message: "Upgrade initiated" });
+    res.once("finish", () => trigger(body.data.version ?? "latest"));
   });
   for (const route of UNAVAILABLE_ROUTES) {
     router[route.method](route.path, (req) => {
@@ -75,9 +90,9 @@ export function healthHandler(deps: SystemDeps): RequestHandler {
       arch: GO_ARCH[process.arch] ?? process.arch,
       uptime: goDuration(uptimeMs),
       uptimeSeconds: uptimeMs / 1000,
-      upgradeCount: 0,
+      upgradeCount: deps.upgrades.count,
       startedAt: new Date(deps.startedAt).toISOString(),
-      lastUpgrade: { status: "idle", step: "none", version: "" },
+      lastUpgrade: deps.upgrades.last,
       sandbox: deps.sandboxName,
     });
   };

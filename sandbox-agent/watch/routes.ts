@@ -57,6 +57,7 @@ export function watchRouter(paths: SandboxPaths, registry: WatchRegistry, clock:
       recursive,
       ignored: compileIgnore(typeof req.query.ignore === "string" ? req.query.ignore : ""),
       registry,
+      ownName: (name) => paths.ownWrites.has(name),
       onEvent: (event) => write(`${JSON.stringify({ op: event.op, name: event.name, path: event.path, error: null })}\n`),
       onError: (err) => end(err.message),
     });

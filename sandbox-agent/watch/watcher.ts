@@ -27,6 +27,8 @@ export interface WatcherOptions {
   /** A failure that ends the watch (e.g. the inotify watch limit). */
   onError: (err: Error) => void;
   registry: WatchRegistry;
+  /** The agent's own temp files (OwnWrites): never reported; the rename of one over a name is that name's write. */
+  ownName?: (name: string) => boolean;
 }
 
 interface Watched {
@@ -135,7 +137,7 @@ export class DirectoryWatcher {
   }
 
   #emit(event: WatchEvent): void {
-    if (this.#closed || this.#o.ignored(posix.join(event.path, event.name))) return;
+    if (this.#closed || this.#o.ownName?.(event.name) || this.#o.ignored(posix.join(event.path, event.name))) return;
     this.#o.onEvent(event);
   }
 
@@ -188,6 +190,13 @@ export class DirectoryWatcher {
       // A name appearing right after one disappeared, in the same batch of events: a move.
       const moved = this.#gone.pop();
       this.#flushGone();
+      if (moved && moved.path === entry.sandbox && this.#o.ownName?.(moved.name)) {
+        // The agent's atomic write landing: reported as the reference's in-place write is (fsnotify
+        // on os.WriteFile): WRITE for a file that was there, CREATE then WRITE for a new one.
+        if (!known) this.#emit({ ...event, op: "CREATE" });
+        if (known || stat.size > 0) this.#emit({ ...event, op: "WRITE" });
+        return;
+      }
       if (moved) this.#emit({ ...moved, op: "RENAME" });
       this.#emit({ ...event, op: "CREATE" });
       if (stat.isDirectory() && this.#o.recursive && !this.#o.ignored(posix.join(entry.sandbox, name))) {

@@ -8,7 +8,8 @@
  */
 import { createLogger } from "../../src/logging.js";
 import { listen, listenSocket, onShutdownSignal } from "../../src/serve.js";
-import { openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
+import { enableUpgrade, openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
+import { UpgradeState } from "../../sandbox-agent/system/upgrade.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
 import { DataDirLockedError } from "../../sandbox-agent/data-dir-lock.js";
@@ -33,13 +34,14 @@ async function activate(message: WarmActivation): Promise<void> {
   // The channel stays only to hand over connections to the sandbox's ports (--port-handoff).
   if (config.portHandoff) servePortHandoff(process, logger);
   else process.disconnect?.();
-  const runtime = await openAgent(config, { logger });
+  const runtime = await openAgent(config, { logger, upgrades: UpgradeState.fromEnv(process.env) });
   const app = createApp(runtime.deps);
   const serving = await withInSandboxPort(config.socket
     ? await listenSocket(app, config.socket, { maxConnections: config.maxConnections })
     : await listen(app, config.host, config.port, { maxConnections: config.maxConnections }), app, config.inSandboxPort, config.maxConnections);
   logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
+  enableUpgrade(serving, runtime, message.argv, logger);
   onShutdownSignal(logger, () => shutdownAgent(serving, runtime));
 }
 

@@ -95,6 +95,18 @@ describe("PUT then GET /filesystem/{path}", () => {
     expect(range.status).toBe(206);
     expect(range.text).toBe("234");
   });
+  it("416 with Content-Range bytes */size for a range starting past the end, open-ended included", async () => {
+    await api.put(enc("/dl/thousand.bin")).send({ content: "x".repeat(1000) });
+    for (const header of ["bytes=5000-", "bytes=1000-", "bytes=5000-6000"]) {
+      const res = await api.get(enc("/dl/thousand.bin")).set("Accept", "application/octet-stream").set("Range", header);
+      expect(res.status, header).toBe(416);
+      expect(res.headers["content-range"]).toBe("bytes */1000");
+      expect(JSON.parse(res.text)).toEqual({ error: expect.stringMatching(/outside \/dl\/thousand.bin \(1000 bytes\)/) });
+    }
+    const tail = await api.get(enc("/dl/thousand.bin")).set("Accept", "application/octet-stream").set("Range", "bytes=990-");
+    expect(tail.status).toBe(206);
+    expect(tail.headers["content-range"]).toBe("bytes 990-999/1000");
+  });
 });
 
 describe("errors", () => {

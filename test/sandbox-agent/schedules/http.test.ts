@@ -168,14 +168,17 @@ describe("POST /schedules/{id}/run with real processes", () => {
 });
 
 describe("scheduled firing", () => {
-  it("fires a `sleep` schedule on time, marks it done, keeps it listable", async () => {
+  it("fires a `sleep` schedule on time, then deletes it as the platform does; its executions stay readable", async () => {
     await create({ id: "soon", type: "sleep", value: "1s", input: { command: "echo fired" } }).expect(200);
     const done = await eventually(async () => {
       const { body } = await api().get("/schedules/soon/executions").expect(200);
       return body.data[0]?.status === "succeeded" ? body.data[0] : undefined;
     }, 5_000, "scheduled run");
     expect(done).toMatchObject({ trigger: "schedule", output: "fired\n" });
-    expect((await api().get("/schedules/soon").expect(200)).body).toMatchObject({ status: "done", nextRunAt: null });
-    expect((await api().get("/schedules?type=at&limit=100").expect(200)).body.data.map((s: { id: string }) => s.id)).toContain("soon");
+    expect((await api().get("/schedules/soon").expect(404)).body).toEqual({ error: 'schedule "soon" not found' });
+    await api().delete("/schedules/soon").expect(404);
+    await api().post("/schedules/soon/run").expect(404);
+    expect((await api().get("/schedules?type=at&limit=100").expect(200)).body.data.map((s: { id: string }) => s.id)).not.toContain("soon");
+    expect((await api().get("/schedule-executions?scheduleId=soon").expect(200)).body.data).toMatchObject([{ scheduleId: "soon", status: "succeeded" }]);
   });
 });

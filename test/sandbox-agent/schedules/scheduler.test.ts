@@ -11,6 +11,7 @@ import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
 import { ScheduleBodySchema } from "../../../sandbox-agent/schedules/definition.js";
 import { FIRE_RETRY_MS, HEARTBEAT_MS } from "../../../sandbox-agent/schedules/scheduler.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "../../../sandbox-agent/schedules/schedules.js";
+import { RETIRED_KEPT } from "../../../sandbox-agent/schedules/store.js";
 import { FakeRunner, settle } from "./fake-runner.js";
 
 const MIN = 60_000;
@@ -73,14 +74,36 @@ describe("firing", () => {
     expect(s.service.get("five").next_due_at).toBe(Date.parse("2026-01-01T00:10:00Z"));
   });
 
-  it("fires an `at` once, then keeps it as done with its executions", async () => {
+  it("fires an `at` once, then deletes it (the platform's rule) and keeps its executions; its id can be reused", async () => {
     const s = boot();
     s.service.create(def({ id: "once", type: "sleep", value: "90s" }));
+    s.service.create(def({ id: "later", type: "cron", value: "0 0 1 1 *" }));
     clock.advance(10 * MIN);
     await settle();
-    expect(executions(s, "once")).toHaveLength(1);
-    expect(s.service.get("once")).toMatchObject({ type: "at", value: "2026-01-01T00:01:30.000Z", next_due_at: null, last_due_at: Date.parse("2026-01-01T00:01:30Z") });
-    expect(clock.pendingTimers).toBe(0);
+    expect(executions(s, "once")).toMatchObject([{ schedule_id: "once", due_at: Date.parse("2026-01-01T00:01:30Z") }]);
+    expect(() => s.service.get("once")).toThrow(/not found/);
+    expect(() => s.service.delete("once")).toThrow(/not found/);
+    expect(s.service.list({}, { sort: "asc", limit: 100 })).toMatchObject({ rows: [{ id: "later" }], total: 1 });
+    expect(s.service.list({ type: "at" }, { sort: "asc", limit: 100 }).total).toBe(0);
+    expect(s.service.withHistory("once")).toBe("once");
+    expect(clock.pendingTimers).toBe(1); // the cron's
+    runner.end(executions(s, "once")[0]!.process_name!, { output: "hi\n" });
+    await settle();
+    expect(executions(s, "once")[0]).toMatchObject({ status: "succeeded", output: "hi\n" }); // the run's end is still recorded
+    // A new schedule of that id starts afresh: the retired one and its history go.
+    s.service.create(def({ id: "once", type: "cron", value: "0 0 1 1 *" }));
+    expect(executions(s, "once")).toHaveLength(0);
+    expect(s.service.get("once").type).toBe("cron");
+  });
+
+  it("keeps the history of the newest fired one-offs only (RETIRED_KEPT)", async () => {
+    const s = boot();
+    for (let i = 0; i < RETIRED_KEPT + 5; i++) s.service.create(def({ id: `at${i}`, type: "sleep", value: `${60 + i}s` }));
+    clock.advance(RETIRED_KEPT * 1000 + 10 * MIN);
+    await settle();
+    expect(executions(s).length).toBe(RETIRED_KEPT);
+    expect(() => s.service.withHistory("at0")).toThrow(/not found/);
+    expect(s.service.withHistory(`at${RETIRED_KEPT + 4}`)).toBe(`at${RETIRED_KEPT + 4}`);
   });
 
   it("records how a run ended: non-zero exit, timeout kill, failure to start", async () => {

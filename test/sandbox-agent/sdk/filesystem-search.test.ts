@@ -88,8 +88,13 @@ describe("@blaxel/core sandbox.fs: tree, find, search, grep, watch", () => {
       await sandbox.fs.write("/watched/skip-me.txt", "no");
       await sandbox.fs.write("/watched/hello.txt", "hi there");
       await eventually(async () => events.some((e) => e.name === "hello.txt" && e.content === "hi there"), 20_000, "event with content");
-      expect(events.find((e) => e.name === "hello.txt")).toMatchObject({ op: "CREATE", path: "/watched" });
-      expect(events.some((e) => e.name.includes("skip-me"))).toBe(false);
+      // Only the user's names (the reference's TestFileSystemWatch: the first event names the file written), never the agent's temp file.
+      expect(events[0]).toMatchObject({ op: "CREATE", name: "hello.txt", path: "/watched" });
+      expect(events.every((e) => e.name === "hello.txt")).toBe(true);
+      const seen = events.length;
+      await sandbox.fs.write("/watched/hello.txt", "replaced");
+      await eventually(async () => events.some((e) => e.content === "replaced"), 20_000, "the overwrite's event");
+      expect(events.slice(seen).map((e) => `${e.op} ${e.name}`)).toEqual(["WRITE hello.txt"]);
     } finally {
       handle.close();
     }

@@ -1,10 +1,12 @@
 import { readFileSync } from "node:fs";
-import { request } from "node:http";
+import { get, type IncomingMessage } from "node:http";
+import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { spawnAgent, type AgentProcess } from "../../helpers/agent-process.js";
 import { tempDir } from "../../helpers/agent.js";
-import { MAX_EVENT_CHARS } from "../../../sandbox-agent/process/stream.js";
+import { eventually } from "../schedules/eventually.js";
+import { MAX_EVENT_CHARS } from "../../../sandbox-agent/process/follow.js";
 
 /** #14 item 10: no stream buffers without bound, no event is unbounded, list entries are short. */
 const agents: AgentProcess[] = [];
@@ -24,20 +26,88 @@ const post = (url: string, body: object, headers: Record<string, string> = {}) =
   fetch(`${url}/process`, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: JSON.stringify(body) });
 
 describe("memory bounds", () => {
-  it("a stalled reader of a log stream on `yes` does not grow the agent", async () => {
+  /**
+   * Samples the agent's RSS for `ms` while a reader that never reads holds `path` open on `yes`; returns the
+   * peak growth over the agent's idle RSS (MiB) and how much `yes` wrote meanwhile (it must not be held up).
+   */
+  async function stalledReader(stall: (agent: AgentProcess) => Promise<{ socket: Socket; pid: () => number }>, ms: number) {
     const agent = await start();
-    const started = (await (await post(agent.url, { command: "yes", name: "flood" })).json()) as { pid: string };
+    await new Promise((r) => setTimeout(r, 500));
+    const idle = rssMiB(agent.child.pid!);
+    const { socket, pid } = await stall(agent);
+    let peak = idle;
+    const written = () => Number(/wchar:\s+(\d+)/.exec(readFileSync(`/proc/${pid()}/io`, "utf8"))![1]);
+    await new Promise((r) => setTimeout(r, 500));
+    const wroteBefore = written();
+    for (let t = 0; t < ms; t += 250) {
+      await new Promise((r) => setTimeout(r, 250));
+      peak = Math.max(peak, rssMiB(agent.child.pid!));
+    }
+    const wrote = written() - wroteBefore;
+    socket.destroy();
+    return { grown: peak - idle, wroteMiB: wrote / 1024 / 1024 };
+  }
+
+  /** A raw client that sends `head` and stops reading once the response starts (its buffers, then the kernel's, fill). */
+  function stalledClient(url: string, head: string): Promise<Socket> {
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    socket.write(head);
+    return new Promise((resolve) => socket.once("data", () => { socket.pause(); resolve(socket); }));
+  }
+
+  it("a stalled reader of GET /process/{id}/logs/stream on `yes` keeps the agent within 64 MiB of idle, and yes runs on", async () => {
+    const { grown, wroteMiB } = await stalledReader(async (agent) => {
+      const started = (await (await post(agent.url, { command: "yes", name: "flood" })).json()) as { pid: string };
+      groups.push(Number(started.pid));
+      const socket = await stalledClient(agent.url, "GET /process/flood/logs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      return { socket, pid: () => Number(started.pid) };
+    }, 8_000);
+    // Before: +240 MiB in 20 s (the agent split gigabytes into lines nobody read, then queued 8 MiB of them as tiny strings).
+    expect(grown).toBeLessThanOrEqual(64);
+    expect(wroteMiB).toBeGreaterThan(10); // the process writes to files: one slow reader never blocks it
+  }, 60_000);
+
+  it("a stalled reader of the NDJSON exec stream (POST /process, Accept: text/event-stream) on `yes` stays within 64 MiB too", async () => {
+    let pid = 0;
+    const { grown } = await stalledReader(async (agent) => {
+      const body = JSON.stringify({ command: "yes", name: "flood-exec" });
+      const socket = await stalledClient(agent.url, `POST /process HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      const record = (await (await fetch(`${agent.url}/process/flood-exec`)).json()) as { pid: string };
+      pid = Number(record.pid);
+      groups.push(pid);
+      return { socket, pid: () => pid };
+    }, 8_000);
+    expect(grown).toBeLessThanOrEqual(64);
+  }, 60_000);
+
+  it("a reader that stalls, then reads again, is told what it missed and follows on; the stored log is whole", async () => {
+    const agent = await start();
+    const started = (await (await post(agent.url, { command: "seq -f line-%.0f 1 1000000000", name: "counter" })).json()) as { pid: string };
     groups.push(Number(started.pid));
-    const before = rssMiB(agent.child.pid!);
-    // A reader that never reads: the socket's buffers fill, then the agent must stop queueing.
-    const stalled = request(`${agent.url}/process/flood/logs/stream`);
-    stalled.on("response", (res) => res.pause());
-    stalled.on("error", () => undefined);
-    stalled.end();
-    await new Promise((r) => setTimeout(r, 3000));
-    const grown = rssMiB(agent.child.pid!) - before;
-    stalled.destroy();
-    expect(grown).toBeLessThan(450); // before #14 item 10: +1.2 GB in 5 s, then a V8 fatal error; now it levels off near +250 MiB (heap headroom)
+    // An HTTP client this time (chunked framing decoded), paused once the response starts.
+    const res = await new Promise<IncomingMessage>((resolve) => get(`${agent.url}/process/counter/logs/stream`, resolve));
+    res.pause();
+    await new Promise((r) => setTimeout(r, 3_000));
+    let text = "";
+    res.setEncoding("latin1");
+    res.on("data", (d: string) => (text += d));
+    res.resume();
+    const numbered = (lines: string[]) => lines.map((l) => /^stdout:line-(\d+)$/.exec(l)?.[1]).filter((n) => n !== undefined).map(Number);
+    const afterMarker = () => {
+      const at = text.indexOf("the reader was too slow]\n");
+      return at === -1 ? undefined : numbered(text.slice(at).split("\n").slice(1, 1000));
+    };
+    await eventually(async () => (afterMarker()?.length ?? 0) >= 100, 20_000, "the marker, then lines");
+    res.destroy();
+    // Numbers keep rising across the gap: the reader resumed from the output as it is now, nothing replayed.
+    const before = numbered(text.slice(0, text.lastIndexOf("\n", text.indexOf("the reader was too slow]"))).split("\n"));
+    const after = afterMarker()!;
+    expect(text).toMatch(/\[output dropped: \d+ bytes, the reader was too slow\]\n/);
+    expect(after[0]!).toBeGreaterThan(before.at(-1)!);
+    expect(after.every((n, i) => i === 0 || n > after[i - 1]!)).toBe(true);
+    const logs = (await (await fetch(`${agent.url}/process/counter/logs`)).json()) as { stdout: string };
+    expect(logs.stdout.length).toBeGreaterThan(1024 * 1024);
   }, 60_000);
 
   it("an exec stream of one long line without a newline is sent in bounded events", async () => {

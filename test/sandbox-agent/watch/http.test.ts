@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../../../src/clock.js";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
 import { eventually } from "../schedules/eventually.js";
+import { agentClient, md5 } from "../../helpers/multipart.js";
 import { symlinkSync } from "node:fs";
 
 let agent: TestAgent;
@@ -103,6 +104,42 @@ describe("GET /watch/filesystem/{path}", () => {
     expect(s.events()[0]).toEqual({ op: "CREATE", name: "a.txt", path: "/w", error: null });
     expect(s.lines[0]).toBe('{"op":"CREATE","name":"a.txt","path":"/w","error":null}');
     expect(seen.some((o) => o.includes("not-watched"))).toBe(false); // not recursive
+  });
+
+  it("the agent's own writes report the user's names only: PUT, overwrite and multipart land as the reference's in-place writes", async () => {
+    mkdirSync(join(agent.root, "own"), { recursive: true });
+    const api = agentClient(agent.url);
+    const s = await watchStream(encodeURIComponent("/own"));
+    try {
+      // The reference's TestFileSystemWatch: the first line names the file written (no temp file of the agent's).
+      expect((await api.put(`/filesystem/${encodeURIComponent("/own/watched.txt")}`).send({ content: "hello watch!" })).status).toBe(200);
+      await eventually(async () => s.events().some((e) => e.op === "WRITE" && e.name === "watched.txt"), 20_000, "WRITE watched.txt");
+      expect(s.lines[0]).toBe('{"op":"CREATE","name":"watched.txt","path":"/own","error":null}');
+      expect(s.events().map((e) => `${e.op} ${e.name}`)).toEqual(["CREATE watched.txt", "WRITE watched.txt"]);
+      // Replacing it is a WRITE (os.WriteFile truncates in place), not a CREATE of a new file.
+      expect((await api.put(`/filesystem/${encodeURIComponent("/own/watched.txt")}`).send({ content: "again" })).status).toBe(200);
+      await eventually(async () => s.events().length === 3, 20_000, "third event");
+      expect(s.events()[2]).toEqual({ op: "WRITE", name: "watched.txt", path: "/own", error: null });
+      const data = Buffer.alloc(1024, 7);
+      const uploadId = await api.initiate("/own/uploaded.bin");
+      expect((await api.part(uploadId, 1, data)).status).toBe(200);
+      expect((await api.complete(uploadId, [{ partNumber: 1, etag: md5(data) }])).status).toBe(200);
+      await eventually(async () => s.events().some((e) => e.name === "uploaded.bin"), 20_000, "uploaded.bin");
+      await new Promise((r) => setTimeout(r, 200)); // anything late about the agent's own files would be in by now
+      const names = new Set(s.events().map((e) => e.name));
+      expect([...names]).toEqual(["watched.txt", "uploaded.bin"]);
+      expect(s.lines.some((l) => l.includes(".tmp") || l.includes("probe"))).toBe(false);
+    } finally {
+      s.close();
+    }
+    // A user's own file of that shape is reported: only names the agent is writing right now are hidden.
+    const s2 = await watchStream(encodeURIComponent("/own"));
+    try {
+      writeFileSync(join(agent.root, "own/.266300ff9979.tmp"), "mine");
+      await eventually(async () => s2.events().some((e) => e.name === ".266300ff9979.tmp"), 20_000, "the user's .tmp");
+    } finally {
+      s2.close();
+    }
   });
 
   it("a burst of changes faster than delivery still reports each arrival, move and removal in order", async () => {

@@ -71,11 +71,14 @@ describe("schedules delegated to the sandboxes' agents", () => {
     const all = await call("GET", "/v0/schedule-executions");
     expect(all.body.data.map((e: { id: string }) => e.id)).toContain(execution.id);
     expect((await call("GET", "/v0/schedule-executions?status=failed")).body.data).toEqual([]);
+    // A one-off that fired is deleted, as on the platform; its execution stays (counted in the metrics).
+    expect((await call("GET", `/v0/sandboxes/alpha/schedules/${sleepId}`)).status).toBe(404);
     const metrics = await call("GET", "/v0/schedules/metrics");
-    expect(metrics.body).toMatchObject({ sandboxes: 2, schedules: 2, executions: 1, executionsByStatus: { succeeded: 1, failed: 0 } });
+    expect(metrics.body).toMatchObject({ sandboxes: 1, schedules: 1, executions: 1, executionsByStatus: { succeeded: 1, failed: 0 } });
   });
 
   it("cross-sandbox lists merge the agents' pages behind one cursor", async () => {
+    expect((await call("POST", "/v0/sandboxes/alpha/schedules", { id: "hourly", type: "cron", value: "0 * * * *", input: { command: "true" } })).status).toBe(200);
     const all = await call("GET", "/v0/schedules");
     expect(all.body.data.map((s: { sandbox: string }) => s.sandbox).sort()).toEqual(["alpha", "beta"]);
     expect(all.body.meta.total).toBe(2);
@@ -83,13 +86,13 @@ describe("schedules delegated to the sandboxes' agents", () => {
     expect(first.body.meta.hasMore).toBe(true);
     const second = await call("GET", `/v0/schedules?limit=1&cursor=${encodeURIComponent(first.body.meta.nextCursor)}`);
     expect(second.body.meta).toMatchObject({ hasMore: false, nextCursor: "" });
-    expect([first.body.data[0].id, second.body.data[0].id].sort()).toEqual([sleepId, "nightly"].sort());
+    expect([first.body.data[0].id, second.body.data[0].id].sort()).toEqual(["hourly", "nightly"]);
     expect((await call("GET", "/v0/schedules?sandbox=beta")).body.data.map((s: { id: string }) => s.id)).toEqual(["nightly"]);
     expect((await call("GET", "/v0/schedules?sandbox=ghost")).body).toMatchObject({ data: [], meta: { total: 0 } });
     // Before 2026-04-28 a sandbox's list is a bare array of everything.
     const bare = await call("GET", "/v0/sandboxes/beta/schedules", undefined, "2026-04-16");
     expect(bare.body.map((s: { id: string }) => s.id)).toEqual(["nightly"]);
-    expect((await call("GET", `/v0/schedules?limit=1&type=at&cursor=${encodeURIComponent(first.body.meta.nextCursor)}`)).status).toBe(400);
+    expect((await call("GET", `/v0/schedules?limit=1&type=cron&cursor=${encodeURIComponent(first.body.meta.nextCursor)}`)).status).toBe(400);
   });
 
   it("updates and deletes on the agent", async () => {
