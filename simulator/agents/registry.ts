@@ -5,6 +5,7 @@ import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, type Launcher, type SupervisorEvent, type SupervisorOptions } from "../launcher/index.js";
+import type { LaunchSpec } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
@@ -41,6 +42,8 @@ export interface SandboxAgentsOptions {
   logger?: Logger;
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
   images?: SandboxImages;
+  /** The simulator's egress for a sandbox (simulator/egress), used where the launcher has `egress`. */
+  egress?: (workspace: string, sandbox: string) => { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -99,7 +102,8 @@ export class SandboxAgents {
   /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
   prepare(workspace: string): void {
     const dir = this.sandboxDir(workspace, "prepared");
-    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel });
+    const egress = this.options.launcher.egress ? this.options.egress?.(workspace, "prepared").spec : undefined;
+    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, egress });
   }
 
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
@@ -112,9 +116,10 @@ export class SandboxAgents {
     // A volume created while the simulator ran without agents (records only) gets its directory now.
     for (const m of mounts) mkdirSync(m.source, { recursive: true });
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
+    const egress = this.options.launcher.egress ? this.options.egress?.(workspace, sandbox) : undefined;
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
+      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
         this.options.onEvent?.(workspace, sandbox, event);
         if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);

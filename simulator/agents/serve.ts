@@ -14,6 +14,7 @@ import { createLauncher, describeLauncher, ProcessLauncher, type Launcher } from
 import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
 import { SandboxImages } from "../images/sandbox-images.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
+import { SimulatorEgress } from "../egress/index.js";
 import { SandboxAgents } from "./registry.js";
 import { JobRunner } from "../jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./volume-fs.js";
@@ -76,7 +77,17 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     })
     : undefined;
   deps.images = images;
+  // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
+  let listenUrl: string | undefined;
+  const egress = new SimulatorEgress({
+    caDir: inMemory ? undefined : join(dir, "egress-ca"),
+    logger: deps.logger.child({ component: "egress" }),
+    resources: deps.resources,
+    urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
+    outbound: deps.config.sandboxNetwork === "outbound",
+  });
   const agents = new SandboxAgents({
+    egress: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
     launcher,
     dir,
     images,
@@ -122,6 +133,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     throw listenFailure(err, deps.config.host, deps.config.port) ?? err;
   });
   deps.urls.base = deps.config.publicUrl ?? serving.url;
+  listenUrl = serving.url;
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);
@@ -156,6 +168,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       await agents.stopAll();
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
+      egress.close();
       runtime.close();
       if (inMemory) rmSync(dir, { recursive: true, force: true });
     })()),

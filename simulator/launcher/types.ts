@@ -6,6 +6,7 @@
  */
 import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
+import type { SandboxEgressSpec } from "./gateway.js";
 
 export interface LaunchSpec {
   workspace: string;
@@ -36,6 +37,8 @@ export interface LaunchSpec {
   memoryMb?: number;
   /** Outbound network from inside the sandbox (default true where the launcher gives it a network of its own). */
   outboundNetwork?: boolean;
+  /** The simulator's egress (simulator/egress): its address inside the sandbox and the CA to trust; only for launchers with `egress`. */
+  egress?: SandboxEgressSpec;
 }
 
 export interface SandboxMount {
@@ -88,6 +91,8 @@ export interface Launcher {
    * or exporting it on first use). Otherwise images are only checked by name (docs/images.md).
    */
   readonly usesImageRoot?: boolean;
+  /** True when a sandbox's traffic can be made to pass the simulator's egress proxy (its own network namespace: LaunchSpec.egress). */
+  readonly egress?: boolean;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
   /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */
