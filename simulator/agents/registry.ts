@@ -42,8 +42,12 @@ export interface SandboxAgentsOptions {
   logger?: Logger;
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
   images?: SandboxImages;
-  /** The simulator's egress for a sandbox (simulator/egress), used where the launcher has `egress`. */
-  egress?: (workspace: string, sandbox: string) => { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
+  /** The simulator's egress (simulator/egress), used where the launcher has `egress`. */
+  egress?: {
+    launchFor(workspace: string, sandbox: string): { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
+    /** Whether the sandbox may keep its direct outbound path (its policy restricts no destination). */
+    directAllowed(workspace: string, sandbox: string): boolean;
+  };
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -102,8 +106,19 @@ export class SandboxAgents {
   /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
   prepare(workspace: string): void {
     const dir = this.sandboxDir(workspace, "prepared");
-    const egress = this.options.launcher.egress ? this.options.egress?.(workspace, "prepared").spec : undefined;
+    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, "prepared").spec : undefined;
     this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, egress });
+  }
+
+  /**
+   * The sandbox's spec.network as it is now, applied to its running agent: the egress proxy reads the policy
+   * per request by itself; what changes here is whether the sandbox keeps a direct path out (none while its
+   * policy restricts destinations). Resolves once applied (slirp4netns stopped or attached).
+   */
+  async applyNetwork(workspace: string, sandbox: string): Promise<void> {
+    const set = this.running.get(key(workspace, sandbox))?.supervisor.setDirectOutbound;
+    if (!set || !this.options.egress) return;
+    await set(this.options.egress.directAllowed(workspace, sandbox)).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "applying the sandbox's network failed"));
   }
 
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
@@ -116,12 +131,13 @@ export class SandboxAgents {
     // A volume created while the simulator ran without agents (records only) gets its directory now.
     for (const m of mounts) mkdirSync(m.source, { recursive: true });
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
-    const egress = this.options.launcher.egress ? this.options.egress?.(workspace, sandbox) : undefined;
+    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, sandbox) : undefined;
     const supervisor = new AgentSupervisor(
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
         this.options.onEvent?.(workspace, sandbox, event);
+        if (event.type === "restarted") void this.applyNetwork(workspace, sandbox);
         if (event.type === "restarted") void startImageServices(event.url, token, image.services, this.options.logger);
       } },
     );

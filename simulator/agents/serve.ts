@@ -87,7 +87,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     outbound: deps.config.sandboxNetwork === "outbound",
   });
   const agents = new SandboxAgents({
-    egress: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
+    egress: {
+      launchFor: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
+      directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
+    },
     launcher,
     dir,
     images,

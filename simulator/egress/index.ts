@@ -3,7 +3,7 @@ import type { ResourceStore } from "../store/resources.js";
 import type { SandboxEgressSpec } from "../launcher/gateway.js";
 import { EGRESS_TRUST_ENV } from "../launcher/egress-trust.js";
 import { EgressCa } from "./ca.js";
-import { parseNetwork, type EgressPolicy } from "./policy.js";
+import { parseNetwork, restricts, type EgressPolicy } from "./policy.js";
 import { EgressProxy, type EgressClient } from "./proxy.js";
 
 /**
@@ -61,6 +61,7 @@ export class SimulatorEgress {
         listen: [{ host: "127.0.0.1", port }, { host: "::1", port }],
         accept: (socket) => this.proxy.accept(socket, client),
         caPem: this.ca.certPem,
+        direct: this.directAllowed(client),
       },
       env: {
         HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl,
@@ -68,6 +69,11 @@ export class SimulatorEgress {
         ...EGRESS_TRUST_ENV,
       },
     };
+  }
+
+  /** Whether the sandbox keeps its direct outbound path: not while its policy restricts destinations (the proxy is then the only way out). */
+  directAllowed(client: EgressClient): boolean {
+    return !restricts(this.policyOf(client));
   }
 
   /** A sandbox's policy as stored now (a PUT applies to its next request); jobs' tasks have none. */

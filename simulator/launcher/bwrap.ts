@@ -147,6 +147,7 @@ export class BwrapLauncher implements Launcher {
       sandboxPid: sandbox.sandboxPid,
       // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
       openPort: portHandoff(sandbox.child),
+      setDirectOutbound: sandbox.setDirect,
     };
   }
 
@@ -164,6 +165,7 @@ export class BwrapLauncher implements Launcher {
     }
     writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
     if (spec.egress) this.trustEgress(spec, spec.egress, false);
+    if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
     setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
     const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
@@ -237,19 +239,35 @@ export class BwrapLauncher implements Launcher {
     const info = readInfo(child.stdio[3] as Readable);
     void info.then((pid) => (sandboxPid = pid), () => {});
     let networkUp: Promise<void> | undefined;
+    // A sandbox whose policy restricts destinations has no direct path out: its proxy is the only one (simulator/egress).
+    let direct = spec.egress?.direct ?? true;
     // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
     const network = () => (networkUp ??= (async () => {
       const pid = await info;
-      if (!outbound) return;
+      if (!outbound || !direct) return;
       link = startOutbound(this.tools.slirp4netns!, pid);
       await link.ready;
     })());
+    let changing = Promise.resolve();
+    const setDirect = (on: boolean) => (changing = changing.then(async () => {
+      direct = on;
+      if (!outbound || !networkUp) return;
+      await networkUp.catch(() => {});
+      if (!on && link) {
+        const old = link;
+        link = undefined;
+        await old.stop();
+      } else if (on && !link && child.exitCode === null && child.signalCode === null) {
+        link = startOutbound(this.tools.slirp4netns!, await info);
+        await link.ready;
+      }
+    }));
     child.once("exit", () => {
       link?.stop();
       void cgroup?.remove();
       if (overlay) unlockWorkDir(overlay.workDir);
     });
-    return { child, cgroup, network, sandboxPid: () => sandboxPid };
+    return { child, cgroup, network, setDirect, sandboxPid: () => sandboxPid };
   }
 
   /** The egress proxy's CA in the sandbox's store (its own layer, before the overlay is mounted) and in its data dir's trust files (egress-trust.ts). */

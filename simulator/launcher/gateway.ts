@@ -69,4 +69,6 @@ function openGateway(child: ChildProcess, host: OpenGatewayRequest["host"], port
 export interface SandboxEgressSpec extends GatewaySpec {
   /** The egress proxy's CA certificate (PEM): every TLS client in the sandbox must trust it. */
   caPem: string;
+  /** False: the sandbox starts without its direct outbound path (its policy restricts destinations). Default true. */
+  direct?: boolean;
 }

@@ -18,7 +18,8 @@ export const SANDBOX_RESOLV_CONF = "nameserver 10.0.2.3\noptions edns0\n";
 export interface OutboundLink {
   /** Resolves once tap0 is configured (slirp4netns's ready fd). */
   ready: Promise<void>;
-  stop(): void;
+  /** Ends slirp4netns (its tap0 goes with it); resolves once it has exited. */
+  stop(): Promise<void>;
 }
 
 export function startOutbound(slirp4netns: string, sandboxPid: number): OutboundLink {
@@ -34,10 +35,13 @@ export function startOutbound(slirp4netns: string, sandboxPid: number): Outbound
     child.once("error", (err) => reject(new LaunchError(`cannot start slirp4netns: ${err.message}`)));
   });
   ready.catch(() => {}); // awaited by the launcher; an early failure must not be an unhandled rejection
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   return {
     ready,
     stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+      child.kill("SIGKILL");
+      return exited;
     },
   };
 }

@@ -77,6 +77,12 @@ export interface AgentHandle extends AgentEndpoint {
    * network); docker: none. A Kubernetes launcher could dial the pod's IP.
    */
   openPort?(port: number): Promise<Socket>;
+  /**
+   * Attaches or removes the sandbox's direct outbound network (bwrap: slirp4netns) while it runs: without
+   * it, the egress proxy is the sandbox's only way out, so plain TCP to a destination its policy blocks is
+   * refused. Optional: launchers without a network of their own cannot.
+   */
+  setDirectOutbound?(on: boolean): Promise<void>;
   /** Settles once the agent has exited, however that happened. Never rejects. */
   exited: Promise<AgentExit>;
   /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */

@@ -1,3 +1,6 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { networkInterfaces } from "node:os";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -19,6 +22,8 @@ type Sdk = typeof import("@blaxel/core");
 type Sandbox = InstanceType<Sdk["SandboxInstance"]>;
 const KEY = "egress-policy-admin-key";
 const SECRET = "s3cret-value-never-shown-9f2c";
+/** The host's own non-loopback address: the only "outside" this machine is sure to have. */
+const hostAddress = Object.values(networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)?.address;
 
 /** A CONNECT through HTTPS_PROXY, then https over it (as the SDK's tests do); prints the body, exits 1 on a refusal. */
 const CONNECT_CLIENT = String.raw`
@@ -134,7 +139,7 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
     expect(JSON.parse(posted.out).bytes).toBe(JSON.stringify({ a: 1, injected: `k=${SECRET}` }).length);
     // Another rule's destinations do not get it.
     const got = await sdk.SandboxInstance.get("client-b");
-    expect(JSON.stringify(got.sandbox)).not.toContain(SECRET);
+    expect(JSON.stringify(got.spec)).not.toContain(SECRET);
     expect(JSON.stringify(got.spec.network)).toContain("***");
     // A read-modify-write (the SDK's updateNetwork sends the masked spec back) keeps the stored secret.
     await setNetwork({ ...got.spec.network, allowedDomains: ["*.localhost"] });
@@ -144,6 +149,27 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
     expect(await list.text()).not.toContain(SECRET);
     expect(logs).not.toContain(SECRET);
     expect(logs).toContain("egress blocked by the sandbox's network policy");
+  });
+
+  it.skipIf(!hostAddress)("with a restricting policy, plain TCP (not through the proxy) is refused; the proxy still leads out; removal restores it", async () => {
+    const outside: Server = createServer((_q, s) => s.end("outside"));
+    await new Promise<void>((r) => outside.listen(0, "0.0.0.0", r));
+    const url = `http://${hostAddress}:${(outside.address() as AddressInfo).port}/`;
+    try {
+      const direct = () => run(`curl -sS --noproxy '*' --max-time 5 ${url}`);
+      await setNetwork(undefined);
+      expect((await direct()).out).toBe("outside");
+      await setNetwork({ forbiddenDomains: ["blocked.example.com"] });
+      const cut = await direct();
+      expect(cut.code).not.toBe(0);
+      expect(cut.out).not.toContain("outside");
+      const proxied = await run(`curl -sS --max-time 5 --proxy "$HTTP_PROXY" --noproxy '' ${url}`);
+      expect(proxied.out).toBe("outside");
+      await setNetwork(undefined);
+      expect((await direct()).out).toBe("outside");
+    } finally {
+      outside.close();
+    }
   });
 
   it("bad input: a malformed pattern, an unknown secret, a huge list are 400 naming the field, nothing applied", async () => {
