@@ -47,6 +47,8 @@ export interface SandboxAgentsOptions {
     launchFor(workspace: string, sandbox: string): { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
     /** Whether the sandbox may keep its direct outbound path (its policy restricts no destination). */
     directAllowed(workspace: string, sandbox: string): boolean;
+    /** Whether the sandbox's spec.network asks for anything (domains or routing rules). */
+    hasPolicy(workspace: string, sandbox: string): boolean;
   };
 }
 
@@ -132,6 +134,9 @@ export class SandboxAgents {
     for (const m of mounts) mkdirSync(m.source, { recursive: true });
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
     const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, sandbox) : undefined;
+    if (!this.options.launcher.egress && this.options.egress?.hasPolicy(workspace, sandbox)) {
+      this.options.logger?.warn({ workspace, sandbox, launcher: this.options.launcher.name }, "this launcher cannot enforce spec.network (no network of the sandbox's own): its policy and routing rules are not applied");
+    }
     const supervisor = new AgentSupervisor(
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },

@@ -90,6 +90,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     egress: {
       launchFor: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
       directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
+      hasPolicy: (workspace, sandbox) => {
+        const policy = egress.policyOf({ workspace, sandbox });
+        return !!policy && (policy.allowedDomains.length + policy.forbiddenDomains.length + policy.routing.length > 0);
+      },
     },
     launcher,
     dir,
@@ -115,7 +119,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     for (const volume of deps.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
-  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn" });
+  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
   jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
   deps.jobs = jobs;
   const proxy = createSimulatorSandboxProxy(deps, agents);

@@ -8,10 +8,11 @@ import forge from "node-forge";
 /**
  * The certificate authority the egress proxy signs its per-host certificates
  * with (node-forge's X.509), made once: kept in `dir` (beside the simulator's
- * data, mode 0600) so sandboxes of later runs still trust it, or per run
- * when there is no directory. Keys come from Node's own generator (OpenSSL);
- * every host certificate shares one key made per run, so a new host costs a
- * signature, not a key.
+ * data, mode 0600) so sandboxes of later runs still trust it, or once per
+ * process when there is no directory (simulators in one process, as in
+ * tests, share it). Keys come from Node's own generator (OpenSSL); every host
+ * certificate shares one key made per process, so a new host costs a
+ * signature, not a key (an RSA key takes up to a second on a busy machine).
  */
 
 const CA_SUBJECT = [{ name: "commonName", value: "sandbox-kit egress CA" }, { name: "organizationName", value: "sandbox-kit simulator" }];
@@ -28,12 +29,12 @@ export class EgressCa {
 
   constructor(dir: string | undefined, private readonly now: () => number = Date.now) {
     const stored = dir ? loadCa(dir) : undefined;
-    const ca = stored ?? makeCa(now());
+    const ca = stored ?? (dir ? makeCa(now()) : (processCa ??= makeCa(now())));
     if (dir && !stored) saveCa(dir, ca);
     this.certPem = ca.certPem;
     this.caKey = forge.pki.privateKeyFromPem(ca.keyPem) as forge.pki.rsa.PrivateKey;
     this.caCert = forge.pki.certificateFromPem(ca.certPem);
-    const leaf = rsaKeyPair();
+    const leaf = (leafKey ??= rsaKeyPair());
     this.leafKeyPem = leaf.keyPem;
     this.leafPublic = forge.pki.publicKeyFromPem(leaf.publicPem) as forge.pki.rsa.PublicKey;
   }
@@ -68,6 +69,9 @@ export class EgressCa {
     return forge.pki.certificateToPem(cert);
   }
 }
+
+let processCa: CaFiles | undefined;
+let leafKey: { keyPem: string; publicPem: string } | undefined;
 
 interface CaFiles {
   certPem: string;

@@ -30,14 +30,13 @@ export interface SimulatorEgressOptions {
 }
 
 export class SimulatorEgress {
-  readonly ca: EgressCa;
   readonly proxy: EgressProxy;
+  private madeCa: EgressCa | undefined;
   private readonly parsed = new Map<string, EgressPolicy | undefined>();
 
   constructor(private readonly options: SimulatorEgressOptions) {
-    this.ca = new EgressCa(options.caDir);
     this.proxy = new EgressProxy({
-      ca: this.ca,
+      ca: { contextFor: (host) => this.ca.contextFor(host) },
       logger: options.logger,
       policyOf: (client) => this.policyOf(client),
       isSimulator: (host, port) => this.isSimulator(host, port),
@@ -48,6 +47,11 @@ export class SimulatorEgress {
       },
       outbound: options.outbound,
     });
+  }
+
+  /** Made on first use (the first sandbox): a simulator that runs none never pays for its keys. */
+  get ca(): EgressCa {
+    return (this.madeCa ??= new EgressCa(this.options.caDir));
   }
 
   /** The sandbox's gateway, CA and environment, for LaunchSpec.egress and env. */
@@ -78,6 +82,7 @@ export class SimulatorEgress {
 
   /** A sandbox's policy as stored now (a PUT applies to its next request); jobs' tasks have none. */
   policyOf(client: EgressClient): EgressPolicy | undefined {
+    if (client.job) return undefined;
     const network = this.options.resources.get<{ spec?: { network?: unknown } }>(client.workspace, "sandbox", client.sandbox)?.doc.spec?.network;
     if (network === undefined) return undefined;
     const key = JSON.stringify(network);

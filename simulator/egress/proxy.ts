@@ -28,10 +28,12 @@ export interface EgressClient {
   workspace: string;
   /** The sandbox, or `job-<job>-<task>` for a job's task. */
   sandbox: string;
+  /** A job's task: no sandbox's policy applies to it. */
+  job?: boolean;
 }
 
 export interface EgressProxyDeps {
-  ca: EgressCa;
+  ca: Pick<EgressCa, "contextFor">;
   logger: Logger;
   /** The sandbox's current policy (undefined: none). */
   policyOf(client: EgressClient): EgressPolicy | undefined;
