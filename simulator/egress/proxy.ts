@@ -56,6 +56,8 @@ interface Target {
   host: string;
   port: number;
   path: string;
+  /** An absolute-form request's authority: it replaces the Host the client sent (RFC 9112 §3.2.2). */
+  authority?: string;
 }
 
 const MAX_INJECTED_BODY = 16 * 1024 * 1024;
@@ -95,7 +97,7 @@ export class EgressProxy {
       const parsed = new URL(url);
       if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return undefined;
       const secure = parsed.protocol === "https:";
-      return { secure, host: parsed.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase(), port: Number(parsed.port) || (secure ? 443 : 80), path: `${parsed.pathname}${parsed.search}` };
+      return { secure, host: parsed.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase(), port: Number(parsed.port) || (secure ? 443 : 80), path: `${parsed.pathname}${parsed.search}`, authority: parsed.host };
     } catch {
       return undefined;
     }
@@ -135,6 +137,7 @@ export class EgressProxy {
   private async forward(req: IncomingMessage, res: ServerResponse, origin: Origin, target: Target, injection: Injection | undefined): Promise<void> {
     const toSimulator = this.deps.isSimulator(target.host, target.port);
     const headers: OutgoingHttpHeaders = forwardHeaders(req.rawHeaders, injection?.headers);
+    if (target.authority) headers.host = target.authority;
     let body: Buffer | undefined;
     if (injection && Object.keys(injection.body).length > 0) {
       body = await injectBody(req, headers, injection.body, MAX_INJECTED_BODY).catch(() => undefined);
@@ -202,6 +205,7 @@ export class EgressProxy {
     const toSimulator = this.deps.isSimulator(target.host, target.port);
     const sim = this.deps.simulatorAddress();
     const headers = forwardHeaders(req.rawHeaders, injectionFor(this.deps.policyOf(origin.client), target.host)?.headers, true);
+    if (target.authority) headers.host = target.authority;
     const options = toSimulator
       ? { host: sim.host, port: sim.port, method: req.method, path: target.path, headers }
       : { host: target.host, port: target.port, method: req.method, path: target.path, headers, lookup: guardedLookup };
