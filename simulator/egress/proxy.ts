@@ -112,7 +112,7 @@ export class EgressProxy {
       return { status: 403, text: `Blocked by the sandbox's network policy (${verdict.rule}): ${verdict.reason}\n` };
     }
     if (this.deps.isSimulator(host, port)) {
-      if (path !== undefined && /^\/_sim(?:[/?]|$)/.test(path)) return { status: 403, text: "The simulator's /_sim routes are not reachable from inside a sandbox\n" };
+      if (path !== undefined && isSimRoute(path)) return { status: 403, text: "The simulator's /_sim routes are not reachable from inside a sandbox\n" };
       return undefined;
     }
     if (isHostOnly(host) || host === "localhost" || host.endsWith(".localhost")) {
@@ -225,6 +225,21 @@ export class EgressProxy {
     if (head.length > 0) upstream.write(head);
     upstream.end();
   }
+}
+
+/**
+ * Whether a path reaches the simulator's /_sim routes however it is spelled:
+ * Express matches routes case-insensitively, after percent-decoding, and a
+ * router may fold repeated slashes.
+ */
+export function isSimRoute(path: string): boolean {
+  let pathname = path.split(/[?#]/, 1)[0]!;
+  try {
+    pathname = decodeURIComponent(pathname);
+  } catch {
+    return true; // undecodable: never forwarded to the simulator as a /_sim candidate
+  }
+  return /^\/+_sim(?:\/|$)/i.test(pathname.replace(/\/{2,}/g, "/"));
 }
 
 /** host:port of a CONNECT target or a Host header ("[::1]:80", "example.com"), lower case; undefined when malformed. */

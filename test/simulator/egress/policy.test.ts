@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { networkInterfaces } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -22,6 +23,16 @@ type Sdk = typeof import("@blaxel/core");
 type Sandbox = InstanceType<Sdk["SandboxInstance"]>;
 const KEY = "egress-policy-admin-key";
 const SECRET = "s3cret-value-never-shown-9f2c";
+/** Pids of the slirp4netns processes this test process started (through the simulator it runs). */
+const ourSlirps = () => readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("slirp4netns");
+  } catch {
+    return false;
+  }
+});
+
 /** The host's own non-loopback address: the only "outside" this machine is sure to have. */
 const hostAddress = Object.values(networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)?.address;
 
@@ -159,7 +170,10 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
       const direct = () => run(`curl -sS --noproxy '*' --max-time 5 ${url}`);
       await setNetwork(undefined);
       expect((await direct()).out).toBe("outside");
+      const before = ourSlirps();
       await setNetwork({ forbiddenDomains: ["blocked.example.com"] });
+      // Its slirp4netns is gone (by pid), not left behind.
+      expect(ourSlirps().length).toBe(before.length - 1);
       const cut = await direct();
       expect(cut.code).not.toBe(0);
       expect(cut.out).not.toContain("outside");
@@ -167,6 +181,7 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
       expect(proxied.out).toBe("outside");
       await setNetwork(undefined);
       expect((await direct()).out).toBe("outside");
+      expect(ourSlirps().length).toBe(before.length);
     } finally {
       outside.close();
     }
