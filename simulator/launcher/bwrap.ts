@@ -11,7 +11,7 @@ import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
-import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
+import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { portHandoff } from "./port-handoff.js";
@@ -234,36 +234,16 @@ export class BwrapLauncher implements Launcher {
     const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
     child.on("error", () => {});
 
-    let link: OutboundLink | undefined;
     let sandboxPid: number | undefined;
     const info = readInfo(child.stdio[3] as Readable);
     void info.then((pid) => (sandboxPid = pid), () => {});
-    let networkUp: Promise<void> | undefined;
-    // A sandbox whose policy restricts destinations has no direct path out: its proxy is the only one (simulator/egress).
-    let direct = spec.egress?.direct ?? true;
-    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
-    const network = () => (networkUp ??= (async () => {
-      const pid = await info;
-      if (!outbound || !direct) return;
-      link = startOutbound(this.tools.slirp4netns!, pid);
-      await link.ready;
-    })());
-    let changing = Promise.resolve();
-    const setDirect = (on: boolean) => (changing = changing.then(async () => {
-      direct = on;
-      if (!outbound || !networkUp) return;
-      await networkUp.catch(() => {});
-      if (!on && link) {
-        const old = link;
-        link = undefined;
-        await old.stop();
-      } else if (on && !link && child.exitCode === null && child.signalCode === null) {
-        link = startOutbound(this.tools.slirp4netns!, await info);
-        await link.ready;
-      }
-    }));
+    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too);
+    // a sandbox whose policy restricts destinations has none: its egress proxy is its only way out (simulator/egress).
+    const direct = new DirectOutbound(outbound ? this.tools.slirp4netns : undefined, info, spec.egress?.direct ?? true, () => child.exitCode === null && child.signalCode === null);
+    const network = () => direct.attach();
+    const setDirect = (on: boolean) => direct.set(on);
     child.once("exit", () => {
-      link?.stop();
+      direct.stop();
       void cgroup?.remove();
       if (overlay) unlockWorkDir(overlay.workDir);
     });
