@@ -197,7 +197,7 @@ export class EgressProxy {
   /** WebSockets (and other upgrades) to the simulator or through the proxy: the handshake forwarded, then bytes both ways. */
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
-    const origin = this.origins.get(socket) ?? this.origins.get((socket as unknown as { _parent?: Duplex })._parent!);
+    const origin = this.origins.get(socket);
     const target = origin && this.targetOf(req, origin);
     if (!origin || !target) return void socket.destroy();
     const no = this.refused(origin, target.host, target.port, target.path);
