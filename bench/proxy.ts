@@ -27,6 +27,7 @@ import { cpus, loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import httpProxy from "http-proxy";
+import { benchEgress } from "./egress.js";
 import { serveSimulator } from "../simulator/agents/serve.js";
 import type { AgentEndpoint } from "../simulator/launcher/endpoint.js";
 import { probeIsolation } from "../simulator/launcher/isolation.js";
@@ -204,6 +205,7 @@ export async function benchProxy(log: (line: string) => void = console.log): Pro
       log(`  cpu ms per MiB: ${paths.map(([name]) => `${name}: ${onTheWay(name)}`).join(" | ")}`);
       log(`  peak RSS after ${mib} MiB uploads: simulator (proxy) ${fmt(simRss)} MiB | agent ${rssOf(pids.agent)} MiB | http-proxy ${fmt(libRss)} MiB | app ${rssOf(app)} MiB`);
     }
+    if (process.env.BENCH_EGRESS !== "0") await benchEgress(log);
     log(`bench:proxy done in ${fmt((performance.now() - started) / 1000)} s`);
   } finally {
     lib.child.kill();

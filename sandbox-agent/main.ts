@@ -9,6 +9,7 @@ import { createApp } from "./app.js";
 import { DataDirLockedError } from "./data-dir-lock.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
 import { servePortHandoff } from "./ports/handoff.js";
+import { serveEgressGateway } from "./ports/gateway.js";
 import { ensureDirectory } from "./start-checks.js";
 import { withInSandboxPort } from "./http/in-sandbox-port.js";
 
@@ -30,7 +31,10 @@ async function main(): Promise<void> {
   const handover = awaitHandover(process.env);
   const upgrades = UpgradeState.fromEnv(process.env);
   await handover;
-  if (config.portHandoff) servePortHandoff(process, logger);
+  if (config.portHandoff) {
+    servePortHandoff(process, logger);
+    serveEgressGateway(process, logger);
+  }
   // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
   // before it has done or logged anything; requests are answered once the app exists, which is before
   // the "listening on" line launchers wait for.

@@ -7,6 +7,7 @@ import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions, type WarmPoolState } from "../launcher/index.js";
 import { removeTree } from "../launcher/types.js";
+import type { LaunchSpec } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImages } from "../images/sandbox-images.js";
@@ -47,6 +48,14 @@ export interface SandboxAgentsOptions {
   prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
   /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */
   startQueue?: StartQueue;
+  /** The simulator's egress (simulator/egress), used where the launcher has `egress`. */
+  egress?: {
+    launchFor(workspace: string, sandbox: string): { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
+    /** Whether the sandbox may keep its direct outbound path (its policy restricts no destination). */
+    directAllowed(workspace: string, sandbox: string): boolean;
+    /** Whether the sandbox's spec.network asks for anything (domains or routing rules). */
+    hasPolicy(workspace: string, sandbox: string): boolean;
+  };
 }
 
 type Entry = { supervisor: AgentSupervisor; token: string; startedAt: number; ready: Promise<void> };
@@ -109,7 +118,19 @@ export class SandboxAgents {
   /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
   prepare(workspace: string): void {
     const dir = this.sandboxDir(workspace, "prepared");
-    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel });
+    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, "prepared").spec : undefined;
+    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, egress });
+  }
+
+  /**
+   * The sandbox's spec.network as it is now, applied to its running agent: the egress proxy reads the policy
+   * per request by itself; what changes here is whether the sandbox keeps a direct path out (none while its
+   * policy restricts destinations). Resolves once applied (slirp4netns stopped or attached).
+   */
+  async applyNetwork(workspace: string, sandbox: string): Promise<void> {
+    const set = this.running.get(key(workspace, sandbox))?.supervisor.setDirectOutbound;
+    if (!set || !this.options.egress) return;
+    await set(this.options.egress.directAllowed(workspace, sandbox)).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "applying the sandbox's network failed"));
   }
 
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
@@ -122,11 +143,16 @@ export class SandboxAgents {
     // A volume created while the simulator ran without agents (records only) gets its directory now.
     for (const m of mounts) mkdirSync(m.source, { recursive: true });
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
+    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, sandbox) : undefined;
+    if (!this.options.launcher.egress && this.options.egress?.hasPolicy(workspace, sandbox)) {
+      this.options.logger?.warn({ workspace, sandbox, launcher: this.options.launcher.name }, "this launcher cannot enforce spec.network (no network of the sandbox's own): its policy and routing rules are not applied");
+    }
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: opts.env, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
+      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
         this.options.onEvent?.(workspace, sandbox, event);
+        if (event.type === "restarted") void this.applyNetwork(workspace, sandbox);
         if (event.type === "restarted") void startImageServices({ url: event.url, socketPath: event.socketPath }, token, image.services, this.options.logger?.child({ workspace, sandbox }));
       } },
     );

@@ -16,6 +16,7 @@ import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
 import { SandboxImages, type PrebuildStatus } from "../images/sandbox-images.js";
 import { callbackProgress } from "../images/progress.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
+import { SimulatorEgress } from "../egress/index.js";
 import { SandboxAgents } from "./registry.js";
 import { mountsUnder } from "./retention.js";
 import { JobRunner } from "../jobs/runner.js";
@@ -87,7 +88,24 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     }, launcher.singleUserId?.bind(launcher))
     : undefined;
   deps.images = images;
+  // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
+  let listenUrl: string | undefined;
+  const egress = new SimulatorEgress({
+    caDir: inMemory ? undefined : join(dir, "egress-ca"),
+    logger: deps.logger.child({ component: "egress" }),
+    resources: deps.resources,
+    urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
+    outbound: deps.config.sandboxNetwork === "outbound",
+  });
   const agents = new SandboxAgents({
+    egress: {
+      launchFor: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
+      directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
+      hasPolicy: (workspace, sandbox) => {
+        const policy = egress.policyOf({ workspace, sandbox });
+        return !!policy && (policy.allowedDomains.length + policy.forbiddenDomains.length + policy.routing.length > 0);
+      },
+    },
     launcher,
     dir,
     images,
@@ -123,7 +141,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     for (const volume of deps.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
-  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn" });
+  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
   jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
   deps.jobs = jobs;
   const proxy = createSimulatorSandboxProxy(deps, agents);
@@ -144,6 +162,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     throw listenFailure(err, deps.config.host, deps.config.port) ?? err;
   });
   deps.urls.base = deps.config.publicUrl ?? serving.url;
+  listenUrl = serving.url;
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);
@@ -190,6 +209,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
+      egress.close();
       runtime.close();
       if (inMemory) await removeTempDir(dir, deps.logger, launcher);
     })()),

@@ -34,6 +34,8 @@ export interface JobRunnerOptions {
   dir: string;
   deps: Pick<SimDeps, "resources" | "clock" | "urls" | "logger" | "jwtSecret" | "usage">;
   logLevel?: string;
+  /** The simulator's egress for a task (simulator/egress), used where the launcher has `egress`: the API and previews by their URLs. */
+  egress?: (workspace: string, task: string) => { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
 }
 
 interface Attempt {
@@ -224,6 +226,8 @@ export class JobRunner {
       logLevel: this.options.logLevel,
       memoryMb: (item.doc as { memory?: number }).memory ?? runtime.memory,
     };
+    const egress = this.options.launcher.egress ? this.options.egress?.(spec.workspace, spec.sandbox) : undefined;
+    if (egress) Object.assign(spec, { egress: egress.spec, env: { ...egress.env, ...spec.env } });
     const key = keyOf(ref);
     if (!this.attempts.has(key)) this.attempts.set(key, new Set());
     this.attempts.get(key)!.add(current);

@@ -24,6 +24,8 @@ export interface SpawnedSandbox {
   cgroup?: MemoryCgroup;
   /** Attaches the sandbox's outbound network (once: later calls return the same promise). */
   network: () => Promise<void>;
+  /** Attaches (true) or removes (false) the direct outbound network, applied in order (AgentHandle.setDirectOutbound). */
+  setDirect: (on: boolean) => Promise<void>;
   sandboxPid: () => number | undefined;
 }
 

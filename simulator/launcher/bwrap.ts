@@ -12,11 +12,13 @@ import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.j
 import { SOCKET_URL } from "./endpoint.js";
 import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
-import { SANDBOX_RESOLV_CONF, startOutbound, type OutboundLink } from "./network.js";
+import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
+import { openGateways, type SandboxEgressSpec } from "./gateway.js";
+import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
 import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
 
@@ -82,6 +84,8 @@ export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
   /** Each sandbox's `/` is an overlay over its image's root filesystem (LaunchSpec.imageRootDir) when one is given. */
   readonly usesImageRoot = true;
+  /** The simulator's egress gateway and proxy reach each sandbox (LaunchSpec.egress; simulator/egress). */
+  readonly egress = true;
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
@@ -179,10 +183,12 @@ export class BwrapLauncher implements Launcher {
       // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
       termTargets: (pid: number) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain) || cmdlineOf(p).includes(kit.warmMain)),
       endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
-      alsoReady: sandbox.network,
+      // The network, then the egress gateway: the simulator's address inside the sandbox (gateway.ts).
+      alsoReady: () => Promise.all([sandbox.network(), spec.egress && openGateways(sandbox.child, spec.egress)]).then(() => undefined),
       sandboxPid: sandbox.sandboxPid,
       // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
       openPort: portHandoff(sandbox.child),
+      setDirectOutbound: sandbox.setDirect,
     };
   }
 
@@ -199,6 +205,8 @@ export class BwrapLauncher implements Launcher {
       this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
     }
     writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
+    if (spec.egress) this.trustEgress(spec, spec.egress, false);
+    if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
     setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
     const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
@@ -241,6 +249,7 @@ export class BwrapLauncher implements Launcher {
     const etc = this.writeSandboxEtc(spec);
     const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
     if (overlay) addHostCertificates(spec.imageRootDir!, spec.rootDir);
+    if (spec.egress) this.trustEgress(spec, spec.egress, overlay !== undefined);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
     const bwrapArgs = [
       "--die-with-parent", "--new-session",
@@ -271,24 +280,28 @@ export class BwrapLauncher implements Launcher {
     const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
     child.on("error", () => {});
 
-    let link: OutboundLink | undefined;
     let sandboxPid: number | undefined;
     const info = readInfo(child.stdio[3] as Readable);
     void info.then((pid) => (sandboxPid = pid), () => {});
-    let networkUp: Promise<void> | undefined;
-    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too).
-    const network = () => (networkUp ??= (async () => {
-      const pid = await info;
-      if (!outbound) return;
-      link = startOutbound(this.tools.slirp4netns!, pid);
-      await link.ready;
-    })());
+    // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too);
+    // a sandbox whose policy restricts destinations has none: its egress proxy is its only way out (simulator/egress).
+    const direct = new DirectOutbound(outbound ? this.tools.slirp4netns : undefined, info, spec.egress?.direct ?? true, () => child.exitCode === null && child.signalCode === null);
+    const network = () => direct.attach();
+    const setDirect = (on: boolean) => direct.set(on);
     child.once("exit", () => {
-      link?.stop();
+      direct.stop();
       void cgroup?.remove();
       if (overlay) unlockWorkDir(overlay.workDir);
     });
-    return { child, cgroup, network, sandboxPid: () => sandboxPid };
+    return { child, cgroup, network, setDirect, sandboxPid: () => sandboxPid };
+  }
+
+  /** The egress proxy's CA in the sandbox's store (its own layer, before the overlay is mounted) and in its data dir's trust files (egress-trust.ts). */
+  private trustEgress(spec: LaunchSpec, egress: SandboxEgressSpec, beforeOverlay: boolean): void {
+    if (beforeOverlay) trustInImage(spec.imageRootDir!, spec.rootDir, egress.caPem);
+    const own = join(spec.rootDir, SANDBOX_CA_BUNDLE);
+    const system = spec.imageRootDir ? (readBundle(own) ? own : join(spec.imageRootDir, SANDBOX_CA_BUNDLE)) : SANDBOX_CA_BUNDLE;
+    writeTrustFiles(spec.dataDir, egress.caPem, system);
   }
 
   /** A memory cgroup, or none when the host refuses one after all (the sandbox then runs without a limit, rather than not at all). */

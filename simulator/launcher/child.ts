@@ -37,6 +37,8 @@ export interface ChildSpec {
   sandboxPid?: () => number | undefined;
   /** The handle's openPort (AgentHandle). */
   openPort?: (port: number) => Promise<Socket>;
+  /** The handle's setDirectOutbound (AgentHandle). */
+  setDirectOutbound?: (on: boolean) => Promise<void>;
 }
 
 const PID_FILE = "launcher.pid";
@@ -108,7 +110,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
  * Waits for an already spawned agent to report its address and answer
  * /health; `activate` (warm agents) is called once the listeners are in place.
  */
-export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort">, activate?: () => void): Promise<AgentHandle> {
+export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort" | "setDirectOutbound">, activate?: () => void): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -167,6 +169,7 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     pid: child.pid,
     sandboxPid: spec.sandboxPid?.(),
     openPort: spec.openPort,
+    setDirectOutbound: spec.setDirectOutbound,
     exited,
     stop(graceMs = DEFAULT_STOP_GRACE_MS) {
       stopping ??= (async () => {

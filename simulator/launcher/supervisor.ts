@@ -68,6 +68,11 @@ export class AgentSupervisor {
     return handle && { url: handle.url, socketPath: handle.socketPath };
   }
 
+  /** The running agent's setDirectOutbound (AgentHandle), when its launcher gives one. */
+  get setDirectOutbound(): ((on: boolean) => Promise<void>) | undefined {
+    return this._state === "running" ? this.handle?.setDirectOutbound : undefined;
+  }
+
   /** The running agent's openPort (AgentHandle), when its launcher gives one. */
   get openPort(): ((port: number) => Promise<Socket>) | undefined {
     return this._state === "running" ? this.handle?.openPort : undefined;

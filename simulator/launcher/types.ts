@@ -7,6 +7,7 @@ import { rmSync } from "node:fs";
  */
 import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
+import type { SandboxEgressSpec } from "./gateway.js";
 
 export interface LaunchSpec {
   workspace: string;
@@ -39,6 +40,8 @@ export interface LaunchSpec {
   outboundNetwork?: boolean;
   /** The sandbox path commands start in when they name none (the image's WorkingDir); default `/`. */
   workingDir?: string;
+  /** The simulator's egress (simulator/egress): its address inside the sandbox and the CA to trust; only for launchers with `egress`. */
+  egress?: SandboxEgressSpec;
   /** Who commands run as (the image's User, resolved in its /etc/passwd); default root. Applied by launchers that run images (usesImageRoot). */
   user?: ProcessUser;
 }
@@ -86,6 +89,12 @@ export interface AgentHandle extends AgentEndpoint {
    * network); docker: none. A Kubernetes launcher could dial the pod's IP.
    */
   openPort?(port: number): Promise<Socket>;
+  /**
+   * Attaches or removes the sandbox's direct outbound network (bwrap: slirp4netns) while it runs: without
+   * it, the egress proxy is the sandbox's only way out, so plain TCP to a destination its policy blocks is
+   * refused. Optional: launchers without a network of their own cannot.
+   */
+  setDirectOutbound?(on: boolean): Promise<void>;
   /** Settles once the agent has exited, however that happened. Never rejects. */
   exited: Promise<AgentExit>;
   /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */
@@ -105,6 +114,8 @@ export interface Launcher {
    * when every id exists in it: an image's User other than root can only be applied in the latter case.
    */
   singleUserId?(): string | undefined;
+  /** True when a sandbox's traffic can be made to pass the simulator's egress proxy (its own network namespace: LaunchSpec.egress). */
+  readonly egress?: boolean;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */
   start(spec: LaunchSpec): Promise<AgentHandle>;
   /** Gets ready for sandboxes like `spec` (e.g. starts a warm one) before the first is created; optional. */

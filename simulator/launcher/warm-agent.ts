@@ -15,6 +15,7 @@ import { ConfigError, parseAgentConfig } from "../../sandbox-agent/config.js";
 import { DataDirLockedError } from "../../sandbox-agent/data-dir-lock.js";
 import { servePortHandoff } from "../../sandbox-agent/ports/handoff.js";
 import { withInSandboxPort } from "../../sandbox-agent/http/in-sandbox-port.js";
+import { serveEgressGateway } from "../../sandbox-agent/ports/gateway.js";
 
 export interface WarmActivation {
   argv: string[];
@@ -32,8 +33,10 @@ async function activate(message: WarmActivation): Promise<void> {
   if (config === "help") throw new ConfigError("--help is not a sandbox configuration");
   const logger = createLogger({ name: "sandbox-agent", level: config.logLevel });
   // The channel stays only to hand over connections to the sandbox's ports (--port-handoff).
-  if (config.portHandoff) servePortHandoff(process, logger);
-  else process.disconnect?.();
+  if (config.portHandoff) {
+    servePortHandoff(process, logger);
+    serveEgressGateway(process, logger);
+  } else process.disconnect?.();
   const runtime = await openAgent(config, { logger, upgrades: UpgradeState.fromEnv(process.env) });
   const app = createApp(runtime.deps);
   const serving = await withInSandboxPort(config.socket

@@ -109,6 +109,8 @@ async function updateSandbox(ctx: OpContext): Promise<unknown> {
     });
   }
   genericUpdate.handler(ctx);
+  // A new spec.network applies to the running sandbox at once (simulator/egress): no restart.
+  await agents.applyNetwork(ctx.workspace, name);
   return afterUpdate(ctx, agents, name, doc, status);
 }
 

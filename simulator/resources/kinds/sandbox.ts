@@ -9,6 +9,7 @@ import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
 import { expireDueSandboxes } from "../../sandboxes/expiry.js";
 import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
+import { NetworkSpecError, parseNetwork } from "../../egress/policy.js";
 import { attachmentProblem, type VolumeAttachment } from "../../agents/volumes.js";
 
 /**
@@ -40,6 +41,7 @@ export const sandboxKind: ResourceKind = {
   children: ["preview", "preview-token", "schedule", "schedule-execution"],
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
   prepare(doc, ctx) {
+    checkNetwork(doc.spec.network);
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
     // A null clears the field (the SDK's way): it is not kept as null.
@@ -80,6 +82,15 @@ export const sandboxKind: ResourceKind = {
     ctx.deps.agents?.retire(ctx.workspace, item.name, (err) => ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
   },
 };
+
+/** spec.network is what the sandbox's egress proxy applies (simulator/egress/policy.ts): a 400 naming the field, nothing stored, when it cannot be. */
+function checkNetwork(network: unknown): void {
+  try {
+    parseNetwork(network);
+  } catch (err) {
+    throw err instanceof NetworkSpecError ? errors.badRequest(err.message) : err;
+  }
+}
 
 /** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
 function checkVolumeAttachments(doc: ResourceDoc, ctx: Parameters<NonNullable<ResourceKind["prepare"]>>[1]): void {

@@ -5,10 +5,12 @@ import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
- * Job tasks under the default (isolating) launcher cannot reach the simulator
- * (the host's loopback is closed to them, as to sandboxes): BL_EXECUTION_DATA_URL
- * is then a data: URL, and a task fetching it as blStartJob does (Node's fetch)
- * gets its own input by TASK_INDEX.
+ * Job tasks under the default (isolating) launcher: the host's loopback is
+ * closed to them, as to sandboxes, but the simulator's own surface answers by
+ * its URLs through the egress gateway (simulator/egress), so a task calls the
+ * control-plane API with a key passed in its envs. BL_EXECUTION_DATA_URL is a
+ * data: URL, and a task fetching it as blStartJob does (Node's fetch) gets its
+ * own input by TASK_INDEX.
  */
 type Sdk = typeof import("@blaxel/core");
 type Execution = { status?: string; tasks?: { status?: string; result?: { stdout: string; stderr: string; exitCode?: number } }[] };
@@ -29,11 +31,11 @@ afterAll(async () => {
 const BL_START_JOB_FETCH = `node -e 'fetch(process.env.BL_EXECUTION_DATA_URL).then((r) => r.json()).then((d) => console.log(JSON.stringify(d.tasks[Number(process.env.TASK_INDEX)])))'`;
 
 describe.skipIf(isolationUnavailable !== undefined)("job tasks in isolated environments", () => {
-  it("read their input through BL_EXECUTION_DATA_URL although the simulator is out of their reach", async () => {
+  it("read their input through BL_EXECUTION_DATA_URL and call the API with a key they were given", async () => {
     const created = await fetch(`${sim.url}/v0/jobs`, {
       method: "POST",
       headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-      body: JSON.stringify({ metadata: { name: "inputs" }, spec: { runtime: { command: `${BL_START_JOB_FETCH}; curl -s -m 2 ${sim.url}/health >/dev/null && echo reached || echo unreachable` } } }),
+      body: JSON.stringify({ metadata: { name: "inputs" }, spec: { runtime: { envs: [{ name: "API_KEY", value: KEY }], command: `${BL_START_JOB_FETCH}; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' -H "Authorization: Bearer $API_KEY" ${sim.env.BL_API_URL}/jobs; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' ${sim.env.BL_API_URL}/jobs` } } }),
     });
     expect(created.status).toBe(200);
     const id = await sdk.blJob("inputs").run([{ name: "first" }, { name: "second", n: 2 }]);
@@ -44,6 +46,6 @@ describe.skipIf(isolationUnavailable !== undefined)("job tasks in isolated envir
     }
     if (execution.status !== "succeeded") console.log(JSON.stringify(execution.tasks));
     expect(execution.status).toBe("succeeded");
-    expect(execution.tasks!.map((t) => t.result!.stdout)).toEqual([`{"name":"first"}\nunreachable\n`, `{"name":"second","n":2}\nunreachable\n`]);
+    expect(execution.tasks!.map((t) => t.result!.stdout)).toEqual([`{"name":"first"}\n200\n401\n`, `{"name":"second","n":2}\n200\n401\n`]);
   }, 90_000);
 });

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { decide, injectionFor, LIMITS, matches, NetworkSpecError, parseNetwork, restricts } from "../../../simulator/egress/policy.js";
+
+describe("spec.network as the egress proxy reads it", () => {
+  it("matches exact names, *.subdomains (not the apex) and *", () => {
+    expect(matches("example.com", "EXAMPLE.com.")).toBe(true);
+    expect(matches("example.com", "a.example.com")).toBe(false);
+    expect(matches("*.example.com", "a.b.example.com")).toBe(true);
+    expect(matches("*.example.com", "example.com")).toBe(false);
+    expect(matches("*.example.com", "badexample.com")).toBe(false);
+    expect(matches("*", "anything.test")).toBe(true);
+  });
+
+  it("merges top-level and proxy lists; allowedDomains wins over forbiddenDomains", () => {
+    const both = parseNetwork({ allowedDomains: ["a.test"], proxy: { forbiddenDomains: ["a.test"], allowedDomains: ["*.b.test"] } })!;
+    expect(decide(both, "a.test")).toEqual({ allowed: true });
+    expect(decide(both, "x.b.test")).toEqual({ allowed: true });
+    expect(decide(both, "c.test")).toMatchObject({ allowed: false, rule: "allowedDomains" });
+    const deny = parseNetwork({ forbiddenDomains: ["*.evil.test"] })!;
+    expect(decide(deny, "x.evil.test")).toMatchObject({ allowed: false, rule: "forbiddenDomains", reason: expect.stringContaining("*.evil.test") });
+    expect(decide(deny, "good.test")).toEqual({ allowed: true });
+    expect(restricts(deny)).toBe(true);
+    expect(restricts(parseNetwork({ proxy: { routing: [] } }))).toBe(false);
+    expect(decide(undefined, "any.test")).toEqual({ allowed: true });
+  });
+
+  it("resolves {{SECRET:name}} from the rule's own secrets, for its destinations only; later rules win", () => {
+    const policy = parseNetwork({ proxy: { routing: [
+      { destinations: ["*"], headers: { "X-Global": "Bearer {{SECRET:g}}" }, secrets: { g: "gv" } },
+      { destinations: ["api.test"], headers: { "x-global": "{{ SECRET:k }}" }, body: { key: "{{SECRET:k}}" }, secrets: { k: "kv" } },
+    ] } });
+    expect(injectionFor(policy, "api.test")).toEqual({ headers: { "x-global": "kv" }, body: { key: "kv" } });
+    expect(injectionFor(policy, "other.test")).toEqual({ headers: { "x-global": "Bearer gv" }, body: {} });
+    expect(injectionFor(parseNetwork({}), "other.test")).toBeUndefined();
+  });
+
+  it("rejects what cannot be applied, naming the field", () => {
+    const problem = (network: unknown) => {
+      try {
+        parseNetwork(network);
+        return "";
+      } catch (err) {
+        expect(err).toBeInstanceOf(NetworkSpecError);
+        return (err as Error).message;
+      }
+    };
+    expect(problem({ allowedDomains: ["ex ample.com"] })).toMatch(/^spec\.network\.allowedDomains\[0\]/);
+    expect(problem({ forbiddenDomains: ["a.*.com"] })).toMatch(/^spec\.network\.forbiddenDomains\[0\]/);
+    expect(problem({ proxy: { allowedDomains: "example.com" } })).toMatch(/^spec\.network\.proxy\.allowedDomains: must be a list/);
+    expect(problem({ proxy: { routing: [{ destinations: ["*"], body: { f: "{{SECRET:nope}}" }, secrets: {} }] } })).toMatch(/^spec\.network\.proxy\.routing\[0\]\.body\.f: \{\{SECRET:nope\}\}/);
+    expect(problem({ proxy: { routing: [{ headers: { a: "b" } }] } })).toMatch(/routing\[0\]\.destinations/);
+    expect(problem({ proxy: { routing: [{ destinations: ["*"], headers: { "bad header": "b" } }] } })).toMatch(/routing\[0\]\.headers/);
+    expect(problem({ forbiddenDomains: Array.from({ length: LIMITS.domains + 1 }, (_, i) => `d${i}.test`) })).toMatch(/^spec\.network\.forbiddenDomains: at most/);
+    expect(problem({ proxy: { routing: Array.from({ length: LIMITS.rules + 1 }, () => ({ destinations: ["*"] })) } })).toMatch(/^spec\.network\.proxy\.routing: at most/);
+    expect(problem({ allowedDomains: ["10.0.0.1", "*.example.com", "*"], proxy: { bypass: ["internal.test"] } })).toBe("");
+  });
+});
+
+describe("the simulator's /_sim routes from inside", () => {
+  it("are recognised however they are spelled", async () => {
+    const { isSimRoute } = await import("../../../simulator/egress/proxy.js");
+    for (const path of ["/_sim/clock", "/_SIM/clock", "/%5Fsim/clock", "//_sim/x", "/_sim", "/_sim?x=1", "/%E0%A4%A"]) expect(isSimRoute(path), path).toBe(true);
+    for (const path of ["/v0/sandboxes", "/_simulator", "/x/_sim/clock"]) expect(isSimRoute(path), path).toBe(false);
+  });
+});

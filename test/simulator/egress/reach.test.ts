@@ -1,0 +1,115 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
+import { SANDBOX_APP } from "../../helpers/sandbox-app.js";
+import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
+
+/**
+ * From inside an isolated sandbox, the simulator's public surface answers by
+ * the URLs users get outside (a preview of another sandbox, public and
+ * private with its token; the control-plane API with a key), through the
+ * egress gateway on the simulator's own address; the host's other loopback
+ * services and the simulator's /_sim routes stay out of reach. Real
+ * sandboxes (bwrap), real curl, Node and Python inside.
+ */
+type Sdk = typeof import("@blaxel/core");
+type Sandbox = InstanceType<Sdk["SandboxInstance"]>;
+const KEY = "egress-reach-admin-key";
+
+describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a sandbox", () => {
+  let sim: ServedSimulator;
+  let sdk: Sdk;
+  let a: Sandbox;
+  let b: Sandbox;
+  let hostService: Server;
+  let publicUrl: string;
+  let privateUrl: string;
+  let privateToken: string;
+
+  beforeAll(async () => {
+    hostService = createServer((_q, s) => s.end("host-service"));
+    await new Promise<void>((r) => hostService.listen(0, "127.0.0.1", r));
+    sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: "egress", testHooks: true, logLevel: "silent" });
+    sdk = await sdkForSimulator(sim.env);
+    a = await sdk.SandboxInstance.create({ name: "echo-a" });
+    b = await sdk.SandboxInstance.create({ name: "client-b" });
+    await a.fs.write("/app/server.js", SANDBOX_APP);
+    await a.process.exec({ name: "app", command: "node server.js", workingDir: "/app" });
+    let port = 0;
+    for (let tries = 0; !port && tries < 400; tries++) {
+      port = Number(await a.fs.read("/app/port.txt").catch(() => "0"));
+      if (!port) await new Promise((r) => setTimeout(r, 50));
+    }
+    const pub = await a.previews.create({ metadata: { name: "pub" }, spec: { port, public: true } });
+    publicUrl = pub.spec.url!;
+    const priv = await a.previews.create({ metadata: { name: "priv" }, spec: { port, public: false } });
+    privateUrl = priv.spec.url!;
+    privateToken = (await priv.tokens.create(new Date(Date.now() + 3_600_000))).value;
+  }, 120_000);
+  afterAll(async () => {
+    await sim?.stop();
+    hostService?.close();
+  });
+
+  const run = async (sandbox: Sandbox, command: string) => {
+    const r = await sandbox.process.exec({ command, waitForCompletion: true, timeout: 30 });
+    return { code: r.exitCode, out: r.logs ?? "" };
+  };
+
+  it("sets the platform's proxy variables", async () => {
+    const { out } = await run(b, "env");
+    const port = new URL(sim.url).port;
+    expect(out).toContain(`HTTPS_PROXY=http://127.0.0.1:${port}`);
+    expect(out).toContain(`http_proxy=http://127.0.0.1:${port}`);
+    expect(out).toMatch(/NO_PROXY=localhost,127\.0\.0\.1,/);
+    expect(out).toContain("NODE_EXTRA_CA_CERTS=/run/sandbox-agent/etc/egress-ca.crt");
+  });
+
+  it("curl, Node and Python reach another sandbox's public preview by its URL", async () => {
+    const curl = await run(b, `curl -sS --max-time 10 ${publicUrl}/echo/curl`);
+    expect(curl.code, curl.out).toBe(0);
+    expect(JSON.parse(curl.out)).toMatchObject({ method: "GET", url: "/echo/curl" });
+    const node = await run(b, `node -e "fetch('${publicUrl}/echo/node').then(r => r.json()).then(j => console.log(j.url))"`);
+    expect(node.out.trim()).toBe("/echo/node");
+    const py = await run(b, `python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('${publicUrl}/echo/py', timeout=10))['url'])"`);
+    expect(py.out.trim()).toBe("/echo/py");
+  });
+
+  it("a private preview answers with its token, 401 without", async () => {
+    const without = await run(b, `curl -s -o /dev/null -w '%{http_code}' --max-time 10 ${privateUrl}/echo/x`);
+    expect(without.out.trim()).toBe("401");
+    const withToken = await run(b, `curl -sS --max-time 10 -H 'X-Blaxel-Preview-Token: ${privateToken}' ${privateUrl}/echo/tok`);
+    expect(JSON.parse(withToken.out)).toMatchObject({ url: "/echo/tok" });
+  });
+
+  it("the control-plane API answers with a key given to the sandbox, and refuses without", async () => {
+    const api = sim.env.BL_API_URL!;
+    const withKey = await run(b, `curl -sS --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: egress' ${api}/sandboxes`);
+    expect(withKey.code, withKey.out).toBe(0);
+    expect((JSON.parse(withKey.out) as { metadata: { name: string } }[]).map((s) => s.metadata.name).sort()).toEqual(["client-b", "echo-a"]);
+    const without = await run(b, `curl -s -o /dev/null -w '%{http_code}' --max-time 10 ${api}/sandboxes`);
+    expect(without.out.trim()).toBe("401");
+  });
+
+  it("the host's other loopback services, /_sim and other agents stay unreachable", async () => {
+    const hostPort = (hostService.address() as AddressInfo).port;
+    const simPort = new URL(sim.url).port;
+    // Direct (the sandbox's own loopback has nothing there) and through the proxy (refused by it).
+    const direct = await run(b, `curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${hostPort}/`);
+    expect(direct.code).not.toBe(0);
+    expect(direct.out).not.toContain("host-service");
+    const proxied = await run(b, `curl -sS --proxy http://127.0.0.1:${simPort} --noproxy '' --max-time 5 http://127.0.0.1:${hostPort}/`);
+    expect(proxied.out).not.toContain("host-service");
+    expect(proxied.out).toContain("not reachable from a sandbox");
+    const tunnel = await run(b, `curl -sS -p --proxy http://127.0.0.1:${simPort} --noproxy '' --max-time 5 http://localhost:${hostPort}/`);
+    expect(tunnel.code).not.toBe(0);
+    expect(tunnel.out).not.toContain("host-service");
+    const simRoute = await run(b, `curl -s -w ' %{http_code}' --max-time 5 http://127.0.0.1:${simPort}/_sim/clock`);
+    expect(simRoute.out.trim()).toMatch(/ 403$/);
+    // Another sandbox's agent is a Unix socket in its own data dir, not in this sandbox's filesystem.
+    const agents = await run(b, "ls /run/sandbox-agent; ls /run/sandbox-agent/../ 2>&1");
+    expect(agents.out).not.toContain("echo-a");
+  });
+});
