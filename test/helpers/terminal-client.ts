@@ -87,10 +87,10 @@ export async function run(term: TerminalClient, command: string): Promise<string
 }
 
 /** Polls `check` until it gives a truthy value (returned), or fails after `timeoutMs`. */
-export async function until<T>(check: () => T, { timeoutMs = 10_000 } = {}): Promise<NonNullable<T>> {
+export async function until<T>(check: () => T | Promise<T>, { timeoutMs = 10_000 } = {}): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${check.toString().slice(0, 120)}`);
     await new Promise((r) => setTimeout(r, 20));
