@@ -75,6 +75,8 @@ export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents)
       if (role !== "admin") target.path = withoutQueryParameter(target.path, "show_secrets");
     },
     upstream: (target) => sandboxUpstream(src, agents, target),
+    // An open terminal (or any upgraded socket) counts as use of the sandbox: asking for its agent records one.
+    markInUse: (target) => void agents.upstream(target).catch(() => undefined),
     workspaceOfId: workspaceIdIndex(src.accounts),
     previews: createPreviewRouter(src),
     now: () => src.clock.now(),
