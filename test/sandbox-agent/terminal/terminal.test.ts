@@ -75,7 +75,7 @@ describe("/terminal/ws on a real PTY", () => {
     const term = await openReadyTerminal(wsUrl(), auth);
     const pid = await shellPid(term);
     // bash prints the job's "[1] <pid>" too: the last line is $!
-    const background = Number((await run(term, "sleep 1000 & echo $!")).trim().split("\n").pop());
+    const background = Number((await run(term, "nohup sleep 1000 >/dev/null 2>&1 & echo $!")).trim().split("\n").pop());
     expect(alive(pid) && alive(background)).toBe(true);
     term.ws.close();
     await until(() => !alive(pid) && !alive(background), { timeoutMs: 10_000 });

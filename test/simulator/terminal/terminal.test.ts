@@ -81,7 +81,7 @@ describe.skipIf(isolationUnavailable)(`the terminal through the sandbox URL, iso
 
   it("closing the socket ends the shell inside the sandbox", async () => {
     const term = await openReadyTerminal(`${wsOf(sandboxUrl)}?token=${KEY}`);
-    const inside = Number((await run(term, "sleep 1000 & echo $!")).trim().split("\n").pop());
+    const inside = Number((await run(term, "nohup sleep 1000 >/dev/null 2>&1 & echo $!")).trim().split("\n").pop());
     expect(inside).toBeGreaterThan(0);
     term.ws.close();
     // Seen from inside the sandbox (its own pid namespace): the sleep is gone.
