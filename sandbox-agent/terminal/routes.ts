@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { RequestHandler } from "express";
-import { spawn as spawnPty, type IPty } from "node-pty";
+import type { IPty } from "node-pty";
 import { WebSocketServer } from "ws";
 import { bearerToken, secretsEqual } from "../../src/auth.js";
 import { redactUrl, type Logger } from "../../src/logging.js";
@@ -39,6 +39,20 @@ export interface Terminals {
 }
 
 const DEFAULT_SIZE = { cols: 80, rows: 24 };
+
+/**
+ * node-pty is a native addon, loaded when the first terminal opens: an agent
+ * whose copy was installed without install scripts (so without the compiled
+ * binding) still serves everything else, and a terminal then says why it cannot start.
+ */
+let ptyModule: Promise<typeof import("node-pty")> | undefined;
+function loadPty(): Promise<typeof import("node-pty")> {
+  ptyModule ??= import("node-pty").catch((err: Error) => {
+    ptyModule = undefined;
+    throw new Error(`the PTY binding (node-pty) is not usable here: ${err.message.split("\n")[0]}; reinstall sandbox-kit with its install scripts`);
+  });
+  return ptyModule;
+}
 
 /** A size from the query as the reference reads it: a uint16 of 1 or more, else the default. */
 function dimension(value: string | null, fallback: number): number {
@@ -93,7 +107,8 @@ export function createTerminals(deps: TerminalDeps): Terminals {
       const cwd = await workingDir(url.searchParams.get("workingDir"), env);
       const shell = findShell(env, url.searchParams.get("shell") ?? undefined);
       const [file, ...args] = [...(deps.wrapper ?? []), shell];
-      pty = spawnPty(file!, args, {
+      const { spawn } = await loadPty();
+      pty = spawn(file!, args, {
         name: "xterm-256color",
         cols: dimension(url.searchParams.get("cols"), DEFAULT_SIZE.cols),
         rows: dimension(url.searchParams.get("rows"), DEFAULT_SIZE.rows),
