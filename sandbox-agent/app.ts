@@ -18,6 +18,7 @@ import { createPortForwarder } from "./ports/forward.js";
 import { processRouter } from "./process/routes.js";
 import { scheduleExecutionsRouter, schedulesRouter } from "./schedules/routes.js";
 import { healthHandler, systemRouter } from "./system/routes.js";
+import { createTerminals, queryTokenAuth, TERMINAL_PATH } from "./terminal/routes.js";
 
 /**
  * Builds the sandbox-local HTTP API from its dependencies. Never listens:
@@ -32,7 +33,13 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   // Without a token, /port gets the Host and Origin checks the rest of the app gets from guardUnauthenticated.
   const guarded = !deps.config.token && !deps.config.noAuth;
   const ports = createPortForwarder(deps.config.token, { logger: deps.logger, browserRefusal: guarded ? browserRefusal : undefined });
-  app.onUpgrade = ports.upgrade;
+  // /terminal/ws (the reference's web terminal) is the agent's own upgrade; every other one is /port's.
+  const terminals = deps.config.terminalDisabled
+    ? undefined
+    : createTerminals({ paths: deps.paths, env: () => deps.environment.current(), logger: deps.logger, token: deps.config.token, wrapper: deps.config.processWrapper, browserRefusal: guarded ? browserRefusal : undefined });
+  app.onUpgrade = (req, socket, head) => {
+    if (!terminals?.upgrade(req, socket, head)) ports.upgrade(req, socket, head);
+  };
   app.use((req, res, next) => {
     if (!ports.handle(req, res)) next();
   });
@@ -44,10 +51,12 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   app.use(accessLog(deps.logger));
   if (deps.config.token) app.use(cors());
   else if (!deps.config.noAuth) app.use(guardUnauthenticated());
+  if (terminals) app.use(queryTokenAuth());
   app.use(requireToken(deps.config.token));
 
   const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment, upgrades: deps.upgrades };
   app.get("/health", healthHandler(system));
+  if (terminals) app.get(TERMINAL_PATH, terminals.page);
   app.use(systemRouter(system));
 
   app.use("/filesystem-multipart", multipartRouter(deps.multipart, deps.config.maxPartSize));

@@ -90,6 +90,8 @@ export const AgentConfigSchema = z.object({
   umountProgram: commandTemplate.optional(),
   /** BL_DISABLE_KEEPALIVE (the sandbox's plan has no keepAlive): POST /process with keepAlive answers 400, as the reference. */
   keepAliveDisabled: z.boolean().default(false),
+  /** DISABLE_TERMINAL=true|1 (the reference's switch): /terminal and /terminal/ws answer 404. */
+  terminalDisabled: z.boolean().default(false),
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
   metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
   /** Default: from the open-files limit (src/serve.ts defaultMaxConnections). */
@@ -159,6 +161,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
                              for it and hand over the connected sockets (its proxy then speaks to the server directly)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
+
+  DISABLE_TERMINAL=true|1    turns the web terminal (/terminal, /terminal/ws) off: both answer 404
 `;
 
 const FLAG_OF: Record<string, string> = {
@@ -205,6 +209,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     umountProgram: values["umount-program"],
     metadataPath: values["metadata-path"] ?? env.BL_METADATA_PATH,
     keepAliveDisabled: /^(1|true|yes|on)$/i.test(env.BL_DISABLE_KEEPALIVE ?? ""),
+    terminalDisabled: /^(1|true)$/i.test(env.DISABLE_TERMINAL ?? ""),
     maxConnections: values["max-connections"],
     secretsKeyFile: values["secrets-key-file"],
     socket: values.socket ?? (env.SANDBOX_AGENT_SOCKET || undefined),

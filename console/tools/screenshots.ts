@@ -91,6 +91,17 @@ async function main(): Promise<void> {
     await page.locator(".procs li", { hasText: "steps" }).getByRole("button").click();
     await page.locator(".logs", { hasText: "step 3" }).waitFor();
     await page.screenshot({ path: join(dir, "sandbox-processes.png") });
+    await shoot(page, dir, "sandbox-terminal", "#/w/default/sandboxes/demo/terminal", ".terminal-state[data-state=connected]");
+    await page.locator(".terminal-host").click();
+    // Each line once the one before has answered: keys typed ahead would be echoed into the previous output.
+    const lines: [string, string | RegExp][] = [["ls -l app", /server\.js\s*$/], ["printf '\\033[1;32mgreen\\033[0m \\033[38;2;255;136;0morange\\033[0m\\n'", /^green orange\s*$/], ["stty size", /^\d+ \d+\s*$/]];
+    for (const [line, answer] of lines) {
+      await page.keyboard.type(line);
+      await page.keyboard.press("Enter");
+      await page.locator(".xterm-rows > div", { hasText: answer }).first().waitFor();
+    }
+    await page.waitForTimeout(400);
+    await page.screenshot({ path: join(dir, "sandbox-terminal.png") });
     await shoot(page, dir, "sandbox-schedules", "#/w/default/sandboxes/demo/schedules", ".timeline li");
     await shoot(page, dir, "job", "#/w/default/jobs/etl", "tr[data-row]");
     await page.locator("tr[data-row] button.linkish").first().click();

@@ -22,8 +22,6 @@ export const UNAVAILABLE_ROUTES: { method: "get" | "post" | "put" | "delete" | "
   { method: "delete", path: "/network/tunnel", what: "the network tunnel", why: "the platform's WireGuard tunnel does not exist here" },
   { method: "put", path: "/codegen/fastapply/{*path}", what: "codegen fast-apply", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "get", path: "/codegen/reranking/{*path}", what: "codegen reranking", why: "it needs an outside code model (Relace or Morph API key)" },
-  { method: "all", path: "/terminal", what: "the web terminal", why: "not implemented: use POST /process" },
-  { method: "all", path: "/terminal/ws", what: "the web terminal", why: "not implemented: use POST /process" },
   { method: "all", path: "/archive/{*rest}", what: "archive export and resume", why: "snapshots are the simulator's (control plane), not the agent's" },
   { method: "all", path: "/swagger/{*rest}", what: "the Swagger UI", why: "the API is documented in the README" },
 ];

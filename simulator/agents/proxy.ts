@@ -8,6 +8,7 @@ import type { Logger } from "../../src/logging.js";
 import type { SimDeps } from "../deps.js";
 import { expireDueSandboxes } from "../sandboxes/expiry.js";
 import type { SandboxAgents } from "./registry.js";
+import { isSessionToken, terminalQueryToken } from "./terminal-auth.js";
 
 /**
  * What a credential needs to use a sandbox's URL: the agent's API runs
@@ -59,7 +60,14 @@ export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents)
     authorize: (req, target) => {
       // The platform's own header wins: with it, an Authorization header is the app's (sandbox.fetch(port, path, {headers})).
       const h = req.headers;
-      const headers = h["x-blaxel-authorization"] || h["x-service-authorization"] ? { ...h, authorization: undefined } : h;
+      let headers = h["x-blaxel-authorization"] || h["x-service-authorization"] ? { ...h, authorization: undefined } : h;
+      // The terminal's ?token= (terminal-auth.ts): checked here, never passed on to the agent.
+      const queryToken = terminalQueryToken(h, target.path);
+      if (queryToken !== undefined) {
+        target.path = withoutQueryParameter(target.path, "token");
+        if (src.accounts.workspace(target.workspace) && isSessionToken(src, target, queryToken)) return;
+        headers = { authorization: `Bearer ${queryToken}` };
+      }
       const principal = authenticateHeaders(src, headers);
       if (!grants(principal.scopes, SANDBOX_URL_SCOPE)) throw errors.forbidden(`missing scope ${SANDBOX_URL_SCOPE}`);
       if (!src.accounts.workspace(target.workspace)) throw edgeError("WORKSPACE_NOT_FOUND", errors.notFound(`workspace "${target.workspace}" not found`));
@@ -67,6 +75,8 @@ export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents)
       if (role !== "admin") target.path = withoutQueryParameter(target.path, "show_secrets");
     },
     upstream: (target) => sandboxUpstream(src, agents, target),
+    // An open terminal (or any upgraded socket) counts as use of the sandbox: asking for its agent records one.
+    markInUse: (target) => void agents.upstream(target).catch(() => undefined),
     workspaceOfId: workspaceIdIndex(src.accounts),
     previews: createPreviewRouter(src),
     now: () => src.clock.now(),

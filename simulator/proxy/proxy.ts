@@ -67,6 +67,13 @@ export interface SandboxProxyOptions {
   previews?: PreviewRouter;
   /** For the errors' timestamps (the simulator's clock). */
   now?: () => number;
+  /**
+   * Called every `inUseEveryMs` (real time, default 30 s) while an upgraded connection to the target is open:
+   * a terminal or a dev server's hot-reload socket is use of the sandbox (ttl-idle, lastUsedAt) between
+   * requests, which happen only when it opens.
+   */
+  markInUse?: (target: SandboxTarget) => void;
+  inUseEveryMs?: number;
   logger?: Logger;
 }
 
@@ -256,6 +263,11 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
           if (upHead.length > 0) socket.write(upHead);
           if (head.length > 0) upSocket.write(head);
           spliceSockets(socket, upSocket);
+          if (options.markInUse) {
+            const timer = setInterval(() => options.markInUse!(plan.target), options.inUseEveryMs ?? 30_000);
+            timer.unref();
+            socket.once("close", () => clearInterval(timer));
+          }
         });
         // The agent or the app refused the upgrade (401, 404, 502...): its reply goes back as it is.
         upReq.on("response", (upRes) => {

@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { openReadyTerminal, run } from "../helpers/terminal-client.js";
 import { isolationUnavailable } from "../helpers/sandbox-procs.js";
 import { trackedTempDir } from "../helpers/temp-dirs.js";
 
@@ -36,6 +37,10 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
     const nativeDir = join(project, "node_modules", "better-sqlite3", "build", "Release");
     mkdirSync(nativeDir, { recursive: true });
     copyFileSync(join(repo, "node_modules", "better-sqlite3", "build", "Release", "better_sqlite3.node"), join(nativeDir, "better_sqlite3.node"));
+    // node-pty's likewise (the terminal's PTY binding, loaded by the agent inside the sandbox).
+    const ptyDir = join(project, "node_modules", "node-pty", "build", "Release");
+    mkdirSync(ptyDir, { recursive: true });
+    copyFileSync(join(repo, "node_modules", "node-pty", "build", "Release", "pty.node"), join(ptyDir, "pty.node"));
 
     sim = spawn(process.execPath, [join(installed, "dist", "simulator", "main.js"), "--port", "0", "--api-key", KEY, "--log-level", "warn", "--image-source", "host"], { cwd: project, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
@@ -54,6 +59,10 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
     expect(created.status, stderr).toBe(200);
     const ran = await fetch(`${url}/sbx/default/from-tarball/process`, { method: "POST", headers, body: JSON.stringify({ command: "echo hello from $(hostname)", waitForCompletion: true }) });
     expect(((await ran.json()) as { stdout: string }).stdout.trim()).toBe("hello from from-tarball");
+    // The terminal's PTY binding comes with the installed package into the isolated sandbox.
+    const term = await openReadyTerminal(`${url}/sbx/default/from-tarball/terminal/ws?token=${KEY}`);
+    expect((await run(term, "tty")).trim()).toMatch(/^\/dev\/pts\/\d+$/);
+    term.ws.close();
     const exited = new Promise((resolve) => sim!.once("exit", resolve));
     sim.kill("SIGTERM");
     await exited;

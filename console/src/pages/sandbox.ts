@@ -5,6 +5,7 @@ import { Countdown, ErrorBox, Events, html, Json, link, Section, Status, Time, u
 import { FilesTab } from "./files.js";
 import { ProcessesTab } from "./processes.js";
 import { SchedulesTab } from "./schedules.js";
+import { TerminalTab } from "./terminal.js";
 
 /**
  * A sandbox's page. Its record comes from the control plane (/v0/sandboxes);
@@ -15,6 +16,7 @@ const TABS = [
   ["overview", "Overview"],
   ["files", "Files"],
   ["processes", "Processes"],
+  ["terminal", "Terminal"],
   ["schedules", "Schedules"],
   ["previews", "Previews"],
   ["storage", "Drives & volumes"],
@@ -42,6 +44,7 @@ export function SandboxPage({ name, tab }: { name: string; tab?: string }) {
     ${current === "overview" && sandbox ? html`<${Overview} sandbox=${sandbox} name=${name} />` : null}
     ${current === "files" ? html`<${FilesTab} base=${base} />` : null}
     ${current === "processes" ? html`<${ProcessesTab} base=${base} />` : null}
+    ${current === "terminal" ? html`<${TerminalTab} sandbox=${name} base=${base} status=${sandbox?.status} />` : null}
     ${current === "schedules" ? html`<${SchedulesTab} sandbox=${name} base=${base} />` : null}
     ${current === "previews" ? html`<${Previews} sandbox=${name} />` : null}
     ${current === "storage" ? html`<${Storage} sandbox=${sandbox} base=${base} />` : null}

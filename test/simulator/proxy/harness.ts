@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiError, errors } from "../../../src/errors.js";
-import { createSandboxProxy, type SandboxProxy, type SandboxTarget, type Upstream } from "../../../simulator/proxy/index.js";
+import { createSandboxProxy, type SandboxProxy, type SandboxProxyOptions, type SandboxTarget, type Upstream } from "../../../simulator/proxy/index.js";
 
 /** Callers' keys and the workspace each is valid for; the simulator's auth plays this part in production. */
 export const KEYS: Record<string, string> = { "key-of-ws": "ws", "key-of-other": "other" };
@@ -23,7 +23,7 @@ function authorize(req: IncomingMessage, target: SandboxTarget): void {
 }
 
 /** The proxy on its own node:http server, as the simulator mounts it. */
-export async function startProxy(): Promise<ProxyHarness> {
+export async function startProxy(extra: Partial<SandboxProxyOptions> = {}): Promise<ProxyHarness> {
   const sandboxes = new Map<string, Upstream>();
   const proxy = createSandboxProxy({
     authorize,
@@ -33,6 +33,7 @@ export async function startProxy(): Promise<ProxyHarness> {
       return up;
     },
     workspaceOfId: (id) => (id === "ws-id-1" ? "ws" : undefined),
+    ...extra,
   });
   const server: Server = createServer((req, res) => {
     if (!proxy.handle(req, res)) {

@@ -1,0 +1,170 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { RequestHandler } from "express";
+import type { IPty } from "node-pty";
+import { WebSocketServer } from "ws";
+import { bearerToken, secretsEqual } from "../../src/auth.js";
+import { redactUrl, type Logger } from "../../src/logging.js";
+import { rawReply } from "../../src/tunnel.js";
+import type { SandboxPaths } from "../paths/sandbox-path.js";
+import { TERMINAL_PAGE } from "./page.js";
+import { bridge, DEFAULT_FLOW, type FlowLimits } from "./session.js";
+import { findShell, terminalEnv } from "./shell.js";
+
+export const TERMINAL_PATH = "/terminal";
+export const TERMINAL_WS_PATH = "/terminal/ws";
+
+export interface TerminalDeps {
+  paths: SandboxPaths;
+  /** The environment processes start with (POST /environment/reload overlays it). */
+  env: () => NodeJS.ProcessEnv;
+  logger: Logger;
+  token: string | undefined;
+  /** Argv prefix every command starts through (the launcher's capability drop), as for processes. */
+  wrapper?: readonly string[];
+  /** Without a token: why a request a web page may have made is refused (guardUnauthenticated's checks). */
+  browserRefusal?: (headers: IncomingMessage["headers"]) => string | undefined;
+  flow?: FlowLimits;
+}
+
+export interface Terminals {
+  /** GET /terminal: the reference's page (xterm.js talking to /terminal/ws). */
+  page: RequestHandler;
+  /** The server's `upgrade` event for /terminal/ws; false when the request is for another path. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  /** Terminals open now. */
+  open(): number;
+  /** Ends every terminal (agent shutdown). */
+  closeAll(): void;
+}
+
+const DEFAULT_SIZE = { cols: 80, rows: 24 };
+
+/**
+ * node-pty is a native addon, loaded when the first terminal opens: an agent
+ * whose copy was installed without install scripts (so without the compiled
+ * binding) still serves everything else, and a terminal then says why it cannot start.
+ */
+let ptyModule: Promise<typeof import("node-pty")> | undefined;
+function loadPty(): Promise<typeof import("node-pty")> {
+  ptyModule ??= import("node-pty").catch((err: Error) => {
+    ptyModule = undefined;
+    throw new Error(`the PTY binding (node-pty) is not usable here: ${err.message.split("\n")[0]}; reinstall sandbox-kit with its install scripts`);
+  });
+  return ptyModule;
+}
+
+/** A size from the query as the reference reads it: a uint16 of 1 or more, else the default. */
+function dimension(value: string | null, fallback: number): number {
+  if (!value || !/^\d{1,5}$/.test(value)) return fallback;
+  const n = Number(value);
+  return n >= 1 && n <= 65535 ? n : fallback;
+}
+
+/**
+ * The CLI (`bl connect sandbox`) and browsers cannot set headers on a
+ * WebSocket: they send the token as `?token=`. Only the terminal's routes take
+ * it there; it becomes the Authorization header the rest of the auth reads
+ * (the access log redacts it from the URL).
+ */
+export function queryTokenAuth(): RequestHandler {
+  return (req, _res, next) => {
+    if ((req.path === TERMINAL_PATH || req.path === TERMINAL_WS_PATH) && !bearerToken(req.headers) && typeof req.query.token === "string" && req.query.token) {
+      req.headers.authorization = `Bearer ${req.query.token}`;
+    }
+    next();
+  };
+}
+
+export function createTerminals(deps: TerminalDeps): Terminals {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  const live = new Set<IPty>();
+
+  function authorized(req: IncomingMessage, url: URL): string | undefined {
+    if (deps.token) {
+      const given = bearerToken(req.headers) ?? url.searchParams.get("token") ?? undefined;
+      if (!given) return "missing bearer token: send Authorization: Bearer <token> or ?token=<token>";
+      if (!secretsEqual(given, deps.token)) return "invalid token";
+    }
+    return undefined;
+  }
+
+  async function workingDir(requested: string | null, env: NodeJS.ProcessEnv): Promise<string> {
+    if (requested) return deps.paths.resolve(requested);
+    // The reference starts the shell in the daemon's directory, which its images set with WORKDIR.
+    try {
+      if (env.WORKDIR) return await deps.paths.resolve(env.WORKDIR);
+    } catch {
+      // a WORKDIR outside the root or missing: the root then
+    }
+    return deps.paths.resolve("/");
+  }
+
+  async function start(ws: import("ws").WebSocket, url: URL): Promise<void> {
+    const env = deps.env();
+    let pty: IPty;
+    try {
+      const cwd = await workingDir(url.searchParams.get("workingDir"), env);
+      const shell = findShell(env, url.searchParams.get("shell") ?? undefined);
+      const [file, ...args] = [...(deps.wrapper ?? []), shell];
+      const { spawn } = await loadPty();
+      pty = spawn(file!, args, {
+        name: "xterm-256color",
+        cols: dimension(url.searchParams.get("cols"), DEFAULT_SIZE.cols),
+        rows: dimension(url.searchParams.get("rows"), DEFAULT_SIZE.rows),
+        cwd,
+        env: terminalEnv(env),
+      });
+    } catch (err) {
+      // As the reference: the socket is open, the failure goes as an error frame, then the socket closes.
+      ws.send(JSON.stringify({ type: "error", data: `could not start the terminal: ${(err as Error).message}` }));
+      ws.close(1011, "terminal start failed");
+      return;
+    }
+    live.add(pty);
+    deps.logger.info({ shellPid: pty.pid, open: live.size }, "terminal opened");
+    await bridge(ws, pty, deps.logger, deps.flow ?? DEFAULT_FLOW);
+    live.delete(pty);
+    deps.logger.info({ shellPid: pty.pid, open: live.size }, "terminal closed");
+  }
+
+  return {
+    page: (_req, res) => {
+      res.type("html").send(TERMINAL_PAGE);
+    },
+    upgrade(req, socket, head) {
+      const url = new URL(req.url ?? "/", "http://agent");
+      if (url.pathname !== TERMINAL_WS_PATH) return false;
+      socket.on("error", () => socket.destroy());
+      const line = { url: redactUrl(req.url ?? "/") };
+      const denied = authorized(req, url);
+      if (denied) {
+        deps.logger.warn({ ...line, status: 401 }, "request");
+        rawReply(socket, 401, { error: denied });
+        return true;
+      }
+      const refused = deps.browserRefusal?.(req.headers);
+      if (refused) {
+        deps.logger.warn({ ...line, status: 403 }, "request");
+        rawReply(socket, 403, { error: refused });
+        return true;
+      }
+      if ((req.headers.upgrade ?? "").toLowerCase() !== "websocket") {
+        rawReply(socket, 400, { error: "GET /terminal/ws upgrades to a WebSocket only" });
+        return true;
+      }
+      deps.logger.debug({ ...line, status: 101 }, "request");
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        start(ws, url).catch((err) => {
+          deps.logger.error({ err }, "terminal failed");
+          ws.terminate();
+        });
+      });
+      return true;
+    },
+    open: () => live.size,
+    closeAll() {
+      for (const ws of wss.clients) ws.terminate();
+    },
+  };
+}
