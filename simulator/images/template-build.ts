@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import type { StoredBase } from "./base-copy.js";
 import { type Builder, findBuilder } from "./builders.js";
 import { externalImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
@@ -20,7 +21,9 @@ import type { StoredImage } from "./store-records.js";
  * the store has (hub images included, built first when needed) are imported
  * into the builder from their root filesystems; others must be the builder's
  * already or pullable. The built image is exported into the store (a temp
- * dir renamed into place: a failed build leaves nothing) under the name.
+ * dir renamed into place: a failed build leaves nothing) under the name: as
+ * the store image it was built on plus its own layers where the builder can
+ * say which those are (base-copy.ts), else its whole root filesystem.
  */
 
 export class TemplateBuildError extends Error {}
@@ -64,7 +67,12 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     builder = found.builder;
   }
   const buildArgs = options.buildArgs ?? [];
-  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) await provide(store, builder, image, progress);
+  /** The store images given to the builder: the template's base is one of them. */
+  const bases: StoredBase[] = [];
+  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) {
+    const stored = await provide(store, builder, image, progress);
+    if (stored) bases.push({ name: image, rootfs: stored.rootfs, digest: stored.manifest.digest, size: stored.manifest.size });
+  }
   const tag = builderTag(canonical);
   progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
   const log: string[] = [];
@@ -79,28 +87,34 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
     throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
   }
-  return store.installBuilt(canonical, dockerfile, progress, (rootfs, work) => builder.exportImage(tag, rootfs, work, progress));
+  return store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress)) ?? builder.exportImage(tag, rootfs, work, progress));
 }
 
-/** Makes one image the Dockerfile names available to the builder, or says which is missing and how to provide it. */
-async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<void> {
+/**
+ * Makes one image the Dockerfile names available to the builder, or says which is missing and how to
+ * provide it. Returns the store's image when the builder's copy may be it (a possible base).
+ */
+async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<StoredImage | undefined> {
   let ref;
   try {
     ref = parseImageRef(name);
   } catch (err) {
     throw new TemplateBuildError(`the Dockerfile names an invalid image "${name}": ${(err as Error).message}`);
   }
-  if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) return provideStandIn(store, builder, formatImageRef(ref), progress);
+  if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) {
+    await provideStandIn(store, builder, formatImageRef(ref), progress);
+    return undefined;
+  }
   const stored = store.get(name);
   if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(builder, name, stored, progress);
   if (recipeFor(ref, false)) return importInto(builder, name, await store.ensure(name, progress), progress);
-  if (await builder.localImage(name)) return;
+  if (await builder.localImage(name)) return stored; // (a Docker image the store exported: the same when the ids match)
   if (stored) return importInto(builder, name, stored, progress);
   progress.phase(`pulling ${name}`);
   let pullError: string;
   try {
     await builder.pull(name);
-    return;
+    return undefined;
   } catch (err) {
     pullError = (err as Error).message.split("\n").filter(Boolean).slice(-1)[0] ?? "";
   }
@@ -117,11 +131,12 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
 }
 
 /** A store image under `name` in the builder, unless the builder already has this very image there. */
-async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<void> {
+async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<StoredImage> {
   const local = await builder.localImage(name);
-  if (local?.label === image.manifest.digest) return;
+  if (local?.label === image.manifest.digest) return image;
   progress.phase(`giving ${builder.kind} the store's ${image.ref} as ${name}`);
   await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
+  return image;
 }
 
 /** ghcr.io/blaxel-ai/sandbox:<tag>: an image of one file, /sandbox-api, the stand-in. */
