@@ -60,11 +60,16 @@ const readable = (dir: string) => {
   }
 };
 
+/** Fills an empty rootfs with a base's tree, hard-linked (default linkCopy; template-build.ts may have made it already). */
+export type CopyBase = (base: StoredBase, rootfs: string) => Promise<void>;
+
+const copyByLinks: CopyBase = (base, rootfs) => linkCopy(base.rootfs, rootfs);
+
 /**
  * Unpacks the Docker image `tag` into rootfs as one of `bases` plus its own layers; undefined (rootfs
  * untouched) when no base is below it in the daemon or its layers cannot be read directly.
  */
-export async function exportOntoBase(docker: string, tag: string, bases: StoredBase[], label: string, rootfs: string, progress: Progress) {
+export async function exportOntoBase(docker: string, tag: string, bases: StoredBase[], label: string, rootfs: string, progress: Progress, copyBase: CopyBase = copyByLinks) {
   if (bases.length === 0) return undefined;
   let built: Inspected;
   let inBuilder: Inspected[];
@@ -92,7 +97,7 @@ export async function exportOntoBase(docker: string, tag: string, bases: StoredB
   const own = dirs.slice(chosen.below);
   if (!own.every(readable)) return undefined;
   progress.phase(`storing ${tag} as ${chosen.base.name} and its ${own.length} new layer${own.length === 1 ? "" : "s"}`);
-  await linkCopy(chosen.base.rootfs, rootfs);
+  await copyBase(chosen.base, rootfs);
   let bytes = 0;
   for (const dir of own) {
     await runTool("tar", ["-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*", "--xattrs-include=user.overlay.*", "-cf", "-", "."], {

@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { StoredBase } from "./base-copy.js";
+import { linkCopy, type StoredBase } from "./base-copy.js";
 import { type Builder, findBuilder } from "./builders.js";
 import { externalImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
@@ -74,20 +75,42 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     if (stored) bases.push({ name: image, rootfs: stored.rootfs, digest: stored.manifest.digest, size: stored.manifest.size });
   }
   const tag = builderTag(canonical);
-  progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
-  const log: string[] = [];
+  // The one store image the template can be built on, hard-linked while the builder runs (it mostly waits).
+  const early = builder.exportOntoBase && bases.length === 1 ? earlyCopy(store, bases[0]!) : undefined;
   try {
-    await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
-      log.push(line);
-      progress.note(line);
-    });
-  } catch (err) {
-    const tail = log.slice(-40).join("\n");
-    const first = (err as Error).message.split("\n")[0]!;
-    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
-    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+    progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
+    const log: string[] = [];
+    try {
+      await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
+        log.push(line);
+        progress.note(line);
+      });
+    } catch (err) {
+      const tail = log.slice(-40).join("\n");
+      const first = (err as Error).message.split("\n")[0]!;
+      const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
+      throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+    }
+    const copyBase = async (base: StoredBase, rootfs: string) => {
+      if (base !== early?.base) return linkCopy(base.rootfs, rootfs);
+      rmdirSync(rootfs);
+      renameSync(await early.tree, rootfs);
+    };
+    return await store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress, copyBase)) ?? builder.exportImage(tag, rootfs, work, progress));
+  } finally {
+    // Unused (a failed build, another base) or moved into the store: what is left of it goes.
+    if (early) await early.tree.catch(() => undefined).finally(() => rm(early.dir, { recursive: true, force: true }));
   }
-  return store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress)) ?? builder.exportImage(tag, rootfs, work, progress));
+}
+
+/** A hard-linked copy of a base in the store's tmp/ (named for this process: removed after a crash too). */
+function earlyCopy(store: ImageStore, base: StoredBase): { base: StoredBase; dir: string; tree: Promise<string> } {
+  const dir = join(store.dir, "tmp", `link-${process.pid}-${randomBytes(6).toString("hex")}`);
+  const tree = join(dir, "rootfs");
+  mkdirSync(tree, { recursive: true });
+  const copied = linkCopy(base.rootfs, tree).then(() => tree);
+  copied.catch(() => undefined); // awaited when used or at the end
+  return { base, dir, tree: copied };
 }
 
 /**
