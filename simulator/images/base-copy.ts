@@ -74,11 +74,11 @@ export async function exportOntoBase(docker: string, tag: string, bases: StoredB
   let built: Inspected;
   let inBuilder: Inspected[];
   try {
-    [built] = (await inspect(docker, [tag])) as [Inspected];
-    inBuilder = await inspect(docker, bases.map((b) => b.name));
+    [built, ...inBuilder] = (await inspect(docker, [tag, ...bases.map((b) => b.name)])) as [Inspected, ...Inspected[]];
   } catch {
     return undefined;
   }
+  if (inBuilder.length !== bases.length) return undefined;
   const layers = built.RootFS?.Layers ?? [];
   const driver = built.GraphDriver;
   if (driver?.Name !== "overlay2" || !driver.Data?.UpperDir) return undefined;
