@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
+import { type CopyBase, exportOntoBase, type StoredBase } from "./base-copy.js";
 import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
 import { importLayout } from "./oci-import.js";
 import type { Progress } from "./progress.js";
@@ -21,6 +22,8 @@ export const DIGEST_LABEL = "sandbox-kit.digest";
 export interface BuiltImage {
   digest: string;
   config: ImageConfig;
+  /** Bytes of the root filesystem, when known without walking it. */
+  size?: number;
 }
 
 export interface Builder {
@@ -37,6 +40,11 @@ export interface Builder {
   remove(name: string): Promise<void>;
   /** Unpacks the built image into rootfs (work: scratch space for the builder's output). */
   exportImage(tag: string, rootfs: string, work: string, progress: Progress): Promise<BuiltImage>;
+  /**
+   * Unpacks the built image into rootfs as one of the store images it was built on plus only its own
+   * layers (base-copy.ts); undefined, rootfs untouched, where this builder cannot (then: exportImage).
+   */
+  exportOntoBase?(tag: string, bases: StoredBase[], rootfs: string, progress: Progress, copyBase?: CopyBase): Promise<BuiltImage | undefined>;
 }
 
 /** `tar -c` of a directory piped into a tool's stdin; rejects with the failing side's last output. */
@@ -106,6 +114,10 @@ export class DockerBuilder implements Builder {
     if (!image) throw new ToolError(`docker build reported success but the daemon has no image ${tag}`);
     await exportDockerImage(this.docker, tag, rootfs, progress, image.size);
     return { digest: image.id, config: image.config };
+  }
+
+  exportOntoBase(tag: string, bases: StoredBase[], rootfs: string, progress: Progress, copyBase?: CopyBase) {
+    return exportOntoBase(this.docker, tag, bases, DIGEST_LABEL, rootfs, progress, copyBase);
   }
 }
 

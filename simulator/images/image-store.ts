@@ -222,7 +222,7 @@ export class ImageStore {
    * directory for the builder's own output) and says the image's digest and config. Built in a temp
    * dir and renamed into place, so a failure leaves nothing in the store.
    */
-  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"] }>): Promise<StoredImage> {
+  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"]; size?: number }>): Promise<StoredImage> {
     const canonical = formatImageRef(parseImageRef(name));
     return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
       const work = this.workDir("build");
@@ -231,7 +231,7 @@ export class ImageStore {
       try {
         const built = await produce(join(work, "rootfs"), join(work, "scratch"));
         await rm(join(work, "scratch"), { recursive: true, force: true });
-        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [] });
+        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [] }, built.size);
         progress.phase("done");
         return this.point(canonical, built.digest);
       } finally {
@@ -332,8 +332,9 @@ export class ImageStore {
     }
   }
 
-  private async finish(work: string, digest: string, described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">): Promise<void> {
-    const size = Number((await runTool("du", ["-sb", join(work, "rootfs")])).split("\t")[0]) || 0;
+  /** `knownSize`: the builder's count (a template over its base), sparing a walk of the whole tree. */
+  private async finish(work: string, digest: string, described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">, knownSize?: number): Promise<void> {
+    const size = knownSize ?? (Number((await runTool("du", ["-sb", join(work, "rootfs")])).split("\t")[0]) || 0);
     const manifest: ImageManifest = { refs: [], ...described, digest, size, created: new Date().toISOString() };
     writeAtomic(join(work, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
     try {

@@ -14,6 +14,11 @@ import { readTar, type TarEntry } from "./tar-reader.js";
  * runtimes resolve paths in a chroot. The entry itself is never followed: an
  * existing symlink in its place is replaced. Devices and fifos are skipped
  * (the launcher gives each sandbox its own /dev).
+ *
+ * A layer may be applied onto a hard-linked copy of a stored image (a
+ * template over its base, base-copy.ts): every file, link or symlink the
+ * layer writes is unlinked first and created anew, never written in place,
+ * so the base's shared inodes are never changed.
  */
 
 export class LayerError extends Error {}
@@ -81,8 +86,21 @@ export function resolveInRoot(root: string, components: string[], create: boolea
   return posix.join(root, ...done);
 }
 
+export interface LayerOptions {
+  /**
+   * "overlay": the tar of an overlayfs upper directory (a Docker overlay2 layer read as it is on disk,
+   * builders.ts): a character device 0/0 deletes its name from the layers below, and a directory with the
+   * xattr trusted.overlay.opaque (or user.overlay.opaque) = y hides what the layers below put in it —
+   * the kernel's overlayfs whiteouts, the same changes the OCI `.wh.` names say. Default "oci".
+   */
+  whiteouts?: "oci" | "overlay";
+}
+
+const overlayOpaque = (entry: TarEntry) => entry.xattrs?.["trusted.overlay.opaque"] === "y" || entry.xattrs?.["user.overlay.opaque"] === "y";
+
 /** Applies a tar stream as a layer; returns what it wrote. */
-export async function applyLayer(root: string, stream: AsyncIterable<Buffer | string>): Promise<LayerStats> {
+export async function applyLayer(root: string, stream: AsyncIterable<Buffer | string>, options: LayerOptions = {}): Promise<LayerStats> {
+  const overlay = options.whiteouts === "overlay";
   const stats: LayerStats = { files: 0, bytes: 0, skipped: 0 };
   /** Host paths this layer created: an opaque whiteout keeps them. */
   const created = new Set<string>();
@@ -91,19 +109,28 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
   let fd: number | undefined;
   let current: TarEntry | undefined;
 
+  /** Empties a directory of what the layers below put there (an opaque whiteout). */
+  const hideBelow = (dir: string) => {
+    for (const child of readdirSync(dir)) {
+      const path = posix.join(dir, child);
+      if (!created.has(path)) rmSync(path, { recursive: true, force: true });
+    }
+  };
+
   const place = (entry: TarEntry): string | undefined => {
     const parts = entryComponents(entry.path);
     if (parts.length === 0) return undefined; // the root itself
     const name = parts.pop()!;
     const parent = resolveInRoot(root, parts, true);
-    if (name === OPAQUE) {
-      for (const child of readdirSync(parent)) {
-        const path = posix.join(parent, child);
-        if (!created.has(path)) rmSync(path, { recursive: true, force: true });
-      }
+    if (overlay && entry.type === "char" && entry.devMajor === 0 && entry.devMinor === 0) {
+      rmSync(posix.join(parent, name), { recursive: true, force: true });
       return undefined;
     }
-    if (name.startsWith(WHITEOUT)) {
+    if (!overlay && name === OPAQUE) {
+      hideBelow(parent);
+      return undefined;
+    }
+    if (!overlay && name.startsWith(WHITEOUT)) {
       rmSync(posix.join(parent, name.slice(WHITEOUT.length)), { recursive: true, force: true });
       return undefined;
     }
@@ -138,6 +165,7 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
       switch (entry.type) {
         case "directory":
           if (!clear(path, true)) mkdirSync(path, { mode: 0o755 });
+          else if (overlay && overlayOpaque(entry)) hideBelow(path);
           owner(entry, path);
           dirs.push({ path, entry });
           return;

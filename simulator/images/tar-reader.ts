@@ -17,6 +17,11 @@ export interface TarEntry {
   gid: number;
   mtimeSec: number;
   linkTarget: string;
+  /** A device's numbers (an overlay whiteout is the character device 0/0). */
+  devMajor: number;
+  devMinor: number;
+  /** Extended attributes from pax SCHILY.xattr.* records (GNU tar --xattrs), when the archive has any. */
+  xattrs?: Record<string, string>;
 }
 
 export interface TarSink {
@@ -28,6 +33,7 @@ export interface TarSink {
 export class TarFormatError extends Error {}
 
 const BLOCK = 512;
+const XATTR = "SCHILY.xattr.";
 const TYPES: Record<string, EntryType> = { "0": "file", "\0": "file", "7": "file", "1": "hardlink", "2": "symlink", "5": "directory", "3": "char", "4": "block", "6": "fifo" };
 
 function text(buf: Buffer, start: number, length: number): string {
@@ -154,7 +160,11 @@ export class TarReader {
       gid: this.pax.gid !== undefined ? Number(this.pax.gid) : number(header, 116, 8),
       mtimeSec: this.pax.mtime !== undefined ? Math.floor(Number(this.pax.mtime)) : number(header, 136, 12),
       linkTarget,
+      devMajor: number(header, 329, 8),
+      devMinor: number(header, 337, 8),
     };
+    const xattrs = Object.entries(this.pax).filter(([key]) => key.startsWith(XATTR));
+    if (xattrs.length > 0) entry.xattrs = Object.fromEntries(xattrs.map(([key, value]) => [key.slice(XATTR.length), value]));
     if (entry.type === "directory" && path.endsWith("/")) path = path.replace(/\/+$/, "");
     entry.path = path;
     this.pax = {};

@@ -1,6 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { linkCopy, type StoredBase } from "./base-copy.js";
 import { type Builder, findBuilder } from "./builders.js";
 import { externalImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
@@ -20,7 +22,9 @@ import type { StoredImage } from "./store-records.js";
  * the store has (hub images included, built first when needed) are imported
  * into the builder from their root filesystems; others must be the builder's
  * already or pullable. The built image is exported into the store (a temp
- * dir renamed into place: a failed build leaves nothing) under the name.
+ * dir renamed into place: a failed build leaves nothing) under the name: as
+ * the store image it was built on plus its own layers where the builder can
+ * say which those are (base-copy.ts), else its whole root filesystem.
  */
 
 export class TemplateBuildError extends Error {}
@@ -64,43 +68,76 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     builder = found.builder;
   }
   const buildArgs = options.buildArgs ?? [];
-  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) await provide(store, builder, image, progress);
-  const tag = builderTag(canonical);
-  progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
-  const log: string[] = [];
-  try {
-    await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
-      log.push(line);
-      progress.note(line);
-    });
-  } catch (err) {
-    const tail = log.slice(-40).join("\n");
-    const first = (err as Error).message.split("\n")[0]!;
-    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
-    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+  /** The store images given to the builder: the template's base is one of them. */
+  const bases: StoredBase[] = [];
+  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) {
+    const stored = await provide(store, builder, image, progress);
+    if (stored) bases.push({ name: image, rootfs: stored.rootfs, digest: stored.manifest.digest, size: stored.manifest.size });
   }
-  return store.installBuilt(canonical, dockerfile, progress, (rootfs, work) => builder.exportImage(tag, rootfs, work, progress));
+  const tag = builderTag(canonical);
+  // The one store image the template can be built on, hard-linked while the builder runs (it mostly waits).
+  const early = builder.exportOntoBase && bases.length === 1 ? earlyCopy(store, bases[0]!) : undefined;
+  try {
+    progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
+    const log: string[] = [];
+    try {
+      await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
+        log.push(line);
+        progress.note(line);
+      });
+    } catch (err) {
+      const tail = log.slice(-40).join("\n");
+      const first = (err as Error).message.split("\n")[0]!;
+      const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
+      throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+    }
+    const copyBase = async (base: StoredBase, rootfs: string) => {
+      if (base !== early?.base) return linkCopy(base.rootfs, rootfs);
+      rmdirSync(rootfs);
+      renameSync(await early.tree, rootfs);
+    };
+    return await store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress, copyBase)) ?? builder.exportImage(tag, rootfs, work, progress));
+  } finally {
+    // Unused (a failed build, another base) or moved into the store: what is left of it goes.
+    if (early) await early.tree.catch(() => undefined).finally(() => rm(early.dir, { recursive: true, force: true }));
+  }
 }
 
-/** Makes one image the Dockerfile names available to the builder, or says which is missing and how to provide it. */
-async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<void> {
+/** A hard-linked copy of a base in the store's tmp/ (named for this process: removed after a crash too). */
+function earlyCopy(store: ImageStore, base: StoredBase): { base: StoredBase; dir: string; tree: Promise<string> } {
+  const dir = join(store.dir, "tmp", `link-${process.pid}-${randomBytes(6).toString("hex")}`);
+  const tree = join(dir, "rootfs");
+  mkdirSync(tree, { recursive: true });
+  const copied = linkCopy(base.rootfs, tree).then(() => tree);
+  copied.catch(() => undefined); // awaited when used or at the end
+  return { base, dir, tree: copied };
+}
+
+/**
+ * Makes one image the Dockerfile names available to the builder, or says which is missing and how to
+ * provide it. Returns the store's image when the builder's copy may be it (a possible base).
+ */
+async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<StoredImage | undefined> {
   let ref;
   try {
     ref = parseImageRef(name);
   } catch (err) {
     throw new TemplateBuildError(`the Dockerfile names an invalid image "${name}": ${(err as Error).message}`);
   }
-  if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) return provideStandIn(store, builder, formatImageRef(ref), progress);
+  if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) {
+    await provideStandIn(store, builder, formatImageRef(ref), progress);
+    return undefined;
+  }
   const stored = store.get(name);
   if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(builder, name, stored, progress);
   if (recipeFor(ref, false)) return importInto(builder, name, await store.ensure(name, progress), progress);
-  if (await builder.localImage(name)) return;
+  if (await builder.localImage(name)) return stored; // (a Docker image the store exported: the same when the ids match)
   if (stored) return importInto(builder, name, stored, progress);
   progress.phase(`pulling ${name}`);
   let pullError: string;
   try {
     await builder.pull(name);
-    return;
+    return undefined;
   } catch (err) {
     pullError = (err as Error).message.split("\n").filter(Boolean).slice(-1)[0] ?? "";
   }
@@ -117,11 +154,12 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
 }
 
 /** A store image under `name` in the builder, unless the builder already has this very image there. */
-async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<void> {
+async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<StoredImage> {
   const local = await builder.localImage(name);
-  if (local?.label === image.manifest.digest) return;
+  if (local?.label === image.manifest.digest) return image;
   progress.phase(`giving ${builder.kind} the store's ${image.ref} as ${name}`);
   await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
+  return image;
 }
 
 /** ghcr.io/blaxel-ai/sandbox:<tag>: an image of one file, /sandbox-api, the stand-in. */

@@ -1,6 +1,7 @@
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
+import { linkCopy } from "../../../simulator/images/base-copy.js";
 import { applyLayer, LayerError, resolveInRoot } from "../../../simulator/images/layer.js";
 import { readTar, TarFormatError } from "../../../simulator/images/tar-reader.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
@@ -110,5 +111,68 @@ describe("resolveInRoot", () => {
     symlinkSync("/usr/lib", join(root, "lib"));
     expect(resolveInRoot(root, ["lib", "x"], true)).toBe(join(root, "usr/lib/x"));
     expect(resolveInRoot(root, ["..", "..", "etc"], true)).toBe(join(root, "etc"));
+  });
+});
+
+describe("a layer applied over a hard-linked copy of a base image (a template over its base)", () => {
+  /** The base image's tree, and what its files are: content, inode and mode. */
+  const makeBase = async (dir: string) => {
+    await applyLayer(dir, chunks(tarOf([
+      { name: "etc/", type: "dir" },
+      { name: "etc/changed", content: "base\n" },
+      { name: "etc/chmodded", content: "mode\n", mode: 0o644 },
+      { name: "etc/deleted", content: "gone in the template\n" },
+      { name: "etc/linked", content: "link target\n" },
+      { name: "opt/app/", type: "dir", mode: 0o755 },
+      { name: "opt/app/old", content: "hidden in the template\n" },
+      { name: "bin", type: "symlink", link: "usr/bin" },
+    ])));
+  };
+  const facts = (dir: string) =>
+    ["etc/changed", "etc/chmodded", "etc/deleted", "etc/linked", "opt/app/old"].map((path) => {
+      const st = lstatSync(join(dir, path));
+      return { path, content: readFileSync(join(dir, path), "utf8"), ino: st.ino, mode: st.mode };
+    });
+
+  it.each(["oci", "overlay"] as const)("the %s layer's changes, deletions and opaque directories reach the copy only: the base's files keep their content, inode and mode", async (whiteouts) => {
+    const base = join(root, "..", "base");
+    mkdirSync(base);
+    await makeBase(base);
+    const before = facts(base);
+    await linkCopy(base, root);
+    expect(lstatSync(join(root, "etc/changed")).ino).toBe(lstatSync(join(base, "etc/changed")).ino); // hard-linked: no data copied
+
+    const deleted: Parameters<typeof tarOf>[0] = whiteouts === "oci" ? [{ name: "etc/.wh.deleted" }, { name: "opt/app/.wh..wh..opq" }] : [{ name: "etc/deleted", type: "char", dev: [0, 0] }];
+    const opaque: Parameters<typeof tarOf>[0] = whiteouts === "overlay" ? [{ name: "opt/app/", type: "dir", mode: 0o700, xattrs: { "trusted.overlay.opaque": "y" } }] : [{ name: "opt/app/", type: "dir", mode: 0o700 }];
+    await applyLayer(root, chunks(tarOf([
+      { name: "etc/changed", content: "template\n" },
+      { name: "etc/chmodded", content: "mode\n", mode: 0o600 },
+      { name: "etc/linked", type: "hardlink", link: "etc/changed" },
+      ...deleted,
+      ...opaque,
+      { name: "opt/app/new", content: "the template's own\n" },
+      { name: "bin", type: "symlink", link: "usr/local/bin" },
+    ])), { whiteouts });
+
+    expect(read("etc/changed")).toBe("template\n");
+    expect(lstatSync(join(root, "etc/chmodded")).mode & 0o777).toBe(0o600);
+    expect(read("etc/linked")).toBe("template\n");
+    expect(existsSync(join(root, "etc/deleted"))).toBe(false);
+    expect(readdirSync(join(root, "opt/app"))).toEqual(["new"]);
+    expect(readlinkSync(join(root, "bin"))).toBe("usr/local/bin");
+    expect(lstatSync(join(root, "opt/app")).mode & 0o777).toBe(0o700);
+
+    expect(facts(base)).toEqual(before);
+    expect(readdirSync(join(base, "opt/app"))).toEqual(["old"]);
+    expect(lstatSync(join(base, "opt/app")).mode & 0o777).toBe(0o755);
+    expect(readlinkSync(join(base, "bin"))).toBe("usr/bin");
+  });
+
+  it("an OCI layer keeps a character device 0/0 and a .wh. name of an overlay layer apart: each format's whiteouts only", async () => {
+    await apply([{ name: "etc/a", content: "1" }, { name: "etc/b", content: "2" }]);
+    await applyLayer(root, chunks(tarOf([{ name: "etc/a", type: "char", dev: [0, 0] }])));
+    expect(read("etc/a")).toBe("1"); // OCI: a device, skipped
+    await applyLayer(root, chunks(tarOf([{ name: "etc/.wh.b" }])), { whiteouts: "overlay" });
+    expect(read("etc/b")).toBe("2"); // overlay: a file of that name
   });
 });

@@ -6,13 +6,33 @@ import { gzipSync } from "node:zlib";
 /** A minimal ustar writer for tests: any entry name (even a hostile one), files, dirs, links. */
 export interface TestEntry {
   name: string;
-  type?: "file" | "dir" | "symlink" | "hardlink" | "fifo";
+  type?: "file" | "dir" | "symlink" | "hardlink" | "fifo" | "char";
   content?: string | Buffer;
   link?: string;
   mode?: number;
+  /** A device's numbers (default 0/0: an overlay whiteout). */
+  dev?: [number, number];
+  /** Extended attributes, as GNU tar --xattrs writes them (pax SCHILY.xattr.<name>). */
+  xattrs?: Record<string, string>;
 }
 
-const FLAG = { file: "0", hardlink: "1", symlink: "2", dir: "5", fifo: "6" } as const;
+const FLAG = { file: "0", hardlink: "1", symlink: "2", dir: "5", fifo: "6", char: "3" } as const;
+
+/** A pax extended header entry carrying the records. */
+function paxHeader(records: Record<string, string>): Buffer {
+  const body = Buffer.concat(
+    Object.entries(records).map(([key, value]) => {
+      const text = ` ${key}=${value}\n`;
+      let length = Buffer.byteLength(text) + 1;
+      while (String(length).length + Buffer.byteLength(text) !== length) length = String(length).length + Buffer.byteLength(text);
+      return Buffer.from(`${length}${text}`);
+    }),
+  );
+  const header = tarOf([{ name: "././@PaxHeader", content: body }]).subarray(0, 512 + Math.ceil(body.length / 512) * 512);
+  header[156] = "x".charCodeAt(0);
+  fixChecksum(header);
+  return header;
+}
 
 function field(buf: Buffer, value: string, at: number, length: number): void {
   buf.write(value.slice(0, length), at, length, "utf8");
@@ -36,6 +56,7 @@ export function tarOf(entries: TestEntry[]): Buffer {
       blocks[blocks.length - 1]![156] = "L".charCodeAt(0);
       fixChecksum(blocks[blocks.length - 1]!);
     }
+    if (e.xattrs) blocks.push(paxHeader(Object.fromEntries(Object.entries(e.xattrs).map(([k, v]) => [`SCHILY.xattr.${k}`, v]))));
     field(header, name, 0, 100);
     octal(header, e.mode ?? (type === "dir" ? 0o755 : 0o644), 100, 8);
     octal(header, 0, 108, 8);
@@ -46,6 +67,10 @@ export function tarOf(entries: TestEntry[]): Buffer {
     field(header, e.link ?? "", 157, 100);
     field(header, "ustar\0", 257, 6);
     field(header, "00", 263, 2);
+    if (type === "char") {
+      octal(header, e.dev?.[0] ?? 0, 329, 8);
+      octal(header, e.dev?.[1] ?? 0, 337, 8);
+    }
     fixChecksum(header);
     blocks.push(header, data, Buffer.alloc((512 - (data.length % 512)) % 512));
   }

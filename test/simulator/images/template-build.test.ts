@@ -1,4 +1,4 @@
-import { readdirSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
@@ -113,6 +113,56 @@ const hubStore = new ImageStore({ dir: defaultImageCacheDir() });
 const baseReady = (await hubStore.locate("blaxel/base-image").catch(() => undefined))?.kind === "stored";
 const e2eSkip = builderSkip || (isolationUnavailable ? ` (skipped: ${isolationUnavailable})` : "") ||
   (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST ? "" : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
+const overBaseSkip = builderSkip || (found.builder?.kind !== "docker" ? " (skipped: only a Docker builder's layers are read over the base; buildah exports the whole image)" : "") ||
+  (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST ? "" : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
+
+describe.skipIf(overBaseSkip !== "")(`a template stored as its base's files plus its own layers${overBaseSkip}`, () => {
+  const NAME = "sandbox-kit-test/template-over-base:v1";
+  afterAll(async () => {
+    hubStore.remove(NAME);
+    await found.builder?.remove(builderTag(NAME));
+  }, 120_000);
+  const facts = (rootfs: string, path: string) => {
+    const st = lstatSync(join(rootfs, path));
+    return { content: readFileSync(join(rootfs, path), "utf8"), ino: st.ino, mode: st.mode };
+  };
+
+  it("changes, deletions and a recreated directory reach the template only; the base's files keep content and inode; removing the template leaves them", async () => {
+    const base = await hubStore.ensure("blaxel/base-image");
+    const files = ["etc/debian_version", "etc/issue", "etc/issue.net", "etc/host.conf"];
+    const before = Object.fromEntries(files.map((f) => [f, facts(base.rootfs, f)]));
+    const aptBefore = readdirSync(join(base.rootfs, "etc/apt")).sort();
+    const dir = context({
+      Dockerfile: [
+        "FROM blaxel/base-image",
+        // rm -rf then mkdir of a directory the base has: Docker stores it as an opaque directory (an overlay whiteout).
+        "RUN echo template > /etc/debian_version && rm /etc/issue && chmod 600 /etc/issue.net && rm -rf /etc/apt && mkdir /etc/apt && echo own > /etc/apt/only-this",
+      ].join("\n"),
+    });
+    const built = await cli(["build", NAME, "--file", join(dir, "Dockerfile"), dir]);
+    expect(built.code, built.err).toBe(0);
+    expect(built.err).toContain("1 new layer");
+    const template = hubStore.get(NAME)!;
+
+    expect(readFileSync(join(template.rootfs, "etc/debian_version"), "utf8")).toBe("template\n");
+    expect(existsSync(join(template.rootfs, "etc/issue"))).toBe(false);
+    expect(lstatSync(join(template.rootfs, "etc/issue.net")).mode & 0o777).toBe(0o600);
+    expect(readdirSync(join(template.rootfs, "etc/apt"))).toEqual(["only-this"]);
+    // What the template did not change is the base's very file (hard-linked), not a copy.
+    expect(lstatSync(join(template.rootfs, "etc/host.conf")).ino).toBe(before["etc/host.conf"]!.ino);
+    expect(lstatSync(join(template.rootfs, "etc/debian_version")).ino).not.toBe(before["etc/debian_version"]!.ino);
+
+    const after = () => Object.fromEntries(files.map((f) => [f, facts(base.rootfs, f)]));
+    expect(after()).toEqual(before);
+    expect(readdirSync(join(base.rootfs, "etc/apt")).sort()).toEqual(aptBefore);
+
+    expect(hubStore.remove(NAME)).toBe(true);
+    expect(existsSync(template.rootfs)).toBe(false);
+    expect(after()).toEqual(before);
+    expect(readdirSync(join(hubStore.dir, "tmp")).filter((f) => f.includes(`-${process.pid}-`))).toEqual([]);
+  }, 600_000); // the base is built first where it is not yet (SANDBOX_KIT_HUB_IMAGE_TEST)
+});
+
 const TEMPLATE = "sandbox-kit-test/template-e2e:v1";
 const MARKER = "424242"; // the sleep the entrypoint starts: found by pid on the host
 
