@@ -64,6 +64,8 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
   };
   const byId = new Map<string, Execution[]>();
   for (const e of executions.data?.data ?? []) byId.set(e.scheduleId, [...(byId.get(e.scheduleId) ?? []), e]);
+  // Executions of schedules no longer listed (fired one-offs are retired) get a section of their own.
+  const listed = new Set((schedules.data?.data ?? []).map((s) => s.id));
   return html`<div>
     <${Section} title="New schedule">
       <form class="inline-form" onSubmit=${create}>
@@ -81,6 +83,10 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
         <button class="small danger" onClick=${() => remove(s)}>Delete</button>`}>
       <p class="small"><${Status} value=${s.status} /> <code>${s.input.command}</code> <span class="muted">· id ${s.id} · ${s.timezone ?? "UTC"} · next <${Time} iso=${s.nextRunAt} /> · last <${Time} iso=${s.lastRunAt} /></span></p>
       <${Timeline} base=${base} executions=${byId.get(s.id) ?? []} />
+    <//>`)}
+    ${[...byId].filter(([id]) => !listed.has(id)).map(([id, runs]) => html`<${Section} title=${`fired once · ${id}`}>
+      <p class="small muted">A one-off schedule is removed once it has fired, as on the platform; its executions stay.</p>
+      <${Timeline} base=${base} executions=${runs} />
     <//>`)}
   </div>`;
 }
