@@ -102,6 +102,20 @@ function connect(url: string): Promise<Client> {
 
 const input = (c: Client, data: string) => c.ws.send(JSON.stringify({ type: "input", data }));
 
+/**
+ * Sends a command line until the marker it prints arrives: a shell that is still starting, or just back from a
+ * ^C, may discard keys typed ahead of its line editor (readline flushes pending input when it takes the terminal).
+ */
+async function command(c: Client, line: string, marker: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const seen = c.next(marker);
+    input(c, line);
+    const timedOut = await Promise.race([seen.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 2000))]);
+    if (!timedOut) return;
+    if (attempt === 10) throw new Error(`no ${marker} from the terminal`);
+  }
+}
+
 async function keystroke(c: Client, key: string): Promise<number> {
   const start = process.hrtime.bigint();
   const echoed = c.next(key);
@@ -117,11 +131,11 @@ async function main(): Promise<void> {
   try {
     const terminalUrl = `${sim.first.url!.replace(/^http/, "ws")}/sbx/default/bench/terminal/ws?token=${KEY}`;
     const term = await connect(terminalUrl);
-    const ready = term.next("ready-1");
+    // The shell's prompt first: keys typed before its line editor starts may be discarded by it.
+    while (term.bytes() === 0) await new Promise((r) => setTimeout(r, 10));
     // Non-canonical mode with echo: the terminal echoes each key at once, cat reads it and prints nothing.
     // (Commands end with \r, as a terminal's Enter; the markers are computed so the echoed line never matches.)
-    input(term, "stty -icanon; echo ready-$((1)); cat > /dev/null\r");
-    await ready;
+    await command(term, "stty -icanon; echo ready-$((1)); cat > /dev/null\r", "ready-1");
     const direct = await connect(echo.first.url!);
     const keys = { terminal: [] as number[], direct: [] as number[] };
     const alphabet = "abcdefghijklmnopqrstuvwxyz";
@@ -131,10 +145,8 @@ async function main(): Promise<void> {
       keys.direct.push(await keystroke(direct, key));
     }
     direct.ws.close();
-    const back = term.next("back-4");
     input(term, "\u0003");
-    input(term, "stty sane; echo back-$((2+2))\r");
-    await back;
+    await command(term, "stty sane; echo back-$((2+2))\r", "back-4");
     const show = (name: string, xs: number[]) => {
       const sorted = [...xs].sort((a, b) => a - b);
       return `${name.padEnd(26)} p50 ${fmt(percentile(sorted, 50), 2)} ms  p99 ${fmt(percentile(sorted, 99), 2)} ms`;

@@ -39,6 +39,8 @@ describe.skipIf(missing !== undefined)(`the console's Terminal tab in Chromium${
 
   /** Types a command into the terminal (xterm's own input element, as a user's keys) and presses Enter. */
   async function type(page: Page, command: string): Promise<void> {
+    // As a user would, once the prompt shows: a shell still starting may discard keys typed ahead of it.
+    await expect.poll(async () => (await screen(page)).trimEnd(), { timeout: 15_000 }).toMatch(/[#$]$/);
     await page.locator(".terminal-host").click();
     await page.keyboard.type(command);
     await page.keyboard.press("Enter");
