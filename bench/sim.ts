@@ -14,7 +14,12 @@
  * Volumes, not sandboxes: since the simulator runs a real sandbox-agent per
  * sandbox (issue 7), a sandbox create measures process start-up (bench:e2e);
  * a volume is a pure control-plane record with the same code path
- * (auth, validation, store, versioned paginated list).
+ * (auth, validation, store, versioned paginated list). The `get sandbox` line
+ * reads one real sandbox (bwrap, the host's root: no image to build) at the
+ * same concurrency: the sandbox kind's read path (expiry on read, expiresIn,
+ * events) that the SDK polls. The simulator runs with no warm pool and no
+ * prebuild, so no sandbox starts in the background of a measure.
+ *   BENCH_SIM_SANDBOX_GETS  get requests of the sandbox per server (default 20000)
  *   BENCH_SIM_NODE_ARGS extra node flags for the simulator process (e.g. "--cpu-prof")
  */
 import { Agent, request } from "node:http";
@@ -26,6 +31,8 @@ const CLIENTS = Number(process.env.BENCH_SIM_CLIENTS ?? 50);
 const GETS = Number(process.env.BENCH_SIM_GETS ?? 20_000);
 const LISTS = Number(process.env.BENCH_SIM_LISTS ?? 5_000);
 const CREATES = Number(process.env.BENCH_SIM_CREATES ?? 1_000);
+const SANDBOX_GETS = Number(process.env.BENCH_SIM_SANDBOX_GETS ?? 20_000);
+const SANDBOX = "bench-sandbox";
 const SIM_NODE_ARGS = (process.env.BENCH_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const KEY = "bench-sim-admin-key";
 const HEADERS = { "X-Blaxel-Authorization": `Bearer ${KEY}`, "X-Blaxel-Workspace": "default", "Blaxel-Version": "2026-04-28", "Content-Type": "application/json" };
@@ -102,12 +109,12 @@ import { createServer } from "node:http";
 let bodies = "";
 process.stdin.on("data", (d) => (bodies += d));
 process.stdin.on("end", () => {
-  const { get, list, create } = JSON.parse(bodies);
+  const { get, list, create, sandbox } = JSON.parse(bodies);
   const server = createServer((req, res) => {
     let size = 0;
     req.on("data", (d) => (size += d.length));
     req.on("end", () => {
-      const body = req.method === "POST" ? create : req.url.startsWith("/v0/volumes?") ? list : get;
+      const body = req.method === "POST" ? create : req.url.startsWith("/v0/volumes?") ? list : req.url.startsWith("/v0/sandboxes/") ? sandbox : get;
       res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
       res.end(body);
     });
@@ -144,7 +151,7 @@ async function warmUp(agent: Agent, base: string): Promise<void> {
 async function main(): Promise<void> {
   const loadAtStart = loadavg().map((n) => fmt(n, 2)).join(" ");
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const sim = await spawnListening([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"]);
+  const sim = await spawnListening([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn", "--warm-sandboxes", "0", "--prebuild", "none", "--image-source", "host"]);
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
   const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
   try {
@@ -162,20 +169,27 @@ async function main(): Promise<void> {
       pages.push(`/v0/volumes?limit=50&cursor=${encodeURIComponent(cursor)}`);
     }
     const simList = await load(LISTS, sim.child.pid!, (i) => call(agent, sim.url, "GET", pages[i % pages.length]!));
+    // One real sandbox (its create answers once its agent is healthy), read by every client.
+    const created = await call(agent, sim.url, "POST", "/v0/sandboxes", JSON.stringify({ metadata: { name: SANDBOX }, spec: { runtime: { memory: 2048 } } }));
+    if (created.status !== 200) throw new Error(`sandbox create: ${created.status} ${created.body.slice(0, 300)}`);
+    const sandboxPath = `/v0/sandboxes/${SANDBOX}`;
+    const simSandbox = await load(SANDBOX_GETS, sim.child.pid!, () => call(agent, sim.url, "GET", sandboxPath));
     const simRss = peakRssMiB(sim.child.pid!);
 
     const samples = {
       get: (await call(agent, sim.url, "GET", `/v0/volumes/${names[0]}`)).body,
       list: (await call(agent, sim.url, "GET", pages[1] ?? pages[0]!)).body,
       create: (await call(agent, sim.url, "POST", "/v0/volumes", bodyFor(0, "sample"))).body,
+      sandbox: (await call(agent, sim.url, "GET", sandboxPath)).body,
     };
     const bare = await spawnListening(["--input-type=module", "-e", BARE], JSON.stringify(samples));
-    let bareCreate, bareGet, bareList;
+    let bareCreate, bareGet, bareList, bareSandbox;
     try {
       await warmUp(agent, bare.url);
       bareCreate = await load(CREATES, bare.child.pid!, (i) => call(agent, bare.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
       bareGet = await load(GETS, bare.child.pid!, (i) => call(agent, bare.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
       bareList = await load(LISTS, bare.child.pid!, (i) => call(agent, bare.url, "GET", pages[i % pages.length]!));
+      bareSandbox = await load(SANDBOX_GETS, bare.child.pid!, () => call(agent, bare.url, "GET", sandboxPath));
     } finally {
       await bare.stop();
     }
@@ -184,11 +198,12 @@ async function main(): Promise<void> {
       ` | bare ${fmt(b.rps, 0).padStart(6)} req/s  p99 ${fmt(b.p99, 1)} ms  ${fmt(b.cpuUs, 0)} µs CPU/req | ratio ${fmt((100 * s.rps) / b.rps, 0)}% (CPU ${fmt((100 * b.cpuUs) / s.cpuUs, 0)}%)` +
       ` | client ${fmt(s.clientUs, 0)}/${fmt(b.clientUs, 0)} µs CPU/req`;
     const loadAtEnd = loadavg().map((n) => fmt(n, 2)).join(" ");
-    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes; ${WARM_UP} warm-up create/get/delete rounds per server; ${cpus().length} CPUs, load average ${loadAtStart} at start, ${loadAtEnd} at end`);
+    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes, 1 sandbox (${Buffer.byteLength(samples.sandbox)} B); ${WARM_UP} warm-up create/get/delete rounds per server; ${cpus().length} CPUs, load average ${loadAtStart} at start, ${loadAtEnd} at end`);
     console.log(line(`get    (${GETS} requests)`, simGet, bareGet));
+    console.log(line(`get sandbox (${SANDBOX_GETS} requests)`, simSandbox, bareSandbox));
     console.log(line(`list   (${LISTS} pages of 50)`, simList, bareList));
     console.log(line(`create (${CREATES} volumes)`, simCreate, bareCreate));
-    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's; "client" = this load generator's CPU per request (simulator/bare)`);
+    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get and get sandbox >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's; "client" = this load generator's CPU per request (simulator/bare)`);
     // Closed loop: CLIENTS requests are always in flight, so the mean latency is CLIENTS / throughput (Little's law).
     console.log(`closed loop of ${CLIENTS}: mean latency = ${CLIENTS} / req/s, e.g. ${fmt((1000 * CLIENTS) / bareGet.rps, 1)} ms for the bare get; p99 <= 10 ms needs >= ${fmt((1000 * CLIENTS) / 10, 0)} req/s with no tail`);
   } finally {

@@ -2,13 +2,13 @@ import { z } from "zod";
 import { errors, ApiError } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
 import { scopeFor } from "../auth/scopes.js";
-import type { Operation, OpContext } from "../http/operation.js";
+import { RawJson, type Operation, type OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
 import type { ResourceDoc, ResourceKind } from "./kind.js";
 import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
-import { keepMaskedSecrets, listJson, publicView } from "./render.js";
+import { keepMaskedSecrets, listJson, publicView, withLiveFields } from "./render.js";
 import { meterResource, unmeterResource } from "./usage.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
@@ -118,11 +118,11 @@ export function crudOperations(kind: ResourceKind): Operation[] {
             const doc = renderDoc(kind, row.doc as ResourceDoc, show);
             return kind.listItem ? kind.listItem(doc) : doc;
           };
-          // Read-time fields change with the clock: such an item is rendered afresh.
+          // The item's JSON is kept until its next save (it depends only on the document and `show`);
+          // read-time fields (they follow the clock) are added to it on each read.
           const live = kind.readFields?.(row.doc as ResourceDoc, ctx);
-          if (live) return JSON.stringify({ ...(render() as object), ...live });
-          // The item's JSON is kept until its next save (it depends only on the document and `show`).
-          return ctx.deps.resources.renderedJson(row, variant, render);
+          const text = withLiveFields(ctx.deps.resources.renderedJson(row, variant, render), row.doc as ResourceDoc, live);
+          return text ?? JSON.stringify({ ...(render() as object), ...live });
         });
         return listJson(list);
       },
@@ -145,7 +145,14 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       alsoGrantedBy: kind.itemTokenScope ? (params) => `${kind.itemTokenScope}:${params[kind.param]}` : undefined,
       handler: (ctx) => {
         kind.beforeRead?.(ctx, ctx.params[kind.param]!);
-        return renderDoc(kind, loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx)).doc, showSecrets(ctx), ctx);
+        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx));
+        const show = showSecrets(ctx);
+        // The document's JSON is kept until its next save, like a list item's (the "get" variants keep the events
+        // a list item drops); read-time fields (they follow the clock) are added to it on each read.
+        const live = kind.readFields?.(found.doc, ctx);
+        const render = () => renderDoc(kind, found.doc, show);
+        const text = withLiveFields(ctx.deps.resources.renderedJson(found, show ? "get-secrets-shown" : "get-secrets-masked", render), found.doc, live);
+        return text === undefined ? { ...render(), ...live } : new RawJson(text);
       },
     });
   }

@@ -21,6 +21,22 @@ export function listJson(list: string[] | Page<string>): RawJson {
   return new RawJson(`{"data":[${list.data.join(",")}],"meta":${JSON.stringify(list.meta)}}`);
 }
 
+/**
+ * A document's cached JSON text with read-time fields added, as
+ * JSON.stringify({...rendered, ...live}) would write it when every live
+ * field is new to the document (they go last, in order); undefined when one
+ * replaces a field of the document, for the caller to render whole.
+ */
+export function withLiveFields(text: string, doc: object, live: Record<string, unknown> | undefined): string | undefined {
+  if (!live) return text;
+  for (const key in live) if (Object.hasOwn(doc, key)) return undefined;
+  const fields = JSON.stringify(live);
+  if (fields === "{}") return text;
+  if (text === "{}") return fields;
+  if (!text.startsWith("{")) return undefined;
+  return `${text.slice(0, -1)},${fields.slice(1)}`;
+}
+
 export const MASK = "***";
 
 /** Env arrays `[{name, value, secret}]`: values of secret entries masked unless shown. */

@@ -79,3 +79,53 @@ describe("list item cache", () => {
     expect(res.headers["content-length"]).toBe(String(Buffer.byteLength(res.text)));
   });
 });
+
+/** Gets are served from the same cached texts (their own variants, with events), read-time fields added per read. */
+async function got(path: string): Promise<{ text: string; body: Item & { expiresIn?: number } }> {
+  const first = await sim.api.get(path).expect(200);
+  const again = await sim.api.get(path).expect(200);
+  expect(again.text).toBe(first.text);
+  expect(first.text).toBe(JSON.stringify(first.body));
+  return first;
+}
+
+describe("get cache", () => {
+  it("shows each status move and update at once, with its events", async () => {
+    await sim.api.post("/v0/agents", { metadata: { name: "got-moving" } }).expect(200);
+    expect((await got("/v0/agents/got-moving")).body.status).toBe("UPLOADING");
+    sim.clock.advance(500);
+    const building = (await got("/v0/agents/got-moving")).body;
+    expect(building.events.map((e) => e.status)).toEqual(["UPLOADING", "BUILDING"]);
+    await sim.api.put("/v0/agents/got-moving", { metadata: { displayName: "Moved" } }).expect(200);
+    expect((await got("/v0/agents/got-moving")).body).toMatchObject({ status: "DEPLOYING", metadata: { displayName: "Moved" } });
+  });
+
+  it("keeps the masked and the shown views apart, and apart from the list's items", async () => {
+    await sim.api.post("/v0/sandboxes", { metadata: { name: "got-secret" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "t0", secret: true }] } } }).expect(200);
+    const value = async (query = "") => (await got(`/v0/sandboxes/got-secret${query}`)).body.spec.runtime!.envs![0]!.value;
+    expect(await value()).toBe("***");
+    expect(await value("?show_secrets=true")).toBe("t0");
+    expect(await value()).toBe("***");
+    // A sandbox's list item drops its events (the lite form); its get keeps them.
+    expect(named(await listed("/v0/sandboxes"), "got-secret")).not.toHaveProperty("events");
+    expect((await got("/v0/sandboxes/got-secret")).body.events.length).toBeGreaterThan(0);
+  });
+
+  it("adds expiresIn to the cached text on each read, counting down on the clock", async () => {
+    await sim.api.post("/v0/sandboxes", { metadata: { name: "got-ttl" }, spec: { runtime: { ttl: "1h" } } }).expect(200);
+    const first = await got("/v0/sandboxes/got-ttl");
+    expect(first.body.expiresIn).toBe(3600);
+    expect(first.text.endsWith(`,"expiresIn":3600}`)).toBe(true);
+    sim.clock.advance(90_000);
+    expect((await got("/v0/sandboxes/got-ttl")).body.expiresIn).toBe(3510);
+    const listedTtl = named(await listed("/v0/sandboxes"), "got-ttl") as unknown as { expiresIn: number };
+    expect(listedTtl.expiresIn).toBe(3510);
+    // A preview token's `expired` replaces a field of its document: rendered whole, still the same bytes as JSON.stringify.
+    await sim.api.post("/v0/sandboxes/got-ttl/previews", { metadata: { name: "p" }, spec: { port: 3000 } }).expect(200);
+    await sim.api.post("/v0/sandboxes/got-ttl/previews/p/tokens", { spec: { expiresAt: new Date(sim.clock.now() + 60_000).toISOString() } }).expect(200);
+    const tokens = await sim.api.get("/v0/sandboxes/got-ttl/previews/p/tokens").expect(200);
+    expect(tokens.body[0].spec.expired).toBe(false);
+    sim.clock.advance(120_000);
+    expect((await sim.api.get("/v0/sandboxes/got-ttl/previews/p/tokens").expect(200)).body[0].spec.expired).toBe(true);
+  });
+});
