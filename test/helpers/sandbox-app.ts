@@ -29,3 +29,18 @@ server.on("upgrade", (req, socket) => {
 });
 server.listen(0, "127.0.0.1", () => fs.writeFileSync(path.join(__dirname, "port.txt"), String(server.address().port)));
 `;
+
+/** Starts SANDBOX_APP in a sandbox (the SDK's instance) at /app and resolves with the port it listens on. */
+export async function startSandboxApp(sandbox: {
+  fs: { write(path: string, content: string): Promise<unknown>; read(path: string): Promise<string> };
+  process: { exec(request: { name: string; command: string; workingDir: string }): Promise<unknown> };
+}): Promise<number> {
+  await sandbox.fs.write("/app/server.js", SANDBOX_APP);
+  await sandbox.process.exec({ name: "app", command: "node server.js", workingDir: "/app" });
+  for (let tries = 0; tries < 400; tries++) {
+    const port = Number(await sandbox.fs.read("/app/port.txt").catch(() => "0"));
+    if (port) return port;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("the sandbox's app did not write its port in 20 s");
+}

@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import request from "supertest";
 import { FakeClock } from "../../src/clock.js";
 import { sequentialIds } from "../../src/ids.js";
@@ -50,4 +52,26 @@ export async function serveTestSim(config: Partial<SimConfig> = {}): Promise<{ d
   const serving = await listen(createSimulatorApp(runtime.deps), "127.0.0.1", 0);
   runtime.deps.urls.base = serving.url;
   return { deps: runtime.deps, serving, url: serving.url, close: async () => { await serving.stop(1000); runtime.close(); } };
+}
+
+/**
+ * The built simulator (dist/simulator/main.js) as a real child process on a free port, for tests that signal or
+ * kill it; resolves once it prints its address. `env` is added to this process's environment; `track` gets the
+ * child at once.
+ */
+export async function spawnSimulatorProcess(args: string[], options: { env?: NodeJS.ProcessEnv; track?: ChildProcess[] } = {}): Promise<{ child: ChildProcess; url: string }> {
+  const main = fileURLToPath(new URL("../../dist/simulator/main.js", import.meta.url));
+  const child = spawn(process.execPath, [main, "--port", "0", ...args], { env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+  options.track?.push(child); // the caller's clean-up kills it even if it never starts
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+      out += d;
+      const match = /sandbox-sim listening on (\S+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
+  });
+  child.stderr!.resume();
+  return { child, url };
 }

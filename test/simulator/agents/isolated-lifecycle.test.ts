@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 import { isolationUnavailable, listensOn, pidNamespaceOf, pidsInNamespace, pidsWithMarker, serverCommand } from "../../helpers/sandbox-procs.js";
+import { spawnSimulatorProcess } from "../../helpers/simulator.js";
 
 /**
  * A sandbox's processes live and die with it, under the default (isolating)
@@ -122,21 +123,8 @@ describe.skipIf(isolationUnavailable !== undefined)("a simulator process that en
   });
 
   async function startSimulatorProcess(): Promise<{ child: ChildProcess; url: string }> {
-    const main = join(import.meta.dirname, "../../../dist/simulator/main.js");
     const data = join(tempBase("sim-proc-"), "sim.db");
-    const child = spawn(process.execPath, [main, "--port", "0", "--api-key", KEY, "--data", data, "--log-level", "warn", "--image-source", "host"], { stdio: ["ignore", "pipe", "pipe"] });
-    running.push(child);
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout!.setEncoding("utf8").on("data", (d: string) => {
-        out += d;
-        const match = /sandbox-sim listening on (\S+)/.exec(out);
-        if (match) resolve(match[1]!);
-      });
-      child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
-    });
-    child.stderr!.resume();
-    return { child, url };
+    return spawnSimulatorProcess(["--api-key", KEY, "--data", data, "--log-level", "warn", "--image-source", "host"], { track: running });
   }
 
   for (const sig of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -6,6 +6,7 @@ import { eventually, tempBase } from "../launcher/helpers.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace, pidsWithMarker } from "../../helpers/sandbox-procs.js";
 import { recipeBuildUnavailable } from "../../../simulator/images/recipe-build.js";
 import { mountsUnder } from "../../../simulator/agents/retention.js";
+import { spawnSimulatorProcess } from "../../helpers/simulator.js";
 
 /**
  * `npm start` stopped while a dozen isolated sandboxes run: a real simulator
@@ -32,20 +33,8 @@ afterEach(() => {
 
 async function startSimulator(images: string[] = ["--image-source", "host"]): Promise<Sim> {
   const tmp = tempBase("sim-shutdown-");
-  const main = join(import.meta.dirname, "../../../dist/simulator/main.js");
   const args = images.map((a) => a.replace("<tmp>", tmp));
-  const child = spawn(process.execPath, [main, "--port", "0", "--api-key", KEY, "--log-level", "warn", ...args], { env: { ...process.env, TMPDIR: tmp }, stdio: ["ignore", "pipe", "pipe"] });
-  started.push(child);
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
-      out += d;
-      const match = /sandbox-sim listening on (\S+)/.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
-  });
-  child.stderr!.resume();
+  const { child, url } = await spawnSimulatorProcess(["--api-key", KEY, "--log-level", "warn", ...args], { env: { TMPDIR: tmp }, track: started });
   return { child, url, tmp };
 }
 

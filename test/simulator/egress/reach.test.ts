@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
-import { SANDBOX_APP } from "../../helpers/sandbox-app.js";
+import { startSandboxApp } from "../../helpers/sandbox-app.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 
 /**
@@ -35,13 +35,7 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a
     sdk = await sdkForSimulator(sim.env);
     a = await sdk.SandboxInstance.create({ name: "echo-a" });
     b = await sdk.SandboxInstance.create({ name: "client-b" });
-    await a.fs.write("/app/server.js", SANDBOX_APP);
-    await a.process.exec({ name: "app", command: "node server.js", workingDir: "/app" });
-    let port = 0;
-    for (let tries = 0; !port && tries < 400; tries++) {
-      port = Number(await a.fs.read("/app/port.txt").catch(() => "0"));
-      if (!port) await new Promise((r) => setTimeout(r, 50));
-    }
+    const port = await startSandboxApp(a);
     const pub = await a.previews.create({ metadata: { name: "pub" }, spec: { port, public: true } });
     publicUrl = pub.spec.url!;
     const priv = await a.previews.create({ metadata: { name: "priv" }, spec: { port, public: false } });
