@@ -86,8 +86,11 @@ describe.skipIf(!spliceAvailable())("large uploads to an in-sandbox server, spli
 
   it("a server answering early ends the transfer; the caller gets its reply", async () => {
     const res = await put("/early", pattern(64 * MiB)).catch((err: NodeJS.ErrnoException) => ({ status: 0, text: err.code ?? "" }));
-    // The caller may read the 413 or see the connection reset while it still writes: both are what a direct upload gets.
-    if (res.status !== 0) expect(res).toMatchObject({ status: 413, text: "too large" });
+    // The caller may read the 413 or see the connection reset while it still writes: both are what a direct upload
+    // gets. The server closing with unread request bytes sends a TCP reset, which can discard its 413 from the
+    // proxy's receive queue before the proxy reads it; the caller then gets the edge's 502 for an upstream reset.
+    if (res.status === 502) expect(res.text).toMatch(/reset|closed|hang up|ECONNRESET|EPIPE/i);
+    else if (res.status !== 0) expect(res).toMatchObject({ status: 413, text: "too large" });
     await until(() => splicesRunning() === 0, "the transfer to end");
     expect((await put("/count", pattern(2 * MiB))).status).toBe(200); // and the proxy serves on
   });
