@@ -131,7 +131,14 @@ export class BwrapLauncher implements Launcher {
     const kit = this.sandboxKit();
     const warm = await this.pool.take(spec);
     try {
-      if (warm) return await this.activate(warm, spec);
+      if (warm) {
+        return await this.activate(warm, spec).catch((err: unknown) => {
+          // Taken out of the pool but never adopted (a rename, the hostname, the network failed): nothing else
+          // owns it now, so it ends here rather than outliving the simulator.
+          warm.sandbox.child.kill("SIGKILL");
+          throw err;
+        });
+      }
       for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
       await reapOrphan(spec.dataDir);
       const sandbox = this.spawnSandbox(spec, false);

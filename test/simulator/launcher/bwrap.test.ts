@@ -162,6 +162,26 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandbox
   });
 });
 
+describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandboxes that fail to activate", () => {
+  it("a warm sandbox taken by a start that fails before its agent is adopted is killed, not left behind", async () => {
+    const base = tempBase("bwrap-warm-fail-");
+    const launcher = new BwrapLauncher({ network: "none", warm: 1 });
+    try {
+      launcher.prepare(specFor(join(base, "ws"), "prepared", { drivesDir: join(base, "drives") }));
+      await launcher.warmed();
+      const [pid] = launcher.warmPool().pids;
+      expect(pid && isAlive(pid)).toBe(true);
+      // The sandbox's directory cannot be made (a file stands where it goes): the take-over's rename fails.
+      writeFileSync(join(base, "ws", "blocked"), "not a directory");
+      await expect(launcher.start(specFor(join(base, "ws"), "blocked", { drivesDir: join(base, "drives") }))).rejects.toThrow();
+      await eventually(() => !isAlive(pid!));
+      expect(isAlive(pid!)).toBe(false);
+    } finally {
+      await launcher.close();
+    }
+  });
+});
+
 describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher memory limit", () => {
   const launcher = isolationUnavailable ? undefined : new BwrapLauncher({ network: "none" });
   const why = launcher?.memory.unavailable;
