@@ -13,7 +13,7 @@ import { SOCKET_URL } from "./endpoint.js";
 import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
-import { cmdlineOf, continueTree, descendantsOf, stopTree } from "./proc.js";
+import { cmdlineOf, continueTree, descendantsOf, signal, stopTree } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
@@ -191,6 +191,7 @@ export class BwrapLauncher implements Launcher {
   }
 
   private adoption(sandbox: SpawnedSandbox, spec: LaunchSpec, kit: SandboxKit) {
+    let stopped: number[] = [];
     return {
       command: "bwrap",
       dataDir: spec.dataDir,
@@ -206,8 +207,14 @@ export class BwrapLauncher implements Launcher {
       setDirectOutbound: sandbox.setDirect,
       // Standby: every process of the sandbox's PID namespace (its init, the agent, what it runs) is stopped
       // from outside; slirp4netns, the egress gateways and the simulator are not in it and keep running.
-      freeze: async () => void (await stopTree(sandboxPidOf(sandbox))),
-      thaw: async () => continueTree(sandboxPidOf(sandbox)),
+      freeze: async () => void (stopped = await stopTree(sandboxPidOf(sandbox))),
+      // A stopped process forks nothing: the processes stopped are all there is to continue (no /proc scan on
+      // the resume path, which a request waits for).
+      thaw: async () => {
+        if (stopped.length === 0) return continueTree(sandboxPidOf(sandbox));
+        for (const pid of stopped) signal(pid, "SIGCONT");
+        stopped = [];
+      },
     };
   }
 
