@@ -76,8 +76,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
   const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
   if (ids?.kind === "single") deps.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
-  deps.sandboxIsolation = describeLauncher(launcher);
-  if (typeof launcher.standby === "string" && deps.config.standbyAfterMs > 0) deps.logger.warn({ launcher: launcher.name, reason: launcher.standby }, "standby: sandboxes never go to standby here");
+  // Standby (/health): the idle period, or why sandboxes never sleep with this launcher (said once at start).
+  const standby = launcher.standby === true ? { afterMs: deps.config.standbyAfterMs } : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
+  deps.sandboxIsolation = { ...describeLauncher(launcher), standby };
+  if ("unavailable" in standby && deps.config.standbyAfterMs > 0) deps.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
   if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).

@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator } from "../../../simulator/agents/serve.js";
 import { BwrapLauncher, DockerLauncher, ProcessLauncher, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { stopTree } from "../../../simulator/launcher/proc.js";
 import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
@@ -48,6 +49,24 @@ describe("the process launcher", () => {
       expect(handle.thaw).toBeUndefined();
     } finally {
       await handle.stop(2_000);
+    }
+  });
+
+  it("a simulator on it says so (/health, the hook's 409) and its idle sandboxes stay RUNNING", async () => {
+    const key = "standby-process-admin-key";
+    const sim = await serveSimulator({ port: 0, apiKey: key, testHooks: true, logLevel: "silent", standbyAfterMs: 300 }, { launcher: "process" });
+    try {
+      const call = (method: string, path: string, body?: unknown) => fetch(`${sim.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "x-blaxel-workspace": "default", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const health = (await (await call("GET", "/health")).json()) as { sandboxes: { standby: { unavailable?: string } } };
+      expect(health.sandboxes.standby.unavailable).toMatch(/process launcher/);
+      expect((await call("POST", "/v0/sandboxes", { metadata: { name: "awake" } })).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(((await (await call("GET", "/v0/sandboxes/awake")).json()) as { state: string }).state).toBe("RUNNING");
+      const forced = await call("POST", "/_sim/standby", { sandbox: "awake", state: "STANDBY" });
+      expect(forced.status).toBe(409);
+      expect(((await forced.json()) as { message: string }).message).toMatch(/process launcher/);
+    } finally {
+      await sim.stop();
     }
   });
 });

@@ -121,6 +121,11 @@ describe.skipIf(isolationUnavailable !== undefined)("standby (bwrap)", () => {
     await reaches("streamed", "STANDBY");
   });
 
+  it("/health says sandboxes go to standby, and after how long", async () => {
+    const health = (await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { standby: unknown } };
+    expect(health.sandboxes.standby).toEqual({ afterMs: IDLE_MS });
+  });
+
   it("the test hooks force standby and wake (and refuse what they cannot do)", async () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "hooked" });
     const ticker = await startTicker(sandbox);
