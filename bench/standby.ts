@@ -10,7 +10,7 @@
  *            checkpoint, memory stays; docs/launchers.md), and how many fit in MemAvailable;
  * then the process's peak RSS (simulator and client, in one process).
  *
- *   npm run bench:standby [-- --n 20] [--resumes 50] [--seconds 30]
+ *   npm run bench:standby [-- --n 100] [--resumes 50] [--seconds 30]   (on a shared machine: --n 10 --seconds 10)
  *
  * The simulator runs in this process (imageSource host, test hooks: the bench forces standby rather than
  * waiting --standby-after). No assertion: a bench reports.
@@ -25,7 +25,7 @@ const arg = (name: string, fallback: string) => {
   const at = process.argv.indexOf(`--${name}`);
   return at === -1 ? fallback : process.argv[at + 1]!;
 };
-const N = Number(arg("n", "20"));
+const N = Number(arg("n", "100"));
 const RESUMES = Math.max(50, Number(arg("resumes", "50")));
 const SECONDS = Number(arg("seconds", "30"));
 const KEY = "bench-standby-admin-key";
