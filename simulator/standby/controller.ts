@@ -112,6 +112,11 @@ export class StandbyController {
           if (!this.tracker.dueForStandby().includes(key)) return false;
         }
         wakeAt = scheduleWakeAt(await this.nextRuns(key));
+        // A run due within the wake lead (or overdue): asleep now, it would only wake again at once.
+        if (!force && wakeAt !== undefined && wakeAt <= this.now()) {
+          this.tracker.touch(key);
+          return false;
+        }
       } catch (err) {
         // An agent that cannot say (busy, restarting) is left awake this time.
         this.options.logger?.debug({ sandbox: key, err: (err as Error).message }, "standby: the agent could not be asked; the sandbox stays awake");

@@ -155,6 +155,18 @@ describe("StandbyController (fake clock, recorded freeze/thaw)", () => {
     expect(sb.calls).toEqual(["freeze", "thaw", "freeze"]);
   });
 
+  it("stays awake when a schedule is due within the wake lead (it would only wake again at once)", async () => {
+    const clock = fakeClock(Date.parse("2030-01-01T00:00:00Z"));
+    const sb = fakeSandbox();
+    const standby = new StandbyController({ afterMs: 500, now: () => clock.now, tickMs: 0, agent: () => sb.agent, agentJson: sb.agentJson });
+    standby.add("ws/a");
+    sb.reply.schedules = [{ nextRunAt: new Date(clock.now + 500 + SCHEDULE_WAKE_LEAD_MS / 2).toISOString() }];
+    clock.advance(500);
+    await standby.tick();
+    expect(standby.state("ws/a")).toBe("RUNNING");
+    expect(sb.calls).toEqual([]);
+  });
+
   it("a request during the keepAlive check keeps it awake; an agent that cannot answer is left awake", async () => {
     const clock = fakeClock();
     const sb = fakeSandbox();
