@@ -50,11 +50,11 @@ export interface SandboxAgentsOptions {
   prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
   /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */
   startQueue?: StartQueue;
-  /** The simulator's egress (simulator/egress), used where the launcher has `egress`. */
-  /** Idle time before a sandbox goes to standby (--standby-after, real time); 0 or absent = never, as with a launcher that cannot. */
+  /** Idle time before a sandbox goes to standby (--standby-after, real time); 0 or absent = never by itself (the hook still can). */
   standbyAfterMs?: number;
   /** Each change between RUNNING and STANDBY (usage metering). */
   onStandby?: (workspace: string, sandbox: string, state: StandbyState) => void;
+  /** The simulator's egress (simulator/egress), used where the launcher has `egress`. */
   egress?: {
     launchFor(workspace: string, sandbox: string): { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
     /** Whether the sandbox may keep its direct outbound path (its policy restricts no destination). */
