@@ -17,6 +17,7 @@ export const SIM_OPTIONS = {
   launcher: { type: "string" },
   "sandbox-network": { type: "string" },
   "sandbox-retention": { type: "string" },
+  "standby-after": { type: "string" },
   "preview-urls": { type: "string" },
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
@@ -54,6 +55,17 @@ export const SimConfigSchema = z.object({
       return parseDuration(v, ["s", "m", "h", "d"]);
     } catch (e) {
       ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0` });
+      return z.NEVER;
+    }
+  }),
+  /** How long a sandbox is idle before it goes to standby, in ms (real time); 0 = never (simulator/standby). */
+  standbyAfterMs: z.union([z.number().int().min(0), z.string()]).default(15_000).transform((v, ctx) => {
+    if (typeof v === "number") return v;
+    if (v.trim() === "0") return 0;
+    try {
+      return parseDuration(v, ["ms", "s", "m", "h"]);
+    } catch (e) {
+      ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0 (never)` });
       return z.NEVER;
     }
   }),
@@ -95,6 +107,9 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         loopback) or none (loopback only); env SANDBOX_SIM_SANDBOX_NETWORK
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
                         (default 1h; env SANDBOX_SIM_SANDBOX_RETENTION)
+  --standby-after <dur> a sandbox with no request, no open stream and no running keepAlive process for this long
+                        goes to standby (its processes stop in place; any request resumes it), e.g. 15s, 2m,
+                        500ms; 0 = never (default 15s; env SANDBOX_SIM_STANDBY_AFTER)
   --preview-urls <form> path (default: <url>/<ws>/sandboxes/<sb>/previews/<name>) or host
                         (<label>.preview.localhost:<port>, as on the platform); both forms are served
   --image-source <src>  store (default: images are root filesystems from the image store, docs/images.md)
@@ -113,7 +128,7 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", standbyAfterMs: "standby-after", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes" };
 
 export class ConfigError extends Error {}
 
@@ -137,6 +152,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
     sandboxNetwork: values["sandbox-network"] ?? (env.SANDBOX_SIM_SANDBOX_NETWORK || undefined),
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
+    standbyAfterMs: values["standby-after"] ?? (env.SANDBOX_SIM_STANDBY_AFTER || undefined),
     previewUrls: values["preview-urls"] ?? (env.SANDBOX_SIM_PREVIEW_URLS || undefined),
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),

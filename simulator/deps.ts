@@ -47,7 +47,7 @@ export interface SimDeps {
   /** Sandbox images (simulator/images, set by serveSimulator with --image-source store): a create's image is checked, then resolved to a root filesystem. */
   images?: SandboxImages;
   /** How sandboxes' agents run (set by serveSimulator), for /health: the launcher and what it isolates. */
-  sandboxIsolation?: { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string } };
+  sandboxIsolation?: { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string }; standby?: { afterMs: number } | { unavailable: string } };
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */

@@ -51,6 +51,9 @@ export interface ResourceLike {
   status?: string;
   events?: { type?: string; status?: string; message?: string; time?: string }[];
   expiresIn?: number;
+  /** Sandboxes: RUNNING, or STANDBY while their processes are stopped in place. */
+  state?: string;
+  lastUsedAt?: string;
   createdAt?: string;
   updatedAt?: string;
 }

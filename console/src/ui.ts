@@ -94,7 +94,7 @@ export function ErrorBox({ error }: { error?: ApiError }) {
 const STATUS_CLASS: Record<string, string> = {
   DEPLOYED: "ok", RUNNING: "ok", succeeded: "ok", completed: "ok", active: "ok", ready: "ok",
   FAILED: "bad", failed: "bad", killed: "bad", TERMINATED: "off", DELETING: "warn", stopped: "off", skipped: "warn", cancelled: "off", CANCELLED: "off",
-  ARCHIVED: "off", DEACTIVATED: "off", done: "off",
+  ARCHIVED: "off", DEACTIVATED: "off", done: "off", STANDBY: "off",
 };
 
 export function Status({ value }: { value?: string }) {

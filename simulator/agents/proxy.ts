@@ -77,6 +77,7 @@ export function createSimulatorSandboxProxy(src: Sources, agents: SandboxAgents)
     upstream: (target) => sandboxUpstream(src, agents, target),
     // An open terminal (or any upgraded socket) counts as use of the sandbox: asking for its agent records one.
     markInUse: (target) => void agents.upstream(target).catch(() => undefined),
+    inUse: (target) => agents.inUse(target),
     workspaceOfId: workspaceIdIndex(src.accounts),
     previews: createPreviewRouter(src),
     now: () => src.clock.now(),

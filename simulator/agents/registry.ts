@@ -14,6 +14,8 @@ import { startImageServices, type SandboxImages } from "../images/sandbox-images
 import { mountsUnder, RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
 import { removeWorkspaceVolumes, volumeMounts, type VolumeAttachment } from "./volumes.js";
+import { StandbyController } from "../standby/controller.js";
+import type { StandbyState } from "../standby/idle.js";
 
 /**
  * The simulator's running sandboxes: one supervised agent per sandbox, with
@@ -48,6 +50,10 @@ export interface SandboxAgentsOptions {
   prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
   /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */
   startQueue?: StartQueue;
+  /** Idle time before a sandbox goes to standby (--standby-after, real time); 0 or absent = never by itself (the hook still can). */
+  standbyAfterMs?: number;
+  /** Each change between RUNNING and STANDBY (usage metering). */
+  onStandby?: (workspace: string, sandbox: string, state: StandbyState) => void;
   /** The simulator's egress (simulator/egress), used where the launcher has `egress`. */
   egress?: {
     launchFor(workspace: string, sandbox: string): { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
@@ -74,6 +80,8 @@ export interface StartOptions {
 }
 
 const key = (workspace: string, sandbox: string) => `${workspace}/${sandbox}`;
+/** Workspace names have no "/": the first one splits a key. */
+const splitKey = (k: string): [string, string] => [k.slice(0, k.indexOf("/")), k.slice(k.indexOf("/") + 1)];
 
 export class SandboxAgents {
   private readonly failures = new Map<string, string>();
@@ -89,6 +97,8 @@ export class SandboxAgents {
   readonly startQueue: StartQueue;
   /** The agents stopAll() is stopping: a forced exit kills what is left of them (killAll). */
   private shuttingDown: AgentSupervisor[] = [];
+  /** Idle sandboxes stopped in place (simulator/standby); absent when they never sleep. */
+  readonly standby?: StandbyController;
 
   constructor(private readonly options: SandboxAgentsOptions) {
     this.startQueue = options.startQueue ?? new StartQueue();
@@ -96,6 +106,50 @@ export class SandboxAgents {
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger, options.launcher);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
+    // With --standby-after 0 sandboxes never sleep by themselves; the test hook can still put one to sleep.
+    if (options.launcher.standby === true) {
+      this.standby = new StandbyController({
+        afterMs: options.standbyAfterMs ?? 0,
+        agent: (k) => this.running.get(k)?.supervisor,
+        agentJson: (k, path) => this.agentJson(k, path),
+        onChange: (k, state) => {
+          const [workspace, sandbox] = splitKey(k);
+          options.logger?.info({ workspace, sandbox, state }, "sandbox standby");
+          options.onStandby?.(workspace, sandbox, state);
+        },
+        logger: options.logger,
+      });
+    }
+  }
+
+  /** A GET on the sandbox's running agent with its token (standby asks it for keepAlive processes and schedules). */
+  private async agentJson(k: string, path: string): Promise<unknown> {
+    const entry = this.running.get(k);
+    const endpoint = entry?.supervisor.endpoint;
+    if (!entry || !endpoint) throw new Error("the agent is not running");
+    const res = await agentFetch(endpoint, { path, headers: { authorization: `Bearer ${entry.token}` }, timeoutMs: 5_000 });
+    if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+    return JSON.parse(res.text) as unknown;
+  }
+
+  /** RUNNING or STANDBY while the sandbox's agent runs; undefined otherwise. */
+  standbyState(workspace: string, sandbox: string): StandbyState | undefined {
+    const supervisor = this.get(workspace, sandbox);
+    if (supervisor?.state !== "running") return undefined;
+    return this.standby?.state(key(workspace, sandbox)) ?? "RUNNING";
+  }
+
+  /** The test hook: the sandbox sleeps now whatever keeps it awake (true once it does), or wakes now. */
+  async setStandby(workspace: string, sandbox: string, state: StandbyState): Promise<boolean> {
+    if (!this.standby) return false;
+    if (state === "STANDBY") return this.standby.sleep(key(workspace, sandbox), true);
+    await this.standby.wake(key(workspace, sandbox));
+    return true;
+  }
+
+  /** A request through the proxy is open: the sandbox stays awake until the returned release is called. */
+  inUse(target: SandboxTarget): () => void {
+    return this.standby?.open(key(target.workspace, target.sandbox)) ?? (() => {});
   }
 
   /** The simulator's directory for sandbox files (volumes live under it too). */
@@ -151,6 +205,8 @@ export class SandboxAgents {
       this.options.launcher,
       { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
       { ...this.options.supervisor, onEvent: (event) => {
+        if (event.type === "started" || event.type === "restarted") this.standby?.add(key(workspace, sandbox));
+        else if (event.type !== "queued") this.standby?.remove(key(workspace, sandbox));
         this.options.onEvent?.(workspace, sandbox, event);
         if (event.type === "restarted") void this.applyNetwork(workspace, sandbox);
         if (event.type === "restarted") void startImageServices({ url: event.url, socketPath: event.socketPath }, token, image.services, this.options.logger?.child({ workspace, sandbox }));
@@ -237,6 +293,8 @@ export class SandboxAgents {
     const done: Promise<void> = previous
       .then(async () => {
         if (entry) {
+          await this.standby?.wake(k, entry.supervisor); // its agent unmounts the drives: it runs again first
+          this.standby?.remove(k);
           await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
           await entry.supervisor.stop();
         }
@@ -296,6 +354,8 @@ export class SandboxAgents {
     if (!entry) return;
     this.running.delete(key(workspace, sandbox));
     await entry.ready;
+    await this.standby?.wake(key(workspace, sandbox), entry.supervisor); // its agent unmounts the drives: it runs again first
+    this.standby?.remove(key(workspace, sandbox));
     await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
     await entry.supervisor.stop();
   }
@@ -353,6 +413,8 @@ export class SandboxAgents {
       this.options.onUse?.(target.workspace, target.sandbox);
     }
     if (entry?.supervisor.state === "starting") await entry.ready;
+    // A sandbox in standby resumes before it is served: the caller sees a normal answer, a little later.
+    if (entry) await this.standby?.wake(key(target.workspace, target.sandbox));
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const endpoint = entry.supervisor.endpoint;
     if (!endpoint) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
@@ -366,7 +428,10 @@ export class SandboxAgents {
    */
   async stopAll(graceMs = 3_000, deadlineMs = 6_000): Promise<void> {
     this.retired.stopSweeping();
+    this.standby?.close();
     const entries = [...this.running.entries()];
+    // Sleeping sandboxes go on first: their agents unmount drives and take SIGTERM.
+    await Promise.all(entries.map(([k, entry]) => this.standby?.wake(k, entry.supervisor)));
     this.running.clear();
     this.shuttingDown = entries.map(([, entry]) => entry.supervisor);
     const stops = entries.map(async ([k, entry]) => {

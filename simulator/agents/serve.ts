@@ -24,6 +24,7 @@ import { loopVolumesUnsupported, unmountAllVolumeImages } from "./volume-fs.js";
 import { provisionVolume } from "./volumes.js";
 import { launchOptions } from "../sandboxes/agent-lifecycle.js";
 import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
+import { meterSandboxStandby } from "../resources/sandbox-usage.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "../sandboxes/expiry.js";
 
 /** Sandboxes in these states have no agent to bring back. */
@@ -75,7 +76,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
   const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
   if (ids?.kind === "single") deps.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
-  deps.sandboxIsolation = describeLauncher(launcher);
+  // Standby (/health): the idle period, or why sandboxes never sleep with this launcher (said once at start).
+  const standby = launcher.standby === true ? { afterMs: deps.config.standbyAfterMs } : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
+  deps.sandboxIsolation = { ...describeLauncher(launcher), standby };
+  if ("unavailable" in standby && deps.config.standbyAfterMs > 0) deps.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
   if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
@@ -115,6 +119,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     now: () => deps.clock.now(),
     logger: deps.logger,
     onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
+    standbyAfterMs: deps.config.standbyAfterMs,
+    onStandby: (workspace, sandbox, state) => meterSandboxStandby(deps, workspace, sandbox, state),
     prepareVolumes: (workspace, sandbox, volumes) => {
       for (const volume of volumes) {
         const size = deps.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;

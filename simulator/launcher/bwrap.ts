@@ -13,7 +13,7 @@ import { SOCKET_URL } from "./endpoint.js";
 import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
-import { cmdlineOf, descendantsOf } from "./proc.js";
+import { cmdlineOf, continueTree, descendantsOf, signal, stopTree } from "./proc.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
 import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
@@ -43,6 +43,12 @@ const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 const STAGE1 = 'set -e; if [ -n "$1" ]; then mount -t overlay overlay -o "$1" "$2"; fi; shift 2; exec "$@"';
 /** Stage 0 (memory limit): the first process joins the sandbox's cgroup before anything else starts. */
 const STAGE0 = 'echo $$ > "$0/cgroup.procs" && exec "$@"';
+
+function sandboxPidOf(sandbox: SpawnedSandbox): number {
+  const pid = sandbox.sandboxPid();
+  if (pid === undefined) throw new LaunchError("the sandbox's PID namespace is not known yet");
+  return pid;
+}
 
 export function bwrapPath(): string | undefined {
   return which("bwrap");
@@ -86,6 +92,8 @@ export class BwrapLauncher implements Launcher {
   readonly usesImageRoot = true;
   /** The simulator's egress gateway and proxy reach each sandbox (LaunchSpec.egress; simulator/egress). */
   readonly egress = true;
+  /** Idle sandboxes stop in place (SIGSTOP to their PID namespace's processes, from outside): docs/launchers.md. */
+  readonly standby = true as const;
   readonly tools: IsolationTools;
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
@@ -183,6 +191,7 @@ export class BwrapLauncher implements Launcher {
   }
 
   private adoption(sandbox: SpawnedSandbox, spec: LaunchSpec, kit: SandboxKit) {
+    let stopped: number[] = [];
     return {
       command: "bwrap",
       dataDir: spec.dataDir,
@@ -196,6 +205,16 @@ export class BwrapLauncher implements Launcher {
       // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
       openPort: portHandoff(sandbox.child),
       setDirectOutbound: sandbox.setDirect,
+      // Standby: every process of the sandbox's PID namespace (its init, the agent, what it runs) is stopped
+      // from outside; slirp4netns, the egress gateways and the simulator are not in it and keep running.
+      freeze: async () => void (stopped = await stopTree(sandboxPidOf(sandbox))),
+      // A stopped process forks nothing: the processes stopped are all there is to continue (no /proc scan on
+      // the resume path, which a request waits for).
+      thaw: async () => {
+        if (stopped.length === 0) return continueTree(sandboxPidOf(sandbox));
+        for (const pid of stopped) signal(pid, "SIGCONT");
+        stopped = [];
+      },
     };
   }
 

@@ -3,7 +3,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { isAlive, signal, startTimeOf } from "./proc.js";
+import { continueTree, isAlive, signal, startTimeOf } from "./proc.js";
 import { agentFetch, forgetSocket, type AgentEndpoint } from "./endpoint.js";
 import { LaunchError, type AgentExit, type AgentHandle } from "./types.js";
 
@@ -39,6 +39,9 @@ export interface ChildSpec {
   openPort?: (port: number) => Promise<Socket>;
   /** The handle's setDirectOutbound (AgentHandle). */
   setDirectOutbound?: (on: boolean) => Promise<void>;
+  /** The handle's freeze and thaw (AgentHandle, standby). */
+  freeze?: () => Promise<void>;
+  thaw?: () => Promise<void>;
 }
 
 const PID_FILE = "launcher.pid";
@@ -61,6 +64,7 @@ export async function reapOrphan(dataDir: string, graceMs = DEFAULT_STOP_GRACE_M
   removePidFile(dataDir);
   if (!Number.isInteger(pid) || pid <= 1 || !started || startTimeOf(pid) !== started) return false;
   signal(pid, "SIGTERM");
+  continueTree(pid); // one left in standby holds SIGTERM pending until it runs again
   for (let waited = 0; waited < graceMs && isAlive(pid); waited += 50) await sleep(50);
   signal(pid, "SIGKILL");
   for (let waited = 0; waited < 2_000 && isAlive(pid); waited += 20) await sleep(20);
@@ -110,7 +114,7 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
  * Waits for an already spawned agent to report its address and answer
  * /health; `activate` (warm agents) is called once the listeners are in place.
  */
-export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort" | "setDirectOutbound">, activate?: () => void): Promise<AgentHandle> {
+export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort" | "setDirectOutbound" | "freeze" | "thaw">, activate?: () => void): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -164,16 +168,27 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
   writeFileSync(join(spec.dataDir, PID_FILE), `${child.pid} ${startTimeOf(child.pid!) ?? ""}\n`);
 
   let stopping: Promise<AgentExit> | undefined;
+  let frozen = false;
   return {
     ...endpoint,
     pid: child.pid,
     sandboxPid: spec.sandboxPid?.(),
     openPort: spec.openPort,
     setDirectOutbound: spec.setDirectOutbound,
+    freeze: spec.freeze && (async () => {
+      frozen = true;
+      await spec.freeze!();
+    }),
+    thaw: spec.thaw && (async () => {
+      await spec.thaw!();
+      frozen = false;
+    }),
     exited,
     stop(graceMs = DEFAULT_STOP_GRACE_MS) {
       stopping ??= (async () => {
         if (child.exitCode !== null || child.signalCode !== null) return exited;
+        // A stopped process leaves SIGTERM pending: a sandbox in standby goes on first, then drains.
+        if (frozen) await spec.thaw?.();
         const targets = spec.termTargets?.(child.pid!) ?? [child.pid!];
         for (const pid of targets) signal(pid, "SIGTERM");
         const force = setTimeout(() => child.kill("SIGKILL"), graceMs);

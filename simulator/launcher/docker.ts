@@ -72,6 +72,8 @@ export function exitOf(code: number | null, logs: string): AgentExit {
 
 export class DockerLauncher implements Launcher {
   readonly name = "docker";
+  /** Idle sandboxes are paused in place (docker pause: the cgroup freezer). */
+  readonly standby = true as const;
   private readonly docker: string;
 
   constructor(private readonly options: DockerLauncherOptions = {}) {
@@ -139,10 +141,24 @@ export class DockerLauncher implements Launcher {
 
   private handle(name: string, url: string, exited: Promise<AgentExit>): AgentHandle {
     let stopping: Promise<AgentExit> | undefined;
+    let paused = false;
     return {
       url,
       exited,
+      // The cgroup freezer, the kept way of docker to stop a container in place.
+      freeze: async () => {
+        paused = true;
+        const ran = await this.run(["pause", name]);
+        if (ran.code !== 0) throw new LaunchError(`docker pause ${name} failed: ${ran.stderr.trim()}`);
+      },
+      thaw: async () => {
+        const ran = await this.run(["unpause", name]);
+        if (ran.code !== 0 && !/is not paused/.test(ran.stderr)) throw new LaunchError(`docker unpause ${name} failed: ${ran.stderr.trim()}`);
+        paused = false;
+      },
       stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
+        // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
+        if (paused) await this.run(["unpause", name]);
         // docker stop sends SIGTERM (the agent closes its database), then SIGKILL once the grace is over.
         const stopped = await this.run(["stop", "-t", String(Math.max(1, Math.ceil(graceMs / 1000))), name], process.env, graceMs + 30_000);
         if (stopped.code !== 0) await this.run(["kill", name]);

@@ -83,3 +83,45 @@ export function treePssBytes(pids: number[]): number {
   }
   return kib * 1024;
 }
+
+/** The process's state letter (R, S, D, T stopped, t traced, Z...), undefined once it is gone. */
+export function stateOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(") ") + 2).split(" ")[0];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * SIGSTOP to `root` and every descendant, from outside the sandbox: a process forked meanwhile is found by
+ * the next pass (its parent, stopped, forks no more). Resolves once every one of them reads stopped (a
+ * signal is delivered asynchronously) or is gone; rejects after `timeoutMs` naming one still running.
+ */
+export async function stopTree(root: number, timeoutMs = 2_000): Promise<number[]> {
+  const stopped = new Set<number>();
+  for (let pass = 0; pass < 20; pass++) {
+    const pids = [root, ...descendantsOf(root)].filter((p) => !stopped.has(p));
+    if (pids.length === 0) break;
+    for (const pid of pids) {
+      signal(pid, "SIGSTOP");
+      stopped.add(pid);
+    }
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (const pid of stopped) {
+    for (;;) {
+      const state = stateOf(pid);
+      if (state === undefined || state === "T" || state === "t" || state === "Z" || state === "X") break;
+      if (Date.now() > deadline) throw new Error(`process ${pid} of the sandbox did not stop (state ${state})`);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  }
+  return [...stopped];
+}
+
+/** SIGCONT to `root` and every descendant (stopped processes fork nothing: one pass finds them all). */
+export function continueTree(root: number): void {
+  for (const pid of [root, ...descendantsOf(root)]) signal(pid, "SIGCONT");
+}

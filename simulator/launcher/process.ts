@@ -31,6 +31,8 @@ export interface ProcessLauncherOptions {
  */
 export class ProcessLauncher implements Launcher {
   readonly name = "process";
+  /** Its sandboxes' processes are the host's, among everything else the simulator's user runs: nothing to stop as one. */
+  readonly standby = "the process launcher has no sandbox of its own to stop (no isolation): its sandboxes never go to standby";
   private readonly idle: WarmChild[] = [];
   private closed = false;
 

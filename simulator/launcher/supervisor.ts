@@ -78,6 +78,22 @@ export class AgentSupervisor {
     return this._state === "running" ? this.handle?.openPort : undefined;
   }
 
+  /** Whether the running agent's sandbox can be stopped in place (standby): its launcher gives freeze/thaw. */
+  get canFreeze(): boolean {
+    return this._state === "running" && this.handle?.freeze !== undefined && this.handle.thaw !== undefined;
+  }
+
+  /** Standby: every process of the sandbox stops where it is (AgentHandle.freeze). */
+  async freeze(): Promise<void> {
+    if (!this.canFreeze) throw new LaunchError(`the agent is ${this._state} or its launcher cannot stop it in place`);
+    await this.handle!.freeze!();
+  }
+
+  /** Out of standby: the sandbox's processes go on (AgentHandle.thaw); nothing to do when the agent is not running. */
+  async thaw(): Promise<void> {
+    if (this._state === "running") await this.handle?.thaw?.();
+  }
+
   get pid(): number | undefined {
     return this._state === "running" ? this.handle?.pid : undefined;
   }

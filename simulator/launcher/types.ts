@@ -95,6 +95,13 @@ export interface AgentHandle extends AgentEndpoint {
    * refused. Optional: launchers without a network of their own cannot.
    */
   setDirectOutbound?(on: boolean): Promise<void>;
+  /**
+   * Standby (Launcher.standby): stops every process of the sandbox, the agent included, where they are (same
+   * pids, same memory), and lets them go on. Resolve once the whole sandbox is stopped or running again.
+   * Optional: a launcher without a sandbox of its own to stop (process) has neither.
+   */
+  freeze?(): Promise<void>;
+  thaw?(): Promise<void>;
   /** Settles once the agent has exited, however that happened. Never rejects. */
   exited: Promise<AgentExit>;
   /** SIGTERM (the agent drains and closes its database), then SIGKILL after the grace period. */
@@ -114,6 +121,11 @@ export interface Launcher {
    * when every id exists in it: an image's User other than root can only be applied in the latter case.
    */
   singleUserId?(): string | undefined;
+  /**
+   * Whether idle sandboxes can go to standby here (their handles have freeze/thaw): true, or why not
+   * (said once at start and in /health; such sandboxes never sleep).
+   */
+  readonly standby?: true | string;
   /** True when a sandbox's traffic can be made to pass the simulator's egress proxy (its own network namespace: LaunchSpec.egress). */
   readonly egress?: boolean;
   /** Starts an agent for the sandbox; resolves once it answers GET /health. */

@@ -74,6 +74,8 @@ export interface SandboxProxyOptions {
    */
   markInUse?: (target: SandboxTarget) => void;
   inUseEveryMs?: number;
+  /** A request (or an upgraded socket) to the target opens; the release is called once it has closed (standby: an open stream keeps the sandbox awake). */
+  inUse?: (target: SandboxTarget) => () => void;
   logger?: Logger;
 }
 
@@ -180,6 +182,8 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
 
   async function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan): Promise<void> {
     const upstream = await options.upstream(plan.target);
+    const release = options.inUse?.(plan.target);
+    if (release) res.once("close", release);
     let opened: Awaited<ReturnType<typeof openUpstream>>;
     try {
       opened = await openUpstream(req, plan, upstream);
@@ -249,6 +253,8 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     planned
       .then(async (plan) => {
         const upstream = await options.upstream(plan.target);
+        const release = options.inUse?.(plan.target);
+        if (release) socket.once("close", release);
         let upReq: ClientRequest;
         try {
           ({ upReq } = await openUpstream(req, plan, upstream, { connection: "Upgrade", upgrade: req.headers.upgrade ?? "websocket" }));

@@ -18,12 +18,30 @@ export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "c
   const ref = refOf(item, "sandbox");
   const now = deps.clock.now();
   if (event.type === "started" || event.type === "restarted") {
-    const memory = (item.doc.spec?.runtime as { memory?: number } | undefined)?.memory;
-    deps.meter.run(ref, SANDBOX_COMPUTE, (typeof memory === "number" && memory > 0 ? memory : 4096) / 1024, now);
+    deps.meter.run(ref, SANDBOX_COMPUTE, computeGb(item), now);
     return;
   }
   // A stop from the previous agent of a sandbox deleted and re-created under the same name, arriving
   // once the new agent runs, is not this sandbox's.
   if (deps.agents?.get(workspace, sandbox)?.state === "running") return;
   deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
+}
+
+/**
+ * Standby accrues no compute (the platform bills a sleeping sandbox for its storage only): the compute span
+ * closes when the sandbox goes to standby and a new one opens when it resumes.
+ */
+export function meterSandboxStandby(deps: Pick<SimDeps, "resources" | "meter" | "clock">, workspace: string, sandbox: string, state: "RUNNING" | "STANDBY"): void {
+  const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
+  if (!item) return;
+  const ref = refOf(item, "sandbox");
+  const now = deps.clock.now();
+  if (state === "STANDBY") return void deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
+  deps.meter.run(ref, SANDBOX_COMPUTE, computeGb(item), now);
+}
+
+/** spec.runtime.memory in GB (4096 MB by default). */
+function computeGb(item: { doc: ResourceDoc }): number {
+  const memory = (item.doc.spec?.runtime as { memory?: number } | undefined)?.memory;
+  return (typeof memory === "number" && memory > 0 ? memory : 4096) / 1024;
 }

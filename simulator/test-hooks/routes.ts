@@ -40,6 +40,8 @@ const FaultRule = z.strictObject({
 });
 const FaultsBody = z.strictObject({ rules: z.array(FaultRule) });
 
+const StandbyBody = z.strictObject({ workspace: z.string().optional(), sandbox: z.string().min(1), state: z.enum(["STANDBY", "RUNNING"]) });
+
 const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(), cname: z.string().optional() });
 
 export function testHooksRouter(deps: SimDeps): Router {
@@ -104,6 +106,17 @@ export function testHooksRouter(deps: SimDeps): Router {
   router.delete("/faults", (_req, res) => {
     deps.testHooks.faults.length = 0;
     res.send(ok({ rules: [] }));
+  });
+
+  // "The first call after standby", reproducibly: the sandbox sleeps now (whatever keeps it awake) or wakes now.
+  router.post("/standby", async (req, res) => {
+    const body = parse(StandbyBody, req.body ?? {}, "body");
+    const workspace = body.workspace ?? deps.config.workspace;
+    const now = deps.agents?.standbyState(workspace, body.sandbox);
+    if (!now) throw errors.notFound(`sandbox "${body.sandbox}" in workspace "${workspace}" has no running agent`);
+    if (!deps.agents!.standby) throw errors.conflict(`sandboxes do not go to standby with the ${deps.sandboxIsolation?.launcher ?? "current"} launcher: it cannot stop them in place`);
+    if (!(await deps.agents!.setStandby(workspace, body.sandbox, body.state))) throw errors.conflict(`sandbox "${body.sandbox}" could not be put in standby (see the simulator's log)`);
+    res.send(ok({ workspace, sandbox: body.sandbox, state: deps.agents!.standbyState(workspace, body.sandbox) }));
   });
 
   router.put("/dns/:domain", (req, res) => {

@@ -35,7 +35,7 @@ export function SandboxPage({ name, tab }: { name: string; tab?: string }) {
   const base = sandboxBase(workspace, name);
   return html`<div class="page">
     <p class="crumbs"><a href=${link("w", workspace, "sandboxes")}>Sandboxes</a> /</p>
-    <h1>${name} <${Status} value=${sandbox?.status} />
+    <h1>${name} <${Status} value=${sandbox?.status} />${sandbox?.state === "STANDBY" ? html` <${Status} value="STANDBY" />` : null}
       ${sandbox?.expiresIn !== undefined ? html`<span class="small muted"> expires <${Countdown} seconds=${sandbox.expiresIn} fetchedAt=${fetchedAt} /></span>` : null}</h1>
     <${ErrorBox} error=${polled.error} />
     <nav class="tabs" aria-label="Sandbox sections">
@@ -52,10 +52,12 @@ export function SandboxPage({ name, tab }: { name: string; tab?: string }) {
 }
 
 function Overview({ sandbox, name }: { sandbox: ResourceLike; name: string }) {
-  const { api, workspace } = useApp();
+  const { api, workspace, testHooks } = useApp();
   const action = useAction();
   const runtime = (sandbox.spec?.runtime ?? {}) as { image?: string; memory?: number; ttl?: string };
   const post = (verb: string) => void action.run(() => api.json("POST", `/v0/sandboxes/${encodeURIComponent(name)}/${verb}`, { workspace }));
+  // Test hook (POST /_sim/standby): "the first call after standby", on demand.
+  const standby = (state: string) => void action.run(() => api.json("POST", "/_sim/standby", { body: { workspace, sandbox: name, state } }));
   const remove = () => {
     if (!confirm(`Delete sandbox "${name}"? Its agent stops and its files are retired.`)) return;
     void action.run(async () => {
@@ -69,9 +71,12 @@ function Overview({ sandbox, name }: { sandbox: ResourceLike; name: string }) {
       <dt>Memory</dt><dd>${runtime.memory} MB</dd>
       <dt>Created</dt><dd><${Time} iso=${sandbox.metadata?.createdAt} /></dd>
       <dt>Sandbox URL</dt><dd><code>${sandbox.metadata?.url}</code></dd>
+      <dt>State</dt><dd>${sandbox.state ?? "RUNNING"}${sandbox.state === "STANDBY" ? html` <span class="muted small">(its processes are stopped in place; the next request resumes it)</span>` : null}</dd>
+      <dt>Last used</dt><dd>${sandbox.lastUsedAt ? html`<${Time} iso=${sandbox.lastUsedAt} />` : html`<span class="muted">not since it started</span>`}</dd>
     </dl>
     <div class="actions">
       ${sandbox.status === "ARCHIVED" ? html`<button onClick=${() => post("unarchive")} disabled=${action.busy}>Unarchive</button>` : html`<button onClick=${() => post("archive")} disabled=${action.busy}>Archive</button>`}
+      ${testHooks && sandbox.status === "DEPLOYED" ? html`<button onClick=${() => standby(sandbox.state === "STANDBY" ? "RUNNING" : "STANDBY")} disabled=${action.busy}>${sandbox.state === "STANDBY" ? "Wake" : "Standby"}</button>` : null}
       <button class="danger" onClick=${remove} disabled=${action.busy}>Delete</button>
     </div>
     <${ErrorBox} error=${action.error} />

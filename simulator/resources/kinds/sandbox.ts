@@ -68,7 +68,14 @@ export const sandboxKind: ResourceKind = {
   readFields(doc, ctx) {
     if (doc.status === "TERMINATED" || doc.status === "DELETING") return undefined;
     const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
-    return expiry && { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) };
+    const live: Record<string, unknown> = expiry ? { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) } : {};
+    // Sandbox.state: STANDBY while its processes are stopped in place (simulator/standby); the status stays DEPLOYED.
+    if (ctx.deps.agents?.standbyState(ctx.workspace, doc.metadata.name) === "STANDBY") live.state = "STANDBY";
+    // lastUsedAt to the request (the stored one is written at most once a minute).
+    const used = ctx.deps.agents?.lastUsedMs(ctx.workspace, doc.metadata.name);
+    const stored = typeof doc.lastUsedAt === "string" ? Date.parse(doc.lastUsedAt) : NaN;
+    if (used !== undefined && !(stored >= used)) live.lastUsedAt = new Date(used).toISOString();
+    return Object.keys(live).length > 0 ? live : undefined;
   },
   // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED (issue 12).
   beforeRead(ctx, name) {
