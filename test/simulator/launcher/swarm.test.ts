@@ -1,0 +1,194 @@
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { parseSimConfig } from "../../../simulator/config.js";
+import { LAUNCHER_NAMES, SwarmLauncher } from "../../../simulator/launcher/index.js";
+import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../../simulator/launcher/swarm-args.js";
+import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
+import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
+import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
+import { startSandboxApp } from "../../helpers/sandbox-app.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
+import { spawnSimulatorProcess } from "../../helpers/simulator.js";
+import { eventually, specFor, tempBase } from "./helpers.js";
+
+/**
+ * The swarm launcher: its `docker service create` argv, task and owner logic everywhere; the real thing on a
+ * single-node swarm this file starts (`docker swarm init --advertise-addr 127.0.0.1`, left afterwards; one
+ * already active is used and left alone), through the SDK: create, files, a command, /port/n, a preview,
+ * delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next start reaps it).
+ */
+const inputs = {
+  name: "sbx-ws-one-abcd", image: "python:3.12", network: "sandbox-kit-ws-1234", owner: "host/1/2", constraints: ["node.labels.pool==sbx"],
+  resolveImage: false, stopGraceSeconds: 5, agentMain: "/srv/kit/dist/sandbox-agent/main.js", node: "/usr/bin/node", user: "0:0",
+};
+
+describe("swarm launcher: the service it creates", () => {
+  const spec = specFor("/data", "one", { env: { API_KEY: "s3cret-value" }, memoryMb: 512 });
+  const argv = swarmServiceArgs(spec, inputs);
+  const values = (flag: string) => argv.flatMap((a, i) => (argv[i - 1] === flag ? [a] : []));
+
+  it("one replica that is never restarted by the swarm, the memory limit, the constraints, labels naming the sandbox", () => {
+    expect(argv.slice(0, 2)).toEqual(["service", "create"]);
+    expect(values("--replicas")).toEqual(["1"]);
+    expect(values("--restart-condition")).toEqual(["none"]);
+    expect(values("--limit-memory")).toEqual(["512M"]);
+    expect(values("--constraint")).toEqual(["node.labels.pool==sbx"]);
+    expect(values("--label")).toEqual(expect.arrayContaining([`sandbox-kit.workspace=${spec.workspace}`, "sandbox-kit.sandbox=one", `sandbox-kit.data-dir=${spec.dataDir}`, "sandbox-kit.owner=host/1/2"]));
+    expect(values("--network")).toEqual(["sandbox-kit-ws-1234"]);
+    expect(argv).toContain("--no-resolve-image");
+    expect(swarmServiceArgs(spec, { ...inputs, resolveImage: true })).not.toContain("--no-resolve-image");
+  });
+
+  it("publishes only the agent's port, on the node (mode=host), and never puts the token or env values in argv", () => {
+    expect(values("--publish")).toEqual(["mode=host,target=8080,protocol=tcp"]);
+    expect(argv.join(" ")).not.toContain(spec.token);
+    expect(argv.join(" ")).not.toContain("s3cret-value");
+    expect(values("--env").sort()).toEqual(["API_KEY", "HOME"]);
+    expect(argv.slice(-2)).toEqual(["/run/sandbox-agent/token.handoff", "--token-file-remove"]);
+    expect(values("--mount")).toContain("type=bind,source=/srv/kit/dist,target=/opt/sandbox-kit/dist,readonly");
+  });
+
+  it("names: Docker's alphabet, at most 63, distinct per workspace", () => {
+    const long = swarmName("sbx", "w".repeat(60), "Sandbox_Name!");
+    expect(long.length).toBeLessThanOrEqual(63);
+    expect(long).toMatch(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/);
+    expect(workspaceNetwork("a-b")).not.toBe(workspaceNetwork("a_b"));
+    expect(specImage({}, "fallback")).toBe("fallback");
+  });
+
+  it("a registry's copy of an image drops the source's registry host", () => {
+    expect(registryRef("127.0.0.1:5000", "sandbox-kit-test/node20:bookworm")).toBe("127.0.0.1:5000/sandbox-kit-test/node20:bookworm");
+    expect(registryRef("reg.local:5000/", "ghcr.io/blaxel-ai/sandbox:latest")).toBe("reg.local:5000/blaxel-ai/sandbox:latest");
+    expect(registryRef("reg:5000", "debian")).toBe("reg:5000/debian");
+  });
+
+  it("an owner is gone once its process is (same host only); a task's node that left or is down ends it", () => {
+    expect(ownerGone(ownerLabel())).toBe(false);
+    expect(ownerGone(`${hostname()}/${process.pid}/1`)).toBe(true); // the pid was reused by another process
+    expect(ownerGone(`${hostname()}/999999999/1`)).toBe(true);
+    expect(ownerGone("another-host/999999999/1")).toBe(false);
+    const nodes = new Map([["n1", { id: "n1", hostname: "worker", state: "down", addr: "10.0.0.2" }], ["n2", { id: "n2", hostname: "mgr", state: "ready", addr: "10.0.0.1" }]]);
+    expect(nodeGone("n1", nodes)).toBe("its node worker (n1) is down");
+    expect(nodeGone("n3", nodes)).toBe("its node n3 left the swarm");
+    expect(nodeGone("n2", nodes)).toBeUndefined();
+    const [task] = parseTasks(JSON.stringify([{ ID: "t", NodeID: "n2", Status: { State: "running", PortStatus: { Ports: [{ TargetPort: 8080, PublishedPort: 30001 }] } } }]), 8080);
+    expect(task).toEqual({ id: "t", state: "running", err: undefined, nodeId: "n2", exitCode: undefined, publishedPort: 30001 });
+  });
+
+  it("is selected by --launcher swarm, with --swarm-constraint (repeatable) and --swarm-registry", () => {
+    expect(LAUNCHER_NAMES).toContain("swarm");
+    const config = parseSimConfig(["--launcher", "swarm", "--swarm-constraint", "node.role==worker", "--swarm-constraint", "node.labels.pool!=gpu", "--swarm-registry", "127.0.0.1:5000"], {});
+    expect(config !== "help" && [config.launcher, config.swarmConstraints, config.swarmRegistry]).toEqual(["swarm", ["node.role==worker", "node.labels.pool!=gpu"], "127.0.0.1:5000"]);
+    expect(() => parseSimConfig(["--swarm-constraint", "anywhere"], {})).toThrow(/--swarm-constraint/);
+    expect(() => parseSimConfig(["--swarm-registry", "http://x"], {})).toThrow(/--swarm-registry/);
+  });
+});
+
+const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+const servicesOf = (label: string) => docker("service", "ls", "--quiet", "--filter", `label=${label}`).split("\n").filter(Boolean);
+
+/** Undefined once this daemon is a swarm manager (initialised here when it was in no swarm), else why the swarm tests skip. */
+async function ensureSwarm(): Promise<{ unavailable?: string; initialised: boolean }> {
+  const daemon = await ensureDockerDaemon();
+  if (daemon) return { unavailable: daemon, initialised: false };
+  const state = docker("info", "--format", "{{.Swarm.LocalNodeState}}");
+  if (state === "active") return { initialised: false };
+  try {
+    docker("swarm", "init", "--advertise-addr", "127.0.0.1");
+    return { initialised: true };
+  } catch (err) {
+    return { unavailable: `docker swarm init failed: ${(err as { stderr?: string }).stderr?.trim() ?? (err as Error).message}`, initialised: false };
+  }
+}
+
+const swarm = await ensureSwarm();
+if (swarm.unavailable) console.warn(`swarm launcher tests skipped: ${swarm.unavailable}`);
+const WS = "swarmws";
+const KEY = "swarm-launcher-key-01";
+
+describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-node swarm${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : ""}`, () => {
+  let image = "";
+  let sim: ServedSimulator | undefined;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage());
+  }, 1_200_000);
+  afterAll(async () => {
+    await sim?.stop();
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    // Whatever a failed test left, then the swarm this file made.
+    for (const id of servicesOf("sandbox-kit.kind=swarm-sandbox").filter((id) => docker("service", "inspect", "--format", "{{index .Spec.Labels \"sandbox-kit.workspace\"}}", id) === WS)) docker("service", "rm", id);
+    if (swarm.initialised) docker("swarm", "leave", "--force");
+  }, 120_000);
+
+  it("the SDK creates a sandbox as a service, writes, reads, runs, serves /port/n and a preview, and delete removes the service", async () => {
+    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" }, { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) });
+    const health = (await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { launcher: string; detail: string } };
+    expect(health.sandboxes).toMatchObject({ launcher: "swarm" });
+    expect(health.sandboxes.detail).toMatch(/no --swarm-registry: images stay/);
+    const sdk = await sdkForSimulator(sim.env);
+    const box = await sdk.SandboxInstance.create({ name: "on-swarm", image, memory: 1024 } as never);
+    const [service] = servicesOf(`sandbox-kit.sandbox=on-swarm`);
+    expect(service).toBeTruthy();
+    expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.Resources.Limits.MemoryBytes}} {{.Spec.TaskTemplate.RestartPolicy.Condition}}", service!)).toBe(`${1024 * 1024 * 1024} none`);
+    await box.fs.write("/notes/hello.txt", "from the SDK");
+    expect(await box.fs.read("/notes/hello.txt")).toBe("from the SDK");
+    // The file API's / is the sandbox's files, which commands see at /sandbox (their working directory), as with docker.
+    const ran = await box.process.exec({ command: "cat notes/hello.txt; hostname", waitForCompletion: true } as never);
+    expect(ran.exitCode).toBe(0);
+    expect(ran.stdout).toContain("from the SDK");
+    expect(ran.stdout).toContain("on-swarm");
+    const port = await startSandboxApp(box as never);
+    const direct = await fetch(`${box.metadata!.url}/port/${port}/via-port`, { headers: { "x-blaxel-authorization": `Bearer ${KEY}` } });
+    expect(((await direct.json()) as { url: string }).url).toBe("/via-port");
+    const preview = await box.previews.create({ metadata: { name: "site" }, spec: { port, public: true } });
+    const viewed = await fetch(`${preview.spec!.url}/page`);
+    expect(viewed.status).toBe(200);
+    expect(((await viewed.json()) as { url: string }).url).toBe("/page");
+    await sdk.SandboxInstance.delete("on-swarm");
+    await eventually(() => servicesOf(`sandbox-kit.sandbox=on-swarm`).length === 0, 30_000);
+  }, 300_000);
+
+  it("the simulator's stop removes its sandboxes' services", async () => {
+    const sdk = await sdkForSimulator(sim!.env);
+    await sdk.SandboxInstance.create({ name: "until-stop", image } as never);
+    expect(servicesOf("sandbox-kit.sandbox=until-stop")).toHaveLength(1);
+    await sim!.stop();
+    sim = undefined;
+    expect(servicesOf("sandbox-kit.sandbox=until-stop")).toHaveLength(0);
+  }, 300_000);
+
+  it("after kill -9 of the simulator, its next start removes the services it left", async () => {
+    const data = join(tempBase("swarm-kill-"), "sim.db");
+    const args = ["--api-key", KEY, "--workspace", WS, "--data", data, "--launcher", "swarm", "--log-level", "warn"];
+    const first = await spawnSimulatorProcess(args, { track: children });
+    const created = await fetch(`${first.url}/v0/sandboxes`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { name: "orphan" }, spec: { runtime: { image } } }),
+    });
+    expect(created.status).toBe(200);
+    expect(servicesOf("sandbox-kit.sandbox=orphan")).toHaveLength(1);
+    const killed = new Promise((resolve) => first.child.once("exit", resolve));
+    first.child.kill("SIGKILL");
+    await killed;
+    const left = servicesOf("sandbox-kit.sandbox=orphan");
+    expect(left).toHaveLength(1); // nothing can remove it while no simulator runs
+    const second = await spawnSimulatorProcess(args, { track: children });
+    // The killed run's service is gone (its owner's pid is dead); the sandbox itself is started again as a new one.
+    await eventually(() => !servicesOf("sandbox-kit.sandbox=orphan").includes(left[0]!), 60_000);
+    for (let status = ""; status !== "DEPLOYED"; await new Promise((r) => setTimeout(r, 200))) {
+      const res = await fetch(`${second.url}/v0/sandboxes/orphan`, { headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS } });
+      status = ((await res.json()) as { status: string }).status;
+      expect(status).not.toBe("FAILED");
+    }
+    expect(servicesOf("sandbox-kit.sandbox=orphan")).toHaveLength(1);
+    const exited = new Promise((resolve) => second.child.once("exit", resolve));
+    second.child.kill("SIGTERM");
+    await exited;
+    await eventually(() => servicesOf("sandbox-kit.sandbox=orphan").length === 0, 30_000);
+  }, 300_000);
+});
