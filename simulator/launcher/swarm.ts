@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -35,6 +36,30 @@ export interface SwarmLauncherOptions {
   registry?: string;
   /** How often live tasks are polled (default 500 ms). */
   pollMs?: number;
+}
+
+/**
+ * Services of this process not yet removed (every launcher's): a forced exit (a shutdown past its deadline, a
+ * second signal) removes them synchronously on the way out, as other launchers' agents die with the simulator.
+ * Only kill -9 skips this; the next start reaps those by their owner label.
+ */
+const liveServices = new Map<string, string>(); // service -> docker CLI
+let exitHooked = false;
+function trackService(docker: string, service: string): void {
+  liveServices.set(service, docker);
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once("exit", () => {
+    const byCli = new Map<string, string[]>();
+    for (const [name, cli] of liveServices) byCli.set(cli, [...(byCli.get(cli) ?? []), name]);
+    for (const [cli, names] of byCli) {
+      try {
+        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000 });
+      } catch {
+        // Some were gone already; the next start reaps whatever is left.
+      }
+    }
+  });
 }
 
 /** This process as an owner label: `<hostname>/<pid>/<start time>`. */
@@ -125,6 +150,7 @@ export class SwarmLauncher implements Launcher {
       await sleep(200);
     }
     await this.run(["service", "rm", service]);
+    liveServices.delete(service);
   }
 
   private ensureNetwork(workspace: string): Promise<void> {
@@ -185,9 +211,11 @@ export class SwarmLauncher implements Launcher {
     });
     // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
+    trackService(this.docker, name);
     const created = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
     if (created.code !== 0) {
       await this.run(["service", "rm", name]);
+      liveServices.delete(name);
       throw new LaunchError(`docker service create for sandbox "${spec.sandbox}" failed (exit ${created.code}): ${created.stderr.trim().slice(-500)}`);
     }
     try {
@@ -240,6 +268,7 @@ export class SwarmLauncher implements Launcher {
         void (async () => {
           const logs = task && task.state !== "shutdown" ? (await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)) : undefined;
           await this.run(["service", "rm", service]);
+          liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
           resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}swarm: ${reason}` });
         })();
