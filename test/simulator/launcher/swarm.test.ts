@@ -1,7 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { realpathSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { fileURLToPath } from "node:url";
 import { createServer, type AddressInfo } from "node:net";
-import { hostname } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
@@ -21,7 +22,8 @@ import { exec, eventually, specFor, tempBase } from "./helpers.js";
  * The swarm launcher: its `docker service create` argv, task and owner logic everywhere; the real thing on a
  * single-node swarm this file starts (`docker swarm init --advertise-addr 127.0.0.1`, left afterwards; one
  * already active is used and left alone), through the SDK: create, files, a command, /port/n, a preview,
- * delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next start reaps it).
+ * delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next start reaps it);
+ * --swarm-registry with Debian's docker-registry; then a second engine in a container as a worker node.
  */
 const inputs = {
   name: "sbx-ws-one-abcd", image: "python:3.12", network: "sandbox-kit-ws-1234", owner: "host/1/2", constraints: ["node.labels.pool==sbx"],
@@ -267,11 +269,94 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
   }, 180_000);
 });
 
-// A second Docker engine as a worker node (a privileged container running dockerd, joined to this swarm) is not
-// tested here: the swarm the tests make advertises 127.0.0.1, which a worker in a container cannot reach (a
-// worker needs the manager's routable address, and the host's interfaces here are the sandbox VM's own); an
-// engine in a container needs the vfs storage driver (overlay on overlay), so the sandbox image would be copied
-// whole into it (~0.6 GB here, minutes on 2 cores), and the package, node and the simulator's directories would
-// have to be bind-mounted into that container at the same paths (the shared filesystem a cluster needs,
-// docs/launchers.md). The placement and the node-down path are covered by the unit tests above (constraints passed
-// through; a task whose node is down or gone ends with that reason).
+/**
+ * A second Docker engine as a worker: a container of the tests' Debian base running the host's dockerd (the host's
+ * /usr read-only; vfs storage on an exec tmpfs; SYS_ADMIN and NET_ADMIN, since a --privileged container cannot be
+ * made on these machines: "unable to apply caps"), joined to a swarm whose manager advertises the Docker bridge's
+ * address (127.0.0.1 is not the manager from inside a container). The package and the temp dir are bind-mounted
+ * into it at the same paths: the shared storage a cluster needs (docs/launchers.md).
+ */
+async function startWorker(name: string, shared: string[]): Promise<{ hostname: string; nodeId: string }> {
+  docker("run", "--detach", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--volume", "/usr:/usr:ro", "--tmpfs", "/var/lib/docker:exec,dev,suid", "--tmpfs", "/run",
+    ...shared.flatMap((dir) => ["--volume", `${dir}:${dir}`]),
+    "sandbox-kit-test/debian-build:bookworm", "/usr/sbin/dockerd", "--storage-driver", "vfs", "--iptables=false");
+  await eventually(() => {
+    try {
+      return docker("exec", name, "docker", "info", "--format", "{{.ServerVersion}}") !== "";
+    } catch {
+      return false;
+    }
+  }, 30_000);
+  const manager = docker("info", "--format", "{{.Swarm.NodeAddr}}");
+  docker("exec", name, "docker", "swarm", "join", "--token", docker("swarm", "join-token", "--quiet", "worker"), `${manager}:2377`);
+  const nodeId = docker("exec", name, "docker", "info", "--format", "{{.Swarm.NodeID}}");
+  return { hostname: name, nodeId };
+}
+
+describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)(`swarm launcher with a second engine as a worker${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : !swarm.initialised ? " (skipped: the daemon was already in a swarm this test did not make)" : ""}`, () => {
+  const worker = `sbxk-worker-${process.pid}`;
+  let node: { hostname: string; nodeId: string } | undefined;
+  let why: string | undefined;
+  let small = "";
+  let sim: ServedSimulator | undefined;
+  beforeAll(async () => {
+    try {
+      small = tinyImage();
+      const bridge = docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
+      docker("swarm", "init", "--advertise-addr", bridge);
+      node = await startWorker(worker, [...new Set([realpathSync(join(fileURLToPath(import.meta.url), "../../../..")), realpathSync(tmpdir())])]);
+      execFileSync("sh", ["-c", `docker save "$1" | docker exec -i "$2" docker load`, "sh", small, worker], { stdio: "ignore" });
+    } catch (err) {
+      why = `no worker engine could be started here: ${((err as { stderr?: Buffer | string }).stderr?.toString() || (err as Error).message).trim().split("\n").pop()}`;
+      console.warn(`swarm worker test skipped: ${why}`);
+    }
+  }, 180_000);
+  afterAll(async () => {
+    await sim?.stop();
+    try {
+      docker("rm", "--force", "--volumes", worker);
+    } catch {
+      // Never started, or already removed by the test.
+    }
+    try {
+      docker("swarm", "leave", "--force");
+    } catch {
+      // Not in a swarm.
+    }
+  }, 120_000);
+
+  it("a constraint places the sandbox on the worker; its agent and preview answer there; the worker going down ends it with the reason", async (ctx) => {
+    if (why) return ctx.skip(why);
+    const launcher = new SwarmLauncher({ image: small, constraints: [`node.hostname==${node!.hostname}`], readyTimeoutMs: 30_000, pollMs: 250 });
+    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageSource: "host" }, { launcher });
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+    };
+    expect((await call("POST", "/v0/sandboxes", { metadata: { name: "far" }, spec: { runtime: { image: small } } })).status).toBe(200);
+    const [service] = servicesOf("sandbox-kit.sandbox=far");
+    const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
+    expect(docker("inspect", "--type", "task", "--format", "{{.NodeID}}", task)).toBe(node!.nodeId);
+    const ran = await call("POST", `/sbx/${WS}/far/process`, { command: "hostname", waitForCompletion: true });
+    expect(ran.body.stdout.trim()).toBe("far");
+    // A server in the sandbox on the worker (the tiny image has no node of its own: the agent's), behind a preview.
+    await call("POST", `/sbx/${WS}/far/process`, { command: `/opt/sandbox-kit/bin/node -e 'require("http").createServer((q, s) => s.end("worker:" + q.url)).listen(3000)'`, waitForCompletion: false });
+    const preview = await call("POST", "/v0/sandboxes/far/previews", { metadata: { name: "site" }, spec: { port: 3000, public: true } });
+    expect(preview.status).toBe(200);
+    let page = "";
+    for (let tries = 0; tries < 100 && page !== "worker:/hello"; tries++, await new Promise((r) => setTimeout(r, 100))) {
+      const res = await fetch(`${preview.body.spec.url}/hello`);
+      page = await res.text();
+    }
+    expect(page).toBe("worker:/hello");
+    // The worker's engine goes away: the swarm marks its node down, and the sandbox's agent exit says so.
+    docker("rm", "--force", "--volumes", worker);
+    let events = "";
+    for (let tries = 0; tries < 120 && !/node .*(down|left)/.test(events); tries++, await new Promise((r) => setTimeout(r, 500))) {
+      events = JSON.stringify((await call("GET", "/v0/sandboxes/far")).body);
+    }
+    expect(events).toMatch(new RegExp(`node ${node!.hostname} \\(${node!.nodeId}\\) is (down|disconnected)`));
+  }, 300_000);
+});
