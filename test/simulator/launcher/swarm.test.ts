@@ -193,6 +193,36 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     await eventually(() => servicesOf(`sandbox-kit.sandbox=on-swarm`).length === 0, 30_000);
   }, 300_000);
 
+  it("a restart for new envs replaces the service; archive removes it, unarchive makes a new one", async () => {
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const created = await call("POST", "/v0/sandboxes", { metadata: { name: "moves" }, spec: { runtime: { image, envs: [{ name: "A", value: "1" }] } } });
+    expect(created.status).toBe(200);
+    const [first] = servicesOf("sandbox-kit.sandbox=moves");
+    const spec = { ...created.body.spec, runtime: { ...created.body.spec.runtime, envs: [{ name: "A", value: "2" }] } };
+    expect((await call("PUT", "/v0/sandboxes/moves", { spec })).body.status).toBe("DEPLOYED");
+    const after = servicesOf("sandbox-kit.sandbox=moves");
+    expect(after).toHaveLength(1);
+    expect(after[0]).not.toBe(first);
+    expect((await call("POST", `/sbx/${WS}/moves/process`, { command: "echo $A", waitForCompletion: true })).body.stdout).toBe("2\n");
+    expect((await call("POST", "/v0/sandboxes/moves/archive")).body.status).toBe("ARCHIVED");
+    expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(0);
+    expect((await call("POST", "/v0/sandboxes/moves/unarchive")).body.status).toBe("DEPLOYED");
+    expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(1);
+    expect((await call("DELETE", "/v0/sandboxes/moves")).status).toBe(200); // answers DELETING; the agent stops after
+    await eventually(() => servicesOf("sandbox-kit.sandbox=moves").length === 0, 30_000);
+  }, 300_000);
+
+  it("a constraint no node meets fails the start with the swarm's reason, and leaves no service", async () => {
+    const launcher = new SwarmLauncher({ image, constraints: ["node.labels.pool==nowhere"], readyTimeoutMs: 4_000, pollMs: 250 });
+    const spec = { ...specFor(tempBase("swarm-unplaced-"), "unplaced"), workspace: WS };
+    await expect(launcher.start(spec)).rejects.toThrow(/was not running in time: task pending: no suitable node/);
+    expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(0);
+    await launcher.close();
+  }, 60_000);
+
   it("the simulator's stop removes its sandboxes' services", async () => {
     const sdk = await sdkForSimulator(sim!.env);
     await sdk.SandboxInstance.create({ name: "until-stop", image } as never);
@@ -359,4 +389,12 @@ describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)(`swarm la
     }
     expect(events).toMatch(new RegExp(`node ${node!.hostname} \\(${node!.nodeId}\\) is (down|disconnected)`));
   }, 300_000);
+});
+
+describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)("swarm launcher where no swarm is", () => {
+  it("a start says the daemon is in no swarm and what to run", async () => {
+    expect(docker("info", "--format", "{{.Swarm.LocalNodeState}}")).toBe("inactive"); // the describes above left theirs
+    const error = await new SwarmLauncher({ readyTimeoutMs: 5_000 }).start(specFor(tempBase("swarm-none-"), "lonely")).catch((err: Error) => err);
+    expect((error as Error).message).toMatch(/cannot start sandbox "lonely": the Docker daemon is not in a swarm .*docker swarm init/);
+  });
 });
