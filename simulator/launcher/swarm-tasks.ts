@@ -87,8 +87,8 @@ export function nodeGone(nodeId: string | undefined, nodes: Map<string, NodeStat
 
 interface Watched {
   taskId: string;
-  /** Settles the watch with the task's last status, or with why the launcher stopped hearing of it. */
-  settle(status: TaskStatus | undefined, reason: string): void;
+  /** Settles the watch with the task's last status, and why it ended; `removed`: its service is already gone. */
+  settle(status: TaskStatus | undefined, reason: string, removed?: boolean): void;
 }
 
 /** One poll for every live task of the launcher. */
@@ -131,6 +131,14 @@ export class TaskWatcher {
         this.timer = undefined;
       }
     }
+  }
+
+  /** Settles a watch now (the launcher stopped and removed the task's service itself). */
+  settleNow(taskId: string, status: TaskStatus | undefined, reason: string): void {
+    const watched = this.watched.get(taskId);
+    if (!watched) return;
+    this.watched.delete(taskId);
+    watched.settle(status, reason, true);
   }
 
   close(): void {

@@ -138,19 +138,23 @@ export class SwarmLauncher implements Launcher {
     await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
   }
 
-  /** Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task has stopped. */
-  private async removeService(service: string, graceMs: number): Promise<void> {
-    const tasks = await this.run(["service", "ps", "--quiet", "--no-trunc", service]);
-    const ids = tasks.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+  /**
+   * Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task
+   * has stopped; resolves with the task's last status (its exit code) when it was seen.
+   */
+  private async removeService(service: string, graceMs: number, taskIds?: string[]): Promise<TaskStatus | undefined> {
+    const ids = taskIds ?? (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout.split("\n").map((s) => s.trim()).filter(Boolean);
     await this.run(["service", "update", "--detach", "--replicas", "0", service]);
     const deadline = Date.now() + graceMs + 15_000;
+    let last: TaskStatus[] = [];
     while (Date.now() < deadline) {
-      const live = (await inspectTasks((a, t) => this.run(a, process.env, t), ids, AGENT_PORT)).filter((t) => !TERMINAL_STATES.has(t.state));
-      if (live.length === 0) break;
-      await sleep(200);
+      last = await inspectTasks((a, t) => this.run(a, process.env, t), ids, AGENT_PORT);
+      if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
+      await sleep(100);
     }
     await this.run(["service", "rm", service]);
     liveServices.delete(service);
+    return last[0];
   }
 
   private ensureNetwork(workspace: string): Promise<void> {
@@ -218,23 +222,22 @@ export class SwarmLauncher implements Launcher {
       liveServices.delete(name);
       throw new LaunchError(`docker service create for sandbox "${spec.sandbox}" failed (exit ${created.code}): ${created.stderr.trim().slice(-500)}`);
     }
-    try {
-      const { task, url } = await this.placed(name, deadline);
-      const exited = this.watch(name, task.id);
-      let gone = false;
-      void exited.then(() => (gone = true));
-      try {
-        await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
-      } catch (err) {
-        await this.removeService(name, 1_000);
-        const exit = await exited;
-        throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
-      }
-      return this.handle(name, url, exited);
-    } catch (err) {
+    const { task, url } = await this.placed(name, deadline).catch(async (err: unknown) => {
       await this.removeService(name, 1_000);
       throw err;
+    });
+    const exited = this.watch(name, task.id);
+    let gone = false;
+    void exited.then(() => (gone = true));
+    try {
+      await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
+    } catch (err) {
+      const last = await this.removeService(name, 1_000, [task.id]);
+      this.watcher.settleNow(task.id, last, `the task ${last?.state ?? "was removed"}`);
+      const exit = await exited;
+      throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
     }
+    return this.handle(name, task.id, url, exited);
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
@@ -264,10 +267,10 @@ export class SwarmLauncher implements Launcher {
   /** Settles once the task stopped (or its node went), with its exit code and last log lines; the service is then removed. */
   private watch(service: string, taskId: string): Promise<AgentExit> {
     return new Promise<AgentExit>((resolve) => {
-      this.watcher.watch(taskId, (task, reason) => {
+      this.watcher.watch(taskId, (task, reason, removed) => {
         void (async () => {
-          const logs = task && task.state !== "shutdown" ? (await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)) : undefined;
-          await this.run(["service", "rm", service]);
+          const logs = task && !removed && task.state !== "shutdown" ? (await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)) : undefined;
+          if (!removed) await this.run(["service", "rm", service]);
           liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
           resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}swarm: ${reason}` });
@@ -276,13 +279,15 @@ export class SwarmLauncher implements Launcher {
     });
   }
 
-  private handle(service: string, url: string, exited: Promise<AgentExit>): AgentHandle {
+  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>): AgentHandle {
     let stopping: Promise<AgentExit> | undefined;
     return {
       url,
       exited,
       stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
-        await this.removeService(service, graceMs);
+        const last = await this.removeService(service, graceMs, [taskId]);
+        // Settled here rather than at the watcher's next round: the task is known to have ended.
+        this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
         return exited;
       })()),
     };
