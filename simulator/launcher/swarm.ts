@@ -120,12 +120,13 @@ export class SwarmLauncher implements Launcher {
     if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
     if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
     if (manager !== "true") return "the Docker daemon is a swarm worker: point DOCKER_HOST at a manager";
-    await this.reapServices(`label=${SWARM_LABELS.kind}=${SWARM_KIND}`, (labels) => ownerGone(labels[SWARM_LABELS.owner] ?? ""));
+    // A failed reap does not stop sandboxes from starting: each start still removes what holds its own data dir.
+    await this.reapServices(`label=${SWARM_LABELS.kind}=${SWARM_KIND}`, (labels) => ownerGone(labels?.[SWARM_LABELS.owner] ?? "")).catch(() => undefined);
     return undefined;
   }
 
   /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
-  private async reapServices(filter: string, pick: (labels: Record<string, string>) => boolean = () => true): Promise<void> {
+  private async reapServices(filter: string, pick: (labels: Record<string, string> | null) => boolean = () => true): Promise<void> {
     const found = await this.run(["service", "ls", "--quiet", "--filter", filter]);
     const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
     if (ids.length === 0) return;
@@ -133,7 +134,7 @@ export class SwarmLauncher implements Launcher {
     const chosen = labels.stdout.split("\n").flatMap((line) => {
       const space = line.indexOf(" ");
       if (space < 0) return [];
-      return pick(JSON.parse(line.slice(space + 1)) as Record<string, string>) ? [line.slice(0, space)] : [];
+      return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
     });
     await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
   }
