@@ -8,6 +8,8 @@
  *     per sandbox, beside the process launcher (bench/isolation.ts);
  *  4. a one-RUN template built on a cached base, beside the builder run directly
  *     (bench/template.ts; `--template` runs this part alone).
+ * `--launcher swarm` runs bench/swarm.ts alone instead: create-to-ready and /port/n uploads with the
+ * swarm launcher beside the docker launcher (also `npm run bench:swarm`).
  *
  *   BENCH_E2E_SANDBOXES  sandboxes to start (default 50)
  *   BENCH_E2E_UPLOAD_MB  size of each upload (default 256)
@@ -30,6 +32,7 @@ import { ProcessLauncher, type LaunchSpec } from "../simulator/launcher/index.js
 import { createSandboxProxy } from "../simulator/proxy/index.js";
 import { benchFirstSandbox } from "./first-sandbox.js";
 import { benchIsolation } from "./isolation.js";
+import { benchSwarm } from "./swarm.js";
 import { benchTemplate } from "./template.js";
 import { cpuTimeMs, fmt, peakRssMiB, percentile } from "./lib.js";
 
@@ -175,7 +178,11 @@ async function main(): Promise<void> {
 }
 
 const proxyArgs = process.argv.indexOf("--proxy");
-const run = proxyArgs !== -1 ? serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!) : process.argv.includes("--template") ? benchTemplate() : main();
+const launcherArg = process.argv.indexOf("--launcher");
+const run = proxyArgs !== -1 ? serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!)
+  : process.argv.includes("--template") ? benchTemplate()
+  : launcherArg !== -1 && process.argv[launcherArg + 1] === "swarm" ? benchSwarm()
+  : main();
 run.catch((err) => {
   console.error(err);
   process.exitCode = 1;

@@ -15,6 +15,8 @@ export const SIM_OPTIONS = {
   "test-hooks": { type: "boolean" },
   "public-url": { type: "string" },
   launcher: { type: "string" },
+  "swarm-constraint": { type: "string", multiple: true },
+  "swarm-registry": { type: "string" },
   "sandbox-network": { type: "string" },
   "sandbox-retention": { type: "string" },
   "standby-after": { type: "string" },
@@ -44,7 +46,11 @@ export const SimConfigSchema = z.object({
   /** Base URL written into resource `metadata.url`; defaults to the listen address. */
   publicUrl: z.url().optional(),
   /** How each sandbox's agent runs (simulator/launcher, docs/launchers.md). */
-  launcher: z.enum(["process", "bwrap", "docker"]).default("bwrap"),
+  launcher: z.enum(["process", "bwrap", "docker", "swarm"]).default("bwrap"),
+  /** Placement constraints of every sandbox with --launcher swarm (docker's syntax, e.g. node.labels.pool==sandboxes). */
+  swarmConstraints: z.array(z.string().regex(/^[\w.-]+\s*(==|!=)\s*\S.*$/, "a swarm constraint: <attribute>==<value> or <attribute>!=<value>")).default([]),
+  /** A registry every swarm node pulls from (host:port[/path]); sandbox images are pushed there before their services start. */
+  swarmRegistry: z.string().regex(/^[a-zA-Z0-9.-]+(:\d+)?(\/[a-z0-9._/-]+)?$/, "host[:port][/path] of a registry").optional(),
   /** Outbound network from isolated sandboxes (slirp4netns), or none (loopback only). */
   sandboxNetwork: z.enum(["outbound", "none"]).default("outbound"),
   /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
@@ -102,7 +108,13 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --public-url <url>    base URL written into resource metadata.url (default: the listen URL)
   --launcher <name>     how sandboxes' agents run: bwrap (default: isolated namespaces; needs bubblewrap,
                         util-linux and user namespaces), process (NO isolation: commands run on the host)
-                        or docker (a container of spec.runtime.image; needs a Docker daemon); env SANDBOX_SIM_LAUNCHER
+                        docker (a container of spec.runtime.image; needs a Docker daemon) or swarm (a service
+                        per sandbox on a Docker Swarm, through the manager at DOCKER_HOST or the local socket);
+                        env SANDBOX_SIM_LAUNCHER
+  --swarm-constraint <c>  with --launcher swarm: where sandboxes may run, e.g. node.labels.pool==sandboxes
+                        (repeatable; passed to the swarm's scheduler)
+  --swarm-registry <r>  with --launcher swarm: a registry every node pulls from (host:port); sandbox images are
+                        pushed there first. Without it images stay on the manager's node (env SANDBOX_SIM_SWARM_REGISTRY)
   --sandbox-network <m> outbound (default: sandboxes reach the network through slirp4netns, never the host's
                         loopback) or none (loopback only); env SANDBOX_SIM_SANDBOX_NETWORK
   --sandbox-retention <dur>  keep a deleted sandbox's files this long, e.g. 30m, 1h, 7d; 0 = remove at once
@@ -128,12 +140,12 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", standbyAfterMs: "standby-after", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes" };
+const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", standbyAfterMs: "standby-after", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes", swarmConstraints: "swarm-constraint", swarmRegistry: "swarm-registry" };
 
 export class ConfigError extends Error {}
 
 export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfig | "help" {
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     ({ values } = parseArgs({ args: argv, options: SIM_OPTIONS, strict: true, allowPositionals: false }));
   } catch (e) {
@@ -150,6 +162,8 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     testHooks: values["test-hooks"] ?? false,
     publicUrl: values["public-url"],
     launcher: values.launcher ?? env.SANDBOX_SIM_LAUNCHER,
+    swarmConstraints: values["swarm-constraint"],
+    swarmRegistry: values["swarm-registry"] ?? (env.SANDBOX_SIM_SWARM_REGISTRY || undefined),
     sandboxNetwork: values["sandbox-network"] ?? (env.SANDBOX_SIM_SANDBOX_NETWORK || undefined),
     sandboxRetentionMs: values["sandbox-retention"] ?? (env.SANDBOX_SIM_SANDBOX_RETENTION || undefined),
     standbyAfterMs: values["standby-after"] ?? (env.SANDBOX_SIM_STANDBY_AFTER || undefined),

@@ -33,7 +33,7 @@ const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVAT
 const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
-  /** "bwrap" (default: isolated), "process" (not isolated), "docker", or a Launcher instance. */
+  /** "bwrap" (default: isolated), "process" (not isolated), "docker", "swarm", or a Launcher instance. */
   launcher?: string | Launcher;
   logger?: Logger;
 }
@@ -65,7 +65,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const name = options.launcher ?? deps.config.launcher;
   let launcher: Launcher;
   try {
-    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: deps.config.warmSandboxes }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: deps.config.warmSandboxes });
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: deps.config.warmSandboxes }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: deps.config.warmSandboxes, swarm: { constraints: deps.config.swarmConstraints, registry: deps.config.swarmRegistry } });
   } catch (err) {
     runtime.close(); // nothing left behind: no data dir, no listener
     throw err;

@@ -47,8 +47,8 @@ export interface DockerRunInputs {
   image?: string;
 }
 
-/** A bind mount as `--mount` (never `-v`, which splits on ":"). */
-function bind(source: string, target: string, readonly = false): string[] {
+/** A bind mount as `--mount` (never `-v`, which splits on ":"); `docker service create` takes the same syntax. */
+export function bind(source: string, target: string, readonly = false): string[] {
   if (/[,"\n]/.test(source)) throw new LaunchError(`cannot bind-mount ${JSON.stringify(source)} into a container: the path holds a comma, quote or newline`);
   return ["--mount", `type=bind,source=${source},target=${target}${readonly ? ",readonly" : ""}`];
 }
@@ -58,20 +58,19 @@ export function containerEnvNames(spec: Pick<LaunchSpec, "env">): string[] {
   return [...new Set([...Object.keys(spec.env ?? {}), "HOME"])].filter((name) => name !== "SANDBOX_AGENT_TOKEN");
 }
 
-export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string[] {
-  const pkg = packageRootOf(inputs.agentMain);
-  const agentPath = `${IN_CONTAINER.pkg}/${relative(pkg, inputs.agentMain)}`;
+/** The agent's command inside the container: its script under /opt/sandbox-kit, listening on 0.0.0.0:AGENT_PORT, the token from the hand-off file. */
+export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
+  const agentPath = `${IN_CONTAINER.pkg}/${relative(packageRootOf(agentMain), agentMain)}`;
   const args = agentArgs({ root: IN_CONTAINER.root, dataDir: IN_CONTAINER.data, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? IN_CONTAINER.drives : undefined });
   // Inside the container the agent listens on every interface of its own network namespace, on a fixed port.
   args.splice(args.indexOf("--host"), 4, "--host", "0.0.0.0", "--port", String(AGENT_PORT));
+  return [agentPath, ...args, "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove"];
+}
+
+/** The `--mount` flags: node and this package read-only, the sandbox's root, data and drives, its volumes (at their path and under /sandbox). */
+export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, "agentMain" | "node">): string[] {
+  const pkg = packageRootOf(inputs.agentMain);
   return [
-    "run", "--detach", "--init",
-    "--name", inputs.name,
-    "--label", `${DATA_DIR_LABEL}=${spec.dataDir}`,
-    "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
-    "--hostname", spec.sandbox.slice(0, 63),
-    "--user", inputs.user,
-    "--publish", `127.0.0.1::${AGENT_PORT}`,
     ...bind(inputs.node, IN_CONTAINER.node, true),
     ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
     ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),
@@ -80,13 +79,24 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
     ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
+  ];
+}
+
+export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string[] {
+  return [
+    "run", "--detach", "--init",
+    "--name", inputs.name,
+    "--label", `${DATA_DIR_LABEL}=${spec.dataDir}`,
+    "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
+    "--hostname", spec.sandbox.slice(0, 63),
+    "--user", inputs.user,
+    "--publish", `127.0.0.1::${AGENT_PORT}`,
+    ...containerMounts(spec, inputs),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
     "--entrypoint", IN_CONTAINER.node,
     spec.image ?? inputs.image ?? FALLBACK_IMAGE,
-    agentPath,
-    ...args,
-    "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove",
+    ...agentCommand(spec, inputs.agentMain),
   ];
 }
 

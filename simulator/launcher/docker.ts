@@ -27,7 +27,7 @@ export interface DockerLauncherOptions {
   readyTimeoutMs?: number;
 }
 
-interface Ran {
+export interface Ran {
   code: number | null;
   stdout: string;
   stderr: string;
@@ -49,7 +49,7 @@ export async function dockerUnavailable(docker = dockerPath()): Promise<string |
   return `no Docker daemon is reachable (docker info: ${(info.stderr.trim().split("\n").pop() ?? `exit ${info.code}`).slice(0, 200)})`;
 }
 
-function runDocker(docker: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 60_000): Promise<Ran> {
+export function runDocker(docker: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 60_000): Promise<Ran> {
   return new Promise((resolve) => {
     const child = spawn(docker, args, { env, stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
     let stdout = "";

@@ -2,6 +2,7 @@ import { BwrapLauncher } from "./bwrap.js";
 import { DockerLauncher } from "./docker.js";
 import { describeIdMapping } from "./id-map.js";
 import { ProcessLauncher } from "./process.js";
+import { SwarmLauncher } from "./swarm.js";
 import { LaunchError, type Launcher } from "./types.js";
 
 export type { AgentExit, AgentHandle, LaunchSpec, Launcher, WarmPoolState } from "./types.js";
@@ -12,6 +13,7 @@ export function describeLauncher(launcher: Launcher): { launcher: string; isolat
     const ids = launcher.mapIds();
     return { launcher: launcher.name, isolated: true, detail: launcher.describe(), userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) } };
   }
+  if (launcher instanceof SwarmLauncher) return { launcher: "swarm", isolated: true, detail: launcher.describe() };
   if (launcher.name === "docker") return { launcher: "docker", isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
   if (launcher.name === "process") return { launcher: "process", isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
   return { launcher: launcher.name, isolated: false, detail: "a custom launcher" };
@@ -24,12 +26,13 @@ export { BwrapLauncher, bwrapPath, AGENT_DATA, AGENT_SOCKET, DRIVES, MEMORY_EVEN
 export { probeIsolation } from "./isolation.js";
 export { agentFetch, agentRequest, type AgentEndpoint } from "./endpoint.js";
 export { DockerLauncher, dockerPath, dockerUnavailable } from "./docker.js";
+export { SwarmLauncher } from "./swarm.js";
 
-export const LAUNCHER_NAMES = ["process", "bwrap", "docker"] as const;
+export const LAUNCHER_NAMES = ["process", "bwrap", "docker", "swarm"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
 /** The launcher `--launcher <name>` selects. */
-export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none"; warm?: number } = {}): Launcher {
+export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none"; warm?: number; swarm?: { constraints?: string[]; registry?: string } } = {}): Launcher {
   switch (name) {
     case "process":
       return new ProcessLauncher({ agentMain: options.agentMain });
@@ -37,6 +40,8 @@ export function createLauncher(name: string, options: { agentMain?: string; netw
       return new BwrapLauncher({ agentMain: options.agentMain, network: options.network, warm: options.warm });
     case "docker":
       return new DockerLauncher({ agentMain: options.agentMain });
+    case "swarm":
+      return new SwarmLauncher({ agentMain: options.agentMain, constraints: options.swarm?.constraints, registry: options.swarm?.registry });
     default:
       throw new LaunchError(`unknown launcher "${name}": expected one of ${LAUNCHER_NAMES.join(", ")}`);
   }

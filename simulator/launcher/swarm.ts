@@ -1,0 +1,303 @@
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { agentMainPath } from "./agent-main.js";
+import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
+import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF } from "./docker-args.js";
+import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
+import { isAlive, startTimeOf } from "./proc.js";
+import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
+import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+
+/**
+ * Sandboxes as Docker Swarm services (`--launcher swarm`), through a swarm manager's Docker API (the local
+ * socket, or DOCKER_HOST for a remote one) with the docker CLI, argv only. Each start is one service of one
+ * replica (swarm-args.ts); `start` resolves once the task runs and its agent answers /health at the node's
+ * address and published port. `exited` settles when the task stops, is removed or its node leaves or goes down
+ * (swarm-tasks.ts): the supervisor then restarts it (the swarm places the new service on a node that fits) or
+ * marks the sandbox FAILED with the reason. `stop` scales the service to 0 (SIGTERM, SIGKILL after the grace)
+ * and removes it once its task has stopped. Services a killed simulator left (its owner label names a process
+ * of this host that is gone) are removed before the first start.
+ */
+
+export interface SwarmLauncherOptions {
+  docker?: string;
+  agentMain?: string;
+  /** The image for sandboxes whose spec names none. */
+  image?: string;
+  readyTimeoutMs?: number;
+  /** Placement constraints for every sandbox (`--swarm-constraint`, docker's `node.labels.x==y` syntax). */
+  constraints?: string[];
+  /** A registry every node pulls from (`--swarm-registry host:port`): sandbox images are pushed there first. */
+  registry?: string;
+  /** How often live tasks are polled (default 500 ms). */
+  pollMs?: number;
+}
+
+/**
+ * Services of this process not yet removed (every launcher's): a forced exit (a shutdown past its deadline, a
+ * second signal) removes them synchronously on the way out, as other launchers' agents die with the simulator.
+ * Only kill -9 skips this; the next start reaps those by their owner label.
+ */
+const liveServices = new Map<string, string>(); // service -> docker CLI
+let exitHooked = false;
+function trackService(docker: string, service: string): void {
+  liveServices.set(service, docker);
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once("exit", () => {
+    const byCli = new Map<string, string[]>();
+    for (const [name, cli] of liveServices) byCli.set(cli, [...(byCli.get(cli) ?? []), name]);
+    for (const [cli, names] of byCli) {
+      try {
+        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000 });
+      } catch {
+        // Some were gone already; the next start reaps whatever is left.
+      }
+    }
+  });
+}
+
+/** This process as an owner label: `<hostname>/<pid>/<start time>`. */
+export function ownerLabel(pid = process.pid): string {
+  return `${hostname()}/${pid}/${startTimeOf(pid) ?? "?"}`;
+}
+
+/** True when the owner label names a process of this host that no longer runs (a killed simulator). */
+export function ownerGone(owner: string): boolean {
+  const [host, pid, started] = owner.split("/");
+  if (host !== hostname() || !/^\d+$/.test(pid ?? "")) return false; // another host's simulator reaps its own
+  return !isAlive(Number(pid)) || startTimeOf(Number(pid)) !== started;
+}
+
+/** The registry's name for an image: `<registry>/<path>` (a registry host in the source reference dropped). */
+export function registryRef(registry: string, image: string): string {
+  const parts = image.split("/");
+  const hasHost = parts.length > 1 && /[.:]|^localhost$/.test(parts[0]!);
+  return `${registry.replace(/\/+$/, "")}/${(hasHost ? parts.slice(1) : parts).join("/")}`;
+}
+
+export class SwarmLauncher implements Launcher {
+  readonly name = "swarm";
+  /** A task runs on whichever node the swarm picked, whose engine alone can pause it (`docker pause` is per node). */
+  readonly standby = "the swarm launcher cannot stop a task on another node's engine: its sandboxes never go to standby";
+  private readonly docker: string;
+  private readonly owner = ownerLabel();
+  private readonly watcher: TaskWatcher;
+  private readonly networks = new Map<string, Promise<void>>();
+  /** Image id pushed per registry reference: a rebuilt image is pushed again. */
+  private readonly pushed = new Map<string, Promise<string>>();
+  private readonly ready: Promise<string | undefined>;
+
+  constructor(private readonly options: SwarmLauncherOptions = {}) {
+    const found = options.docker ?? dockerPath();
+    if (!found) throw new LaunchError("--launcher swarm needs the docker CLI and a reachable swarm manager");
+    this.docker = found;
+    this.watcher = new TaskWatcher((args, timeoutMs) => this.run(args, process.env, timeoutMs), AGENT_PORT, options.pollMs ?? 500);
+    this.ready = this.init();
+    this.ready.catch(() => {});
+  }
+
+  /** What /health and the start-up line say: where images come from on the cluster. */
+  describe(): string {
+    const images = this.options.registry
+      ? `images pushed to ${this.options.registry}, which every node pulls from`
+      : "no --swarm-registry: images stay in the manager's local image store, so a node runs a sandbox only if it has the image itself (fine on one node)";
+    const constraints = this.options.constraints?.length ? `; placement: ${this.options.constraints.join(", ")}` : "";
+    return `a swarm service per sandbox (the Docker daemon's isolation on whichever node the swarm picks); ${images}${constraints}`;
+  }
+
+  private run(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Ran> {
+    return runDocker(this.docker, args, env, timeoutMs);
+  }
+
+  /** Undefined when the daemon is an active swarm manager, else why no sandbox can start; reaps a killed simulator's services. */
+  private async init(): Promise<string | undefined> {
+    const info = await this.run(["info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"], process.env, 15_000);
+    const [state, manager] = info.stdout.trim().split(" ");
+    if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
+    if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
+    if (manager !== "true") return "the Docker daemon is a swarm worker: point DOCKER_HOST at a manager";
+    // A failed reap does not stop sandboxes from starting: each start still removes what holds its own data dir.
+    await this.reapServices(`label=${SWARM_LABELS.kind}=${SWARM_KIND}`, (labels) => ownerGone(labels?.[SWARM_LABELS.owner] ?? "")).catch(() => undefined);
+    return undefined;
+  }
+
+  /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
+  private async reapServices(filter: string, pick: (labels: Record<string, string> | null) => boolean = () => true): Promise<void> {
+    const found = await this.run(["service", "ls", "--quiet", "--filter", filter]);
+    const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    if (ids.length === 0) return;
+    const labels = await this.run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
+    const chosen = labels.stdout.split("\n").flatMap((line) => {
+      const space = line.indexOf(" ");
+      if (space < 0) return [];
+      return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
+    });
+    await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
+  }
+
+  /**
+   * Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task
+   * has stopped; resolves with the task's last status (its exit code) when it was seen.
+   */
+  private async removeService(service: string, graceMs: number, taskIds?: string[]): Promise<TaskStatus | undefined> {
+    const ids = taskIds ?? (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    await this.run(["service", "update", "--detach", "--replicas", "0", service]);
+    const deadline = Date.now() + graceMs + 15_000;
+    let last: TaskStatus[] = [];
+    while (Date.now() < deadline) {
+      last = await inspectTasks((a, t) => this.run(a, process.env, t), ids, AGENT_PORT);
+      if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
+      await sleep(100);
+    }
+    await this.run(["service", "rm", service]);
+    liveServices.delete(service);
+    return last[0];
+  }
+
+  private ensureNetwork(workspace: string): Promise<void> {
+    const name = workspaceNetwork(workspace);
+    let made = this.networks.get(name);
+    if (!made) {
+      made = (async () => {
+        if ((await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code === 0) return;
+        const created = await this.run(["network", "create", "--driver", "overlay", "--attachable", "--label", `${SWARM_LABELS.workspace}=${workspace}`, name]);
+        // Another simulator (or start) may have made it in between.
+        if (created.code !== 0 && (await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code !== 0) {
+          throw new LaunchError(`cannot create the overlay network ${name} for workspace "${workspace}": ${created.stderr.trim().slice(-300)}`);
+        }
+      })();
+      this.networks.set(name, made);
+      made.catch(() => this.networks.delete(name));
+    }
+    return made;
+  }
+
+  /** The reference nodes run: the image itself, or (with a registry) its copy there, pushed when the local image changed. */
+  private async imageFor(spec: LaunchSpec): Promise<string> {
+    const image = specImage(spec, this.options.image);
+    const registry = this.options.registry;
+    if (!registry) return image;
+    const local = await this.run(["image", "inspect", "--format", "{{.Id}}", image]);
+    if (local.code !== 0) return image; // not built here: the nodes pull it from where its name says
+    const target = registryRef(registry, image);
+    const key = `${target}@${local.stdout.trim()}`;
+    let pushed = this.pushed.get(key);
+    if (!pushed) {
+      pushed = (async () => {
+        const tagged = await this.run(["tag", image, target]);
+        const push = tagged.code === 0 ? await this.run(["push", "--quiet", target], process.env, 600_000) : tagged;
+        if (push.code !== 0) throw new LaunchError(`cannot push ${image} to the swarm's registry as ${target}: ${push.stderr.trim().slice(-300)}`);
+        return target;
+      })();
+      this.pushed.set(key, pushed);
+      pushed.catch(() => this.pushed.delete(key));
+    }
+    return pushed;
+  }
+
+  async start(spec: LaunchSpec): Promise<AgentHandle> {
+    const unavailable = await this.ready;
+    if (unavailable) throw new LaunchError(`--launcher swarm cannot start sandbox "${spec.sandbox}": ${unavailable}`);
+    for (const dir of [spec.rootDir, spec.dataDir, ...(spec.drivesDir ? [spec.drivesDir] : [])]) mkdirSync(dir, { recursive: true });
+    const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000);
+    // A service an earlier run left for this data dir holds its database: stop it first.
+    await this.reapServices(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
+    const [image] = await Promise.all([this.imageFor(spec), this.ensureNetwork(spec.workspace)]);
+    const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
+    const graceMs = DEFAULT_STOP_GRACE_MS;
+    const args = swarmServiceArgs(spec, {
+      name, image, network: workspaceNetwork(spec.workspace), owner: this.owner, constraints: this.options.constraints ?? [],
+      resolveImage: this.options.registry !== undefined, stopGraceSeconds: Math.ceil(graceMs / 1000),
+      agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user: `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+    });
+    // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
+    writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
+    trackService(this.docker, name);
+    const created = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
+    if (created.code !== 0) {
+      await this.run(["service", "rm", name]);
+      liveServices.delete(name);
+      throw new LaunchError(`docker service create for sandbox "${spec.sandbox}" failed (exit ${created.code}): ${created.stderr.trim().slice(-500)}`);
+    }
+    const { task, url } = await this.placed(name, deadline).catch(async (err: unknown) => {
+      await this.removeService(name, 1_000);
+      throw err;
+    });
+    const exited = this.watch(name, task.id);
+    let gone = false;
+    void exited.then(() => (gone = true));
+    try {
+      await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
+    } catch (err) {
+      const last = await this.removeService(name, 1_000, [task.id]);
+      this.watcher.settleNow(task.id, last, `the task ${last?.state ?? "was removed"}`);
+      const exit = await exited;
+      throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
+    }
+    return this.handle(name, task.id, url, exited);
+  }
+
+  /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
+  private async placed(service: string, deadline: number): Promise<{ task: TaskStatus; url: string }> {
+    let last: TaskStatus | undefined;
+    while (Date.now() < deadline) {
+      const ids = (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+      last = (await inspectTasks((a, t) => this.run(a, process.env, t), ids.slice(0, 1), AGENT_PORT))[0];
+      if (last && TERMINAL_STATES.has(last.state)) throw new LaunchError(`the swarm could not run service ${service}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      if (last?.state === "running" && last.publishedPort && last.nodeId) {
+        const node = (await listNodes((a, t) => this.run(a, process.env, t)))?.get(last.nodeId);
+        if (!node) throw new LaunchError(`service ${service} runs on node ${last.nodeId}, which the manager does not list`);
+        return { task: last, url: `http://${this.reachable(node.addr)}:${last.publishedPort}` };
+      }
+      await sleep(100);
+    }
+    throw new LaunchError(`service ${service} was not running in time: task ${last?.state ?? "not created"}${last?.err ? `: ${last.err}` : ""}`);
+  }
+
+  /** A node address the simulator can dial: a manager advertised on loopback or 0.0.0.0 is DOCKER_HOST's host. */
+  private reachable(addr: string): string {
+    if (addr !== "0.0.0.0" && addr !== "127.0.0.1" && addr !== "") return addr;
+    const remote = /^tcp:\/\/([^:/]+)/.exec(process.env.DOCKER_HOST ?? "")?.[1];
+    return remote ?? "127.0.0.1";
+  }
+
+  /** Settles once the task stopped (or its node went), with its exit code and last log lines; the service is then removed. */
+  private watch(service: string, taskId: string): Promise<AgentExit> {
+    return new Promise<AgentExit>((resolve) => {
+      this.watcher.watch(taskId, (task, reason, removed) => {
+        void (async () => {
+          const logs = task && !removed && task.state !== "shutdown" ? (await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)) : undefined;
+          if (!removed) await this.run(["service", "rm", service]);
+          liveServices.delete(service);
+          const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
+          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}swarm: ${reason}` });
+        })();
+      });
+    });
+  }
+
+  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>): AgentHandle {
+    let stopping: Promise<AgentExit> | undefined;
+    return {
+      url,
+      exited,
+      stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
+        const last = await this.removeService(service, graceMs, [taskId]);
+        // Settled here rather than at the watcher's next round: the task is known to have ended.
+        this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
+        return exited;
+      })()),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => undefined);
+    this.watcher.close();
+  }
+}

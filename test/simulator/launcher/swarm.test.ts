@@ -1,0 +1,420 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { realpathSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { fileURLToPath } from "node:url";
+import { createServer, type AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { parseSimConfig } from "../../../simulator/config.js";
+import { LAUNCHER_NAMES, SwarmLauncher } from "../../../simulator/launcher/index.js";
+import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../../simulator/launcher/swarm-args.js";
+import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
+import { isAlive } from "../../../simulator/launcher/proc.js";
+import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
+import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
+import { startSandboxApp } from "../../helpers/sandbox-app.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
+import { spawnSimulatorProcess } from "../../helpers/simulator.js";
+import { exec, eventually, specFor, tempBase } from "./helpers.js";
+
+/**
+ * The swarm launcher: its `docker service create` argv, task and owner logic everywhere; the real thing on a
+ * single-node swarm this file starts (`docker swarm init --advertise-addr 127.0.0.1`, left afterwards; one
+ * already active is used and left alone), through the SDK: create, files, a command, /port/n, a preview,
+ * delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next start reaps it);
+ * --swarm-registry with Debian's docker-registry; then a second engine in a container as a worker node.
+ */
+const inputs = {
+  name: "sbx-ws-one-abcd", image: "python:3.12", network: "sandbox-kit-ws-1234", owner: "host/1/2", constraints: ["node.labels.pool==sbx"],
+  resolveImage: false, stopGraceSeconds: 5, agentMain: "/srv/kit/dist/sandbox-agent/main.js", node: "/usr/bin/node", user: "0:0",
+};
+
+describe("swarm launcher: the service it creates", () => {
+  const spec = specFor("/data", "one", { env: { API_KEY: "s3cret-value" }, memoryMb: 512 });
+  const argv = swarmServiceArgs(spec, inputs);
+  const values = (flag: string) => argv.flatMap((a, i) => (argv[i - 1] === flag ? [a] : []));
+
+  it("one replica that is never restarted by the swarm, the memory limit, the constraints, labels naming the sandbox", () => {
+    expect(argv.slice(0, 2)).toEqual(["service", "create"]);
+    expect(values("--replicas")).toEqual(["1"]);
+    expect(values("--restart-condition")).toEqual(["none"]);
+    expect(values("--limit-memory")).toEqual(["512M"]);
+    expect(values("--constraint")).toEqual(["node.labels.pool==sbx"]);
+    expect(values("--label")).toEqual(expect.arrayContaining([`sandbox-kit.workspace=${spec.workspace}`, "sandbox-kit.sandbox=one", `sandbox-kit.data-dir=${spec.dataDir}`, "sandbox-kit.owner=host/1/2"]));
+    expect(values("--network")).toEqual(["sandbox-kit-ws-1234"]);
+    expect(argv).toContain("--no-resolve-image");
+    expect(swarmServiceArgs(spec, { ...inputs, resolveImage: true })).not.toContain("--no-resolve-image");
+  });
+
+  it("publishes only the agent's port, on the node (mode=host), and never puts the token or env values in argv", () => {
+    expect(values("--publish")).toEqual(["mode=host,target=8080,protocol=tcp"]);
+    expect(argv.join(" ")).not.toContain(spec.token);
+    expect(argv.join(" ")).not.toContain("s3cret-value");
+    expect(values("--env").sort()).toEqual(["API_KEY", "HOME"]);
+    expect(argv.slice(-2)).toEqual(["/run/sandbox-agent/token.handoff", "--token-file-remove"]);
+    expect(values("--mount")).toContain("type=bind,source=/srv/kit/dist,target=/opt/sandbox-kit/dist,readonly");
+  });
+
+  it("names: Docker's alphabet, at most 63, distinct per workspace", () => {
+    const long = swarmName("sbx", "w".repeat(60), "Sandbox_Name!");
+    expect(long.length).toBeLessThanOrEqual(63);
+    expect(long).toMatch(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/);
+    expect(workspaceNetwork("a-b")).not.toBe(workspaceNetwork("a_b"));
+    expect(specImage({}, "fallback")).toBe("fallback");
+  });
+
+  it("a registry's copy of an image drops the source's registry host", () => {
+    expect(registryRef("127.0.0.1:5000", "sandbox-kit-test/node20:bookworm")).toBe("127.0.0.1:5000/sandbox-kit-test/node20:bookworm");
+    expect(registryRef("reg.local:5000/", "ghcr.io/blaxel-ai/sandbox:latest")).toBe("reg.local:5000/blaxel-ai/sandbox:latest");
+    expect(registryRef("reg:5000", "debian")).toBe("reg:5000/debian");
+  });
+
+  it("an owner is gone once its process is (same host only); a task's node that left or is down ends it", () => {
+    expect(ownerGone(ownerLabel())).toBe(false);
+    expect(ownerGone(`${hostname()}/${process.pid}/1`)).toBe(true); // the pid was reused by another process
+    expect(ownerGone(`${hostname()}/999999999/1`)).toBe(true);
+    expect(ownerGone("another-host/999999999/1")).toBe(false);
+    const nodes = new Map([["n1", { id: "n1", hostname: "worker", state: "down", addr: "10.0.0.2" }], ["n2", { id: "n2", hostname: "mgr", state: "ready", addr: "10.0.0.1" }]]);
+    expect(nodeGone("n1", nodes)).toBe("its node worker (n1) is down");
+    expect(nodeGone("n3", nodes)).toBe("its node n3 left the swarm");
+    expect(nodeGone("n2", nodes)).toBeUndefined();
+    const [task] = parseTasks(JSON.stringify([{ ID: "t", NodeID: "n2", Status: { State: "running", PortStatus: { Ports: [{ TargetPort: 8080, PublishedPort: 30001 }] } } }]), 8080);
+    expect(task).toEqual({ id: "t", state: "running", err: undefined, nodeId: "n2", exitCode: undefined, publishedPort: 30001 });
+  });
+
+  it("is selected by --launcher swarm, with --swarm-constraint (repeatable) and --swarm-registry", () => {
+    expect(LAUNCHER_NAMES).toContain("swarm");
+    const config = parseSimConfig(["--launcher", "swarm", "--swarm-constraint", "node.role==worker", "--swarm-constraint", "node.labels.pool!=gpu", "--swarm-registry", "127.0.0.1:5000"], {});
+    expect(config !== "help" && [config.launcher, config.swarmConstraints, config.swarmRegistry]).toEqual(["swarm", ["node.role==worker", "node.labels.pool!=gpu"], "127.0.0.1:5000"]);
+    expect(() => parseSimConfig(["--swarm-constraint", "anywhere"], {})).toThrow(/--swarm-constraint/);
+    expect(() => parseSimConfig(["--swarm-registry", "http://x"], {})).toThrow(/--swarm-registry/);
+  });
+});
+
+const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+const servicesOf = (label: string) => docker("service", "ls", "--quiet", "--filter", `label=${label}`).split("\n").filter(Boolean);
+
+/** Undefined once this daemon is a swarm manager (initialised here when it was in no swarm), else why the swarm tests skip. */
+async function ensureSwarm(): Promise<{ unavailable?: string; initialised: boolean }> {
+  const daemon = await ensureDockerDaemon();
+  if (daemon) return { unavailable: daemon, initialised: false };
+  const state = docker("info", "--format", "{{.Swarm.LocalNodeState}}");
+  if (state === "active") return { initialised: false };
+  try {
+    docker("swarm", "init", "--advertise-addr", "127.0.0.1");
+    return { initialised: true };
+  } catch (err) {
+    return { unavailable: `docker swarm init failed: ${(err as { stderr?: string }).stderr?.trim() ?? (err as Error).message}`, initialised: false };
+  }
+}
+
+/**
+ * A few-MB image of the host's /bin/sh, cat, hostname and the libraries they and node need (the agent runs the
+ * host's node from its bind mount), `docker import`ed: quick to push to a registry, unlike the tests' Debian base.
+ */
+function tinyImage(): string {
+  const tag = "sandbox-kit-test/swarm-tiny:2";
+  try {
+    execFileSync("docker", ["image", "inspect", tag], { stdio: "ignore" });
+    return tag;
+  } catch {
+    // Built below.
+  }
+  // By their /bin names (on usrmerged Debian /bin is a link; --dereference stores a real bin/ directory).
+  const programs = ["/bin/sh", "/bin/cat", "/bin/hostname", "/bin/echo"];
+  const libs = [...programs, process.execPath].flatMap((bin) => [...execFileSync("ldd", [bin], { encoding: "utf8" }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!));
+  const paths = [...new Set([...programs, ...libs])].map((p) => p.slice(1));
+  execFileSync("sh", ["-c", `tar --dereference -cf - -C / "$@" | docker import - ${tag}`, "sh", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
+  return tag;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+const swarm = await ensureSwarm();
+if (swarm.unavailable) console.warn(`swarm launcher tests skipped: ${swarm.unavailable}`);
+const WS = "swarmws";
+const hasRegistry = (() => {
+  try {
+    execFileSync("sh", ["-c", "command -v docker-registry && command -v curl"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const KEY = "swarm-launcher-key-01";
+
+describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-node swarm${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : ""}`, () => {
+  let image = "";
+  let sim: ServedSimulator | undefined;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage());
+  }, 1_200_000);
+  afterAll(async () => {
+    await sim?.stop();
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    // Whatever a failed test left, then the swarm this file made.
+    for (const id of servicesOf("sandbox-kit.kind=swarm-sandbox").filter((id) => docker("service", "inspect", "--format", "{{index .Spec.Labels \"sandbox-kit.workspace\"}}", id) === WS)) docker("service", "rm", id);
+    if (swarm.initialised) docker("swarm", "leave", "--force");
+  }, 120_000);
+
+  it("the SDK creates a sandbox as a service, writes, reads, runs, serves /port/n and a preview, and delete removes the service", async () => {
+    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" }, { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) });
+    const health = (await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { launcher: string; detail: string } };
+    expect(health.sandboxes).toMatchObject({ launcher: "swarm" });
+    expect(health.sandboxes.detail).toMatch(/no --swarm-registry: images stay/);
+    const sdk = await sdkForSimulator(sim.env);
+    const box = await sdk.SandboxInstance.create({ name: "on-swarm", image, memory: 1024 } as never);
+    const [service] = servicesOf(`sandbox-kit.sandbox=on-swarm`);
+    expect(service).toBeTruthy();
+    expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.Resources.Limits.MemoryBytes}} {{.Spec.TaskTemplate.RestartPolicy.Condition}}", service!)).toBe(`${1024 * 1024 * 1024} none`);
+    await box.fs.write("/notes/hello.txt", "from the SDK");
+    expect(await box.fs.read("/notes/hello.txt")).toBe("from the SDK");
+    // The file API's / is the sandbox's files, which commands see at /sandbox (their working directory), as with docker.
+    const ran = await box.process.exec({ command: "cat notes/hello.txt; hostname", waitForCompletion: true } as never);
+    expect(ran.exitCode).toBe(0);
+    expect(ran.stdout).toContain("from the SDK");
+    expect(ran.stdout).toContain("on-swarm");
+    const port = await startSandboxApp(box as never);
+    const direct = await fetch(`${box.metadata!.url}/port/${port}/via-port`, { headers: { "x-blaxel-authorization": `Bearer ${KEY}` } });
+    expect(((await direct.json()) as { url: string }).url).toBe("/via-port");
+    const preview = await box.previews.create({ metadata: { name: "site" }, spec: { port, public: true } });
+    const viewed = await fetch(`${preview.spec!.url}/page`);
+    expect(viewed.status).toBe(200);
+    expect(((await viewed.json()) as { url: string }).url).toBe("/page");
+    await sdk.SandboxInstance.delete("on-swarm");
+    await eventually(() => servicesOf(`sandbox-kit.sandbox=on-swarm`).length === 0, 30_000);
+  }, 300_000);
+
+  it("a restart for new envs replaces the service; archive removes it, unarchive makes a new one", async () => {
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const created = await call("POST", "/v0/sandboxes", { metadata: { name: "moves" }, spec: { runtime: { image, envs: [{ name: "A", value: "1" }] } } });
+    expect(created.status).toBe(200);
+    const [first] = servicesOf("sandbox-kit.sandbox=moves");
+    const spec = { ...created.body.spec, runtime: { ...created.body.spec.runtime, envs: [{ name: "A", value: "2" }] } };
+    expect((await call("PUT", "/v0/sandboxes/moves", { spec })).body.status).toBe("DEPLOYED");
+    const after = servicesOf("sandbox-kit.sandbox=moves");
+    expect(after).toHaveLength(1);
+    expect(after[0]).not.toBe(first);
+    expect((await call("POST", `/sbx/${WS}/moves/process`, { command: "echo $A", waitForCompletion: true })).body.stdout).toBe("2\n");
+    expect((await call("POST", "/v0/sandboxes/moves/archive")).body.status).toBe("ARCHIVED");
+    expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(0);
+    expect((await call("POST", "/v0/sandboxes/moves/unarchive")).body.status).toBe("DEPLOYED");
+    expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(1);
+    expect((await call("DELETE", "/v0/sandboxes/moves")).status).toBe(200); // answers DELETING; the agent stops after
+    await eventually(() => servicesOf("sandbox-kit.sandbox=moves").length === 0, 30_000);
+  }, 300_000);
+
+  it("sandboxes of one workspace reach each other on its overlay; another workspace's reach neither of its addresses", async () => {
+    const launcher = new SwarmLauncher({ image, readyTimeoutMs: 120_000, pollMs: 250 });
+    const base = tempBase("swarm-apart-");
+    const specs = [{ ...specFor(base, "server"), workspace: WS }, { ...specFor(base, "neighbour"), workspace: WS }, { ...specFor(base, "stranger"), workspace: `${WS}-other` }];
+    const [server, neighbour, stranger] = await Promise.all(specs.map((spec) => launcher.start(spec)));
+    try {
+      await exec(server!.url, specs[0]!.token, `node -e 'require("net").createServer((c) => c.end("hello")).listen(3000, "0.0.0.0")' > /dev/null 2>&1 &`);
+      const interfaces = JSON.parse((await exec(server!.url, specs[0]!.token, `node -e 'console.log(JSON.stringify(require("os").networkInterfaces()))'`)).stdout) as Record<string, { family: string; address: string; internal: boolean }[]>;
+      const addresses = Object.values(interfaces).flat().filter((a) => a.family === "IPv4" && !a.internal).map((a) => a.address);
+      expect(addresses.length).toBeGreaterThanOrEqual(2); // the workspace's overlay, and docker_gwbridge for egress
+      const probe = (ip: string) => `node -e 'const s = require("net").connect(3000, "${ip}"); s.on("data", (d) => { console.log(String(d)); process.exit(0); }); s.on("error", (e) => { console.log(e.code); process.exit(0); }); setTimeout(() => { console.log("timeout"); process.exit(0); }, 2000)'`;
+      const overlay = addresses.find((ip) => ip.startsWith("10."))!;
+      expect(overlay).toBeTruthy();
+      for (let tries = 0; (await exec(server!.url, specs[0]!.token, probe("127.0.0.1"))).stdout.trim() !== "hello"; tries++) {
+        if (tries > 50) throw new Error("the server in the sandbox did not start");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await exec(neighbour!.url, specs[1]!.token, probe(overlay))).stdout.trim()).toBe("hello");
+      for (const ip of addresses) expect((await exec(stranger!.url, specs[2]!.token, probe(ip))).stdout.trim()).not.toBe("hello");
+    } finally {
+      await Promise.all([server, neighbour, stranger].map((h) => h!.stop(1_000)));
+      await launcher.close();
+    }
+  }, 180_000);
+
+  it("a constraint no node meets fails the start with the swarm's reason, and leaves no service", async () => {
+    const launcher = new SwarmLauncher({ image, constraints: ["node.labels.pool==nowhere"], readyTimeoutMs: 4_000, pollMs: 250 });
+    const spec = { ...specFor(tempBase("swarm-unplaced-"), "unplaced"), workspace: WS };
+    await expect(launcher.start(spec)).rejects.toThrow(/was not running in time: task pending: no suitable node/);
+    expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(0);
+    await launcher.close();
+  }, 60_000);
+
+  it("the simulator's stop removes its sandboxes' services", async () => {
+    const sdk = await sdkForSimulator(sim!.env);
+    await sdk.SandboxInstance.create({ name: "until-stop", image } as never);
+    expect(servicesOf("sandbox-kit.sandbox=until-stop")).toHaveLength(1);
+    await sim!.stop();
+    sim = undefined;
+    expect(servicesOf("sandbox-kit.sandbox=until-stop")).toHaveLength(0);
+  }, 300_000);
+
+  it("after kill -9 of the simulator, its next start removes the services it left", async () => {
+    const data = join(tempBase("swarm-kill-"), "sim.db");
+    const args = ["--api-key", KEY, "--workspace", WS, "--data", data, "--launcher", "swarm", "--log-level", "warn"];
+    const first = await spawnSimulatorProcess(args, { track: children });
+    const created = await fetch(`${first.url}/v0/sandboxes`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { name: "orphan" }, spec: { runtime: { image } } }),
+    });
+    expect(created.status).toBe(200);
+    expect(servicesOf("sandbox-kit.sandbox=orphan")).toHaveLength(1);
+    const killed = new Promise((resolve) => first.child.once("exit", resolve));
+    first.child.kill("SIGKILL");
+    await killed;
+    const left = servicesOf("sandbox-kit.sandbox=orphan");
+    expect(left).toHaveLength(1); // nothing can remove it while no simulator runs
+    // The next simulator on this host, even one with other state that never restarts "orphan" (so nothing
+    // reaps by data dir), removes it: its owner label names a process of this host that is gone.
+    const fresh = ["--api-key", KEY, "--workspace", WS, "--data", join(tempBase("swarm-next-"), "sim.db"), "--launcher", "swarm", "--log-level", "warn"];
+    const second = await spawnSimulatorProcess(fresh, { track: children });
+    await eventually(() => servicesOf("sandbox-kit.sandbox=orphan").length === 0, 60_000);
+    const exited = new Promise((resolve) => second.child.once("exit", resolve));
+    second.child.kill("SIGTERM");
+    await exited;
+  }, 300_000);
+
+  it.skipIf(!hasRegistry)(`with --swarm-registry the image is pushed to the registry and the node runs the registry's copy${hasRegistry ? "" : " (skipped: Debian's docker-registry is not installed)"}`, async () => {
+    const small = tinyImage();
+    const dir = tempBase("swarm-registry-");
+    const port = await freePort();
+    writeFileSync(join(dir, "config.yml"), `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/store\nhttp:\n  addr: 127.0.0.1:${port}\n`);
+    const registry = spawn("docker-registry", ["serve", join(dir, "config.yml")], { stdio: "ignore" });
+    children.push(registry);
+    await eventually(() => {
+      try {
+        execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/`], { stdio: "ignore" });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 20_000);
+    const launcher = new SwarmLauncher({ image: small, registry: `127.0.0.1:${port}`, readyTimeoutMs: 120_000, pollMs: 250 });
+    expect(launcher.describe()).toContain(`images pushed to 127.0.0.1:${port}`);
+    const spec = { ...specFor(tempBase("swarm-reg-box-"), "pushed"), workspace: WS };
+    const agent = await launcher.start(spec);
+    try {
+      const [service] = servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`);
+      expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.ContainerSpec.Image}}", service!)).toMatch(new RegExp(`^127\\.0\\.0\\.1:${port}/sandbox-kit-test/swarm-tiny:2@sha256:`));
+      expect(execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/_catalog`], { encoding: "utf8" })).toContain("sandbox-kit-test/swarm-tiny");
+      expect((await exec(agent.url, spec.token, "echo from the pushed image")).stdout).toBe("from the pushed image\n");
+    } finally {
+      await agent.stop(2_000);
+      await launcher.close();
+      docker("image", "rm", `127.0.0.1:${port}/sandbox-kit-test/swarm-tiny:2`);
+    }
+    expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(0);
+    registry.kill("SIGTERM");
+    await new Promise((r) => registry.once("exit", r));
+    expect(isAlive(registry.pid!)).toBe(false);
+  }, 180_000);
+});
+
+/**
+ * A second Docker engine as a worker: a container of the tests' Debian base running the host's dockerd (the host's
+ * /usr read-only; vfs storage on an exec tmpfs; SYS_ADMIN and NET_ADMIN, since a --privileged container cannot be
+ * made on these machines: "unable to apply caps"), joined to a swarm whose manager advertises the Docker bridge's
+ * address (127.0.0.1 is not the manager from inside a container). The package and the temp dir are bind-mounted
+ * into it at the same paths: the shared storage a cluster needs (docs/launchers.md).
+ */
+async function startWorker(name: string, shared: string[]): Promise<{ hostname: string; nodeId: string }> {
+  docker("run", "--detach", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--volume", "/usr:/usr:ro", "--tmpfs", "/var/lib/docker:exec,dev,suid", "--tmpfs", "/run",
+    ...shared.flatMap((dir) => ["--volume", `${dir}:${dir}`]),
+    "sandbox-kit-test/debian-build:bookworm", "/usr/sbin/dockerd", "--storage-driver", "vfs", "--iptables=false");
+  await eventually(() => {
+    try {
+      return docker("exec", name, "docker", "info", "--format", "{{.ServerVersion}}") !== "";
+    } catch {
+      return false;
+    }
+  }, 30_000);
+  const manager = docker("info", "--format", "{{.Swarm.NodeAddr}}");
+  docker("exec", name, "docker", "swarm", "join", "--token", docker("swarm", "join-token", "--quiet", "worker"), `${manager}:2377`);
+  const nodeId = docker("exec", name, "docker", "info", "--format", "{{.Swarm.NodeID}}");
+  return { hostname: name, nodeId };
+}
+
+describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)(`swarm launcher with a second engine as a worker${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : !swarm.initialised ? " (skipped: the daemon was already in a swarm this test did not make)" : ""}`, () => {
+  const worker = `sbxk-worker-${process.pid}`;
+  let node: { hostname: string; nodeId: string } | undefined;
+  let why: string | undefined;
+  let small = "";
+  let sim: ServedSimulator | undefined;
+  beforeAll(async () => {
+    try {
+      small = tinyImage();
+      const bridge = docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
+      docker("swarm", "init", "--advertise-addr", bridge);
+      node = await startWorker(worker, [...new Set([realpathSync(join(fileURLToPath(import.meta.url), "../../../..")), realpathSync(tmpdir())])]);
+      execFileSync("sh", ["-c", `docker save "$1" | docker exec -i "$2" docker load`, "sh", small, worker], { stdio: "ignore" });
+    } catch (err) {
+      why = `no worker engine could be started here: ${((err as { stderr?: Buffer | string }).stderr?.toString() || (err as Error).message).trim().split("\n").pop()}`;
+      console.warn(`swarm worker test skipped: ${why}`);
+    }
+  }, 180_000);
+  afterAll(async () => {
+    await sim?.stop();
+    try {
+      docker("rm", "--force", "--volumes", worker);
+    } catch {
+      // Never started, or already removed by the test.
+    }
+    try {
+      docker("swarm", "leave", "--force");
+    } catch {
+      // Not in a swarm.
+    }
+  }, 120_000);
+
+  it("a constraint places the sandbox on the worker; its agent and preview answer there; the worker going down ends it with the reason", async (ctx) => {
+    if (why) return ctx.skip(why);
+    const launcher = new SwarmLauncher({ image: small, constraints: [`node.hostname==${node!.hostname}`], readyTimeoutMs: 30_000, pollMs: 250 });
+    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageSource: "host" }, { launcher });
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+    };
+    expect((await call("POST", "/v0/sandboxes", { metadata: { name: "far" }, spec: { runtime: { image: small } } })).status).toBe(200);
+    const [service] = servicesOf("sandbox-kit.sandbox=far");
+    const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
+    expect(docker("inspect", "--type", "task", "--format", "{{.NodeID}}", task)).toBe(node!.nodeId);
+    const ran = await call("POST", `/sbx/${WS}/far/process`, { command: "hostname", waitForCompletion: true });
+    expect(ran.body.stdout.trim()).toBe("far");
+    // A server in the sandbox on the worker (the tiny image has no node of its own: the agent's), behind a preview.
+    await call("POST", `/sbx/${WS}/far/process`, { command: `/opt/sandbox-kit/bin/node -e 'require("http").createServer((q, s) => s.end("worker:" + q.url)).listen(3000)'`, waitForCompletion: false });
+    const preview = await call("POST", "/v0/sandboxes/far/previews", { metadata: { name: "site" }, spec: { port: 3000, public: true } });
+    expect(preview.status).toBe(200);
+    let page = "";
+    for (let tries = 0; tries < 100 && page !== "worker:/hello"; tries++, await new Promise((r) => setTimeout(r, 100))) {
+      const res = await fetch(`${preview.body.spec.url}/hello`);
+      page = await res.text();
+    }
+    expect(page).toBe("worker:/hello");
+    // The worker's engine goes away: the swarm marks its node down, and the sandbox's agent exit says so.
+    docker("rm", "--force", "--volumes", worker);
+    let events = "";
+    for (let tries = 0; tries < 120 && !/node .*(down|left)/.test(events); tries++, await new Promise((r) => setTimeout(r, 500))) {
+      events = JSON.stringify((await call("GET", "/v0/sandboxes/far")).body);
+    }
+    expect(events).toMatch(new RegExp(`node ${node!.hostname} \\(${node!.nodeId}\\) is (down|disconnected)`));
+  }, 300_000);
+});
+
+describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)("swarm launcher where no swarm is", () => {
+  it("a start says the daemon is in no swarm and what to run", async () => {
+    expect(docker("info", "--format", "{{.Swarm.LocalNodeState}}")).toBe("inactive"); // the describes above left theirs
+    const error = await new SwarmLauncher({ readyTimeoutMs: 5_000 }).start(specFor(tempBase("swarm-none-"), "lonely")).catch((err: Error) => err);
+    expect((error as Error).message).toMatch(/cannot start sandbox "lonely": the Docker daemon is not in a swarm .*docker swarm init/);
+  });
+});
