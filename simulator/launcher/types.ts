@@ -32,6 +32,11 @@ export interface LaunchSpec {
    * image store before the launch; undefined = the launcher's own choice (the host's root).
    */
   imageRootDir?: string;
+  /**
+   * The layers under imageRootDir, top first, when the image is stacked over others (a template over its
+   * base image: imageRootDir then holds only the template's own changes, deletions as overlay whiteouts).
+   */
+  imageLowerDirs?: string[];
   /** Host directories mounted into the sandbox (spec.volumes: the volume's directory at its mountPath). */
   mounts?: SandboxMount[];
   /** spec.runtime.memory in MB: the sandbox's memory limit where the launcher can enforce one. */
