@@ -1,4 +1,5 @@
 import { accessSync, constants } from "node:fs";
+import { inspectImagesViaSocket } from "./docker-api.js";
 import { imageConfigOf } from "./docker-source.js";
 import { applyLayer } from "./layer.js";
 import type { Progress } from "./progress.js";
@@ -50,6 +51,11 @@ export async function linkCopy(base: string, rootfs: string): Promise<void> {
 }
 
 async function inspect(docker: string, names: string[]): Promise<Inspected[]> {
+  const viaSocket = await inspectImagesViaSocket(names);
+  if (viaSocket) {
+    if (viaSocket.some((image) => image === null)) throw new Error(`no such image among ${names.join(", ")}`); // (the CLI fails the same way)
+    return viaSocket as Inspected[];
+  }
   const out = await runTool(docker, ["image", "inspect", "--format", "{{json .}}", ...names], { timeoutMs: 30_000 });
   return out.split("\n").filter(Boolean).map((line) => JSON.parse(line) as Inspected);
 }

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { exportOntoBase, type StoredBase } from "./base-copy.js";
+import { inspectImagesViaSocket } from "./docker-api.js";
 import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
 import { importLayout } from "./oci-import.js";
 import type { Progress } from "./progress.js";
@@ -84,6 +85,11 @@ export class DockerBuilder implements Builder {
   constructor(private readonly docker = "docker") {}
 
   async localImage(name: string) {
+    const [viaSocket] = (await inspectImagesViaSocket([name])) ?? [];
+    if (viaSocket !== undefined) {
+      if (viaSocket === null) return undefined;
+      return { label: (viaSocket as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels?.[DIGEST_LABEL] ?? "" };
+    }
     try {
       const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], { timeoutMs: 30_000 });
       return { label: out.trim().replace(/^<no value>$/, "") };
