@@ -10,7 +10,7 @@ import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
-import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
+import { copyMappedTree, describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
 import { cmdlineOf, descendantsOf } from "./proc.js";
@@ -156,6 +156,10 @@ export class BwrapLauncher implements Launcher {
 
   removeTree(path: string): void {
     removeMappedTree(path, this.mapIds(), this.tools.unshare);
+  }
+
+  copyTree(source: string, target: string): Promise<void> {
+    return copyMappedTree(source, target, this.mapIds(), this.tools.unshare);
   }
 
   /** Starts the warm sandbox for specs like this one ahead of the first create. */

@@ -135,6 +135,11 @@ export interface Launcher {
    * simulator's user cannot remove directly); optional: rmSync otherwise.
    */
   removeTree?(path: string): void;
+  /**
+   * Copies a directory its sandboxes wrote into (`target` must not exist) with every file's owner among their
+   * user ids; optional: the simulator copies it itself otherwise.
+   */
+  copyTree?(source: string, target: string): Promise<void>;
 }
 
 /** rm -rf of a sandbox's (or a task's) directory, through the launcher where it owns ids the simulator's user does not. */
