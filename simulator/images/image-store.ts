@@ -18,8 +18,8 @@ import { runTool } from "./tools.js";
  * The image store: root filesystems on disk, built once and shared by every
  * sandbox made from them (read-only: the launcher lays each sandbox's own
  * writable layer over it). Content-addressed:
- *   <dir>/images/<digest hex>/rootfs         the root filesystem
- *   <dir>/images/<digest hex>/manifest.json  source, digest, size, created, config
+ *   <dir>/images/<digest hex>/rootfs         the root filesystem (a template stacked on a base: its own layer only)
+ *   <dir>/images/<digest hex>/manifest.json  source, digest, size, created, config (and the base it is stacked on)
  *   <dir>/refs/<name:tag, escaped>.json      which digest a name points at
  *   <dir>/tmp/                               builds in progress (renamed into place when complete)
  *   <dir>/locks/                             one builder per image across processes
