@@ -231,6 +231,7 @@ export class ImageStore {
       try {
         const built = await produce(join(work, "rootfs"), join(work, "scratch"));
         await rm(join(work, "scratch"), { recursive: true, force: true });
+        if (built.base && !this.hasImage(built.base)) throw new Error(`the image ${name} is built on (${built.base}) was removed from the store while it was built: build it again`);
         if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [], ...(built.base ? { base: built.base } : {}) }, built.size);
         progress.phase("done");
         return this.point(canonical, built.digest);
