@@ -102,7 +102,8 @@ export class SandboxAgents {
 
   constructor(private readonly options: SandboxAgentsOptions) {
     this.startQueue = options.startQueue ?? new StartQueue();
-    this.snapshots = new SnapshotFiles(options.dir, (path) => removeTree(path, options.launcher));
+    const launcher = options.launcher;
+    this.snapshots = new SnapshotFiles(options.dir, (path) => removeTree(path, launcher), launcher?.copyTree ? (source, target) => launcher.copyTree!(source, target) : undefined);
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger, options.launcher);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);

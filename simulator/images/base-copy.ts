@@ -1,19 +1,23 @@
 import { accessSync, constants } from "node:fs";
+import { inspectImagesViaSocket } from "./docker-api.js";
 import { imageConfigOf } from "./docker-source.js";
 import { applyLayer } from "./layer.js";
 import type { Progress } from "./progress.js";
 import { runTool } from "./tools.js";
 
 /**
- * A template built on a stored image is stored as that base's root
- * filesystem plus only the template's own layers: the base is copied as hard
- * links (`cp -al`: directories are new, no file's data is copied) and the
- * layers the build added are applied over it (layer.ts unlinks whatever it
- * replaces or deletes, so the base's shared inodes are never written). The
- * store's images stay plain directories (launchers, builders and the image's
- * config readers see one tree), removing either image leaves the other's
- * files in place, and the export no longer moves the whole base out of the
- * builder and back.
+ * A template built on a stored image is stored as only its own layers,
+ * stacked over that base: its image directory holds one overlay layer (the
+ * layers the build added, applied in order by layer.ts with deletions kept as
+ * overlayfs whiteouts) and its manifest names the base, whose root
+ * filesystem is the next lower layer. The launcher mounts them as one
+ * overlay (lowerdir=template:base, the sandbox's own layer on top), so
+ * nothing of the base is copied or linked: storing a one-RUN template costs
+ * what its RUN wrote. The store keeps a base while a template is stacked on
+ * it (image-store.ts), and readers of an image's files look through its
+ * layers top first (StoredImage.layers). Where a flat tree is needed (the
+ * template given to a builder as the base of another), `materialise` makes
+ * one: the bottom layer hard-linked (`cp -al`) and the others applied over it.
  *
  * The new layers come from Docker's overlay2 storage, where each layer is a
  * directory on disk (`docker image inspect`'s GraphDriver: UpperDir, then
@@ -28,8 +32,8 @@ import { runTool } from "./tools.js";
 
 export interface StoredBase {
   name: string;
-  /** The store's root filesystem of the base, and its digest (the label the builder's copy carries). */
-  rootfs: string;
+  /** The store's root directories of the base (top first: StoredImage.layers), and its digest (the label the builder's copy carries). */
+  layers: string[];
   digest: string;
   size: number;
 }
@@ -47,6 +51,11 @@ export async function linkCopy(base: string, rootfs: string): Promise<void> {
 }
 
 async function inspect(docker: string, names: string[]): Promise<Inspected[]> {
+  const viaSocket = await inspectImagesViaSocket(names);
+  if (viaSocket) {
+    if (viaSocket.some((image) => image === null)) throw new Error(`no such image among ${names.join(", ")}`); // (the CLI fails the same way)
+    return viaSocket as Inspected[];
+  }
   const out = await runTool(docker, ["image", "inspect", "--format", "{{json .}}", ...names], { timeoutMs: 30_000 });
   return out.split("\n").filter(Boolean).map((line) => JSON.parse(line) as Inspected);
 }
@@ -60,16 +69,32 @@ const readable = (dir: string) => {
   }
 };
 
-/** Fills an empty rootfs with a base's tree, hard-linked (default linkCopy; template-build.ts may have made it already). */
-export type CopyBase = (base: StoredBase, rootfs: string) => Promise<void>;
+/** A layer directory as GNU tar reads it, with the overlay xattrs that say a directory is opaque. */
+async function tarOfLayer(dir: string, onStdout: (stdout: NodeJS.ReadableStream) => Promise<unknown>): Promise<void> {
+  await runTool("tar", ["-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*", "--xattrs-include=user.overlay.*", "-cf", "-", "."], {
+    timeoutMs: 30 * 60_000,
+    onStdout: async (stdout) => {
+      await onStdout(stdout);
+    },
+  });
+}
 
-const copyByLinks: CopyBase = (base, rootfs) => linkCopy(base.rootfs, rootfs);
+/** An image's layers (top first) as one tree in `rootfs` (an existing empty directory on the same filesystem). */
+export async function materialise(layers: string[], rootfs: string): Promise<void> {
+  const [bottom, ...above] = [...layers].reverse();
+  if (!bottom) return;
+  await linkCopy(bottom, rootfs);
+  for (const layer of above) await tarOfLayer(layer, (stdout) => applyLayer(rootfs, stdout as AsyncIterable<Buffer>, { whiteouts: "overlay" }));
+}
+
+/** overlayfs takes its options in one page: a template stacked deeper than this is stored whole instead. */
+export const MAX_LOWERDIR_CHARS = 3000;
 
 /**
  * Unpacks the Docker image `tag` into rootfs as one of `bases` plus its own layers; undefined (rootfs
  * untouched) when no base is below it in the daemon or its layers cannot be read directly.
  */
-export async function exportOntoBase(docker: string, tag: string, bases: StoredBase[], label: string, rootfs: string, progress: Progress, copyBase: CopyBase = copyByLinks) {
+export async function exportOntoBase(docker: string, tag: string, bases: StoredBase[], label: string, rootfs: string, progress: Progress) {
   if (bases.length === 0) return undefined;
   let built: Inspected;
   let inBuilder: Inspected[];
@@ -96,16 +121,11 @@ export async function exportOntoBase(docker: string, tag: string, bases: StoredB
   if (!chosen) return undefined;
   const own = dirs.slice(chosen.below);
   if (!own.every(readable)) return undefined;
-  progress.phase(`storing ${tag} as ${chosen.base.name} and its ${own.length} new layer${own.length === 1 ? "" : "s"}`);
-  await copyBase(chosen.base, rootfs);
+  // (+80: the store renames rootfs to images/<64 hex digits>/rootfs)
+  if ([rootfs, ...chosen.base.layers].join(":").length + 80 > MAX_LOWERDIR_CHARS) return undefined;
+  progress.phase(`storing ${tag} as its ${own.length} new layer${own.length === 1 ? "" : "s"} over ${chosen.base.name}`);
   let bytes = 0;
-  for (const dir of own) {
-    await runTool("tar", ["-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=trusted.overlay.*", "--xattrs-include=user.overlay.*", "-cf", "-", "."], {
-      timeoutMs: 30 * 60_000,
-      onStdout: async (stdout) => {
-        bytes += (await applyLayer(rootfs, stdout, { whiteouts: "overlay" })).bytes;
-      },
-    });
-  }
-  return { digest: built.Id, config: imageConfigOf(built.Config), size: chosen.base.size + bytes };
+  const below = chosen.base.layers;
+  for (const dir of own) await tarOfLayer(dir, async (stdout) => (bytes += (await applyLayer(rootfs, stdout as AsyncIterable<Buffer>, { whiteouts: "overlay", below })).bytes));
+  return { digest: built.Id, config: imageConfigOf(built.Config), size: chosen.base.size + bytes, base: chosen.base.digest };
 }

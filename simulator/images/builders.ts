@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { type CopyBase, exportOntoBase, type StoredBase } from "./base-copy.js";
+import { exportOntoBase, type StoredBase } from "./base-copy.js";
+import { inspectImagesViaSocket } from "./docker-api.js";
 import { exportDockerImage, inspectDockerImage, type ImageConfig } from "./docker-source.js";
 import { importLayout } from "./oci-import.js";
 import type { Progress } from "./progress.js";
@@ -24,6 +25,8 @@ export interface BuiltImage {
   config: ImageConfig;
   /** Bytes of the root filesystem, when known without walking it. */
   size?: number;
+  /** The store image it is stacked on (its digest): rootfs then holds only its own layer (base-copy.ts). */
+  base?: string;
 }
 
 export interface Builder {
@@ -41,10 +44,10 @@ export interface Builder {
   /** Unpacks the built image into rootfs (work: scratch space for the builder's output). */
   exportImage(tag: string, rootfs: string, work: string, progress: Progress): Promise<BuiltImage>;
   /**
-   * Unpacks the built image into rootfs as one of the store images it was built on plus only its own
-   * layers (base-copy.ts); undefined, rootfs untouched, where this builder cannot (then: exportImage).
+   * Unpacks only the built image's own layers into rootfs, stacked over one of the store images it was built on
+   * (base-copy.ts: BuiltImage.base); undefined, rootfs untouched, where this builder cannot (then: exportImage).
    */
-  exportOntoBase?(tag: string, bases: StoredBase[], rootfs: string, progress: Progress, copyBase?: CopyBase): Promise<BuiltImage | undefined>;
+  exportOntoBase?(tag: string, bases: StoredBase[], rootfs: string, progress: Progress): Promise<BuiltImage | undefined>;
 }
 
 /** `tar -c` of a directory piped into a tool's stdin; rejects with the failing side's last output. */
@@ -82,6 +85,11 @@ export class DockerBuilder implements Builder {
   constructor(private readonly docker = "docker") {}
 
   async localImage(name: string) {
+    const [viaSocket] = (await inspectImagesViaSocket([name])) ?? [];
+    if (viaSocket !== undefined) {
+      if (viaSocket === null) return undefined;
+      return { label: (viaSocket as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels?.[DIGEST_LABEL] ?? "" };
+    }
     try {
       const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], { timeoutMs: 30_000 });
       return { label: out.trim().replace(/^<no value>$/, "") };
@@ -116,8 +124,8 @@ export class DockerBuilder implements Builder {
     return { digest: image.id, config: image.config };
   }
 
-  exportOntoBase(tag: string, bases: StoredBase[], rootfs: string, progress: Progress, copyBase?: CopyBase) {
-    return exportOntoBase(this.docker, tag, bases, DIGEST_LABEL, rootfs, progress, copyBase);
+  exportOntoBase(tag: string, bases: StoredBase[], rootfs: string, progress: Progress) {
+    return exportOntoBase(this.docker, tag, bases, DIGEST_LABEL, rootfs, progress);
   }
 }
 

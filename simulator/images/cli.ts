@@ -56,7 +56,7 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
     switch (command) {
       case "list": {
         const images = store.list();
-        if (parsed.values.json) out.write(JSON.stringify(images.map((i) => ({ name: i.ref, ...i.manifest, rootfs: i.rootfs })), null, 2) + "\n");
+        if (parsed.values.json) out.write(JSON.stringify(images.map((i) => ({ name: i.ref, ...i.manifest, rootfs: i.rootfs, layers: i.layers })), null, 2) + "\n");
         else if (images.length === 0) out.write(`no images in ${store.dir}\n`);
         else for (const i of images) out.write(`${i.ref.padEnd(40)} ${i.manifest.source.padEnd(7)} ${human(i.manifest.size).padStart(10)}  ${i.manifest.digest.slice(0, 19)}  ${i.manifest.created}\n`);
         return 0;
@@ -92,7 +92,7 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
         if (names.length !== 1) throw new UsageError("inspect needs one image name");
         const image = store.get(names[0]!);
         if (!image) throw new ImageNotFoundError(names[0]!, [], `image "${names[0]}" is not in the store (${store.dir})`);
-        out.write(JSON.stringify({ name: image.ref, rootfs: image.rootfs, ...image.manifest }, null, 2) + "\n");
+        out.write(JSON.stringify({ name: image.ref, rootfs: image.rootfs, layers: image.layers, ...image.manifest }, null, 2) + "\n");
         return 0;
       }
       case "rm": {

@@ -16,7 +16,8 @@ export interface ImageConfigInput {
   env: Record<string, string>;
   workingDir: string;
   user: string;
-  rootfs: string;
+  /** The image's root directories, top first (ResolvedImage.layers). */
+  layers: string[];
 }
 
 export interface AppliedConfig {
@@ -33,7 +34,7 @@ export interface AppliedConfig {
  */
 export function applyImageConfig(spec: LaunchSpec, image: ImageConfigInput, singleUserId?: string): AppliedConfig {
   // The sandbox's own writable layer first: a user added in the sandbox (useradd) is found after a restart.
-  const user = resolveImageUser(image.user, [spec.rootDir, image.rootfs]);
+  const user = resolveImageUser(image.user, [spec.rootDir, ...image.layers]);
   const home: Record<string, string> = user && !("HOME" in image.env) ? { HOME: user.home } : {};
   spec.env = { ...home, ...image.env, ...spec.env };
   if (image.workingDir && image.workingDir !== "/") spec.workingDir = image.workingDir;

@@ -18,8 +18,8 @@ import { runTool } from "./tools.js";
  * The image store: root filesystems on disk, built once and shared by every
  * sandbox made from them (read-only: the launcher lays each sandbox's own
  * writable layer over it). Content-addressed:
- *   <dir>/images/<digest hex>/rootfs         the root filesystem
- *   <dir>/images/<digest hex>/manifest.json  source, digest, size, created, config
+ *   <dir>/images/<digest hex>/rootfs         the root filesystem (a template stacked on a base: its own layer only)
+ *   <dir>/images/<digest hex>/manifest.json  source, digest, size, created, config (and the base it is stacked on)
  *   <dir>/refs/<name:tag, escaped>.json      which digest a name points at
  *   <dir>/tmp/                               builds in progress (renamed into place when complete)
  *   <dir>/locks/                             one builder per image across processes
@@ -222,7 +222,7 @@ export class ImageStore {
    * directory for the builder's own output) and says the image's digest and config. Built in a temp
    * dir and renamed into place, so a failure leaves nothing in the store.
    */
-  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"]; size?: number }>): Promise<StoredImage> {
+  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"]; size?: number; base?: string }>): Promise<StoredImage> {
     const canonical = formatImageRef(parseImageRef(name));
     return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
       const work = this.workDir("build");
@@ -231,7 +231,8 @@ export class ImageStore {
       try {
         const built = await produce(join(work, "rootfs"), join(work, "scratch"));
         await rm(join(work, "scratch"), { recursive: true, force: true });
-        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [] }, built.size);
+        if (built.base && !this.hasImage(built.base)) throw new Error(`the image ${name} is built on (${built.base}) was removed from the store while it was built: build it again`);
+        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [], ...(built.base ? { base: built.base } : {}) }, built.size);
         progress.phase("done");
         return this.point(canonical, built.digest);
       } finally {
@@ -246,16 +247,47 @@ export class ImageStore {
     const image = this.get(canonical);
     if (!image) return false;
     rmSync(this.refPath(canonical), { force: true });
-    if (!this.list().some((i) => i.manifest.digest === image.manifest.digest)) this.removeImageDir(image.manifest.digest);
+    // The image goes when no name points at it and no image is stacked on it; then its base may go too.
+    for (let digest: string | undefined = image.manifest.digest; digest && !this.inUse().has(hexOf(digest)); ) {
+      const base: string | undefined = this.manifestOf(digest)?.base;
+      this.removeImageDir(digest);
+      digest = base;
+    }
     return true;
   }
 
   /** Removes the images no name points at any more (an older build of a changed recipe, a re-exported Docker image); returns their digests. */
   prune(): string[] {
-    const used = new Set(this.list().map((i) => hexOf(i.manifest.digest)));
+    const used = this.inUse();
     const unused = readdirSync(join(this.dir, "images")).filter((hex) => !used.has(hex));
     for (const hex of unused) this.removeImageDir(hex);
     return unused.map((hex) => `sha256:${hex}`);
+  }
+
+  /** The images (digest hex) a name points at, and every image those are stacked on (a template's base keeps its files). */
+  private inUse(): Set<string> {
+    const used = new Set<string>();
+    for (const image of this.list()) {
+      for (let digest: string | undefined = image.manifest.digest; digest && !used.has(hexOf(digest)); digest = this.manifestOf(digest)?.base) used.add(hexOf(digest));
+    }
+    return used;
+  }
+
+  private manifestOf(digest: string): ImageManifest | undefined {
+    try {
+      return JSON.parse(readFileSync(join(this.imageDir(digest), "manifest.json"), "utf8")) as ImageManifest;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The root directories of an image, top first (its base's below its own); undefined when one is missing. */
+  private layersOf(digest: string, manifest: ImageManifest | undefined = this.manifestOf(digest), depth = 0): string[] | undefined {
+    if (!manifest || depth > 64) return undefined;
+    const own = join(this.imageDir(digest), "rootfs");
+    if (!manifest.base) return [own];
+    const below = this.layersOf(manifest.base, undefined, depth + 1);
+    return below && [own, ...below];
   }
 
   /** What INVALID_IMAGE lists as supported: the hub images and the names in the store. */
@@ -291,12 +323,10 @@ export class ImageStore {
     } catch {
       return undefined;
     }
-    try {
-      const manifest = JSON.parse(readFileSync(join(this.imageDir(ref.digest), "manifest.json"), "utf8")) as ImageManifest;
-      return { ref: ref.ref, rootfs: join(this.imageDir(ref.digest), "rootfs"), manifest: { ...manifest, refs: this.refsOf(ref.digest) } };
-    } catch {
-      return undefined; // the image was removed under its name
-    }
+    const manifest = this.manifestOf(ref.digest);
+    const layers = this.layersOf(ref.digest, manifest);
+    if (!manifest || !layers) return undefined; // the image (or the base it is stacked on) was removed under its name
+    return { ref: ref.ref, rootfs: layers[0]!, layers, manifest: { ...manifest, refs: this.refsOf(ref.digest) } };
   }
 
   private refsOf(digest: string): string[] {

@@ -74,7 +74,9 @@ export function isRoot(user: ImageUser): boolean {
 /**
  * Resolves an image's User in its root filesystem; `layers` are the root
  * directories to look in, top first (a sandbox's own writable layer, then the
- * image), the first that holds a file wins. Undefined for no User at all.
+ * image's), the first that holds a file wins, and an overlay whiteout (a
+ * character device 0/0: the file deleted in that layer) means there is none.
+ * Undefined for no User at all.
  */
 export function resolveImageUser(spec: string, layers: string[]): ImageUser | undefined {
   if (!spec.trim()) return undefined;
@@ -83,7 +85,9 @@ export function resolveImageUser(spec: string, layers: string[]): ImageUser | un
       // A real etc/ and a regular file only: a symbolic link in an image would be followed on the host.
       if (!lstatSync(join(layer, "etc"), { throwIfNoEntry: false })?.isDirectory()) continue;
       const path = join(layer, "etc", file);
-      if (lstatSync(path, { throwIfNoEntry: false })?.isFile()) return readFileSync(path, "utf8");
+      const st = lstatSync(path, { throwIfNoEntry: false });
+      if (st?.isFile()) return readFileSync(path, "utf8");
+      if (st?.isCharacterDevice() && st.rdev === 0) return "";
     }
     return "";
   };

@@ -1,4 +1,5 @@
 import { chmodSync, closeSync, constants, fchmodSync, fchownSync, futimesSync, lchownSync, linkSync, lstatSync, lutimesSync, mkdirSync, openSync, readdirSync, readlinkSync, rmSync, symlinkSync, utimesSync, writeSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { posix } from "node:path";
 import { readTar, type TarEntry } from "./tar-reader.js";
 
@@ -19,6 +20,14 @@ import { readTar, type TarEntry } from "./tar-reader.js";
  * template over its base, base-copy.ts): every file, link or symlink the
  * layer writes is unlinked first and created anew, never written in place,
  * so the base's shared inodes are never changed.
+ *
+ * With `below`, `root` is itself an overlay layer stacked over those layers
+ * (a template stored over its base image: the launcher mounts them as
+ * overlayfs lower layers): a deletion is written as the kernel's whiteout (a
+ * character device 0/0) instead of being applied, and an opaque directory as
+ * a whiteout of every name the layers below have in it (the `*.overlay.opaque`
+ * xattr would need trusted.* or the mount's userxattr, and Node sets no
+ * xattrs), which overlayfs reads the same way.
  */
 
 export class LayerError extends Error {}
@@ -94,13 +103,29 @@ export interface LayerOptions {
    * the kernel's overlayfs whiteouts, the same changes the OCI `.wh.` names say. Default "oci".
    */
   whiteouts?: "oci" | "overlay";
+  /**
+   * The root directories of the layers `root` is stacked over, top first: deletions are kept as overlay
+   * whiteouts (see above) instead of being applied. Default: none (root is a whole root filesystem).
+   */
+  below?: string[];
 }
+
+/** The kernel's overlayfs whiteouts: character devices 0/0 (creatable without CAP_MKNOD since Linux 5.8), one mknod process per 500. */
+function writeWhiteouts(paths: string[]): void {
+  for (const path of paths) rmSync(path, { recursive: true, force: true });
+  for (let i = 0; i < paths.length; i += 500) {
+    execFileSync("sh", ["-c", 'for p; do mknod -m 0 "$p" c 0 0 || exit 1; done', "whiteouts", ...paths.slice(i, i + 500)], { stdio: ["ignore", "ignore", "pipe"] });
+  }
+}
+
+export const isWhiteout = (st: { isCharacterDevice(): boolean; rdev: number }) => st.isCharacterDevice() && st.rdev === 0;
 
 const overlayOpaque = (entry: TarEntry) => entry.xattrs?.["trusted.overlay.opaque"] === "y" || entry.xattrs?.["user.overlay.opaque"] === "y";
 
 /** Applies a tar stream as a layer; returns what it wrote. */
 export async function applyLayer(root: string, stream: AsyncIterable<Buffer | string>, options: LayerOptions = {}): Promise<LayerStats> {
   const overlay = options.whiteouts === "overlay";
+  const below = options.below;
   const stats: LayerStats = { files: 0, bytes: 0, skipped: 0 };
   /** Host paths this layer created: an opaque whiteout keeps them. */
   const created = new Set<string>();
@@ -115,7 +140,22 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
       const path = posix.join(dir, child);
       if (!created.has(path)) rmSync(path, { recursive: true, force: true });
     }
+    if (!below) return;
+    // Stacked: what the layers underneath have there is hidden by a whiteout of each name (this layer's own entries, later in the stream, replace theirs).
+    const relative = posix.relative(root, dir);
+    const names = new Set<string>();
+    for (const layer of below) {
+      try {
+        for (const name of readdirSync(posix.join(layer, relative))) names.add(name);
+      } catch {
+        /* not a directory there */
+      }
+    }
+    writeWhiteouts([...names].map((name) => posix.join(dir, name)).filter((path) => !created.has(path)));
   };
+
+  /** A deletion: applied, or written as a whiteout when root is stacked over other layers. */
+  const remove = (path: string) => (below ? writeWhiteouts([path]) : rmSync(path, { recursive: true, force: true }));
 
   const place = (entry: TarEntry): string | undefined => {
     const parts = entryComponents(entry.path);
@@ -123,7 +163,7 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
     const name = parts.pop()!;
     const parent = resolveInRoot(root, parts, true);
     if (overlay && entry.type === "char" && entry.devMajor === 0 && entry.devMinor === 0) {
-      rmSync(posix.join(parent, name), { recursive: true, force: true });
+      remove(posix.join(parent, name));
       return undefined;
     }
     if (!overlay && name === OPAQUE) {
@@ -131,14 +171,14 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
       return undefined;
     }
     if (!overlay && name.startsWith(WHITEOUT)) {
-      rmSync(posix.join(parent, name.slice(WHITEOUT.length)), { recursive: true, force: true });
+      remove(posix.join(parent, name.slice(WHITEOUT.length)));
       return undefined;
     }
     return posix.join(parent, name);
   };
 
-  /** Clears the place of a new entry; an existing directory stays when the entry is a directory too. */
-  const clear = (path: string, keepDirectory: boolean): boolean => {
+  /** Clears the place of a new entry; an existing directory stays when the entry is a directory too. "whiteout": it replaced one (stacked). */
+  const clear = (path: string, keepDirectory: boolean): boolean | "whiteout" => {
     let st;
     try {
       st = lstatSync(path);
@@ -147,7 +187,7 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
     }
     if (keepDirectory && st.isDirectory()) return true;
     rmSync(path, { recursive: true, force: true });
-    return false;
+    return below && isWhiteout(st) ? "whiteout" : false;
   };
 
   const owner = (entry: TarEntry, path: string, fdOf?: number) => {
@@ -163,12 +203,16 @@ export async function applyLayer(root: string, stream: AsyncIterable<Buffer | st
       if (!path) return;
       created.add(path);
       switch (entry.type) {
-        case "directory":
-          if (!clear(path, true)) mkdirSync(path, { mode: 0o755 });
-          else if (overlay && overlayOpaque(entry)) hideBelow(path);
+        case "directory": {
+          const was = clear(path, true);
+          if (was !== true) mkdirSync(path, { mode: 0o755 });
+          // Stacked, a directory made again where a lower layer's was deleted starts empty, as Docker's opaque one.
+          if ((was === true || below) && overlay && overlayOpaque(entry)) hideBelow(path);
+          else if (was === "whiteout") hideBelow(path);
           owner(entry, path);
           dirs.push({ path, entry });
           return;
+        }
         case "file": {
           clear(path, false);
           fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);

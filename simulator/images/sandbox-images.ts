@@ -23,8 +23,8 @@ export const DEFAULT_SANDBOX_IMAGE = "blaxel/base-image:latest";
 
 export interface ResolvedImage {
   ref: string;
-  /** The image's root filesystem: LaunchSpec.imageRootDir. */
-  rootfs: string;
+  /** The image's root directories, top first (a template stacked over its base: several): LaunchSpec.imageRootDir, then imageLowerDirs. */
+  layers: string[];
   /** The image's environment (Dockerfile ENV), under the sandbox's own envs. */
   env: Record<string, string>;
   workingDir: string;
@@ -51,7 +51,7 @@ export function resolvedOf(image: StoredImage): ResolvedImage {
   const m = image.manifest;
   // The image's ENTRYPOINT/CMD starts after its services, as a process of the sandbox (entrypoint.ts).
   const entrypoint = entrypointService(m.config);
-  return { ref: image.ref, rootfs: image.rootfs, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: entrypoint ? [...m.services, entrypoint] : m.services };
+  return { ref: image.ref, layers: image.layers, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: entrypoint ? [...m.services, entrypoint] : m.services };
 }
 
 /** GET /health's `defaultImage`: the build a simulator starts with (--prebuild), so a person knows why the first create waits. */
@@ -139,7 +139,8 @@ export class SandboxImages {
   async prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]> {
     const resolved = await this.resolve(image, callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)));
     if (!resolved) return [];
-    spec.imageRootDir = resolved.rootfs;
+    spec.imageRootDir = resolved.layers[0];
+    spec.imageLowerDirs = resolved.layers.length > 1 ? resolved.layers.slice(1) : undefined;
     let applied;
     try {
       applied = applyImageConfig(spec, resolved, this.singleUserId?.());
@@ -159,7 +160,7 @@ export class SandboxImages {
     if (!this.buildForLaunch) return undefined;
     const name = image || DEFAULT_SANDBOX_IMAGE;
     const stored = await this.store.ensure(name, progress);
-    this.logger?.debug({ image: name, rootfs: stored.rootfs, digest: stored.manifest.digest }, "sandbox image resolved");
+    this.logger?.debug({ image: name, layers: stored.layers, digest: stored.manifest.digest }, "sandbox image resolved");
     return resolvedOf(stored);
   }
 }

@@ -24,11 +24,19 @@ export interface ImageManifest {
   /** Processes started beside the agent (the hub image's entrypoint). */
   services: ImageService[];
   ports: number[];
+  /**
+   * The store image this one is stacked on (a template over its base, base-copy.ts): rootfs then holds
+   * only this image's own changes, as an overlay layer (deletions as whiteouts), over the base's layers.
+   */
+  base?: string;
 }
 
 export interface StoredImage {
   ref: string;
+  /** The image's own directory: its whole root filesystem, or (manifest.base) its layer over the base. */
   rootfs: string;
+  /** The root directories that make the image, top first: [rootfs], or rootfs over its base's layers. */
+  layers: string[];
   manifest: ImageManifest;
 }
 

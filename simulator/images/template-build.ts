@@ -1,8 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { linkCopy, type StoredBase } from "./base-copy.js";
+import { materialise, type StoredBase } from "./base-copy.js";
 import { type Builder, findBuilder } from "./builders.js";
 import { externalImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
@@ -23,8 +22,8 @@ import type { StoredImage } from "./store-records.js";
  * into the builder from their root filesystems; others must be the builder's
  * already or pullable. The built image is exported into the store (a temp
  * dir renamed into place: a failed build leaves nothing) under the name: as
- * the store image it was built on plus its own layers where the builder can
- * say which those are (base-copy.ts), else its whole root filesystem.
+ * its own layers stacked over the store image it was built on where the
+ * builder can say which those are (base-copy.ts), else its whole root filesystem.
  */
 
 export class TemplateBuildError extends Error {}
@@ -72,45 +71,23 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
   const bases: StoredBase[] = [];
   for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) {
     const stored = await provide(store, builder, image, progress);
-    if (stored) bases.push({ name: image, rootfs: stored.rootfs, digest: stored.manifest.digest, size: stored.manifest.size });
+    if (stored) bases.push({ name: image, layers: stored.layers, digest: stored.manifest.digest, size: stored.manifest.size });
   }
   const tag = builderTag(canonical);
-  // The one store image the template can be built on, hard-linked while the builder runs (it mostly waits).
-  const early = builder.exportOntoBase && bases.length === 1 ? earlyCopy(store, bases[0]!) : undefined;
+  progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
+  const log: string[] = [];
   try {
-    progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
-    const log: string[] = [];
-    try {
-      await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
-        log.push(line);
-        progress.note(line);
-      });
-    } catch (err) {
-      const tail = log.slice(-40).join("\n");
-      const first = (err as Error).message.split("\n")[0]!;
-      const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
-      throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
-    }
-    const copyBase = async (base: StoredBase, rootfs: string) => {
-      if (base !== early?.base) return linkCopy(base.rootfs, rootfs);
-      rmdirSync(rootfs);
-      renameSync(await early.tree, rootfs);
-    };
-    return await store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress, copyBase)) ?? builder.exportImage(tag, rootfs, work, progress));
-  } finally {
-    // Unused (a failed build, another base) or moved into the store: what is left of it goes.
-    if (early) await early.tree.catch(() => undefined).finally(() => rm(early.dir, { recursive: true, force: true }));
+    await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
+      log.push(line);
+      progress.note(line);
+    });
+  } catch (err) {
+    const tail = log.slice(-40).join("\n");
+    const first = (err as Error).message.split("\n")[0]!;
+    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
+    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
   }
-}
-
-/** A hard-linked copy of a base in the store's tmp/ (named for this process: removed after a crash too). */
-function earlyCopy(store: ImageStore, base: StoredBase): { base: StoredBase; dir: string; tree: Promise<string> } {
-  const dir = join(store.dir, "tmp", `link-${process.pid}-${randomBytes(6).toString("hex")}`);
-  const tree = join(dir, "rootfs");
-  mkdirSync(tree, { recursive: true });
-  const copied = linkCopy(base.rootfs, tree).then(() => tree);
-  copied.catch(() => undefined); // awaited when used or at the end
-  return { base, dir, tree: copied };
+  return await store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress)) ?? builder.exportImage(tag, rootfs, work, progress));
 }
 
 /**
@@ -129,10 +106,10 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
     return undefined;
   }
   const stored = store.get(name);
-  if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(builder, name, stored, progress);
-  if (recipeFor(ref, false)) return importInto(builder, name, await store.ensure(name, progress), progress);
+  if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(store, builder, name, stored, progress);
+  if (recipeFor(ref, false)) return importInto(store, builder, name, await store.ensure(name, progress), progress);
   if (await builder.localImage(name)) return stored; // (a Docker image the store exported: the same when the ids match)
-  if (stored) return importInto(builder, name, stored, progress);
+  if (stored) return importInto(store, builder, name, stored, progress);
   progress.phase(`pulling ${name}`);
   let pullError: string;
   try {
@@ -144,7 +121,7 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
   const bare = recipeFor(ref, true);
   if (bare) {
     progress.note(`${name} cannot be pulled: using the hub's blaxel/${bare.name} (Debian) under that name`);
-    return importInto(builder, name, await store.ensure(`blaxel/${bare.name}`, progress), progress);
+    return importInto(store, builder, name, await store.ensure(`blaxel/${bare.name}`, progress), progress);
   }
   throw new TemplateBuildError(
     `base image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${store.dir}), ` +
@@ -154,11 +131,23 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
 }
 
 /** A store image under `name` in the builder, unless the builder already has this very image there. */
-async function importInto(builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<StoredImage> {
+async function importInto(store: ImageStore, builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<StoredImage> {
   const local = await builder.localImage(name);
   if (local?.label === image.manifest.digest) return image;
   progress.phase(`giving ${builder.kind} the store's ${image.ref} as ${name}`);
-  await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
+  if (image.layers.length === 1) {
+    await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
+    return image;
+  }
+  // A template stacked over its base (base-copy.ts): the builder takes one tree.
+  const dir = join(store.dir, "tmp", `flat-${process.pid}-${Date.now()}`); // (named for this process: removed after a crash too)
+  try {
+    mkdirSync(dir, { recursive: true });
+    await materialise(image.layers, dir);
+    await builder.importRootfs(dir, name, image.manifest.config, image.manifest.digest);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
   return image;
 }
 

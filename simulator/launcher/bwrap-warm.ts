@@ -43,7 +43,7 @@ function poolDir(spec: LaunchSpec): string {
 }
 
 function keyOf(spec: LaunchSpec): string {
-  return JSON.stringify([poolDir(spec), spec.drivesDir ?? "", spec.imageRootDir ?? "", spec.outboundNetwork ?? "default"]);
+  return JSON.stringify([poolDir(spec), spec.drivesDir ?? "", spec.imageRootDir ?? "", ...(spec.imageLowerDirs ?? []), spec.outboundNetwork ?? "default"]);
 }
 
 /** A sandbox killed mid-setup may still be creating mount points there: retry once, never throw from an exit handler. */

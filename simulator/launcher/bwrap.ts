@@ -10,7 +10,7 @@ import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
-import { describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
+import { copyMappedTree, describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
 import { cmdlineOf, continueTree, descendantsOf, signal, stopTree } from "./proc.js";
@@ -19,7 +19,7 @@ import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
 import { openGateways, type SandboxEgressSpec } from "./gateway.js";
 import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
-import { addHostCertificates, hostExtraCertificates, hostsFile, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
+import { addHostCertificates, hostExtraCertificates, hostsFile, imageFile, imageLayers, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
@@ -166,6 +166,10 @@ export class BwrapLauncher implements Launcher {
     removeMappedTree(path, this.mapIds(), this.tools.unshare);
   }
 
+  copyTree(source: string, target: string): Promise<void> {
+    return copyMappedTree(source, target, this.mapIds(), this.tools.unshare);
+  }
+
   /** Starts the warm sandbox for specs like this one ahead of the first create. */
   prepare(spec: LaunchSpec): void {
     this.pool.refill(spec);
@@ -274,7 +278,7 @@ export class BwrapLauncher implements Launcher {
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
     const etc = this.writeSandboxEtc(spec);
     const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
-    if (overlay) addHostCertificates(spec.imageRootDir!, spec.rootDir);
+    if (overlay) addHostCertificates(imageLayers(spec), spec.rootDir);
     if (spec.egress) this.trustEgress(spec, spec.egress, overlay !== undefined);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
     const bwrapArgs = [
@@ -324,9 +328,9 @@ export class BwrapLauncher implements Launcher {
 
   /** The egress proxy's CA in the sandbox's store (its own layer, before the overlay is mounted) and in its data dir's trust files (egress-trust.ts). */
   private trustEgress(spec: LaunchSpec, egress: SandboxEgressSpec, beforeOverlay: boolean): void {
-    if (beforeOverlay) trustInImage(spec.imageRootDir!, spec.rootDir, egress.caPem);
+    if (beforeOverlay) trustInImage(imageLayers(spec), spec.rootDir, egress.caPem);
     const own = join(spec.rootDir, SANDBOX_CA_BUNDLE);
-    const system = spec.imageRootDir ? (readBundle(own) ? own : join(spec.imageRootDir, SANDBOX_CA_BUNDLE)) : SANDBOX_CA_BUNDLE;
+    const system = spec.imageRootDir ? (readBundle(own) ? own : (imageFile(imageLayers(spec), SANDBOX_CA_BUNDLE) ?? "")) : SANDBOX_CA_BUNDLE;
     writeTrustFiles(spec.dataDir, egress.caPem, system);
   }
 
@@ -348,16 +352,17 @@ export class BwrapLauncher implements Launcher {
     return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
   }
 
+  /** The sandbox's own layer over the image's layers (a template's over its base's: overlayfs stacks several lower layers, top first). */
   private overlay(spec: LaunchSpec): { options: string; mountAt: string; workDir: string } {
-    const lower = realpathSync(spec.imageRootDir!);
+    const lowers = imageLayers(spec).map((dir) => realpathSync(dir));
     const upper = realpathSync(spec.rootDir);
     const workDir = `${upper}.overlay-work`;
     mkdirSync(workDir, { recursive: true });
-    for (const path of [lower, upper, workDir]) {
+    for (const path of [...lowers, upper, workDir]) {
       // overlayfs splits its options on "," and ":" (and treats "\" as an escape).
       if (/[,:\\]/.test(path)) throw new LaunchError(`the overlay cannot use ${path}: paths with ",", ":" or "\\" are not supported`);
     }
-    return { options: `lowerdir=${lower},upperdir=${upper},workdir=${workDir},userxattr`, mountAt: lower, workDir };
+    return { options: `lowerdir=${lowers.join(":")},upperdir=${upper},workdir=${workDir},userxattr`, mountAt: lowers[0]!, workDir };
   }
 
   /** The sandbox's resolver (slirp4netns's DNS forwarder) and hosts file, in its data dir. */

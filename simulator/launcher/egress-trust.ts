@@ -1,6 +1,6 @@
 import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { hostExtraCertificates, SANDBOX_CA_BUNDLE } from "./sandbox-setup.js";
+import { hostExtraCertificates, imageFile, SANDBOX_CA_BUNDLE } from "./sandbox-setup.js";
 
 /**
  * Every sandbox trusts the egress proxy's CA (simulator/egress/ca.ts), so
@@ -37,9 +37,9 @@ export function writeTrustFiles(dataDir: string, caPem: string, systemBundle: st
 }
 
 /** Before the overlay is mounted: the sandbox's layer gets its image's bundle (or the one it already has) plus the CA. */
-export function trustInImage(imageRoot: string, upper: string, caPem: string): void {
+export function trustInImage(imageLayers: string[], upper: string, caPem: string): void {
   const target = join(upper, SANDBOX_CA_BUNDLE);
-  const current = existsSync(target) ? readBundle(target) : withCertificate(readBundle(join(imageRoot, SANDBOX_CA_BUNDLE)), hostExtraCertificates());
+  const current = existsSync(target) ? readBundle(target) : withCertificate(readBundle(imageFile(imageLayers, SANDBOX_CA_BUNDLE) ?? ""), hostExtraCertificates());
   if (current.includes(caPem.trim())) return;
   mkdirSync(dirname(target), { recursive: true });
   writeFileSync(target, withCertificate(current, caPem), { mode: 0o644 });

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
@@ -216,6 +216,20 @@ export function removeMappedTree(path: string, mapping: IdMapping, unshare: stri
   }
   const result = spawnSync(unshare, [...unshareIdArgs(mapping), "rm", "-rf", "--", path], { stdio: ["ignore", "ignore", "pipe"], encoding: "utf8", timeout: 120_000 });
   if (result.status !== 0) throw new Error(`could not remove ${path}: ${(result.stderr || result.error?.message || "").trim()}`);
+}
+
+/**
+ * `cp -a` of a directory sandboxes wrote into, run inside the sandboxes' id mapping: every file keeps its owner
+ * (ids of the block too, which a normal user's simulator cannot set from outside), mode, times, links and the
+ * overlay whiteouts of deleted image files (character devices 0/0). `target` must not exist.
+ */
+export function copyMappedTree(source: string, target: string, mapping: IdMapping, unshare: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(unshare, [...unshareIdArgs(mapping), "cp", "-a", "-T", "--", source, target], { timeout: 30 * 60_000, maxBuffer: 1 << 20 }, (err, _out, stderr) => {
+      if (err) reject(new Error(`could not copy ${source}: ${String(stderr).trim() || err.message}`));
+      else resolve();
+    });
+  });
 }
 
 /** One line for /health and the start-up log. */

@@ -76,18 +76,37 @@ export function hostExtraCertificates(dir = HOST_EXTRA_CA_DIR): string {
   return pem;
 }
 
+/** The image's layers of a launch, top first (LaunchSpec.imageRootDir over imageLowerDirs). */
+export function imageLayers(spec: { imageRootDir?: string; imageLowerDirs?: string[] }): string[] {
+  return spec.imageRootDir ? [spec.imageRootDir, ...(spec.imageLowerDirs ?? [])] : [];
+}
+
+/**
+ * Where a path of the image is on the host: in the topmost of its layers (top first) that has it, as
+ * overlayfs shows it; undefined when none has it or that layer deleted it (a whiteout, character device 0/0).
+ */
+export function imageFile(layers: string[], path: string): string | undefined {
+  for (const layer of layers) {
+    const host = join(layer, path);
+    const st = lstatSync(host, { throwIfNoEntry: false });
+    if (!st) continue;
+    return st.isCharacterDevice() && st.rdev === 0 ? undefined : host;
+  }
+  return undefined;
+}
+
 /**
  * Before the overlay is mounted: the sandbox's own layer gets the image's CA
  * bundle plus the host's added certificates, unless the sandbox already has
  * its own bundle there (kept across restarts). Nothing when the host added none.
  */
-export function addHostCertificates(imageRoot: string, upper: string, extras = hostExtraCertificates()): boolean {
+export function addHostCertificates(imageLayers: string[], upper: string, extras = hostExtraCertificates()): boolean {
   if (!extras) return false;
   const target = join(upper, SANDBOX_CA_BUNDLE);
   if (existsSync(target)) return true;
-  const imageBundle = join(imageRoot, SANDBOX_CA_BUNDLE);
+  const imageBundle = imageFile(imageLayers, SANDBOX_CA_BUNDLE);
   // A bundle that is a link is the image's business (it would resolve against the host here): start from nothing then.
-  const base = existsSync(imageBundle) && lstatSync(imageBundle).isFile() ? readFileSync(imageBundle, "utf8") : "";
+  const base = imageBundle && lstatSync(imageBundle).isFile() ? readFileSync(imageBundle, "utf8") : "";
   mkdirSync(dirname(target), { recursive: true });
   writeFileSync(target, `${base.trimEnd()}\n${extras}`, { mode: 0o644 });
   return true;

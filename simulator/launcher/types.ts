@@ -32,6 +32,11 @@ export interface LaunchSpec {
    * image store before the launch; undefined = the launcher's own choice (the host's root).
    */
   imageRootDir?: string;
+  /**
+   * The layers under imageRootDir, top first, when the image is stacked over others (a template over its
+   * base image: imageRootDir then holds only the template's own changes, deletions as overlay whiteouts).
+   */
+  imageLowerDirs?: string[];
   /** Host directories mounted into the sandbox (spec.volumes: the volume's directory at its mountPath). */
   mounts?: SandboxMount[];
   /** spec.runtime.memory in MB: the sandbox's memory limit where the launcher can enforce one. */
@@ -142,6 +147,11 @@ export interface Launcher {
    * simulator's user cannot remove directly); optional: rmSync otherwise.
    */
   removeTree?(path: string): void;
+  /**
+   * Copies a directory its sandboxes wrote into (`target` must not exist) with every file's owner among their
+   * user ids; optional: the simulator copies it itself otherwise.
+   */
+  copyTree?(source: string, target: string): Promise<void>;
 }
 
 /** rm -rf of a sandbox's (or a task's) directory, through the launcher where it owns ids the simulator's user does not. */

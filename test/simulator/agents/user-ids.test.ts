@@ -36,7 +36,7 @@ const IMAGE_ETC = [
 
 beforeAll(async () => {
   if (isolationUnavailable) return;
-  const programs = ["sh", "cat", "ls", "id", "touch", "mkdir", "chown", "stat", "tar", "useradd", "setpriv"];
+  const programs = ["sh", "cat", "ls", "id", "touch", "mkdir", "chown", "chmod", "rm", "stat", "tar", "useradd", "setpriv"];
   const { cache } = await storeWithImage("ids-shell:v1", hostProgramsImage(programs, IMAGE_ETC));
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache, sandboxRetentionMs: 0 });
   sdk = await sdkForSimulator(sim.env);
@@ -87,5 +87,29 @@ describe.skipIf(single !== undefined)(`every user id in a sandbox${single ? ` (s
     // Its files are gone, those of its other users too (as a normal user they are removed inside the mapping).
     const retired = join(sim.deps.agents!.dir, "retired", WS);
     await eventually(() => !existsSync(sim.deps.agents!.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))));
+  }, 120_000);
+
+  it("a snapshot keeps owners and deletions of image files: the fork and the restored sandbox have them", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "ids-snap", image: "ids-shell:v1" });
+    const run = async (box: typeof sandbox, command: string) => (await box.process.exec({ command, waitForCompletion: true })).logs ?? "";
+    // A file of uid 1000, one of 1234 in a directory of its own, and an image file deleted (an overlay whiteout in the sandbox's layer).
+    expect(await run(sandbox, "mkdir -p /srv/data && touch /srv/data/a && chown 1000:1000 /srv/data/a && mkdir /srv/data/b && touch /srv/data/b/c && chown -R 1234:1234 /srv/data/b && chmod 700 /srv/data/b && rm /etc/login.defs && echo ok")).toBe("ok\n");
+    const facts = "stat -c '%n %u:%g %a' /srv/data/a /srv/data/b /srv/data/b/c; cat /etc/login.defs 2>/dev/null || echo login.defs-gone";
+    const expected = "/srv/data/a 1000:1000 644\n/srv/data/b 1234:1234 700\n/srv/data/b/c 1234:1234 644\nlogin.defs-gone\n";
+    expect(await run(sandbox, facts)).toBe(expected);
+    const snapshot = await sandbox.snapshots.create("ids-snap-1");
+    expect(snapshot.status).toBe("ready");
+
+    await snapshot.fork("ids-snap-fork");
+    const fork = await sdk.SandboxInstance.get("ids-snap-fork");
+    expect(await run(fork, facts)).toBe(expected);
+
+    await run(sandbox, "rm -rf /srv/data; echo back > /etc/login.defs");
+    await sandbox.snapshots.restore("ids-snap-1");
+    expect(await run(await sdk.SandboxInstance.get("ids-snap"), facts)).toBe(expected);
+
+    await sdk.Snapshot.delete(snapshot.id);
+    await sdk.SandboxInstance.delete("ids-snap-fork");
+    await sdk.SandboxInstance.delete("ids-snap");
   }, 120_000);
 });

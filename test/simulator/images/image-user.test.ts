@@ -62,20 +62,20 @@ describe("applying an image's configuration to a launch", () => {
 
   it("the sandbox's envs win over the image's Env; HOME comes from the user's entry unless the Env sets one", () => {
     const launch = spec({ A: "sandbox" });
-    applyImageConfig(launch, { env: { A: "image", SHELL: "/bin/bash" }, workingDir: "/app", user: "node", rootfs: rootfs() });
+    applyImageConfig(launch, { env: { A: "image", SHELL: "/bin/bash" }, workingDir: "/app", user: "node", layers: [rootfs()] });
     expect(launch).toMatchObject({ env: { A: "sandbox", SHELL: "/bin/bash", HOME: "/home/node" }, workingDir: "/app", user: { uid: 1000, gid: 1000, groups: [999, 50] } });
     const withHome = spec();
-    applyImageConfig(withHome, { env: { HOME: "/data" }, workingDir: "/", user: "node", rootfs: rootfs() });
+    applyImageConfig(withHome, { env: { HOME: "/data" }, workingDir: "/", user: "node", layers: [rootfs()] });
     expect(withHome.env).toEqual({ HOME: "/data" });
     expect(withHome.workingDir).toBeUndefined();
   });
 
   it("where the sandbox has one id only, commands stay root and the notice says why", () => {
     const launch = spec();
-    const applied = applyImageConfig(launch, { env: {}, workingDir: "/", user: "node", rootfs: rootfs() }, "only root is mapped");
+    const applied = applyImageConfig(launch, { env: {}, workingDir: "/", user: "node", layers: [rootfs()] }, "only root is mapped");
     expect(launch.user).toBeUndefined();
     expect(applied.notice).toBe(`the image's User "node" (uid 1000, gid 1000) is not applied: only root is mapped, so commands run as root`);
-    expect(applyImageConfig(spec(), { env: {}, workingDir: "/", user: "root", rootfs: rootfs() }, "only root is mapped").notice).toBeUndefined();
+    expect(applyImageConfig(spec(), { env: {}, workingDir: "/", user: "root", layers: [rootfs()] }, "only root is mapped").notice).toBeUndefined();
   });
 });
 

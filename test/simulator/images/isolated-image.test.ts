@@ -8,7 +8,9 @@ import { parseLdd } from "../../../simulator/launcher/sandbox-kit.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
-import { writeOciLayout, type TestEntry } from "./tar-writer.js";
+import { applyLayer } from "../../../simulator/images/layer.js";
+import { silentProgress } from "../../../simulator/images/progress.js";
+import { chunks, tarOf, writeOciLayout, type TestEntry } from "./tar-writer.js";
 
 /**
  * #12 "Images are real root filesystems", end to end with the default
@@ -39,6 +41,8 @@ function tinyImageFiles(): TestEntry[] {
   entries.push({ name: "bin/sh", type: "symlink", link: realpathSync("/bin/sh") });
   entries.push({ name: "etc/os-release", content: "ID=tiny-test-image\n" });
   entries.push({ name: "usr/local/bin", type: "dir" });
+  entries.push({ name: "usr/local/bin/base-tool", content: "base's\n" });
+  entries.push({ name: "etc/base-only", content: "deleted by the template\n" });
   return entries;
 }
 
@@ -48,7 +52,22 @@ beforeAll(async () => {
   store = new ImageStore({ dir: cache, docker: null });
   const layout = join(trackedTempDir("iso-layout-"), "oci");
   writeOciLayout(layout, [tinyImageFiles()], { config: { Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "FROM_IMAGE=tiny"], WorkingDir: "/" } });
-  await store.import(layout, "tiny-shell:v1");
+  const base = await store.import(layout, "tiny-shell:v1");
+  // A template stacked over it, as a Docker-built template is stored (base-copy.ts): its own layer only, with
+  // a change, an addition, an overlay whiteout (a character device 0/0) deleting a base file, and an opaque directory.
+  await store.installBuilt("tiny-template:v1", "test", silentProgress, async (rootfs) => {
+    const layer = tarOf([
+      { name: "etc/", type: "dir" },
+      { name: "etc/os-release", content: "ID=tiny-template\n" },
+      { name: "etc/base-only", type: "char", dev: [0, 0] },
+      { name: "usr/", type: "dir" },
+      { name: "usr/local/", type: "dir" },
+      { name: "usr/local/bin/", type: "dir", xattrs: { "trusted.overlay.opaque": "y" } },
+      { name: "usr/local/bin/from-template", content: "template's\n" },
+    ]);
+    await applyLayer(rootfs, chunks(layer), { whiteouts: "overlay", below: base.layers });
+    return { digest: `sha256:${"7".repeat(64)}`, config: { env: ["PATH=/usr/local/bin:/usr/bin:/bin", "FROM_IMAGE=template"], workingDir: "/", entrypoint: [], cmd: [], user: "" }, base: base.manifest.digest };
+  });
   // The default launcher (bwrap) with the image store: what `npm start` runs.
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache });
   sdk = await sdkForSimulator(sim.env);
@@ -89,5 +108,29 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes run over
 
     await sdk.SandboxInstance.delete("tiny-one");
     await sdk.SandboxInstance.delete("tiny-two");
+  }, 120_000);
+
+  it("a template stacked over its base image: the sandbox sees the template's files over the base's, its deletions and opaque directories; the sandbox's own writes and deletions stay in its layer", async () => {
+    const sandbox = await sdk.SandboxInstance.create({ name: "tiny-stacked", image: "tiny-template:v1" });
+    const run = async (command: string) => (await sandbox.process.exec({ command, waitForCompletion: true })).logs ?? "";
+    const template = store.get("tiny-template:v1")!;
+    const base = store.get("tiny-shell:v1")!;
+    expect(template.layers).toEqual([template.rootfs, base.rootfs]);
+
+    expect(await run("cat /etc/os-release; echo $FROM_IMAGE; ls /usr/local/bin; cat /etc/base-only 2>/dev/null || echo base-only-gone")).toBe("ID=tiny-template\ntemplate\nfrom-template\nbase-only-gone\n");
+    expect(await sandbox.fs.read("/usr/local/bin/from-template")).toBe("template's\n");
+    // The commands above ran the base's /bin/sh, cat and ls (the template has none); /etc merges both layers.
+    const etc = (await run("ls /etc")).split("\n");
+    expect(etc).toContain("os-release");
+    expect(etc).not.toContain("base-only");
+
+    await sandbox.fs.write("/etc/os-release", "ID=changed-in-sandbox\n");
+    await sandbox.fs.rm("/usr/local/bin/from-template");
+    expect(await run("cat /etc/os-release; ls /usr/local/bin; echo end")).toBe("ID=changed-in-sandbox\nend\n");
+    expect(readFileSync(join(template.rootfs, "etc/os-release"), "utf8")).toBe("ID=tiny-template\n");
+    expect(readFileSync(join(template.rootfs, "usr/local/bin/from-template"), "utf8")).toBe("template's\n");
+    expect(readFileSync(join(base.rootfs, "etc/os-release"), "utf8")).toBe("ID=tiny-test-image\n");
+    expect(readFileSync(join(base.rootfs, "etc/base-only"), "utf8")).toBe("deleted by the template\n");
+    await sdk.SandboxInstance.delete("tiny-stacked");
   }, 120_000);
 });

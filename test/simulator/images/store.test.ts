@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { parseImageRef, formatImageRef, storeKey } from "../../../simulator/images/image-ref.js";
 import { ImageNotFoundError, ImageStore } from "../../../simulator/images/image-store.js";
 import { alive, withLock } from "../../../simulator/images/lock.js";
+import { silentProgress } from "../../../simulator/images/progress.js";
 import { eventually } from "../launcher/helpers.js";
 import { isHubTag, recipeFor } from "../../../simulator/images/recipes.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
@@ -123,6 +124,31 @@ describe("ImageStore", () => {
     mkdirSync(join(work, "store", "images", "0".repeat(64), "rootfs"), { recursive: true });
     expect(store.prune()).toEqual([`sha256:${"0".repeat(64)}`]);
     expect(existsSync(kept.rootfs)).toBe(true);
+  });
+
+  it("an image stacked on another (a template over its base): its layers are its own over the base's, the base stays while it is needed", async () => {
+    const work = trackedTempDir("store-stacked-");
+    const layout = join(work, "layout");
+    writeOciLayout(layout, [BASE]);
+    const store = new ImageStore({ dir: join(work, "store"), docker: null });
+    const base = await store.import(layout, "base");
+    const stacked = await store.installBuilt("stacked", "Dockerfile", silentProgress, async (rootfs) => {
+      writeFileSync(join(rootfs, "own"), "template's");
+      return { digest: `sha256:${"1".repeat(64)}`, config: { env: [], workingDir: "/", entrypoint: [], cmd: [], user: "" }, size: 10, base: base.manifest.digest };
+    });
+    expect(stacked.manifest.base).toBe(base.manifest.digest);
+    expect(stacked.layers).toEqual([stacked.rootfs, base.rootfs]);
+    expect(store.get("stacked")?.layers).toEqual(stacked.layers);
+    // The base's name goes: its files stay for the image stacked on it, through prune too.
+    expect(store.remove("base")).toBe(true);
+    expect(existsSync(base.rootfs)).toBe(true);
+    expect(store.prune()).toEqual([]);
+    expect(store.get("stacked")?.layers).toEqual(stacked.layers);
+    // The last image on it goes: the base goes with it.
+    expect(store.remove("stacked")).toBe(true);
+    expect(existsSync(stacked.rootfs)).toBe(false);
+    expect(existsSync(base.rootfs)).toBe(false);
+    expect(readdirSync(join(work, "store", "images"))).toEqual([]);
   });
 
   it("imports a tar.gz of an OCI layout, and refuses a blob whose content does not match its digest", async () => {

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -116,18 +117,27 @@ const e2eSkip = builderSkip || (isolationUnavailable ? ` (skipped: ${isolationUn
 const overBaseSkip = builderSkip || (found.builder?.kind !== "docker" ? " (skipped: only a Docker builder's layers are read over the base; buildah exports the whole image)" : "") ||
   (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST ? "" : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
 
-describe.skipIf(overBaseSkip !== "")(`a template stored as its base's files plus its own layers${overBaseSkip}`, () => {
+/** What a process sees of an image's layers (top first) stacked the way the launcher stacks them: overlayfs in a user namespace. */
+function overlayView(layers: string[], script: string): string {
+  const mountAt = trackedTempDir("template-view-");
+  return execFileSync("unshare", ["--user", "--map-root-user", "--mount", "sh", "-c", `mount -t overlay overlay -o "lowerdir=$1,userxattr" "$2" && cd "$2" && ${script}`, "view", layers.join(":"), mountAt], { encoding: "utf8" });
+}
+
+describe.skipIf(overBaseSkip !== "")(`a template stored as its own layer stacked over its base${overBaseSkip}`, () => {
   const NAME = "sandbox-kit-test/template-over-base:v1";
+  const CHILD = "sandbox-kit-test/template-over-template:v1";
   afterAll(async () => {
+    hubStore.remove(CHILD);
     hubStore.remove(NAME);
-    await found.builder?.remove(builderTag(NAME));
+    for (const name of [CHILD, NAME]) await found.builder?.remove(builderTag(name));
+    await found.builder?.remove(NAME); // the template given to the builder as the child's FROM
   }, 120_000);
   const facts = (rootfs: string, path: string) => {
     const st = lstatSync(join(rootfs, path));
     return { content: readFileSync(join(rootfs, path), "utf8"), ino: st.ino, mode: st.mode };
   };
 
-  it("changes, deletions and a recreated directory reach the template only; the base's files keep content and inode; removing the template leaves them", async () => {
+  it("holds only what the build changed (deletions as whiteouts); stacked over the base it shows changes, deletions and a recreated directory; the base is untouched and kept while the template needs it", async () => {
     const base = await hubStore.ensure("blaxel/base-image");
     const files = ["etc/debian_version", "etc/issue", "etc/issue.net", "etc/host.conf"];
     const before = Object.fromEntries(files.map((f) => [f, facts(base.rootfs, f)]));
@@ -141,23 +151,47 @@ describe.skipIf(overBaseSkip !== "")(`a template stored as its base's files plus
     });
     const built = await cli(["build", NAME, "--file", join(dir, "Dockerfile"), dir]);
     expect(built.code, built.err).toBe(0);
-    expect(built.err).toContain("1 new layer");
+    expect(built.err).toContain("1 new layer over blaxel/base-image");
     const template = hubStore.get(NAME)!;
+    expect(template.manifest.base).toBe(base.manifest.digest);
+    expect(template.layers).toEqual([template.rootfs, ...base.layers]);
 
+    // Its own layer: the changes only, nothing of the base copied or linked.
     expect(readFileSync(join(template.rootfs, "etc/debian_version"), "utf8")).toBe("template\n");
-    expect(existsSync(join(template.rootfs, "etc/issue"))).toBe(false);
-    expect(lstatSync(join(template.rootfs, "etc/issue.net")).mode & 0o777).toBe(0o600);
-    expect(readdirSync(join(template.rootfs, "etc/apt"))).toEqual(["only-this"]);
-    // What the template did not change is the base's very file (hard-linked), not a copy.
-    expect(lstatSync(join(template.rootfs, "etc/host.conf")).ino).toBe(before["etc/host.conf"]!.ino);
-    expect(lstatSync(join(template.rootfs, "etc/debian_version")).ino).not.toBe(before["etc/debian_version"]!.ino);
+    expect(existsSync(join(template.rootfs, "etc/host.conf"))).toBe(false);
+    const whiteout = (path: string) => {
+      const st = lstatSync(join(template.rootfs, path));
+      return st.isCharacterDevice() && st.rdev === 0;
+    };
+    expect(whiteout("etc/issue")).toBe(true);
+    // The recreated directory: a whiteout of each name the base has there, beside its own file.
+    expect(readdirSync(join(template.rootfs, "etc/apt")).sort()).toEqual([...new Set([...aptBefore, "only-this"])].sort());
+    for (const name of aptBefore.filter((n) => n !== "only-this")) expect(whiteout(`etc/apt/${name}`), name).toBe(true);
+
+    // Stacked as a sandbox's overlay stacks it.
+    const seen = overlayView(template.layers, "cat etc/debian_version; cat etc/host.conf | head -c 0; test -e etc/issue && echo issue-there; stat -c %a etc/issue.net; ls -A etc/apt; test -f bin/sh && echo has-sh");
+    expect(seen.split("\n").filter(Boolean)).toEqual(["template", "600", "only-this", "has-sh"]);
+
+    // A template over that template: the builder gets it as one tree (base-copy.ts materialise), the result stacks on both.
+    const childDir = context({ Dockerfile: [`FROM ${NAME}`, "RUN test ! -e /etc/issue && ls /etc/apt > /etc/apt-seen && rm /etc/issue.net"].join("\n") });
+    const child = await cli(["build", CHILD, "--file", join(childDir, "Dockerfile"), childDir]);
+    expect(child.code, child.err).toBe(0);
+    const stacked = hubStore.get(CHILD)!;
+    expect(stacked.layers).toEqual([stacked.rootfs, ...template.layers]);
+    expect(overlayView(stacked.layers, "cat etc/apt-seen; cat etc/debian_version; test -e etc/issue.net || echo no-issue-net").split("\n").filter(Boolean)).toEqual(["only-this", "template", "no-issue-net"]);
 
     const after = () => Object.fromEntries(files.map((f) => [f, facts(base.rootfs, f)]));
     expect(after()).toEqual(before);
     expect(readdirSync(join(base.rootfs, "etc/apt")).sort()).toEqual(aptBefore);
 
+    // Removing the images in either order leaves the base: it is a name's image of its own.
     expect(hubStore.remove(NAME)).toBe(true);
-    expect(existsSync(template.rootfs)).toBe(false);
+    expect(existsSync(template.rootfs)).toBe(true); // the child is stacked on it
+    expect(hubStore.get(CHILD)?.layers).toEqual(stacked.layers);
+    expect(hubStore.remove(CHILD)).toBe(true);
+    expect(existsSync(stacked.rootfs)).toBe(false);
+    expect(existsSync(template.rootfs)).toBe(false); // nothing needs it any more
+    expect(hubStore.get("blaxel/base-image")?.rootfs).toBe(base.rootfs);
     expect(after()).toEqual(before);
     expect(readdirSync(join(hubStore.dir, "tmp")).filter((f) => f.includes(`-${process.pid}-`))).toEqual([]);
   }, 600_000); // the base is built first where it is not yet (SANDBOX_KIT_HUB_IMAGE_TEST)
@@ -192,6 +226,8 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
       Dockerfile: [
         "FROM blaxel/base-image",
         "RUN echo built-by-run > /opt/run-marker.txt",
+        // A deletion and a directory made anew over the base's (stored as overlay whiteouts over the base, base-copy.ts).
+        "RUN rm /etc/issue && rm -rf /etc/apt/apt.conf.d && mkdir /etc/apt/apt.conf.d && echo own > /etc/apt/apt.conf.d/only-this",
         "ENV TEMPLATE_GREETING=hello-from-env",
         "COPY --from=ghcr.io/blaxel-ai/sandbox:latest /sandbox-api /usr/local/bin/sandbox-api",
         "COPY entrypoint.sh /entrypoint.sh",
@@ -212,6 +248,17 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
     expect(await sandbox.fs.read("/opt/run-marker.txt")).toBe("built-by-run\n");
     const env = await sandbox.process.exec({ command: "echo $TEMPLATE_GREETING", waitForCompletion: true });
     expect(env.logs?.trim()).toBe("hello-from-env");
+    // The template's layer over the base's files; the sandbox's writes and deletions go to its own layer only.
+    const base = hubStore.get("blaxel/base-image")!;
+    expect(hubStore.get(TEMPLATE)?.layers.slice(1)).toEqual(found.builder?.kind === "docker" && process.getuid?.() === 0 ? base.layers : []);
+    const baseHostConf = readFileSync(join(base.rootfs, "etc/host.conf"), "utf8");
+    const seen = await sandbox.process.exec({
+      command: "test -e /etc/issue || echo issue-gone; ls -A /etc/apt/apt.conf.d; test -s /etc/host.conf && echo host-conf; echo mine > /etc/host.conf; rm /etc/debian_version; cat /etc/host.conf; test -e /etc/debian_version || echo version-gone",
+      waitForCompletion: true,
+    });
+    expect(seen.logs?.split("\n").filter(Boolean)).toEqual(["issue-gone", "only-this", "host-conf", "mine", "version-gone"]);
+    expect(readFileSync(join(base.rootfs, "etc/host.conf"), "utf8")).toBe(baseHostConf);
+    expect(existsSync(join(base.rootfs, "etc/debian_version"))).toBe(true);
 
     let sleeper: Awaited<ReturnType<typeof sandbox.process.get>> | undefined;
     for (let i = 0; i < 120 && sleeper?.status !== "running"; i++) {

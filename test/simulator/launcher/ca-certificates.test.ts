@@ -30,18 +30,18 @@ describe("the host's added CA certificates in isolated sandboxes", () => {
     const upper = trackedTempDir("ca-upper-");
     mkdirSync(join(image, "etc/ssl/certs"), { recursive: true });
     writeFileSync(join(image, SANDBOX_CA_BUNDLE), `${PEM("image")}\n`);
-    expect(addHostCertificates(image, upper, `${PEM("host")}\n`)).toBe(true);
+    expect(addHostCertificates([image], upper, `${PEM("host")}\n`)).toBe(true);
     expect(readFileSync(join(upper, SANDBOX_CA_BUNDLE), "utf8")).toBe(`${PEM("image")}\n${PEM("host")}\n`);
     expect(readFileSync(join(image, SANDBOX_CA_BUNDLE), "utf8")).toBe(`${PEM("image")}\n`);
     // The sandbox's own bundle (its update-ca-certificates, a restart) is kept.
     writeFileSync(join(upper, SANDBOX_CA_BUNDLE), "own");
-    addHostCertificates(image, upper, `${PEM("host")}\n`);
+    addHostCertificates([image], upper, `${PEM("host")}\n`);
     expect(readFileSync(join(upper, SANDBOX_CA_BUNDLE), "utf8")).toBe("own");
   });
 
   it("does nothing when the host added none", () => {
     const upper = trackedTempDir("ca-upper-");
-    expect(addHostCertificates(trackedTempDir("ca-image-"), upper, "")).toBe(false);
+    expect(addHostCertificates([trackedTempDir("ca-image-")], upper, "")).toBe(false);
     expect(() => readFileSync(join(upper, SANDBOX_CA_BUNDLE))).toThrow();
   });
 });
