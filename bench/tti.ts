@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
-import { fmt, percentile, spawnListening, type Listening } from "./lib.js";
+import { cpuTimeMs, fmt, percentile, spawnListening, type Listening } from "./lib.js";
 
 type Mode = "sequential" | "staggered" | "burst";
 const arg = (name: string, fallback: string) => {
@@ -159,6 +159,7 @@ async function main(): Promise<void> {
     for (const mode of MODES) {
       await new Promise((r) => setTimeout(r, 2_000)); // the warm pool refills between modes
       const cpu0 = cpuSeconds();
+      const simCpu0 = cpuTimeMs(sim.child.pid!);
       const mem0 = memAvailableMiB();
       let memLow = mem0;
       const sampler = setInterval(() => (memLow = Math.min(memLow, memAvailableMiB())), 100);
@@ -176,11 +177,12 @@ async function main(): Promise<void> {
       const wall = (performance.now() - t0) / 1000;
       clearInterval(sampler);
       const cpuPer = (cpuSeconds() - cpu0) / N;
+      const simPer = (cpuTimeMs(sim.child.pid!) - simCpu0) / 1000 / N;
       const ok = outcomes.filter((o) => o.ok).map((o) => o.ms).sort((a, b) => a - b);
       const p = (q: number) => (ok.length === 0 ? "-" : fmt(q === 0 ? ok[0]! : percentile(ok, q), 0));
       console.log(
         `${mode.padEnd(10)} ${ok.length}/${N} ok | TTI ms min ${p(0)} median ${p(50)} p95 ${p(95)} p99 ${p(99)} max ${p(100)} | ` +
-          `CPU ${fmt(cpuPer, 3)} s per sandbox (${cpuWhat}) | most up at once ${maxUp} | memory drop at peak ${fmt(mem0 - memLow, 0)} MiB | ${fmt(wall, 1)} s`,
+          `CPU ${fmt(cpuPer, 3)} s per sandbox (${cpuWhat}; of it the simulator's own process ${fmt(simPer, 3)}) | most up at once ${maxUp} | memory drop at peak ${fmt(mem0 - memLow, 0)} MiB | ${fmt(wall, 1)} s`,
       );
       console.log(`           cloud (median/p99 ms, for context): ${CLOUD[mode]}`);
       const failed = outcomes.filter((o) => !o.ok);
