@@ -11,9 +11,9 @@
  *
  * Each entry is reached through a lazy import() in a synthetic entry module: esbuild wraps the modules behind it
  * in lazy initialisers, so loading the bundle runs nothing, and `start("main")` or `start("warm-agent")` runs
- * exactly the module graph the entry had. The cache is produced here by setting up the warm agent's modules (the
- * agent's whole graph but for main.ts; the warm agent does nothing without an IPC channel) under the agent's own
- * V8 flags: V8 rejects a cache made under other flags or another V8 (the loader then compiles from source, as
+ * exactly the module graph the entry had. The cache is produced here by running a warm agent once (the agent's
+ * whole graph but for main.ts: activated on a temp data dir and loopback, asked for /health and one command;
+ * scripts/agent-loader.cjs) under the agent's own V8 flags: V8 rejects a cache made under other flags or another V8 (the loader then compiles from source, as
  * without a cache). Code loaded on first use (the MCP server's session module, chrono-node) is in the bundle but
  * compiled only when first called. Native addons (better-sqlite3, node-pty) stay in node_modules, resolved from
  * the bundle's place in the package as before.
