@@ -32,7 +32,6 @@ function load(filename = file) {
   const script = new vm.Script(readFileSync(file, "latin1"), {
     filename,
     cachedData: readCache(),
-    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   });
   const bundle = new Module(file, module);
   bundle.filename = file;

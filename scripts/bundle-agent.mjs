@@ -36,6 +36,7 @@ const entries = { main: join(dist, "sandbox-agent", "main.js"), "warm-agent": jo
 // The agent's V8 flags (simulator/launcher/agent-main.ts AGENT_NODE_FLAGS): the cache must be made under them.
 const { AGENT_NODE_FLAGS } = await import(join(dist, "simulator", "launcher", "agent-main.js"));
 
+const EXTERNAL = ["better-sqlite3", "node-pty"];
 const STUB_MARK = "The bundle (scripts/bundle-agent.mjs)";
 for (const source of Object.values(entries)) {
   // Bundling a stub would make a bundle of the bundle: tsc must have written the entry points afresh.
@@ -47,6 +48,9 @@ const keepMetaUrl = {
   setup(build) {
     build.onLoad({ filter: /\.js$/ }, async (args) => {
       let contents = await readFile(args.path, "utf8");
+      // A lazy import() of a native addon would stay an import() in CommonJS, which a vm.Script can only run
+      // through an experimental loader hook (and its warning): it becomes the require() it amounts to.
+      for (const name of EXTERNAL) contents = contents.replaceAll(`import(${JSON.stringify(name)})`, `Promise.resolve().then(() => require(${JSON.stringify(name)}))`);
       if (args.path.startsWith(dist) && contents.includes("import.meta.url")) {
         const from = JSON.stringify(relative(outdir, args.path));
         contents = contents.replaceAll("import.meta.url", `new URL(${from}, __bundleUrl).href`);
@@ -69,7 +73,7 @@ const result = await esbuild.build({
   format: "cjs",
   platform: "node",
   target: "node20",
-  external: ["better-sqlite3", "node-pty"],
+  external: EXTERNAL,
   // Dependencies' own import.meta.url (ES modules in node_modules) is the bundle's, as it was in the ESM bundle.
   banner: { js: 'const __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
   define: { "import.meta.url": "__bundleUrl" },
@@ -83,6 +87,8 @@ const result = await esbuild.build({
 // esbuild escapes every non-ASCII character of the code (charset ascii): what is left is in comments, made "?" so
 // the file is ASCII, read as latin1 without decoding and held by V8 as a one-byte string (half of a two-byte one).
 const code = (await readFile(bundle, "utf8")).replace(/[^\x00-\x7f]/g, "?");
+const dynamicImport = /[^\w$.]import\("/.exec(code); // esbuild prints every string with double quotes
+if (dynamicImport) throw new Error(`${bundle} has an import() the loader cannot run: ${code.slice(dynamicImport.index, dynamicImport.index + 80)}`);
 await writeFile(bundle, `(function (exports, require, module, __filename, __dirname) { ${code}\n});`);
 
 // The loader and the stubs: the loader compiles the bundle with its cache (scripts/agent-loader.cjs).
