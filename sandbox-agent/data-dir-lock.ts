@@ -22,6 +22,10 @@ export function lockDataDir(dataDir: string): { release(): void } {
   const db = new Database(join(dataDir, LOCK_FILE));
   try {
     db.pragma("busy_timeout = 0");
+    // The file holds nothing worth keeping, only the lock: no journal on disk and no fsync, which on a fresh
+    // data dir cost a start 30-180 ms of waiting for the disk (three writes, each journalled and synced).
+    db.pragma("synchronous = OFF");
+    db.pragma("journal_mode = MEMORY");
     db.pragma("locking_mode = EXCLUSIVE");
     // A write takes the exclusive lock, and EXCLUSIVE mode keeps it after the commit.
     db.exec("CREATE TABLE IF NOT EXISTS held (at INTEGER); DELETE FROM held; INSERT INTO held VALUES (0)");

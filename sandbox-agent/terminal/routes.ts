@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { RequestHandler } from "express";
 import type { IPty } from "node-pty";
-import { WebSocketServer } from "ws";
+import { createRequire } from "node:module";
 import { bearerToken, secretsEqual } from "../../src/auth.js";
 import { redactUrl, type Logger } from "../../src/logging.js";
 import { rawReply } from "../../src/tunnel.js";
@@ -76,8 +76,16 @@ export function queryTokenAuth(): RequestHandler {
   };
 }
 
+/**
+ * ws (and the https, tls and zlib modules it loads) is loaded on the first terminal upgrade: most sandboxes
+ * never open one, and every agent start paid some 20 ms of CPU for it.
+ */
+let wsModule: typeof import("ws") | undefined;
+const loadWs = (): typeof import("ws") => (wsModule ??= createRequire(import.meta.url)("ws") as typeof import("ws"));
+
 export function createTerminals(deps: TerminalDeps): Terminals {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  let server: import("ws").WebSocketServer | undefined;
+  const wss = () => (server ??= new (loadWs().WebSocketServer)({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false }));
   const live = new Set<IPty>();
 
   function authorized(req: IncomingMessage, url: URL): string | undefined {
@@ -154,7 +162,7 @@ export function createTerminals(deps: TerminalDeps): Terminals {
         return true;
       }
       deps.logger.debug({ ...line, status: 101 }, "request");
-      wss.handleUpgrade(req, socket, head, (ws) => {
+      wss().handleUpgrade(req, socket, head, (ws) => {
         start(ws, url).catch((err) => {
           deps.logger.error({ err }, "terminal failed");
           ws.terminate();
@@ -164,7 +172,7 @@ export function createTerminals(deps: TerminalDeps): Terminals {
     },
     open: () => live.size,
     closeAll() {
-      for (const ws of wss.clients) ws.terminate();
+      for (const ws of server?.clients ?? []) ws.terminate();
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MemoryCgroup } from "./cgroup.js";
@@ -55,12 +56,25 @@ function removeQuietly(dir: string): void {
   }
 }
 
+/**
+ * removeQuietly off the event loop: a warm sandbox's directories go when it exits, at every delete, and removing
+ * them synchronously held the simulator's requests for 50 ms a sandbox on a busy disk (its overlay's upper layer:
+ * the mount points bwrap made). close() waits for these.
+ */
+function removeLater(dir: string, pending: Set<Promise<void>>): void {
+  const done: Promise<void> = rm(dir, { recursive: true, force: true, maxRetries: 3, retryDelay: 50 })
+    .catch(() => undefined) // left for the simulator's own data-dir clean-up
+    .finally(() => pending.delete(done));
+  pending.add(done);
+}
+
 const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
 
 export class WarmPool {
   private readonly idle: WarmSandbox[] = [];
   private closed = false;
   private readonly dirs = new Set<string>();
+  private readonly removals = new Set<Promise<void>>();
 
   constructor(private readonly size: number, private readonly spawn: (spec: LaunchSpec) => SpawnedSandbox) {}
 
@@ -106,7 +120,7 @@ export class WarmPool {
         const at = this.idle.indexOf(warm);
         if (at !== -1) this.idle.splice(at, 1);
         // Taken or not, what is left here is the pool's (taken directories were renamed away).
-        removeQuietly(base);
+        removeLater(base, this.removals);
       });
       this.idle.push(warm);
     }
@@ -135,6 +149,7 @@ export class WarmPool {
       const init = sandbox.sandboxPid();
       for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
     }));
+    await Promise.all([...this.removals]);
     for (const dir of this.dirs) {
       try {
         rmdirSync(dir); // only when empty: a warm sandbox taken over may still run from one

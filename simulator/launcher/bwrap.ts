@@ -237,7 +237,7 @@ export class BwrapLauncher implements Launcher {
     writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
     if (spec.egress) this.trustEgress(spec, spec.egress, false);
     if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
-    setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
+    await setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
     const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
     return adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation));

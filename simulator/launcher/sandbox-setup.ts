@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
@@ -17,15 +17,15 @@ export function hostsFile(sandbox: string): string {
  */
 let tools: { nsenter?: string; hostname?: string } | undefined;
 
-export function setHostname(sandboxPid: number, name: string): void {
+export async function setHostname(sandboxPid: number, name: string): Promise<void> {
   tools ??= { nsenter: which("nsenter"), hostname: which("hostname") };
   const { nsenter, hostname } = tools;
   if (!nsenter || !hostname) return; // the warm sandbox keeps its placeholder name
-  try {
-    execFileSync(nsenter, ["--target", String(sandboxPid), "--user", "--preserve-credentials", "--uts", hostname, name], { stdio: "ignore", timeout: 5_000 });
-  } catch {
-    // Not fatal: the sandbox runs, under its placeholder hostname.
-  }
+  // Not synchronously: the simulator's other requests go on while nsenter runs (under load, tens of ms).
+  await new Promise<void>((resolve) => {
+    // Not fatal when it fails: the sandbox runs, under its placeholder hostname.
+    execFile(nsenter, ["--target", String(sandboxPid), "--user", "--preserve-credentials", "--uts", hostname, name], { timeout: 5_000 }, () => resolve());
+  });
 }
 
 /** bwrap's --info-fd JSON: the host pid of the sandbox's first process (its PID namespace's init). */
