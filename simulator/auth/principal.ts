@@ -26,7 +26,7 @@ export interface PrincipalSources {
   credentials: CredentialStore;
   clock: SimClock;
   jwtSecret: Buffer;
-  principals?: PrincipalCache;
+  principals?: PrincipalCache<Principal>;
 }
 
 const ALL = new Set(["admin"]);

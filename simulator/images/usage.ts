@@ -2,7 +2,7 @@ import type { SimDeps } from "../deps.js";
 import type { ResourceType as MetricsType } from "../metrics/dimensions.js";
 import { refOf, resourceUid } from "../resources/usage.js";
 import type { StoredResource } from "../store/resources.js";
-import type { ImageDoc, ResourceType } from "./store.js";
+import type { ImageDoc, ResourceType } from "./image-doc.js";
 
 /** Image storage by repository type: function images bill as MCP servers' (the metrics have no "function" type). */
 const BILLED_AS: Record<ResourceType, MetricsType> = { agents: "agent", functions: "mcp_server", sandboxes: "sandbox", jobs: "job" };

@@ -10,6 +10,7 @@ import type { ResourceDoc } from "../resources/kind.js";
 import type { StoredResource } from "../store/resources.js";
 import { tail, type RunDoc, type RunRecord, type RunTask } from "./run-state.js";
 import { settleExecution } from "./usage.js";
+import type { ExecutionRef, JobExecutor } from "./executor.js";
 
 /**
  * Runs job executions for real (issue 12): each attempt of a task gets its own
@@ -52,12 +53,6 @@ interface AttemptResult {
   stderr?: string;
 }
 
-interface ExecutionRef {
-  workspace: string;
-  job: string;
-  execution: string;
-}
-
 type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
 
 /** Task data up to this size (JSON bytes) goes inline in a data: URL; Linux caps one environment string at 128 KiB. */
@@ -65,7 +60,7 @@ const INLINE_DATA_MAX = 64 * 1024;
 
 const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
 
-export class JobRunner {
+export class JobRunner implements JobExecutor {
   private readonly attempts = new Map<string, Set<Attempt>>();
   private readonly cancelled = new Set<string>();
   /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */

@@ -145,4 +145,4 @@ export interface WarmPoolState {
   pids: number[];
 }
 
-export class LaunchError extends Error {}
+export { LaunchError } from "./launch-error.js";

@@ -3,7 +3,7 @@ import type { StoredResource } from "../store/resources.js";
 import type { SimDeps } from "../deps.js";
 import { recordStatus } from "../agents/sandbox-status.js";
 import { unmeterResource } from "../resources/usage.js";
-import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /**
@@ -49,7 +49,7 @@ function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: numbe
   if (deps.agents?.get(ws, item.name)?.state === "starting") return undefined;
   recordStatus(deps, ws, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
   deps.agents?.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
-  if (sandboxKind.children?.length) deps.resources.deleteChildren(ws, sandboxKind.children, item.name);
+  deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
   unmeterResource(deps, item as never);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
   const terminated = deps.resources.get(ws, "sandbox", item.name);

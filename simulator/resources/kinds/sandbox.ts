@@ -7,6 +7,7 @@ import type { ResourceDoc, ResourceKind } from "../kind.js";
 import { maskEnvs, maskMap } from "../render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
+import { SANDBOX_CHILDREN } from "../../sandboxes/children.js";
 import { expireDueSandboxes } from "../../sandboxes/expiry.js";
 import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
 import { NetworkSpecError, parseNetwork } from "../../egress/policy.js";
@@ -38,7 +39,7 @@ export const sandboxKind: ResourceKind = {
   statusFilter: true,
   hiddenStatuses: { statuses: ["TERMINATED"], shownBy: "showTerminated" },
   generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
-  children: ["preview", "preview-token", "schedule", "schedule-execution"],
+  children: SANDBOX_CHILDREN,
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
   prepare(doc, ctx) {
     checkNetwork(doc.spec.network);

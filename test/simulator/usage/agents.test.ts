@@ -6,7 +6,7 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
 import { recordAgentEvent } from "../../../simulator/agents/sandbox-status.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
-import { openSimulator, type SimRuntime } from "../../../simulator/deps.js";
+import { openSimulator, type SimRuntime } from "../../../simulator/root.js";
 import { ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { resourceUid } from "../../../simulator/resources/usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
