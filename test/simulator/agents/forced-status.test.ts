@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 
 /**
  * Issue 7, "status and events always tell the truth", for the test hooks: a

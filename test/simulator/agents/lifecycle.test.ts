@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { LaunchError, ProcessLauncher, type AgentHandle, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
 import { eventually, isAlive } from "../launcher/helpers.js";
 

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { rmSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
 import { recordAgentEvent } from "../../../simulator/agents/sandbox-status.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
