@@ -17,11 +17,8 @@ import type { SupervisorEvent } from "./launcher/index.js";
 import type { ResourceStore } from "./store/resources.js";
 import type { TestHooksState } from "./test-hooks/state.js";
 
-/**
- * Everything a handler may use: the type only. The composition root (root.ts) builds it; this file imports
- * types alone, so any module may name it without importing what builds it.
- */
-export interface SimDeps {
+/** The state every simulator shares, records-only or with real sandboxes: configuration, database, stores, clock, ids, metering. */
+export interface SimCore {
   config: SimConfig;
   db: Db;
   accounts: AccountStore;
@@ -34,22 +31,40 @@ export interface SimDeps {
   jwtSecret: Buffer;
   principals: PrincipalCache<Principal>;
   testHooks: TestHooksState;
-  /** Base URL of this simulator (set by main after listening); used for metadata.url. */
+  /** Base URL of this simulator (set by serveSimulator once listening, the only field written later); used for metadata.url. */
   urls: { base: string };
   /** The admin API key of the default workspace. */
   adminApiKey: string;
-  /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
-  agents?: SandboxAgents;
-  /** Runs job executions' tasks through the launcher (set by serveSimulator); absent, executions follow their simulated plan. */
-  jobs?: JobExecutor;
-  /** Sandbox images (simulator/images, set by serveSimulator with --image-source store): a create's image is checked, then resolved to a root filesystem. */
-  images?: SandboxImages;
-  /** How sandboxes' agents run (set by serveSimulator), for /health: the launcher and what it isolates. */
-  sandboxIsolation?: { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string } };
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */
   meter: UsageMeter;
+}
+
+/** How sandboxes' agents run, for /health and the start-up line: the launcher and what it isolates. */
+export interface SandboxIsolation {
+  launcher: string;
+  isolated: boolean;
+  detail: string;
+  userIds?: { all: boolean; detail: string };
+}
+
+/** What runs sandboxes and jobs for real (serveSimulator builds it); none of it in a records-only simulator. */
+export interface RealWorkloads {
+  /** Real sandbox-agents behind sandboxes; absent, sandboxes are records only. */
+  agents?: SandboxAgents;
+  /** Runs job executions' tasks through the launcher; absent, executions follow their simulated plan. */
+  jobs?: JobExecutor;
+  /** Sandbox images (simulator/images, with --image-source store): a create's image is checked, then resolved to a root filesystem. */
+  images?: SandboxImages;
+  sandboxIsolation?: SandboxIsolation;
+}
+
+/**
+ * Everything a handler may use: the type only. The composition root (root.ts, serve.ts) builds it once,
+ * complete; this file imports types alone, so any module may name it without importing what builds it.
+ */
+export interface SimDeps extends SimCore, Readonly<RealWorkloads> {
   /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */
   onSandboxAgentEvent: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
 }

@@ -1,3 +1,9 @@
+/**
+ * The composition root: the state (database, stores, clock, metering) is opened here, bootstrapped and seeded,
+ * and the dependencies handlers see are assembled here once, complete, with what follows a resource's life
+ * (usage metering) wired as a listener. serve.ts adds the real workloads (launcher, agents, jobs, images);
+ * openSimulator is the records-only simulator the unit tests use.
+ */
 import { CursorCodec } from "../src/cursor.js";
 import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
@@ -11,10 +17,11 @@ import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./au
 import { SimClock } from "./clock.js";
 import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
-import type { SimDeps } from "./deps.js";
+import type { RealWorkloads, SimCore, SimDeps } from "./deps.js";
 import { UsageMeter } from "./metrics/meter.js";
 import { UsageStore } from "./metrics/store.js";
 import { meterSandboxAgent } from "./resources/sandbox-usage.js";
+import { meterResource, unmeterResource } from "./resources/usage.js";
 import { settleJobUsage } from "./jobs/usage.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
@@ -31,7 +38,13 @@ export interface SimRuntime {
   close(): void;
 }
 
-export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
+export interface SimState {
+  core: SimCore;
+  close(): void;
+}
+
+/** Opens the database and stores, bootstraps the default workspace and applies --seed. */
+export function openState(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimState {
   const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
   const seed = config.seed ? readSeedFile(config.seed) : undefined;
   const db = openDatabase(config.data);
@@ -46,7 +59,7 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
     principals.invalidate();
     resources.clearCache();
   };
-  const deps: SimDeps = {
+  const core: SimCore = {
     config,
     db,
     accounts: new AccountStore(db, changed),
@@ -64,11 +77,34 @@ export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: S
     adminApiKey: config.apiKey ?? storedSecretText(db, "admin-api-key", generateApiKey),
     usage,
     meter: new UsageMeter(usage, clock),
-    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
   };
   // Job executions end on the clock: the ones nobody read are recorded before each metrics query.
-  deps.meter.beforeFlush((now) => settleJobUsage(deps, now));
-  bootstrap(deps, config.workspace, deps.adminApiKey);
-  if (seed) applySeed(deps, seed);
-  return { deps, close: () => db.close() };
+  core.meter.beforeFlush((now) => settleJobUsage(core, now));
+  bootstrap(core, config.workspace, core.adminApiKey);
+  if (seed) applySeed(core, seed);
+  return { core, close: () => db.close() };
+}
+
+/**
+ * The dependencies handlers see, built once from the state and the real workloads (none: records only).
+ * Usage follows every resource written or deleted through the store (account metrics): the generic
+ * create/update/delete layer does not know about metering.
+ */
+export function assembleDeps(core: SimCore, workloads: RealWorkloads = {}): SimDeps {
+  const deps: SimDeps = {
+    ...core,
+    ...workloads,
+    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
+  };
+  core.resources.onChange(({ type, item }) => {
+    if (type === "saved") meterResource(deps, item as never);
+    else unmeterResource(deps, item as never);
+  });
+  return deps;
+}
+
+/** A records-only simulator (no launcher: sandboxes and jobs follow their simulated plans). */
+export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
+  const state = openState(configInput, overrides);
+  return { deps: assembleDeps(state.core), close: state.close };
 }

@@ -9,7 +9,7 @@ import { rawReply } from "../src/tunnel.js";
 import { createSimulatorApp } from "./app.js";
 import type { SimConfig } from "./config.js";
 import type { SimDeps } from "./deps.js";
-import { openSimulator } from "./root.js";
+import { assembleDeps, openState } from "./root.js";
 import { exportLines, sdkEnv } from "./env-lines.js";
 import { listenFailure } from "../src/startup.js";
 import { BwrapLauncher, createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
@@ -60,43 +60,42 @@ export interface ServedSimulator {
  * beside the --data file (<data>.sandboxes/), or in a temp dir removed on stop.
  */
 export async function serveSimulator(config: Partial<SimConfig>, options: ServeOptions = {}): Promise<ServedSimulator> {
-  const runtime = openSimulator(config, { logger: options.logger });
-  const deps = runtime.deps;
-  const name = options.launcher ?? deps.config.launcher;
+  const state = openState(config, { logger: options.logger });
+  const core = state.core;
+  const name = options.launcher ?? core.config.launcher;
   let launcher: Launcher;
   try {
-    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: deps.config.warmSandboxes }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: deps.config.warmSandboxes });
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: core.config.warmSandboxes }) : createLauncher(name, { network: core.config.sandboxNetwork, warm: core.config.warmSandboxes });
   } catch (err) {
-    runtime.close(); // nothing left behind: no data dir, no listener
+    state.close(); // nothing left behind: no data dir, no listener
     throw err;
   }
-  const inMemory = deps.config.data === ":memory:";
-  const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
+  const inMemory = core.config.data === ":memory:";
+  const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${core.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
   const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
-  if (ids?.kind === "single") deps.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
-  deps.sandboxIsolation = describeLauncher(launcher);
-  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
+  if (ids?.kind === "single") core.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
+  const sandboxIsolation = describeLauncher(launcher);
+  if (!sandboxIsolation.isolated) core.logger.warn({ launcher: sandboxIsolation.launcher }, `sandboxes are ${sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
-  const images = deps.config.imageSource === "store"
-    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger, (workspace, sandbox, text) => {
+  const images = core.config.imageSource === "store"
+    ? new SandboxImages(new ImageStore({ dir: core.config.imageCache === "local" ? join(dir, "images") : (core.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, core.logger, (workspace, sandbox, text) => {
       // A build on first use: what it is doing goes to the sandbox's events (its status stays).
-      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
-      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
-      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
+      core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+      const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
+      if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
     }, launcher.singleUserId?.bind(launcher))
     : undefined;
-  deps.images = images;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   const egress = new SimulatorEgress({
     caDir: inMemory ? undefined : join(dir, "egress-ca"),
-    logger: deps.logger.child({ component: "egress" }),
-    resources: deps.resources,
-    urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
-    outbound: deps.config.sandboxNetwork === "outbound",
+    logger: core.logger.child({ component: "egress" }),
+    resources: core.resources,
+    urls: () => ({ base: core.urls.base, listen: listenUrl ?? core.urls.base }),
+    outbound: core.config.sandboxNetwork === "outbound",
   });
   const agents = new SandboxAgents({
     egress: {
@@ -110,41 +109,41 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     launcher,
     dir,
     images,
-    startQueue: new StartQueue(deps.config.startConcurrency ?? defaultStartConcurrency()),
-    logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
-    retentionMs: deps.config.sandboxRetentionMs,
-    now: () => deps.clock.now(),
-    logger: deps.logger,
-    onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
+    startQueue: new StartQueue(core.config.startConcurrency ?? defaultStartConcurrency()),
+    logLevel: core.config.logLevel === "silent" ? "silent" : "warn",
+    retentionMs: core.config.sandboxRetentionMs,
+    now: () => core.clock.now(),
+    logger: core.logger,
+    onUse: (workspace, sandbox) => recordLastUse(core, workspace, sandbox),
     prepareVolumes: (workspace, sandbox, volumes) => {
       for (const volume of volumes) {
-        const size = deps.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
+        const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
         if (size === undefined) continue;
         // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = deps.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
+        const inUse = core.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
         const pending = provisionVolume(dir, workspace, volume, size, inUse);
-        if (pending) deps.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
+        if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
       }
     },
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
       const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};
-      deps.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
-      recordAgentEvent(deps, workspace, sandbox, event);
+      core.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
+      recordAgentEvent(core, workspace, sandbox, event);
       deps.onSandboxAgentEvent(workspace, sandbox, event); // usage: the agent's run time (account metrics)
     },
   });
-  deps.agents = agents;
   // Volumes: a filesystem of their size where the host allows it (loop-mounted ext4), else plain directories.
   const noLoop = loopVolumesUnsupported();
-  if (noLoop) deps.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
-  for (const ws of deps.accounts.allWorkspaces()) {
-    for (const volume of deps.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
+  if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
+  for (const ws of core.accounts.allWorkspaces()) {
+    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
-  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
-  jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
-  deps.jobs = jobs;
+  const jobs = new JobRunner({ launcher, dir, deps: core, logLevel: core.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
+  jobs.failInterrupted(core.accounts.allWorkspaces().map((w) => w.name));
+  // Everything is built: the dependencies handlers see, once and complete.
+  const deps = assembleDeps(core, { agents, jobs, images, sandboxIsolation });
   const proxy = createSimulatorSandboxProxy(deps, agents);
   const app = createSimulatorApp(deps);
   const handler: RequestListener & UpgradeListener = (req: IncomingMessage, res: ServerResponse) => {
@@ -158,7 +157,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     // Nothing is left behind by a failed start (a port in use): no temp dir, no warm agent, no open database.
     proxy.close();
     await launcher.close?.();
-    runtime.close();
+    state.close();
     if (inMemory) rmSync(dir, { recursive: true, force: true });
     throw listenFailure(err, deps.config.host, deps.config.port) ?? err;
   });
@@ -211,7 +210,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
       egress.close();
-      runtime.close();
+      state.close();
       if (inMemory) await removeTempDir(dir, deps.logger, launcher);
     })()),
     abandon: () => {
