@@ -176,7 +176,7 @@ export async function benchIsolation(base: string): Promise<void> {
   const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));
   imageRootDir = undefined; // the process launcher runs on the host's root
   const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
-  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.isolationDetail()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
   await idMappingCost(base);
   imageRootDir = image.rootfs;
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);

@@ -9,6 +9,10 @@ import type { Principal } from "./auth/principal.js";
 import type { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { JobExecutor } from "./jobs/executor.js";
+import type { SandboxRuntime } from "./sandboxes/runtime.js";
+import type { IncomingHttpHeaders } from "node:http";
+import type { ApiVersion } from "../src/versioning.js";
+import type { Role } from "./accounts/store.js";
 import type { SandboxImages } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import type { UsageMeter } from "./metrics/meter.js";
@@ -64,7 +68,41 @@ export interface RealWorkloads {
  * Everything a handler may use: the type only. The composition root (root.ts, serve.ts) builds it once,
  * complete; this file imports types alone, so any module may name it without importing what builds it.
  */
-export interface SimDeps extends SimCore, Readonly<RealWorkloads> {
+export interface SimDeps extends SimCore {
+  readonly agents?: SandboxAgents;
+  readonly images?: SandboxImages;
+  readonly sandboxIsolation?: SandboxIsolation;
+  /** What runs behind sandbox records: nothing (records only) or real agents. */
+  readonly sandboxes: SandboxRuntime<OpContext>;
+  /** Runs job executions' tasks for real, or (records only) leaves them to their simulated plan. */
+  readonly jobs: JobExecutor;
   /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */
   onSandboxAgentEvent: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
+}
+
+/** One operation's call (http/operation.ts runs it): here, beside SimDeps, because the sandbox runtime in SimDeps takes it. */
+/** What a handler sees of the HTTP request. */
+export interface RequestView {
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: unknown;
+}
+
+export interface OpContext {
+  deps: SimDeps;
+  req: RequestView;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  version: ApiVersion;
+  /** True from 2026-04-28: lists answer {data, meta}. */
+  paginated: boolean;
+  principal: Principal;
+  /** The selected workspace ("" for account-level operations). */
+  workspace: string;
+  role: Role | undefined;
+  /** Admin of the selected workspace (account admins and service accounts included). */
+  isAdmin: boolean;
+  /** Who to write in createdBy/updatedBy. */
+  actor: string;
 }

@@ -23,6 +23,9 @@ import { UsageStore } from "./metrics/store.js";
 import { meterSandboxAgent } from "./resources/sandbox-usage.js";
 import { meterResource, unmeterResource } from "./resources/usage.js";
 import { settleJobUsage } from "./jobs/usage.js";
+import { SIMULATED_JOBS } from "./jobs/executor.js";
+import { agentSandboxes } from "./sandboxes/agent-runtime.js";
+import { recordSandboxes } from "./sandboxes/records-runtime.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
 import { initialHooksState } from "./test-hooks/state.js";
@@ -94,6 +97,8 @@ export function assembleDeps(core: SimCore, workloads: RealWorkloads = {}): SimD
   const deps: SimDeps = {
     ...core,
     ...workloads,
+    sandboxes: workloads.agents ? agentSandboxes(workloads.agents, workloads.images) : recordSandboxes,
+    jobs: workloads.jobs ?? SIMULATED_JOBS,
     onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
   };
   core.resources.onChange(({ type, item }) => {

@@ -12,7 +12,7 @@ import type { SimDeps } from "./deps.js";
 import { assembleDeps, openState } from "./root.js";
 import { exportLines, sdkEnv } from "./env-lines.js";
 import { listenFailure } from "../src/startup.js";
-import { BwrapLauncher, createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
+import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "./images/image-store.js";
 import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
 import { callbackProgress } from "./images/progress.js";
@@ -74,7 +74,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${core.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
-  const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
+  const ids = launcher.mapIds?.(dir);
   if (ids?.kind === "single") core.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
   const sandboxIsolation = describeLauncher(launcher);
   if (!sandboxIsolation.isolated) core.logger.warn({ launcher: sandboxIsolation.launcher }, `sandboxes are ${sandboxIsolation.detail}`);

@@ -61,6 +61,7 @@ const INLINE_DATA_MAX = 64 * 1024;
 const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
 
 export class JobRunner implements JobExecutor {
+  readonly runsTasks = true;
   private readonly attempts = new Map<string, Set<Attempt>>();
   private readonly cancelled = new Set<string>();
   /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */

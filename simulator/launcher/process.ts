@@ -5,7 +5,7 @@ import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutT
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
-import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 interface WarmChild {
   child: ChildProcess;
@@ -31,6 +31,10 @@ export interface ProcessLauncherOptions {
  */
 export class ProcessLauncher implements Launcher {
   readonly name = "process";
+
+  describe(): LauncherDescription {
+    return { launcher: this.name, isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
+  }
   private readonly idle: WarmChild[] = [];
   private closed = false;
 

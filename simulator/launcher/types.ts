@@ -8,6 +8,7 @@ import { rmSync } from "node:fs";
 import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
 import type { SandboxEgressSpec } from "./gateway.js";
+import type { IdMapping } from "./id-map.js";
 
 export interface LaunchSpec {
   workspace: string;
@@ -101,8 +102,21 @@ export interface AgentHandle extends AgentEndpoint {
   stop(graceMs?: number): Promise<AgentExit>;
 }
 
+/** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
+export interface LauncherDescription {
+  launcher: string;
+  isolated: boolean;
+  detail: string;
+  /** Whether every user id exists in a sandbox (subordinate ids), and how they map. */
+  userIds?: { all: boolean; detail: string };
+}
+
 export interface Launcher {
   readonly name: string;
+  /** What it isolates (describeLauncher: a launcher without it is "a custom launcher", not isolated). */
+  describe?(): LauncherDescription;
+  /** The user ids a sandbox gets (a launcher that maps a range of subordinate ids); `owner` is the directory whose owner they map to. */
+  mapIds?(owner?: string): IdMapping;
   /**
    * True when the launcher lays each sandbox over LaunchSpec.imageRootDir (an isolating launcher with an
    * overlay): the simulator then resolves spec.runtime.image to a root filesystem before each start (building

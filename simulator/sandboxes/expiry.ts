@@ -46,9 +46,9 @@ function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: numbe
   }
   const expiry = sandboxExpiry(deps, ws, item.name, item.doc as ExpiringDoc);
   if (!expiry || expiry.dueMs > now) return undefined;
-  if (deps.agents?.get(ws, item.name)?.state === "starting") return undefined;
+  if (deps.sandboxes.isStarting(ws, item.name)) return undefined;
   recordStatus(deps, ws, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
-  deps.agents?.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
+  deps.sandboxes.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
   deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
   unmeterResource(deps, item as never);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
