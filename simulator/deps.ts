@@ -66,7 +66,9 @@ export interface RealWorkloads {
 
 /**
  * Everything a handler may use: the type only. The composition root (root.ts, serve.ts) builds it once,
- * complete; this file imports types alone, so any module may name it without importing what builds it.
+ * complete; this file imports types alone, so any module may name it without importing what builds it. The
+ * arrows from the folders below up to this file are the only ones kept besides the resource kinds': a
+ * module naming the dependencies it takes (Pick<SimDeps, ...>) is what lets the root hand them in.
  */
 export interface SimDeps extends SimCore {
   readonly agents?: SandboxAgents;

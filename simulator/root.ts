@@ -20,7 +20,7 @@ import { SimConfigSchema } from "./config.js";
 import type { RealWorkloads, SimCore, SimDeps } from "./deps.js";
 import { UsageMeter } from "./metrics/meter.js";
 import { UsageStore } from "./metrics/store.js";
-import { meterSandboxAgent } from "./resources/sandbox-usage.js";
+import { meterSandboxAgent } from "./sandboxes/usage.js";
 import { meterResource, unmeterResource } from "./resources/usage.js";
 import { settleJobUsage } from "./jobs/usage.js";
 import { SIMULATED_JOBS } from "./jobs/executor.js";

@@ -24,7 +24,7 @@ import { JobRunner } from "./jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
 import { provisionVolume } from "./agents/volumes.js";
 import { launchOptions } from "./sandboxes/agent-lifecycle.js";
-import { recordAgentEvent, recordStatus } from "./agents/sandbox-status.js";
+import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "./sandboxes/expiry.js";
 
 /** Sandboxes in these states have no agent to bring back. */

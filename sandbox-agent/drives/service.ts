@@ -7,7 +7,7 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { checkDriveAccess } from "./access.js";
 import { backendFor } from "./backends/index.js";
 import type { BackendName, DriveBackend, MountSpec } from "./backends/types.js";
-import { DriveBusyError } from "./busy-error.js";
+import { DriveBusyError } from "./backends/busy-error.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { checkAvailability } from "./availability.js";

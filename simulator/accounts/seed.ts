@@ -4,7 +4,7 @@ import { StartupError } from "../../src/startup.js";
 import { randomToken } from "../../src/ids.js";
 import { errors } from "../../src/errors.js";
 import type { SimCore } from "../deps.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { digest } from "../auth/credentials.js";
 import { NAME_PATTERN } from "../resources/metadata.js";
 import { redirectUriSchema } from "../auth/redirect-uri.js";

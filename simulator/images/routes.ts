@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ApiError, errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./store.js";

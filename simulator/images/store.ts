@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { errors } from "../../src/errors.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { OpContext } from "../http/operation.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";

@@ -3,7 +3,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { SCHEDULE_PAGE } from "../../src/pagination.js";
 import { parseDuration } from "../../src/units.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";

@@ -53,7 +53,7 @@ export function meteringOf(deps: Pick<SimDeps, "agents">, item: Meterable): Mete
   const doc = item.doc;
   switch (item.kind) {
     case "sandbox":
-      // With real agents, a sandbox is billed for its agent's run time (sandbox-usage.ts).
+      // With real agents, a sandbox is billed for its agent's run time (sandboxes/usage.ts).
       return deps.agents ? undefined : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
     case "agent":
       return { type: "agent", dimension: "agent_compute_runtime_gbs", gb: memoryGb(doc), live: "deployment" };

@@ -3,7 +3,7 @@ import type { SandboxAgents } from "../agents/registry.js";
 import type { OpContext } from "../http/operation.js";
 import type { SandboxImages } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
-import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { sandboxKind } from "./kind.js";
 import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRuntime } from "./runtime.js";

@@ -28,7 +28,7 @@ export interface ExpiringDoc {
   };
   terminatedAt?: string;
   lastUsedAt?: string;
-  /** When the sandbox was first ready (agents/sandbox-status.ts); absent before, and for records-only sandboxes. */
+  /** When the sandbox was first ready (sandboxes/status.ts); absent before, and for records-only sandboxes. */
   __readyAt?: string;
 }
 

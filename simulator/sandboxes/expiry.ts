@@ -1,7 +1,7 @@
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { StoredResource } from "../store/resources.js";
 import type { SimDeps } from "../deps.js";
-import { recordStatus } from "../agents/sandbox-status.js";
+import { recordStatus } from "./status.js";
 import { unmeterResource } from "../resources/usage.js";
 import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";

@@ -4,7 +4,7 @@ import type { OpContext } from "../http/operation.js";
 import { crudOperations, insertNew, loadItem, renderDoc, save, buildNew } from "../resources/crud.js";
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { sandboxKind } from "./kind.js";
 import type { StoredResource } from "../store/resources.js";
 import { dropTerminated } from "./expiry.js";
 import type { SandboxRuntime } from "./runtime.js";

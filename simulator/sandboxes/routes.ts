@@ -4,10 +4,10 @@ import { ApiError, errors } from "../../src/errors.js";
 import { secretsEqual } from "../../src/auth.js";
 import { scopeFor } from "../auth/scopes.js";
 import { parse, queryBool } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
-import { previewKind, previewTokenKind, sandboxKind } from "../resources/kinds/sandbox.js";
+import { previewKind, previewTokenKind, sandboxKind } from "./kind.js";
 import { genericUpdate } from "./records-runtime.js";
 
 /**

@@ -6,7 +6,7 @@ import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
 import type { SimDeps } from "../deps.js";
 import { resetState } from "./reset.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
 import { expireDueSandboxes } from "../sandboxes/expiry.js";
 import { followForcedStatus } from "../sandboxes/agent-lifecycle.js";

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { provisionDrive, retireDrive } from "../../agents/drives.js";
-import { iso } from "../../clock.js";
+import { toIso as iso } from "../../../src/clock.js";
 import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 

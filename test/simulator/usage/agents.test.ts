@@ -4,7 +4,7 @@ import { rmSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
-import { recordAgentEvent } from "../../../simulator/agents/sandbox-status.js";
+import { recordAgentEvent } from "../../../simulator/sandboxes/status.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
 import { assembleDeps, openState, type SimRuntime } from "../../../simulator/root.js";
 import { ProcessLauncher } from "../../../simulator/launcher/index.js";

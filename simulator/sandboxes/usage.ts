@@ -1,7 +1,7 @@
 import type { SimDeps } from "../deps.js";
 import type { SupervisorEvent } from "../launcher/index.js";
-import type { ResourceDoc } from "./kind.js";
-import { refOf } from "./usage.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { refOf } from "../resources/usage.js";
 
 export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
 

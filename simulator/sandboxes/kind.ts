@@ -1,17 +1,17 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
-import { errors } from "../../../src/errors.js";
-import type { OpContext } from "../../http/operation.js";
-import { previewUrl } from "../../previews/urls.js";
-import type { ResourceDoc, ResourceKind } from "../kind.js";
-import { maskEnvs, maskMap } from "../render.js";
-import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
-import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
-import { SANDBOX_CHILDREN } from "../../sandboxes/children.js";
-import { expireDueSandboxes } from "../../sandboxes/expiry.js";
-import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
-import { NetworkSpecError, parseNetwork } from "../../egress/policy.js";
-import { attachmentProblem, type VolumeAttachment } from "../../agents/volumes.js";
+import { errors } from "../../src/errors.js";
+import type { OpContext } from "../http/operation.js";
+import { previewUrl } from "../previews/urls.js";
+import type { ResourceDoc, ResourceKind } from "../resources/kind.js";
+import { maskEnvs, maskMap } from "../resources/render.js";
+import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
+import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
+import { SANDBOX_CHILDREN } from "./children.js";
+import { expireDueSandboxes } from "./expiry.js";
+import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
+import { NetworkSpecError, parseNetwork } from "../egress/policy.js";
+import { attachmentProblem, type VolumeAttachment } from "../agents/volumes.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
