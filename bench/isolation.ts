@@ -1,5 +1,5 @@
 /**
- * bench:e2e's isolated-sandbox lines (issue 12), each beside a baseline measured in the same run:
+ * bench:e2e's isolated-sandbox lines, each beside a baseline measured in the same run:
  *  - create-to-ready of an isolated sandbox (the default launcher), against the process launcher's cold start;
  *  - N idle sandboxes running at once, memory per sandbox (agent, bwrap and slirp4netns included): what the
  *    machine's available memory (MemAvailable) drops by per sandbox, the sum of PSS (shared pages split

@@ -23,7 +23,7 @@ export interface Operation {
   path: string;
   /**
    * The scope a credential needs (`admin` covers all): every operation names
-   * one (issue 14), `admin` where the seed has no scope for the resource.
+   * one, `admin` where the seed has no scope for the resource.
    */
   scope: Scope;
   /** A narrower scope that allows this operation too, from its path parameters (a drive token: `drive:<name>`). */
@@ -114,7 +114,7 @@ export class Dispatcher {
       principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,
     };
     const result = op.handler(ctx);
-    // Handlers that wait on a sandbox's agent (issue 7: create returns once it is healthy) return a promise.
+    // Handlers that wait on a sandbox's agent (create returns once it is healthy) return a promise.
     if (result instanceof Promise) return result.then((value) => send(res, value));
     send(res, result);
   }

@@ -43,7 +43,7 @@ const shareKey = (ctx: OpContext) => `${parseResourceType(ctx.params.resourceTyp
 
 /**
  * Copies a shared image into the target workspace. An image of the same
- * name there is never replaced (issue 14): tags it lacks are added beside
+ * name there is never replaced: tags it lacks are added beside
  * its own; a tag it already has is a 409 unless `force` (accepting a pending
  * share with ?force=true), which replaces those tags only.
  */

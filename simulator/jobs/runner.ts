@@ -13,7 +13,7 @@ import { settleExecution } from "./usage.js";
 import type { ExecutionRef, JobExecutor } from "./executor.js";
 
 /**
- * Runs job executions for real (issue 12): each attempt of a task gets its own
+ * Runs job executions for real: each attempt of a task gets its own
  * environment from the simulator's launcher, like a sandbox's (a fresh root
  * and agent state dir under <dir>/jobs/, the job's image, its envs, the
  * execution's overrides and what blStartJob reads), runs the job's command

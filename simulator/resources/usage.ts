@@ -7,7 +7,7 @@ import type { ResourceDoc } from "./kind.js";
 import type { Deployable } from "./lifecycle.js";
 
 /**
- * Usage metering of workspace resources (account metrics, issue 6): after
+ * Usage metering of workspace resources (account metrics): after
  * every change of a resource, `meterResource` tells the meter whether it is
  * live and how big it is; a delete closes its spans. Deployments are
  * metered while DEPLOYED, from the due time of the move (moves are settled

@@ -13,7 +13,7 @@ import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 
 /**
- * A real sandbox's status follows its agent (issue 7, "status and events
+ * A real sandbox's status follows its agent ("status and events
  * always tell the truth"): each operation that starts or stops the agent
  * records the in-between status at once (DEPLOYING, ARCHIVING, DEACTIVATING,
  * UNARCHIVING: what a GET sees meanwhile), then the end status once the agent

@@ -51,7 +51,7 @@ export const sandboxKind: ResourceKind = {
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
     doc.metadata.url = ctx.deps.agents
-      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy (issue 7)
+      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy
       : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
     doc.state = "RUNNING";
     if (ctx.deps.agents) checkVolumeAttachments(doc, ctx);
@@ -71,7 +71,7 @@ export const sandboxKind: ResourceKind = {
     const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
     return expiry && { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) };
   },
-  // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED (issue 12).
+  // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED.
   beforeRead(ctx, name) {
     expireDueSandboxes(ctx.deps, { workspace: ctx.workspace, sandbox: name });
   },
@@ -166,8 +166,8 @@ export const previewTokenKind: ResourceKind = {
 
 /**
  * `spec.network.proxy.routing[].secrets` are write-only in the SDK's types
- * ("never returned in API responses"): always "***", even for an admin
- * (issue 14); a "***" sent back on update keeps the stored value (crud.ts).
+ * ("never returned in API responses"): always "***", even for an admin (a secret
+ * read back is a secret leaked); a "***" sent back on update keeps the stored value (crud.ts).
  */
 function maskRoutingSecrets(network: unknown): unknown {
   const proxy = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy;

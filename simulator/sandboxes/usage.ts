@@ -6,7 +6,7 @@ import { refOf } from "../resources/usage.js";
 export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
 
 /**
- * A sandbox with a real agent is billed for the agent's run time (issue 7):
+ * A sandbox with a real agent is billed for the agent's run time:
  * its compute span opens when the agent is healthy (started, restarted) and
  * closes when it stops, crashes or cannot be restarted; memory × time as for
  * every compute dimension (spec.runtime.memory, 4096 MB by default).

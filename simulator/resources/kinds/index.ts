@@ -8,7 +8,7 @@ import { agentKind, applicationKind, functionKind, jobKind, modelKind } from "./
 /**
  * Every table-driven resource kind; crud.ts serves each. Add new kinds here. The kinds in this folder import
  * up from resources/ (kind.ts, schemas.ts, render.ts, references.ts): they are instances of the interface and
- * helpers defined there, one floor up by design; nothing up there imports a kind back.
+ * helpers defined there, one floor up by design (the operations table and extras.ts import the kinds from above; madge keeps that free of circles).
  */
 export const RESOURCE_KINDS: readonly ResourceKind[] = [
   sandboxKind, previewKind, previewTokenKind,

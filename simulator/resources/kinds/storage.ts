@@ -103,7 +103,7 @@ export const driveKind: ResourceKind = {
   prepare(doc, ctx) {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
-    // With real sandboxes (issue 7) a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
+    // With real sandboxes a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
     if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
   },
   // Refused while a sandbox has it mounted; then its files go with it.

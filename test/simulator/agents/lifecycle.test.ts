@@ -128,7 +128,7 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(archived.body.status).toBe("ARCHIVED");
     expect(statuses(archived.body.events).slice(-2)).toEqual(["ARCHIVING", "ARCHIVED"]);
     expect(agentOf("shelved")).toBeUndefined();
-    // An archived sandbox exists but has no agent now: 503 WORKLOAD_UNAVAILABLE (retry), not 404 (issue 12).
+    // An archived sandbox exists but has no agent now: 503 WORKLOAD_UNAVAILABLE (retry), not 404.
     const shelved = await api.post("/sbx/default/shelved/process", { command: "true" });
     expect(shelved.status).toBe(503);
     expect(shelved.body.error).toMatchObject({ code: "WORKLOAD_UNAVAILABLE", message: expect.stringContaining("ARCHIVED") });

@@ -12,7 +12,7 @@ import { resourceUid } from "../../../simulator/resources/usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 
 /**
- * Sandboxes with real agents are billed for the agents' run time (issue 7):
+ * Sandboxes with real agents are billed for the agents' run time:
  * from the moment the agent is healthy until it stops or crashes. The
  * simulator clock is frozen, so only test-hook advances count.
  * (npm run build first: the agents run from dist/.)
