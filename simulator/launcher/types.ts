@@ -8,7 +8,6 @@ import { rmSync } from "node:fs";
 import type { Socket } from "node:net";
 import type { AgentEndpoint } from "./endpoint.js";
 import type { SandboxEgressSpec } from "./gateway.js";
-import type { IdMapping } from "./id-map.js";
 
 export interface LaunchSpec {
   workspace: string;
@@ -115,8 +114,11 @@ export interface Launcher {
   readonly name: string;
   /** What it isolates (describeLauncher: a launcher without it is "a custom launcher", not isolated). */
   describe?(): LauncherDescription;
-  /** The user ids a sandbox gets (a launcher that maps a range of subordinate ids); `owner` is the directory whose owner they map to. */
-  mapIds?(owner?: string): IdMapping;
+  /**
+   * The user ids a sandbox gets (bwrap: a block of subordinate ids, id-map.ts), for the directory `owner`:
+   * "single" when only the simulator's own id can be had, and why.
+   */
+  mapIds?(owner?: string): { kind: "range" | "single"; reason?: string };
   /**
    * True when the launcher lays each sandbox over LaunchSpec.imageRootDir (an isolating launcher with an
    * overlay): the simulator then resolves spec.runtime.image to a root filesystem before each start (building
