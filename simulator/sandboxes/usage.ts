@@ -1,7 +1,10 @@
-import type { SimDeps } from "../deps.js";
 import type { SupervisorEvent } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { refOf } from "../resources/usage.js";
+import type { SandboxAgents } from "../agents/registry.js";
+import type { Clock } from "../../src/clock.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { ResourceStore } from "../store/resources.js";
 
 export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
 
@@ -12,7 +15,7 @@ export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
  * every compute dimension (spec.runtime.memory, 4096 MB by default).
  * Called with every supervisor event of a sandbox's agent.
  */
-export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "clock" | "agents">, workspace: string, sandbox: string, event: SupervisorEvent): void {
+export function meterSandboxAgent(deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents?: SandboxAgents }, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return; // deleted: the delete closed its spans
   const ref = refOf(item, "sandbox");
