@@ -8,7 +8,7 @@
  *   await sim.stop();                            // stops every sandbox's agent
  */
 import type { SimConfig } from "./simulator/config.js";
-import { serveSimulator } from "./simulator/agents/serve.js";
+import { serveSimulator } from "./simulator/serve.js";
 import type { Launcher } from "./simulator/launcher/types.js";
 
 export interface StartSimulatorOptions extends Partial<Omit<SimConfig, "port" | "launcher">> {

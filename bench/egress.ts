@@ -1,4 +1,4 @@
-import { serveSimulator } from "../simulator/agents/serve.js";
+import { serveSimulator } from "../simulator/serve.js";
 import { probeIsolation } from "../simulator/launcher/isolation.js";
 import { fmt, peakRssMiB } from "./lib.js";
 

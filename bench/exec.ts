@@ -130,7 +130,7 @@ async function main(): Promise<void> {
  * also tell the bench its sandbox's agent endpoint and token (for the straight-to-the-agent line).
  */
 async function serve(source: "store" | "host"): Promise<void> {
-  const { serveSimulator } = await import("../simulator/agents/serve.js");
+  const { serveSimulator } = await import("../simulator/serve.js");
   const sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "warn", imageSource: source, prebuild: "none", warmSandboxes: 0 });
   process.send!({ url: sim.url });
   process.on("message", async () => {

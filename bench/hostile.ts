@@ -1,5 +1,5 @@
 /**
- * bench:hostile — what anonymous hostile requests cost the simulator (issue 14, items 5 and 6),
+ * bench:hostile — what anonymous hostile requests cost the simulator,
  * beside a baseline measured in the same run on the same process:
  *
  * 1. Host-header routing: CPU per request with `Host: sbx-` + N × `a-` (default 7,000: ~14 KB, the

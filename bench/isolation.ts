@@ -1,5 +1,5 @@
 /**
- * bench:e2e's isolated-sandbox lines (issue 12), each beside a baseline measured in the same run:
+ * bench:e2e's isolated-sandbox lines, each beside a baseline measured in the same run:
  *  - create-to-ready of an isolated sandbox (the default launcher), against the process launcher's cold start;
  *  - N idle sandboxes running at once, memory per sandbox (agent, bwrap and slirp4netns included): what the
  *    machine's available memory (MemAvailable) drops by per sandbox, the sum of PSS (shared pages split
@@ -176,7 +176,7 @@ export async function benchIsolation(base: string): Promise<void> {
   const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));
   imageRootDir = undefined; // the process launcher runs on the host's root
   const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
-  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.describe()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.isolationDetail()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
   await idMappingCost(base);
   imageRootDir = image.rootfs;
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);

@@ -28,7 +28,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import httpProxy from "http-proxy";
 import { benchEgress } from "./egress.js";
-import { serveSimulator } from "../simulator/agents/serve.js";
+import { serveSimulator } from "../simulator/serve.js";
 import type { AgentEndpoint } from "../simulator/launcher/endpoint.js";
 import { probeIsolation } from "../simulator/launcher/isolation.js";
 import { cmdlineOf, descendantsOf } from "../simulator/launcher/proc.js";

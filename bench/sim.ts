@@ -12,7 +12,7 @@
  *   BENCH_SIM_WARMUP   unmeasured create/get/delete rounds per server first (default 300)
  *
  * Volumes, not sandboxes: since the simulator runs a real sandbox-agent per
- * sandbox (issue 7), a sandbox create measures process start-up (bench:e2e);
+ * sandbox, a sandbox create measures process start-up (bench:e2e);
  * a volume is a pure control-plane record with the same code path
  * (auth, validation, store, versioned paginated list). The `get sandbox` line
  * reads one real sandbox (bwrap, the host's root: no image to build) at the

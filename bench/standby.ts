@@ -16,7 +16,7 @@
  * waiting --standby-after). No assertion: a bench reports.
  */
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
-import { serveSimulator } from "../simulator/agents/serve.js";
+import { serveSimulator } from "../simulator/serve.js";
 import type { FreezableAgent } from "../simulator/standby/controller.js";
 import { treePssBytes } from "../simulator/launcher/proc.js";
 import { fmt, peakRssMiB, percentile } from "./lib.js";

@@ -17,7 +17,7 @@ import { execFileSync } from "node:child_process";
 import { request } from "node:http";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { serveSimulator } from "../simulator/agents/serve.js";
+import { serveSimulator } from "../simulator/serve.js";
 import { dockerUnavailable } from "../simulator/launcher/docker.js";
 import { DockerLauncher, SwarmLauncher, type Launcher } from "../simulator/launcher/index.js";
 import { fmt, peakRssMiB, percentile } from "./lib.js";

@@ -16,7 +16,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import WebSocket, { WebSocketServer } from "ws";
-import { serveSimulator } from "../simulator/agents/serve.js";
+import { serveSimulator } from "../simulator/serve.js";
 import { probeIsolation } from "../simulator/launcher/isolation.js";
 import { cmdlineOf, descendantsOf } from "../simulator/launcher/proc.js";
 import { fmt, peakRssMiB, percentile } from "./lib.js";

@@ -158,7 +158,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
 /**
  * SIGTERM/SIGINT: stop accepting, end log and exec streams at once (their
  * processes keep running: they outlive the agent), give other requests in
- * flight a grace period, then close the state (#14 item 16).
+ * flight a grace period, then close the state.
  */
 export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000, handOver = false): Promise<void> {
   const stopped = serving.stop(graceMs);

@@ -239,7 +239,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
 /**
  * The token from --token-file or --token-fd: its first line. A token in the
  * environment or argv is readable by every process of the sandbox through
- * /proc/<agent pid>/environ or cmdline (#14 item 17); a pipe read and closed
+ * /proc/<agent pid>/environ or cmdline; a pipe read and closed
  * at start-up, or a file only the agent may read, is not.
  */
 function readToken(file: string | undefined, fd: string | undefined, removeFile: boolean): string | undefined {

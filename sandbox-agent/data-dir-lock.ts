@@ -11,7 +11,7 @@ const LOCK_FILE = "agent.lock";
 const PID_FILE = "agent.pid";
 
 /**
- * One data dir, one agent (#14 item 14): two schedulers on one database
+ * One data dir, one agent: two schedulers on one database
  * would fire every schedule twice. The lock is SQLite's own, an fcntl lock
  * held for the life of a connection in EXCLUSIVE locking mode: the kernel
  * drops it when the process dies, kill -9 included, so a stale lock cannot

@@ -47,7 +47,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   v0.use(unauthenticatedBodyBudget());
   v0.use(apiVersion());
   v0.use(oauthRouter(deps));
-  // Account metrics (simulator/metrics, issue 6): the caller's account, admin flag and visible workspaces come from auth.
+  // Account metrics (simulator/metrics): the caller's account, admin flag and visible workspaces come from auth.
   v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage: deps.usage, meter: deps.meter, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
   app.use("/v0", v0);
   app.use(notFoundHandler());

@@ -52,4 +52,5 @@ export class SimClock implements Clock {
   }
 }
 
-export const iso = (ms: number): string => new Date(ms).toISOString();
+/** ISO 8601 text of an instant: the shared helper (the simulator imports it from src/clock.ts directly). */
+export { toIso as iso } from "../src/clock.js";

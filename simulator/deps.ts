@@ -1,29 +1,28 @@
-import { CursorCodec } from "../src/cursor.js";
-import { uuidIds, type Ids } from "../src/ids.js";
-import { silentLogger, type Logger } from "../src/logging.js";
-import { migrate, openDatabase, type Db } from "../src/sqlite.js";
-import { AccountStore } from "./accounts/store.js";
-import { applySeed, bootstrap, generateApiKey, readSeedFile } from "./accounts/seed.js";
-import { CredentialStore } from "./auth/credentials.js";
-import { PrincipalCache } from "./auth/principal-cache.js";
-import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./auth/signing-secrets.js";
-import { SimClock } from "./clock.js";
+import type { CursorCodec } from "../src/cursor.js";
+import type { Ids } from "../src/ids.js";
+import type { Logger } from "../src/logging.js";
+import type { Db } from "../src/sqlite.js";
+import type { AccountStore } from "./accounts/store.js";
+import type { CredentialStore } from "./auth/credentials.js";
+import type { PrincipalCache } from "./auth/principal-cache.js";
+import type { Principal } from "./auth/principal.js";
+import type { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
-import type { JobRunner } from "./jobs/runner.js";
+import type { JobExecutor } from "./jobs/executor.js";
+import type { SandboxRuntime } from "./sandboxes/runtime.js";
+import type { IncomingHttpHeaders } from "node:http";
+import type { ApiVersion } from "../src/versioning.js";
+import type { Role } from "./accounts/store.js";
 import type { SandboxImages } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
-import { SimConfigSchema } from "./config.js";
-import { UsageMeter } from "./metrics/meter.js";
-import { UsageStore } from "./metrics/store.js";
+import type { UsageMeter } from "./metrics/meter.js";
+import type { UsageStore } from "./metrics/store.js";
 import type { SupervisorEvent } from "./launcher/index.js";
-import { meterSandboxAgent } from "./resources/sandbox-usage.js";
-import { settleJobUsage } from "./jobs/usage.js";
-import { ResourceStore } from "./store/resources.js";
-import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
-import { initialHooksState, type TestHooksState } from "./test-hooks/state.js";
+import type { ResourceStore } from "./store/resources.js";
+import type { TestHooksState } from "./test-hooks/state.js";
 
-/** Everything a handler may use; built once by openSimulator, passed to createSimulatorApp. */
-export interface SimDeps {
+/** The state every simulator shares, records-only or with real sandboxes: configuration, database, stores, clock, ids, metering. */
+export interface SimCore {
   config: SimConfig;
   db: Db;
   accounts: AccountStore;
@@ -34,93 +33,80 @@ export interface SimDeps {
   logger: Logger;
   cursors: CursorCodec;
   jwtSecret: Buffer;
-  principals: PrincipalCache;
+  principals: PrincipalCache<Principal>;
   testHooks: TestHooksState;
-  /** Base URL of this simulator (set by main after listening); used for metadata.url. */
+  /** Base URL of this simulator (set by serveSimulator once listening, the only field written later); used for metadata.url. */
   urls: { base: string };
   /** The admin API key of the default workspace. */
   adminApiKey: string;
-  /** Real sandbox-agents behind sandboxes (set by serveSimulator); absent, sandboxes are records only. */
-  agents?: SandboxAgents;
-  /** Runs job executions' tasks through the launcher (set by serveSimulator); absent, executions follow their simulated plan. */
-  jobs?: JobRunner;
-  /** Sandbox images (simulator/images, set by serveSimulator with --image-source store): a create's image is checked, then resolved to a root filesystem. */
-  images?: SandboxImages;
-  /** How sandboxes' agents run (set by serveSimulator), for /health: the launcher and what it isolates. */
-  sandboxIsolation?: { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string }; standby?: { afterMs: number } | { unavailable: string } };
   /** Account-metrics usage events (simulator/metrics), in the same database. */
   usage: UsageStore;
   /** Open usage spans of live resources (running, stored, verified), recorded as they live. */
   meter: UsageMeter;
+}
+
+/** How sandboxes' agents run, for /health and the start-up line: the launcher and what it isolates. */
+export interface SandboxIsolation {
+  launcher: string;
+  isolated: boolean;
+  detail: string;
+  userIds?: { all: boolean; detail: string };
+  /** Standby: the idle period, or why sandboxes never sleep with this launcher. */
+  standby?: { afterMs: number } | { unavailable: string };
+}
+
+/** What runs sandboxes and jobs for real (serveSimulator builds it); none of it in a records-only simulator. */
+export interface RealWorkloads {
+  /** Real sandbox-agents behind sandboxes; absent, sandboxes are records only. */
+  agents?: SandboxAgents;
+  /** Runs job executions' tasks through the launcher; absent, executions follow their simulated plan. */
+  jobs?: JobExecutor;
+  /** Sandbox images (simulator/images, with --image-source store): a create's image is checked, then resolved to a root filesystem. */
+  images?: SandboxImages;
+  sandboxIsolation?: SandboxIsolation;
+}
+
+/**
+ * Everything a handler may use: the type only. The composition root (root.ts, serve.ts) builds it once,
+ * complete; this file imports types alone, so any module may name it without importing what builds it. The
+ * arrows from the folders below up to this file are the only ones kept besides the resource kinds': a
+ * module naming the dependencies it takes (Pick<SimDeps, ...>) is what lets the root hand them in.
+ */
+export interface SimDeps extends SimCore {
+  readonly agents?: SandboxAgents;
+  readonly images?: SandboxImages;
+  readonly sandboxIsolation?: SandboxIsolation;
+  /** What runs behind sandbox records: nothing (records only) or real agents. */
+  readonly sandboxes: SandboxRuntime<OpContext>;
+  /** Runs job executions' tasks for real, or (records only) leaves them to their simulated plan. */
+  readonly jobs: JobExecutor;
   /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */
   onSandboxAgentEvent: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
 }
 
-export interface SimOverrides {
-  clock?: SimClock;
-  ids?: Ids;
-  logger?: Logger;
+/** One operation's call (http/operation.ts runs it): here, beside SimDeps, because the sandbox runtime in SimDeps takes it. */
+/** What a handler sees of the HTTP request. */
+export interface RequestView {
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: unknown;
 }
 
-export interface SimRuntime {
+export interface OpContext {
   deps: SimDeps;
-  close(): void;
-}
-
-export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
-  const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
-  const seed = config.seed ? readSeedFile(config.seed) : undefined;
-  const db = openDatabase(config.data);
-  migrate(db, SIMULATOR_MIGRATIONS);
-  migrate(db, SIGNING_SECRET_MIGRATIONS);
-  const clock = overrides.clock ?? new SimClock();
-  const principals = new PrincipalCache();
-  const resources = new ResourceStore(db);
-  const usage = new UsageStore(db);
-  // Account changes can drop principals' rights, and a workspace deletion removes rows behind the resource store.
-  const changed = () => {
-    principals.invalidate();
-    resources.clearCache();
-  };
-  const deps: SimDeps = {
-    config,
-    db,
-    accounts: new AccountStore(db, changed),
-    credentials: new CredentialStore(db, changed),
-    resources,
-    clock,
-    ids: overrides.ids ?? uuidIds,
-    logger: overrides.logger ?? silentLogger(),
-    cursors: new CursorCodec({ now: () => clock.now(), secret: signingSecret(db, "cursor") }),
-    jwtSecret: signingSecret(db, "jwt"),
-    principals,
-    testHooks: initialHooksState(config.testHooks),
-    urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
-    // One admin key per data file: a restart with --data prints the key it printed before (unless --api-key).
-    adminApiKey: config.apiKey ?? storedSecretText(db, "admin-api-key", generateApiKey),
-    usage,
-    meter: new UsageMeter(usage, clock),
-    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
-  };
-  // Job executions end on the clock: the ones nobody read are recorded before each metrics query.
-  deps.meter.beforeFlush((now) => settleJobUsage(deps, now));
-  bootstrap(deps, config.workspace, deps.adminApiKey);
-  if (seed) applySeed(deps, seed);
-  return { deps, close: () => db.close() };
-}
-
-/** Wipes every table and re-creates the start state (POST /_sim/reset). */
-export function resetState(deps: SimDeps): void {
-  deps.db.transaction(() => {
-    for (const table of ["resources", "oauth_grants", "oauth_clients", "api_keys", "service_accounts", "memberships", "users", "workspaces", "accounts"]) deps.db.exec(`DELETE FROM ${table}`);
-    bootstrap(deps, deps.config.workspace, deps.adminApiKey);
-  })();
-  deps.principals.invalidate();
-  deps.resources.clearCache();
-  deps.clock.reset();
-  deps.testHooks.transitions = "timed";
-  deps.testHooks.faults.length = 0;
-  deps.testHooks.dns.clear();
-  deps.usage.clear();
-  deps.meter.clear();
+  req: RequestView;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  version: ApiVersion;
+  /** True from 2026-04-28: lists answer {data, meta}. */
+  paginated: boolean;
+  principal: Principal;
+  /** The selected workspace ("" for account-level operations). */
+  workspace: string;
+  role: Role | undefined;
+  /** Admin of the selected workspace (account admins and service accounts included). */
+  isAdmin: boolean;
+  /** Who to write in createdBy/updatedBy. */
+  actor: string;
 }

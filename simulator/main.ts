@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import { createLogger } from "../src/logging.js";
 import { onShutdownSignal } from "../src/serve.js";
 import { exitOnStartFailure, optionErrorLine, StartupError } from "../src/startup.js";
-import { serveSimulator } from "./agents/serve.js";
+import { serveSimulator } from "./serve.js";
 import { ConfigError, parseSimConfig, SIM_USAGE } from "./config.js";
 import { CONSOLE_PATH } from "./console/serve.js";
 import { dotenvLines } from "./env-lines.js";
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     return;
   }
   const logger = createLogger({ name: "sandbox-sim", level: config.logLevel, format: config.logFormat });
-  // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/agents/serve.ts).
+  // Control plane, sandbox proxy and one real sandbox-agent per sandbox (simulator/serve.ts).
   let served;
   try {
     served = await serveSimulator(config, { logger });

@@ -58,7 +58,7 @@ export function defaultMaxConnections(limit = openFilesLimit()): number {
 }
 
 /**
- * Listens with timeouts fit for long streams (#14 item 15, as the reference
+ * Listens with timeouts fit for long streams (as the reference
  * daemon: a bound on headers and on idle keep-alive connections, none on a
  * response, so log streams and downloads last as long as they need) plus a
  * bound on a body that stops arriving. Connections are capped below the fd

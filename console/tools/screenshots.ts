@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { serveSimulator } from "../../simulator/agents/serve.js";
+import { serveSimulator } from "../../simulator/serve.js";
 import { chromiumMissing, launchChromium } from "./browser.js";
 import { apiCaller } from "./call.js";
 import { packageRoot } from "./paths.js";

@@ -8,7 +8,7 @@ import type { DriveRecord } from "./store.js";
  *   the same symlink) is on top of its path;
  * - `moved`: that mount still exists, elsewhere: a process of the sandbox
  *   renamed a directory above it (a mount point itself cannot be renamed).
- *   Kept, listed and unmounted where it is now (#14 item 12: a directory
+ *   Kept, listed and unmounted where it is now (a directory
  *   swapped mid-request never leaves a mount the agent lost track of);
  * - `gone`: unmounted behind the agent's back, to be forgotten.
  */

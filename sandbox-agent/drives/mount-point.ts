@@ -11,7 +11,7 @@ import { changed } from "./pinned-mount.js";
  * pre-existing directory is used as it is — never chowned, never emptied: the
  * mount only shadows its contents (the reference daemon's anti-takeover rule,
  * sandbox-agent.md §3.2). Directories are made one at a time, each in the
- * held one before it (#14 item 12): a parent swapped for a link meanwhile is
+ * held one before it: a parent swapped for a link meanwhile is
  * met as a link, never followed.
  *
  * `directory`: the mount point must be (or become) a directory.

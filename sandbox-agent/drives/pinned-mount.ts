@@ -3,12 +3,12 @@ import { posix } from "node:path";
 import { ApiError, errors, isErrno } from "../../src/errors.js";
 import { fdPath, O_PATH } from "../paths/beneath.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
-import { DriveBusyError } from "./backends/types.js";
+import { DriveBusyError } from "./backends/busy-error.js";
 import { readMountTable, type MountEntry } from "./mount-table.js";
 import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "./run.js";
 
 /**
- * Mount points held open (#14 item 12). mount(8) and umount(8) resolve the
+ * Mount points held open. mount(8) and umount(8) resolve the
  * path strings they are given, so a parent swapped for a symlink between the
  * agent's check and the mount put bind mounts outside --root. Here the mount
  * point's parent is pinned (SandboxPaths.use), the mount point is opened

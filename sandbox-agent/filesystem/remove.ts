@@ -35,7 +35,7 @@ const OPEN_DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLL
 
 /**
  * `rm -r` of `name` in the held directory `dir`, one directory descriptor per
- * level (#14 item 12): each directory is opened with O_NOFOLLOW relative to
+ * level: each directory is opened with O_NOFOLLOW relative to
  * its parent's descriptor and listed and emptied through that descriptor, so
  * a directory swapped for a symlink mid-walk is met as the link itself (and
  * unlinked), never followed. fs.rm re-resolves `a/b/c` strings at every step,

@@ -73,7 +73,7 @@ const ACCEPTED_BODY = /^(application\/json|application\/[\w.+-]+\+json|applicati
 /**
  * An agent without a token answers whoever reaches it, and a web page in a
  * browser on the same machine can reach a loopback port. Three checks keep a
- * page from driving it (#14 item 9):
+ * page from driving it:
  * - no CORS headers at all, so a page cannot read any answer;
  * - the Host header must name the loopback (a page that rebinds its own DNS
  *   name to 127.0.0.1 still sends its own name), and a cross-origin `Origin`

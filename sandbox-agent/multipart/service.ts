@@ -140,7 +140,7 @@ export class MultipartService {
         if (normalizeEtag(etag) !== part.etag) throw errors.badRequest(`parts: etag mismatch for part ${partNumber}: uploaded ${part.etag}, got ${etag}`);
         return part;
       });
-      // The destination's directory is resolved and held open: the rename lands where it was checked (#14 item 12).
+      // The destination's directory is resolved and held open: the rename lands where it was checked.
       const size = await this.#o.paths.use(upload.path, { follow: true, createParents: true }, (target) => this.#assemble(upload, target.entryPath, chosen));
       this.#o.store.delete(id);
       await removeQuietly(this.uploadDir(id));

@@ -42,7 +42,7 @@ export interface PortForwarder {
 export interface PortForwarderOptions {
   /**
    * Without a token: why a request a web page may have made is refused
-   * (guardUnauthenticated's Host and Origin checks, #14 item 9), or undefined.
+   * (guardUnauthenticated's Host and Origin checks), or undefined.
    * /port runs before the app's middleware, so it asks itself.
    */
   browserRefusal?: (headers: IncomingHttpHeaders) => string | undefined;

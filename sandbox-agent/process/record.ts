@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { toIso } from "../../src/clock.js";
-import type { ProcessRecord } from "./manager.js";
+import type { ProcessRecord } from "./types.js";
 import type { ProcessRow, ProcessStatus } from "./store.js";
 
 /** What an exit means when nobody asked for it (stop, kill and timeout set their own status). */

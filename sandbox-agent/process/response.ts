@@ -6,7 +6,7 @@ export const INLINE_OUTPUT_BYTES = 64 * 1024;
 /**
  * Output inlined per list entry of GET /process: a short tail. 1,000
  * processes with 64 KiB each made a 263 MB reply, and NUL bytes (escaped
- * six-fold in JSON) past V8's longest string a 500 (#14 item 10); the whole
+ * six-fold in JSON) past V8's longest string a 500; the whole
  * output is one GET /process/{id} or /logs away.
  */
 export const LIST_OUTPUT_BYTES = 1024;

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { errors, isErrno } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
-import type { StartProcessRequest } from "./manager.js";
+import type { StartProcessRequest } from "./types.js";
 
 /** Characters that would make a name unusable in a URL path segment or a log line. */
 const CONTROL = /[\u0000-\u001f\u007f]/;

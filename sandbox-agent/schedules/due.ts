@@ -1,5 +1,4 @@
 import { nextCronFire, parseCron, type CronSpec } from "./cron.js";
-import type { ScheduleType } from "./timing.js";
 
 /**
  * What is due, and when next: pure functions of a schedule's timing and the
@@ -12,6 +11,9 @@ import type { ScheduleType } from "./timing.js";
  * from now. An `at` missed while down therefore fires once on start-up, and a
  * cron that missed N runs fires once.
  */
+/** How a schedule is stored (timing.ts says what each means); defined here, below timing.ts, which builds on this file. */
+export type ScheduleType = "cron" | "at";
+
 export interface Timing {
   type: ScheduleType;
   value: string;

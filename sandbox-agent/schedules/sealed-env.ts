@@ -9,7 +9,7 @@ const TAG_BYTES = 16;
 const PREFIX = "v1:";
 
 /**
- * Schedule env values at rest (#14 item 13): AES-256-GCM (node:crypto) over
+ * Schedule env values at rest: AES-256-GCM (node:crypto) over
  * the env object, so a copy of agent.db reveals no secret. The key is a file
  * of 32 random bytes, 0600, created on first use; by default it sits in the
  * data dir, which the API refuses to reach even when the data dir lies under

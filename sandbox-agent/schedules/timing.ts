@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { parseDuration } from "../../src/units.js";
 import { CronError } from "./cron.js";
-import { cronSpec } from "./due.js";
+import { cronSpec, type ScheduleType } from "./due.js";
 import { offsetAt, resolveLocal } from "./timezone.js";
 import type * as Chrono from "chrono-node";
 
@@ -15,7 +15,7 @@ const loadChrono = (): typeof Chrono => (chrono ??= createRequire(import.meta.ur
  * `sleep` never reaches storage: it is resolved to `at = now + duration` once,
  * on creation, so a restart cannot stretch it (Blaxel's SandboxScheduleEntry doc).
  */
-export type ScheduleType = "cron" | "at";
+export type { ScheduleType };
 
 export interface ResolvedTiming {
   type: ScheduleType;

@@ -56,7 +56,7 @@ async function allSettledThen<T>(promises: Promise<T>[]): Promise<T[]> {
  * Runs `search` on the search directory, confined like every path and held
  * open for the whole search: the workers walk from its `/proc/self/fd/N`
  * (descriptors are the process's, shared by its threads), so nothing swapped
- * above it once resolved can redirect the walk (#14 item 12). The descriptor
+ * above it once resolved can redirect the walk. The descriptor
  * is closed only once every worker has answered or died (SearchPool.run
  * settles no sooner), so a walk never starts from a reused number.
  */

@@ -57,7 +57,7 @@ interface Frame {
  * directory bytewise, as Go's filepath.Walk does), one directory listing in
  * memory per level. Symlinks are reported, never followed, so the walk cannot
  * leave the directory it started in: each directory is opened O_NOFOLLOW from
- * its parent's descriptor and listed through its own (#14 item 12), so one
+ * its parent's descriptor and listed through its own, so one
  * swapped for a symlink mid-walk is skipped, not entered. Directories that
  * cannot be read are skipped and counted. `visit` returning false stops the walk.
  */

@@ -23,7 +23,7 @@ export const UNAVAILABLE_ROUTES: { method: "get" | "post" | "put" | "delete" | "
   { method: "put", path: "/codegen/fastapply/{*path}", what: "codegen fast-apply", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "get", path: "/codegen/reranking/{*path}", what: "codegen reranking", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "all", path: "/archive/{*rest}", what: "archive export and resume", why: "snapshots are the simulator's (control plane), not the agent's" },
-  { method: "all", path: "/swagger/{*rest}", what: "the Swagger UI", why: "the API is documented in the README" },
+  { method: "all", path: "/swagger/{*rest}", what: "the Swagger UI", why: "the API is documented in docs/sandbox-agent-api.md" },
 ];
 
 const UpgradeBody = z.object({ version: z.string().optional(), baseUrl: z.string().optional() });

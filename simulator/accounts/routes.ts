@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { checkAvailability } from "./availability.js";
@@ -94,7 +94,7 @@ export const accountOperations: Operation[] = [
       if (!ctx.principal.accountAdmin || ws.accountId !== ctx.principal.accountId) throw errors.forbidden("only an admin of the account may delete its workspaces");
       // Its sandboxes' agents are stopped and their files retired (--sandbox-retention), its drives removed.
       const sandboxes = ctx.deps.resources.allOfKind(ws.name, ["sandbox"]).filter((i) => i.parent === "").map((i) => i.name);
-      ctx.deps.jobs?.cancelJob(ws.name); // job tasks running for real stop with their workspace
+      ctx.deps.jobs.cancelJob(ws.name); // job tasks running for real stop with their workspace
       void ctx.deps.agents?.retireWorkspace(ws.name, sandboxes, (err) => ctx.deps.logger.warn({ workspace: ws.name, err: err.message }, "workspace sandbox cleanup failed"));
       ctx.deps.accounts.deleteWorkspace(ws.name);
       ctx.deps.meter.stopWorkspace(ws.name); // its resources are gone: their usage ends now

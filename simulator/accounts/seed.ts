@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import { StartupError } from "../../src/startup.js";
 import { randomToken } from "../../src/ids.js";
 import { errors } from "../../src/errors.js";
-import type { SimDeps } from "../deps.js";
-import { iso } from "../clock.js";
+import type { SimCore } from "../deps.js";
+import { toIso as iso } from "../../src/clock.js";
 import { digest } from "../auth/credentials.js";
 import { NAME_PATTERN } from "../resources/metadata.js";
 import { redirectUriSchema } from "../auth/redirect-uri.js";
@@ -31,7 +31,7 @@ export const SeedSchema = z.strictObject({
 });
 export type Seed = z.infer<typeof SeedSchema>;
 
-export function createWorkspace(deps: SimDeps, input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string }): Record<string, unknown> {
+export function createWorkspace(deps: SimCore, input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string }): Record<string, unknown> {
   const now = deps.clock.now();
   if (deps.accounts.workspace(input.name)) throw errors.conflict(`workspace "${input.name}" already exists`);
   if (!deps.accounts.account(input.accountId)) throw errors.badRequest(`accountId: account "${input.accountId}" does not exist`);
@@ -53,7 +53,7 @@ export function createWorkspace(deps: SimDeps, input: { name: string; accountId:
 }
 
 /** Creates (or extends) accounts, workspaces and users; each user's apiKey becomes a working Bearer credential. */
-export function applySeed(deps: SimDeps, seed: Seed): { accounts: number; workspaces: number; users: number; oauthClients: number } {
+export function applySeed(deps: SimCore, seed: Seed): { accounts: number; workspaces: number; users: number; oauthClients: number } {
   const run = deps.db.transaction(() => {
     const now = deps.clock.now();
     for (const a of seed.accounts) deps.accounts.putAccount(a.id, a.name ?? a.id, now);
@@ -84,7 +84,7 @@ export const DEFAULT_ACCOUNT = "local";
 export const DEFAULT_ADMIN_EMAIL = "admin@local.test";
 
 /** The state every fresh simulator starts from: account `local`, the default workspace, an admin with the API key. */
-export function bootstrap(deps: SimDeps, workspace: string, apiKey: string): void {
+export function bootstrap(deps: SimCore, workspace: string, apiKey: string): void {
   applySeed(deps, {
     accounts: [{ id: DEFAULT_ACCOUNT, name: "Local account" }],
     workspaces: [{ name: workspace, accountId: DEFAULT_ACCOUNT }],

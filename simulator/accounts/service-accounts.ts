@@ -3,7 +3,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { randomToken } from "../../src/ids.js";
 import { parseDuration } from "../../src/units.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { digest, type ApiKeyRow, type ServiceAccountRow } from "../auth/credentials.js";
 import type { Operation, OpContext } from "../http/operation.js";
 

@@ -1,6 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { Db } from "../../src/sqlite.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 
 export type Role = "admin" | "member";
 

@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { bearerToken } from "../../src/auth.js";
-import type { SimDeps } from "../deps.js";
 import { matchingToken, type TokenDoc } from "../previews/tokens.js";
 import type { SandboxTarget } from "../proxy/index.js";
+import type { Clock } from "../../src/clock.js";
+import type { ResourceStore } from "../store/resources.js";
 
 /**
  * The web terminal's credential in the query string. A WebSocket opened by a
@@ -30,7 +31,7 @@ interface SessionPreview {
 }
 
 /** True when `value` is a live token of a live private preview of the sandbox API (a session) of this very sandbox. */
-export function isSessionToken(deps: Pick<SimDeps, "resources" | "clock">, target: SandboxTarget, value: string): boolean {
+export function isSessionToken(deps: { resources: ResourceStore; clock: Clock }, target: SandboxTarget, value: string): boolean {
   const now = deps.clock.now();
   for (const preview of deps.resources.allOfKind<SessionPreview>(target.workspace, ["preview"])) {
     if (preview.parent !== target.sandbox || preview.doc.spec.public || !API_PORTS.has(preview.doc.spec.port ?? 80)) continue;

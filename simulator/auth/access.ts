@@ -6,7 +6,7 @@ import { grants, type Scope } from "./scopes.js";
 export const METRICS_SCOPE: Scope = "workspaces:get";
 
 /**
- * What account-level modules (the metrics router, issue 6) need to know
+ * What account-level modules (the metrics router) need to know
  * about a caller: its account, whether it administers that account, and the
  * workspaces it may see. Throws the catalogue's 401 for a bad credential.
  */

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { bearerToken } from "../../src/auth.js";
 import { errors } from "../../src/errors.js";
 import type { AccountStore, Role } from "../accounts/store.js";
-import type { SimClock } from "../clock.js";
+import type { Clock } from "../../src/clock.js";
 import { verifyJwt } from "./jwt.js";
 import type { CredentialStore, SubjectType } from "./credentials.js";
 import type { PrincipalCache } from "./principal-cache.js";
@@ -24,9 +24,9 @@ export interface Principal {
 export interface PrincipalSources {
   accounts: AccountStore;
   credentials: CredentialStore;
-  clock: SimClock;
+  clock: Clock;
   jwtSecret: Buffer;
-  principals?: PrincipalCache;
+  principals?: PrincipalCache<Principal>;
 }
 
 const ALL = new Set(["admin"]);

@@ -1,6 +1,6 @@
 /**
  * OAuth scopes of the seed (exact values). `admin` covers every operation.
- * Every operation names the scope it needs (issue 14: an operation without
+ * Every operation names the scope it needs (an operation without
  * one let a token scoped `sandboxes:get`, or a drive's access token, mint a
  * service account); operations whose resource has no scope of its own in this
  * list (drives, images, VPCs, service accounts...) need `admin`.

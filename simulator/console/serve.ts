@@ -7,7 +7,7 @@ import { ApiError, errors } from "../../src/errors.js";
 import { renderError } from "../http/front.js";
 
 /**
- * The web console (issue 16): static files built into dist/console by
+ * The web console: static files built into dist/console by
  * `npm run build`. The page is revalidated on every load (no-cache + ETag);
  * assets carry a content hash in their names, so they are cached forever.
  * Everything goes out under a strict CSP: only this origin's scripts, styles

@@ -5,7 +5,7 @@ import { ApiError } from "../../src/errors.js";
 /**
  * Bodies read before any credential is checked (the OAuth endpoints, and
  * whatever /v0 route Express answers 404) are small and share one budget
- * (issue 14: 100 anonymous 9.9 MB bodies at once cost +793 MB before the
+ * (100 anonymous 9.9 MB bodies at once cost +793 MB before the
  * 401). A body declared over `perRequest` is a 413 before a byte is read;
  * when the bytes reserved by bodies in flight would pass `total`, a 503 with
  * Retry-After. Either way the connection closes rather than draining the body.

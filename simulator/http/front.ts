@@ -69,7 +69,7 @@ async function handle(deps: SimDeps, dispatcher: Dispatcher, match: Match, req: 
   }
   const version = requestVersion(req);
   const query = parseQuery(search);
-  // The credential, scope and workspace are checked before a byte of the body is read (issue 14):
+  // The credential, scope and workspace are checked before a byte of the body is read:
   // an anonymous caller never makes the simulator hold its body.
   const caller = dispatcher.authorize(match, req.headers, query);
   const body = await readJsonBody(req);

@@ -4,7 +4,7 @@ import { paginates, type ApiVersion } from "../../src/versioning.js";
 import type { Role } from "../accounts/store.js";
 import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal } from "../auth/principal.js";
 import { grants, type Scope } from "../auth/scopes.js";
-import type { SimDeps } from "../deps.js";
+import type { OpContext, RequestView, SimDeps } from "../deps.js";
 
 /**
  * The operations table: every route is one entry `{id, method, path, scope,
@@ -13,31 +13,7 @@ import type { SimDeps } from "../deps.js";
  */
 export type Method = "get" | "post" | "put" | "delete";
 
-/** What a handler sees of the HTTP request. */
-export interface RequestView {
-  method: string;
-  headers: IncomingHttpHeaders;
-  body: unknown;
-}
-
-export interface OpContext {
-  deps: SimDeps;
-  req: RequestView;
-  params: Record<string, string>;
-  query: Record<string, unknown>;
-  body: unknown;
-  version: ApiVersion;
-  /** True from 2026-04-28: lists answer {data, meta}. */
-  paginated: boolean;
-  principal: Principal;
-  /** The selected workspace ("" for account-level operations). */
-  workspace: string;
-  role: Role | undefined;
-  /** Admin of the selected workspace (account admins and service accounts included). */
-  isAdmin: boolean;
-  /** Who to write in createdBy/updatedBy. */
-  actor: string;
-}
+export type { OpContext, RequestView } from "../deps.js";
 
 export interface Operation {
   /** SDK function name, e.g. `listSandboxes`. */
@@ -47,7 +23,7 @@ export interface Operation {
   path: string;
   /**
    * The scope a credential needs (`admin` covers all): every operation names
-   * one (issue 14), `admin` where the seed has no scope for the resource.
+   * one, `admin` where the seed has no scope for the resource.
    */
   scope: Scope;
   /** A narrower scope that allows this operation too, from its path parameters (a drive token: `drive:<name>`). */
@@ -138,7 +114,7 @@ export class Dispatcher {
       principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,
     };
     const result = op.handler(ctx);
-    // Handlers that wait on a sandbox's agent (issue 7: create returns once it is healthy) return a promise.
+    // Handlers that wait on a sandbox's agent (create returns once it is healthy) return a promise.
     if (result instanceof Promise) return result.then((value) => send(res, value));
     send(res, result);
   }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ApiError, errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./store.js";
@@ -43,7 +43,7 @@ const shareKey = (ctx: OpContext) => `${parseResourceType(ctx.params.resourceTyp
 
 /**
  * Copies a shared image into the target workspace. An image of the same
- * name there is never replaced (issue 14): tags it lacks are added beside
+ * name there is never replaced: tags it lacks are added beside
  * its own; a tag it already has is a 409 unless `force` (accepting a pending
  * share with ?force=true), which replaces those tags only.
  */

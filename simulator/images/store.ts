@@ -1,10 +1,11 @@
 import { createHash } from "node:crypto";
 import { errors } from "../../src/errors.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { OpContext } from "../http/operation.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
+import { IMAGE_KIND, RESOURCE_TYPES, SINGULAR, type ImageDoc, type ResourceType } from "./image-doc.js";
 import { meterImage } from "./usage.js";
 
 /**
@@ -12,24 +13,7 @@ import { meterImage } from "./usage.js";
  * layers (digest → size): tags reference layers, a shared copy references the
  * same digests (no duplication), and deleting a tag keeps layers other tags use.
  */
-export const IMAGE_KIND = "image";
-export const RESOURCE_TYPES = ["agents", "functions", "sandboxes", "jobs"] as const;
-export type ResourceType = (typeof RESOURCE_TYPES)[number];
-export const SINGULAR: Record<ResourceType, string> = { agents: "agent", functions: "function", sandboxes: "sandbox", jobs: "job" };
-
-export interface Tag {
-  name: string;
-  size: number;
-  createdAt: string;
-  updatedAt: string;
-  __layers: string[];
-}
-
-export interface ImageDoc {
-  metadata: { name: string; displayName: string; resourceType: ResourceType; workspace: string; sourceWorkspace?: string; status: string; events: unknown[]; createdAt: string; updatedAt: string; lastDeployedAt: string };
-  spec: { size: number; tags: Tag[] };
-  __layerSizes: Record<string, number>;
-}
+export { IMAGE_KIND, RESOURCE_TYPES, SINGULAR, type ImageDoc, type ResourceType, type Tag } from "./image-doc.js";
 
 const BASE_LAYER = 50 * 2 ** 20;
 const TOP_LAYER = 5 * 2 ** 20;

@@ -1,8 +1,9 @@
-import type { SimDeps } from "../deps.js";
 import type { ResourceType as MetricsType } from "../metrics/dimensions.js";
 import { refOf, resourceUid } from "../resources/usage.js";
 import type { StoredResource } from "../store/resources.js";
-import type { ImageDoc, ResourceType } from "./store.js";
+import type { ImageDoc, ResourceType } from "./image-doc.js";
+import type { Clock } from "../../src/clock.js";
+import type { UsageMeter } from "../metrics/meter.js";
 
 /** Image storage by repository type: function images bill as MCP servers' (the metrics have no "function" type). */
 const BILLED_AS: Record<ResourceType, MetricsType> = { agents: "agent", functions: "mcp_server", sandboxes: "sandbox", jobs: "job" };
@@ -15,7 +16,7 @@ const asMeterable = (item: StoredResource<ImageDoc>) => item as unknown as Param
  * it exists; a copy shared from another workspace stores nothing of its own
  * (same layer digests), so only the source pays. Call after every change.
  */
-export function meterImage(deps: Pick<SimDeps, "meter" | "clock">, item: StoredResource<ImageDoc>): void {
+export function meterImage(deps: { meter: UsageMeter; clock: Clock }, item: StoredResource<ImageDoc>): void {
   const type = item.doc.metadata.resourceType;
   const ref = refOf(asMeterable(item), BILLED_AS[type]);
   if (item.doc.metadata.sourceWorkspace || item.doc.spec.size <= 0) deps.meter.stop(ref.resourceUuid, dimensionOf(type));
@@ -23,6 +24,6 @@ export function meterImage(deps: Pick<SimDeps, "meter" | "clock">, item: StoredR
 }
 
 /** Closes the storage span of a deleted image. */
-export function unmeterImage(deps: Pick<SimDeps, "meter">, item: StoredResource<ImageDoc>): void {
+export function unmeterImage(deps: { meter: UsageMeter }, item: StoredResource<ImageDoc>): void {
   deps.meter.stop(resourceUid(asMeterable(item)));
 }

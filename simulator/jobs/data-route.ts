@@ -1,8 +1,8 @@
 import type { Request, Response } from "express";
 import { secretsEqual } from "../../src/auth.js";
 import { errors } from "../../src/errors.js";
-import type { SimDeps } from "../deps.js";
 import type { RunRecord } from "./run-state.js";
+import type { ResourceStore } from "../store/resources.js";
 
 /**
  * GET /job-data/{workspace}/{job}/{execution}/{token}: an execution's task
@@ -10,7 +10,7 @@ import type { RunRecord } from "./run-state.js";
  * (without credentials, as on the platform) and indexes by TASK_INDEX. The
  * token is the execution's own secret, given only to its tasks.
  */
-export function jobDataHandler(deps: Pick<SimDeps, "resources">) {
+export function jobDataHandler(deps: { resources: ResourceStore }) {
   return (req: Request, res: Response) => {
     const { workspace, job, execution, token } = req.params as Record<string, string>;
     const item = deps.resources.get<{ taskInputs: unknown[]; __run?: RunRecord }>(workspace!, "job-execution", execution!, job!);

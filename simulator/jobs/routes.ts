@@ -3,7 +3,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { SCHEDULE_PAGE } from "../../src/pagination.js";
 import { parseDuration } from "../../src/units.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
@@ -124,12 +124,12 @@ export const jobExecutionOperations: Operation[] = [
       };
       // With a launcher (serveSimulator) and a command, the tasks run for real (jobs/runner.ts); else they follow the plan.
       const command = jobCommand(runtime);
-      if (ctx.deps.jobs && command) {
+      if (ctx.deps.jobs.runsTasks && command) {
         const by = { sub: ctx.principal.sub, type: ctx.principal.type, scopes: [...ctx.principal.scopes] };
         doc.__run = { dataToken: randomBytes(24).toString("base64url"), command, maxRetries: Math.max(0, runtime.maxRetries ?? 0), by, tasks: newRunTasks(inputs.length) };
       }
       if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc: doc as never })) throw errors.conflict(`execution "${id}" already exists`);
-      if (doc.__run) ctx.deps.jobs!.start({ workspace: ctx.workspace, job: job.name, execution: id });
+      if (doc.__run) ctx.deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
       return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
     },
   },
@@ -144,7 +144,7 @@ export const jobExecutionOperations: Operation[] = [
       if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
         item.doc.__plan.cancelMs = ctx.deps.clock.now();
         ctx.deps.resources.update(item as never);
-        if (item.doc.__run) ctx.deps.jobs?.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
+        if (item.doc.__run) ctx.deps.jobs.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
       }
       return render(ctx, item);
     },

@@ -3,16 +3,19 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signJwt } from "../auth/jwt.js";
-import type { SimDeps } from "../deps.js";
 import { removeTree, type AgentHandle, type Launcher, type LaunchSpec } from "../launcher/types.js";
 import { agentFetch, describeLauncher, type AgentEndpoint } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import type { StoredResource } from "../store/resources.js";
+import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { tail, type RunDoc, type RunRecord, type RunTask } from "./run-state.js";
 import { settleExecution } from "./usage.js";
+import type { ExecutionRef, JobExecutor } from "./executor.js";
+import type { Clock } from "../../src/clock.js";
+import type { Logger } from "../../src/logging.js";
+import type { UsageStore } from "../metrics/store.js";
 
 /**
- * Runs job executions for real (issue 12): each attempt of a task gets its own
+ * Runs job executions for real: each attempt of a task gets its own
  * environment from the simulator's launcher, like a sandbox's (a fresh root
  * and agent state dir under <dir>/jobs/, the job's image, its envs, the
  * execution's overrides and what blStartJob reads), runs the job's command
@@ -32,7 +35,7 @@ export interface JobRunnerOptions {
   launcher: Launcher;
   /** Where tasks' files live while they run (<dir>/jobs/...). */
   dir: string;
-  deps: Pick<SimDeps, "resources" | "clock" | "urls" | "logger" | "jwtSecret" | "usage">;
+  deps: { resources: ResourceStore; clock: Clock; urls: { base: string }; logger: Logger; jwtSecret: Buffer; usage: UsageStore };
   logLevel?: string;
   /** The simulator's egress for a task (simulator/egress), used where the launcher has `egress`: the API and previews by their URLs. */
   egress?: (workspace: string, task: string) => { spec: NonNullable<LaunchSpec["egress"]>; env: Record<string, string> };
@@ -52,12 +55,6 @@ interface AttemptResult {
   stderr?: string;
 }
 
-interface ExecutionRef {
-  workspace: string;
-  job: string;
-  execution: string;
-}
-
 type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
 
 /** Task data up to this size (JSON bytes) goes inline in a data: URL; Linux caps one environment string at 128 KiB. */
@@ -65,7 +62,8 @@ const INLINE_DATA_MAX = 64 * 1024;
 
 const keyOf = (r: ExecutionRef) => `${r.workspace}/${r.job}/${r.execution}`;
 
-export class JobRunner {
+export class JobRunner implements JobExecutor {
+  readonly runsTasks = true;
   private readonly attempts = new Map<string, Set<Attempt>>();
   private readonly cancelled = new Set<string>();
   /** Set by stopAll: tasks it ends are failed ("the simulator stopped"), not cancelled (nobody cancelled them). */

@@ -1,10 +1,11 @@
-import type { SimDeps } from "../deps.js";
 import { recordSpan } from "../metrics/record.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { DEFAULT_MEMORY_MB, refOf } from "../resources/usage.js";
-import type { StoredResource } from "../store/resources.js";
+import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { TERMINAL, type ExecutionPlan, type ExecutionState } from "./plan.js";
 import { executionState, type RunRecord } from "./run-state.js";
+import type { AccountStore } from "../accounts/store.js";
+import type { UsageStore } from "../metrics/store.js";
 
 export const JOB_COMPUTE = "job_compute_runtime_gbs";
 const EXECUTION_KIND = "job-execution";
@@ -28,7 +29,7 @@ export interface MeteredExecution {
  * meter): a job's concurrent executions would share one meter span.
  * Returns whether the document changed (the caller saves it).
  */
-export function meterExecution(deps: Pick<SimDeps, "resources" | "usage">, workspace: string, doc: MeteredExecution, state: ExecutionState): boolean {
+export function meterExecution(deps: { resources: ResourceStore; usage: UsageStore }, workspace: string, doc: MeteredExecution, state: ExecutionState): boolean {
   if (doc.__metered || !TERMINAL.includes(state.status)) return false;
   doc.__metered = true;
   const job = deps.resources.get<ResourceDoc>(workspace, "job", doc.job);
@@ -46,7 +47,7 @@ export function meterExecution(deps: Pick<SimDeps, "resources" | "usage">, works
  * Before a metrics query: executions that ended while nobody read them
  * (their stored status is still the one of their last read) are recorded now.
  */
-export function settleJobUsage(deps: Pick<SimDeps, "resources" | "usage" | "accounts">, now: number): void {
+export function settleJobUsage(deps: { resources: ResourceStore; usage: UsageStore; accounts: AccountStore }, now: number): void {
   for (const ws of deps.accounts.allWorkspaces()) {
     const open = deps.resources.list<MeteredExecution>({ workspace: ws.name, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc", excludeStatuses: [...TERMINAL] });
     for (const item of open) settleExecution(deps, item, now);
@@ -54,7 +55,7 @@ export function settleJobUsage(deps: Pick<SimDeps, "resources" | "usage" | "acco
 }
 
 /** Brings a stored execution's status up to `now`, recording its usage if it ended; saves when anything changed. */
-export function settleExecution(deps: Pick<SimDeps, "resources" | "usage">, item: StoredResource<MeteredExecution>, now: number): ExecutionState {
+export function settleExecution(deps: { resources: ResourceStore; usage: UsageStore }, item: StoredResource<MeteredExecution>, now: number): ExecutionState {
   const state = executionState(item.doc, now);
   const metered = meterExecution(deps, item.workspace, item.doc, state);
   if (metered || state.status !== item.status) {

@@ -20,7 +20,7 @@ import { portHandoff } from "./port-handoff.js";
 import { openGateways, type SandboxEgressSpec } from "./gateway.js";
 import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
 import { addHostCertificates, hostExtraCertificates, hostsFile, imageFile, imageLayers, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
-import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
 export const AGENT_DATA = "/run/sandbox-agent";
@@ -111,8 +111,13 @@ export class BwrapLauncher implements Launcher {
     this.pool = new WarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
   }
 
+  describe(): LauncherDescription {
+    const ids = this.mapIds();
+    return { launcher: this.name, isolated: true, detail: this.isolationDetail(), userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) } };
+  }
+
   /** One line for logs and /health: what a sandbox gets here. */
-  describe(): string {
+  isolationDetail(): string {
     const net = (this.options.network ?? "outbound") === "outbound" ? "outbound network through slirp4netns" : "no outbound network";
     const mem = this.memory.unavailable ? `no memory limit (${this.memory.unavailable})` : `memory limits (cgroup v${this.memory.version})`;
     return `user, mount, PID, IPC, UTS and network namespaces; ${describeIdMapping(this.mapIds())}; commands get a container's default capabilities of the sandbox's own user namespace (no CAP_SYS_ADMIN); ${net}; ${mem}`;

@@ -6,7 +6,7 @@ import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF } from "./docker-args.js";
-import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
 /**
  * The agent inside a container of spec.runtime.image (`--launcher docker`),
@@ -74,6 +74,10 @@ export class DockerLauncher implements Launcher {
   readonly name = "docker";
   /** Idle sandboxes are paused in place (docker pause: the cgroup freezer). */
   readonly standby = true as const;
+
+  describe(): LauncherDescription {
+    return { launcher: this.name, isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
+  }
   private readonly docker: string;
 
   constructor(private readonly options: DockerLauncherOptions = {}) {

@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { Server, type Socket } from "node:net";
 import { GATEWAY_FAILED, OPEN_GATEWAY, OpenGatewayReply, type OpenGatewayRequest } from "../../src/egress-gateway.js";
-import { LaunchError } from "./types.js";
+import { LaunchError } from "./launch-error.js";
 
 /**
  * The simulator's side of the egress gateway (src/egress-gateway.ts): asks a

@@ -1,22 +1,13 @@
 import { BwrapLauncher } from "./bwrap.js";
 import { DockerLauncher } from "./docker.js";
-import { describeIdMapping } from "./id-map.js";
 import { ProcessLauncher } from "./process.js";
-import { SwarmLauncher } from "./swarm.js";
-import { LaunchError, type Launcher } from "./types.js";
+import { LaunchError, type Launcher, type LauncherDescription } from "./types.js";
 
-export type { AgentExit, AgentHandle, LaunchSpec, Launcher, WarmPoolState } from "./types.js";
+export type { AgentExit, AgentHandle, LaunchSpec, Launcher, LauncherDescription, WarmPoolState } from "./types.js";
 
-/** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
-export function describeLauncher(launcher: Launcher): { launcher: string; isolated: boolean; detail: string; userIds?: { all: boolean; detail: string } } {
-  if (launcher instanceof BwrapLauncher) {
-    const ids = launcher.mapIds();
-    return { launcher: launcher.name, isolated: true, detail: launcher.describe(), userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) } };
-  }
-  if (launcher instanceof SwarmLauncher) return { launcher: "swarm", isolated: true, detail: launcher.describe() };
-  if (launcher.name === "docker") return { launcher: "docker", isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
-  if (launcher.name === "process") return { launcher: "process", isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
-  return { launcher: launcher.name, isolated: false, detail: "a custom launcher" };
+/** What /health and the start-up log say about a launcher (Launcher.describe). */
+export function describeLauncher(launcher: Launcher): LauncherDescription {
+  return launcher.describe?.() ?? { launcher: launcher.name, isolated: false, detail: "a custom launcher" };
 }
 export { LaunchError } from "./types.js";
 export { AgentSupervisor, type AgentState, type SupervisorEvent, type SupervisorOptions } from "./supervisor.js";
@@ -26,7 +17,8 @@ export { BwrapLauncher, bwrapPath, AGENT_DATA, AGENT_SOCKET, DRIVES, MEMORY_EVEN
 export { probeIsolation } from "./isolation.js";
 export { agentFetch, agentRequest, type AgentEndpoint } from "./endpoint.js";
 export { DockerLauncher, dockerPath, dockerUnavailable } from "./docker.js";
-export { SwarmLauncher } from "./swarm.js";
+import { SwarmLauncher } from "./swarm.js";
+export { SwarmLauncher };
 
 export const LAUNCHER_NAMES = ["process", "bwrap", "docker", "swarm"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];

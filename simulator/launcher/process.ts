@@ -5,7 +5,7 @@ import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutT
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
-import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type WarmPoolState } from "./types.js";
+import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 interface WarmChild {
   child: ChildProcess;
@@ -33,6 +33,10 @@ export class ProcessLauncher implements Launcher {
   readonly name = "process";
   /** Its sandboxes' processes are the host's, among everything else the simulator's user runs: nothing to stop as one. */
   readonly standby = "the process launcher has no sandbox of its own to stop (no isolation): its sandboxes never go to standby";
+
+  describe(): LauncherDescription {
+    return { launcher: this.name, isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
+  }
   private readonly idle: WarmChild[] = [];
   private closed = false;
 

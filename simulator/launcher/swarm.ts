@@ -11,7 +11,7 @@ import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
 import { isAlive, startTimeOf } from "./proc.js";
 import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
 import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
-import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
+import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
 /**
  * Sandboxes as Docker Swarm services (`--launcher swarm`), through a swarm manager's Docker API (the local
@@ -103,12 +103,12 @@ export class SwarmLauncher implements Launcher {
   }
 
   /** What /health and the start-up line say: where images come from on the cluster. */
-  describe(): string {
+  describe(): LauncherDescription {
     const images = this.options.registry
       ? `images pushed to ${this.options.registry}, which every node pulls from`
       : "no --swarm-registry: images stay in the manager's local image store, so a node runs a sandbox only if it has the image itself (fine on one node)";
     const constraints = this.options.constraints?.length ? `; placement: ${this.options.constraints.join(", ")}` : "";
-    return `a swarm service per sandbox (the Docker daemon's isolation on whichever node the swarm picks); ${images}${constraints}`;
+    return { launcher: this.name, isolated: true, detail: `a swarm service per sandbox (the Docker daemon's isolation on whichever node the swarm picks); ${images}${constraints}` };
   }
 
   private run(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Ran> {

@@ -113,8 +113,24 @@ export interface AgentHandle extends AgentEndpoint {
   stop(graceMs?: number): Promise<AgentExit>;
 }
 
+/** What /health and the start-up log say about a launcher: does it isolate sandboxes, and how. */
+export interface LauncherDescription {
+  launcher: string;
+  isolated: boolean;
+  detail: string;
+  /** Whether every user id exists in a sandbox (subordinate ids), and how they map. */
+  userIds?: { all: boolean; detail: string };
+}
+
 export interface Launcher {
   readonly name: string;
+  /** What it isolates (describeLauncher: a launcher without it is "a custom launcher", not isolated). */
+  describe?(): LauncherDescription;
+  /**
+   * The user ids a sandbox gets (bwrap: a block of subordinate ids, id-map.ts), for the directory `owner`:
+   * "single" when only the simulator's own id can be had, and why.
+   */
+  mapIds?(owner?: string): { kind: "range" | "single"; reason?: string };
   /**
    * True when the launcher lays each sandbox over LaunchSpec.imageRootDir (an isolating launcher with an
    * overlay): the simulator then resolves spec.runtime.image to a root filesystem before each start (building
@@ -167,4 +183,4 @@ export interface WarmPoolState {
   pids: number[];
 }
 
-export class LaunchError extends Error {}
+export { LaunchError } from "./launch-error.js";

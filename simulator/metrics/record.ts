@@ -10,7 +10,7 @@ import type { UsageEvent, UsageStore } from "./store.js";
  *
  * Call sites: resources/usage.ts (deployments while DEPLOYED, volumes,
  * verified custom domains; after every create, update, settle and delete),
- * resources/sandbox-usage.ts (a real sandbox agent's run time),
+ * sandboxes/usage.ts (a real sandbox agent's run time),
  * images/usage.ts, sandboxes/snapshots.ts (storage), jobs/usage.ts (job
  * compute per ended execution, straight to the store). UsageMeter (meter.ts)
  * keeps the open spans. `recordUsage` (counts, e.g. agent async requests)

@@ -22,7 +22,7 @@ export interface UsageEvent extends UsageFields {
   ts: number;
 }
 
-/** Costs are stored as integer nano-dollars: see README "Account metrics" for the rounding rule. */
+/** Costs are stored as integer nano-dollars: see docs/simulator-api.md "Account metrics" for the rounding rule. */
 export const NANOS_PER_USD = 1e9;
 /** One event may not cost more than this: keeps every sum far inside int64 and exact in JS. */
 const MAX_EVENT_COST_NANOS = 1e6 * NANOS_PER_USD;

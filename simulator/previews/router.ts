@@ -1,10 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import { errors } from "../../src/errors.js";
-import type { SimDeps } from "../deps.js";
 import { edgeError, type ForwardPlan, type PreviewRouter } from "../proxy/index.js";
-import type { StoredResource } from "../store/resources.js";
+import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { cookieWithout, matchingToken, presentedToken, TOKEN_HEADER, TOKEN_PARAM, type TokenDoc } from "./tokens.js";
 import { hostLabel, labelCandidates, prefixedPreviewFromPath, previewFromPath, previewHostLabel, withoutTokenParam, type PreviewAddress } from "./urls.js";
+import type { AccountStore } from "../accounts/store.js";
+import type { Clock } from "../../src/clock.js";
 
 /**
  * Serves preview URLs (urls.ts): the preview's sandbox answers on
@@ -34,7 +35,7 @@ interface PreviewDoc {
 /** Ports of the sandbox API itself (docs.blaxel.ai/Sandboxes/Ports: 443 "hosts the main sandbox API", 8080 too). */
 const API_PORTS = new Set([443, 8080]);
 
-type Deps = Pick<SimDeps, "resources" | "accounts" | "clock">;
+type Deps = { resources: ResourceStore; accounts: AccountStore; clock: Clock };
 
 /** Header maps as node:http keeps them: a preview's "Access-Control-Allow-Origin" replaces the app's. */
 function lowerCased(headers: Record<string, string> | undefined): Record<string, string> {

@@ -143,7 +143,7 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     return (async (): Promise<ForwardPlan> => {
       const audience = isPortPath(found.path) ? "app" : "api";
       // Answered here, the same for every sandbox URL: forwarding it would tell an anonymous
-      // caller which sandboxes exist (204 from an agent, 404 without one; issue 14).
+      // caller which sandboxes exist (204 from an agent, 404 without one).
       if (isPreflight(req)) return { target: found, audience, platformCredential: true, answer: { status: 204, headers: SANDBOX_CORS_HEADERS as Record<string, string> } };
       await options.authorize(req, found);
       return { target: found, audience, platformCredential: true };

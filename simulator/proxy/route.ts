@@ -80,7 +80,7 @@ export const MAX_HOST_LABEL = 63;
 /**
  * Refuses a host name DNS could not carry, before any lookup: the split
  * loop above tries one workspace id per "-" of the first label, so an
- * unbounded label (issue 14: `sbx-` + 7,000 × `a-`) cost ~0.7 s of CPU per
+ * unbounded label (`sbx-` + 7,000 × `a-`) cost ~0.7 s of CPU per
  * anonymous request. One pass over the name, no regular expression.
  */
 export function checkHostName(hostname: string): void {

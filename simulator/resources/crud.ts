@@ -9,7 +9,6 @@ import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deploy
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
 import { keepMaskedSecrets, listJson, publicView, withLiveFields } from "./render.js";
-import { meterResource, unmeterResource } from "./usage.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
 const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
@@ -53,7 +52,6 @@ export function settleItem(ctx: OpContext, item: StoredResource<ResourceDoc>): v
 export function save(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
   item.status = item.doc.status ?? "";
   ctx.deps.resources.update(item);
-  meterResource(ctx.deps, item);
 }
 
 export function showSecrets(ctx: OpContext): boolean {
@@ -87,7 +85,6 @@ export function insertNew(kind: ResourceKind, ctx: OpContext, parent: string, do
   if (!ctx.deps.resources.tryInsert(item)) {
     throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
   }
-  meterResource(ctx.deps, item);
 }
 
 const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };
@@ -190,7 +187,6 @@ export function crudOperations(kind: ResourceKind): Operation[] {
             ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
             if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
           })();
-          unmeterResource(ctx.deps, found);
           if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
           const rendered = renderDoc(kind, found.doc, false);
           return kind.deleteReply ? kind.deleteReply(rendered) : rendered;

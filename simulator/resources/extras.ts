@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import { signJwt } from "../auth/jwt.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";

@@ -1,4 +1,4 @@
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { TransitionMode } from "../test-hooks/state.js";
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 
 /** Resource names: lowercase alphanumerics and '-', at most 49 characters (control-plane.md §3.1). */
 export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,47}[a-z0-9])?$/;

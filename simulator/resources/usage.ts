@@ -1,13 +1,15 @@
 import { createHash } from "node:crypto";
-import type { SimDeps } from "../deps.js";
 import type { ResourceType } from "../metrics/dimensions.js";
 import type { ResourceRef } from "../metrics/record.js";
 import type { StoredResource } from "../store/resources.js";
 import type { ResourceDoc } from "./kind.js";
 import type { Deployable } from "./lifecycle.js";
+import type { SandboxAgents } from "../agents/registry.js";
+import type { Clock } from "../../src/clock.js";
+import type { UsageMeter } from "../metrics/meter.js";
 
 /**
- * Usage metering of workspace resources (account metrics, issue 6): after
+ * Usage metering of workspace resources (account metrics): after
  * every change of a resource, `meterResource` tells the meter whether it is
  * live and how big it is; a delete closes its spans. Deployments are
  * metered while DEPLOYED, from the due time of the move (moves are settled
@@ -49,11 +51,11 @@ interface Metering {
 }
 
 /** What a resource of this kind is billed for; undefined: nothing. */
-export function meteringOf(deps: Pick<SimDeps, "agents">, item: Meterable): Metering | undefined {
+export function meteringOf(deps: { agents?: SandboxAgents }, item: Meterable): Metering | undefined {
   const doc = item.doc;
   switch (item.kind) {
     case "sandbox":
-      // With real agents, a sandbox is billed for its agent's run time (sandbox-usage.ts).
+      // With real agents, a sandbox is billed for its agent's run time (sandboxes/usage.ts).
       return deps.agents ? undefined : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
     case "agent":
       return { type: "agent", dimension: "agent_compute_runtime_gbs", gb: memoryGb(doc), live: "deployment" };
@@ -69,7 +71,7 @@ export function meteringOf(deps: Pick<SimDeps, "agents">, item: Meterable): Mete
 }
 
 /** Brings the meter in line with the resource as it is now (after create, update, settle, verify, status hook). */
-export function meterResource(deps: Pick<SimDeps, "agents" | "meter" | "clock">, item: Meterable): void {
+export function meterResource(deps: { agents?: SandboxAgents; meter: UsageMeter; clock: Clock }, item: Meterable): void {
   const m = meteringOf(deps, item);
   if (!m) return;
   const ref = refOf(item, m.type);
@@ -90,6 +92,6 @@ export function meterResource(deps: Pick<SimDeps, "agents" | "meter" | "clock">,
 }
 
 /** Closes every span of a deleted resource. */
-export function unmeterResource(deps: Pick<SimDeps, "meter" | "clock">, item: Meterable): void {
+export function unmeterResource(deps: { meter: UsageMeter; clock: Clock }, item: Meterable): void {
   deps.meter.stop(resourceUid(item), undefined, deps.clock.now());
 }

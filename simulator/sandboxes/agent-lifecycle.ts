@@ -1,19 +1,19 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import { mountsUnder } from "../agents/retention.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
-import { envOf, recordStatus } from "../agents/sandbox-status.js";
+import { envOf, recordStatus } from "./status.js";
 import type { OpContext } from "../http/operation.js";
 import type { SimDeps } from "../deps.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { sandboxKind } from "./kind.js";
 
 /**
- * A real sandbox's status follows its agent (issue 7, "status and events
+ * A real sandbox's status follows its agent ("status and events
  * always tell the truth"): each operation that starts or stops the agent
  * records the in-between status at once (DEPLOYING, ARCHIVING, DEACTIVATING,
  * UNARCHIVING: what a GET sees meanwhile), then the end status once the agent

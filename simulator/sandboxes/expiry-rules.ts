@@ -28,7 +28,7 @@ export interface ExpiringDoc {
   };
   terminatedAt?: string;
   lastUsedAt?: string;
-  /** When the sandbox was first ready (agents/sandbox-status.ts); absent before, and for records-only sandboxes. */
+  /** When the sandbox was first ready (sandboxes/status.ts); absent before, and for records-only sandboxes. */
   __readyAt?: string;
 }
 
@@ -123,8 +123,8 @@ export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefi
 }
 
 /** A sandbox's earliest expiry, its last use being the latest of the proxy's record (this process) and the stored lastUsedAt. */
-export function sandboxExpiry(deps: Pick<SimDeps, "agents">, workspace: string, name: string, doc: ExpiringDoc): Expiry | undefined {
+export function sandboxExpiry(deps: Pick<SimDeps, "sandboxes">, workspace: string, name: string, doc: ExpiringDoc): Expiry | undefined {
   if (!hasRules(doc)) return undefined;
-  const lastUsed = Math.max(deps.agents?.lastUsedMs(workspace, name) ?? 0, dateMs(doc.lastUsedAt) ?? 0);
+  const lastUsed = Math.max(deps.sandboxes.lastUsedMs(workspace, name), dateMs(doc.lastUsedAt) ?? 0);
   return expiryOf(doc, lastUsed || undefined);
 }

@@ -1,9 +1,9 @@
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { StoredResource } from "../store/resources.js";
 import type { SimDeps } from "../deps.js";
-import { recordStatus } from "../agents/sandbox-status.js";
+import { recordStatus } from "./status.js";
 import { unmeterResource } from "../resources/usage.js";
-import { sandboxKind } from "../resources/kinds/sandbox.js";
+import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /**
@@ -46,10 +46,10 @@ function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: numbe
   }
   const expiry = sandboxExpiry(deps, ws, item.name, item.doc as ExpiringDoc);
   if (!expiry || expiry.dueMs > now) return undefined;
-  if (deps.agents?.get(ws, item.name)?.state === "starting") return undefined;
+  if (deps.sandboxes.isStarting(ws, item.name)) return undefined;
   recordStatus(deps, ws, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
-  deps.agents?.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
-  if (sandboxKind.children?.length) deps.resources.deleteChildren(ws, sandboxKind.children, item.name);
+  deps.sandboxes.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
+  deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
   unmeterResource(deps, item as never);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
   const terminated = deps.resources.get(ws, "sandbox", item.name);

@@ -9,7 +9,7 @@ import type { ScheduleBackend, ScheduleEntry, ScheduleExecution, ScheduleInput, 
 import { everything, mergedPage, type AgentPage, type FetchPage } from "./merged-pages.js";
 
 /**
- * Schedules kept and executed by each sandbox's own agent (issue 7): the
+ * Schedules kept and executed by each sandbox's own agent: the
  * control plane forwards to the agent's /schedules API with the sandbox's
  * token and maps its records to the control plane's shapes
  * (control-plane.md §3.3). Cross-sandbox lists merge the agents' pages.

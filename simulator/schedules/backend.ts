@@ -3,7 +3,7 @@ import { errors } from "../../src/errors.js";
 import { SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
 import { listResources, type ListShape } from "../resources/listing.js";
 import { keepMaskedSecrets } from "../resources/render.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
 import { dueFirings, normalizeScheduleValue, type StoredType } from "./parse.js";

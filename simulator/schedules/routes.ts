@@ -2,7 +2,7 @@ import { z } from "zod";
 import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import type { Page } from "../../src/pagination.js";
-import { iso } from "../clock.js";
+import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";

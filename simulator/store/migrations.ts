@@ -42,7 +42,7 @@ export const SIMULATOR_MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
-    // Registered OAuth clients of the authorization-code flow (issue 14): a code goes only to a registered redirect URI.
+    // Registered OAuth clients of the authorization-code flow: a code goes only to a registered redirect URI.
     id: "simulator/002-oauth-clients",
     sql: "CREATE TABLE oauth_clients (client_id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', redirect_uris TEXT NOT NULL, created_at TEXT NOT NULL)",
   },

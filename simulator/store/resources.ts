@@ -13,6 +13,12 @@ export interface StoredResource<D = Record<string, unknown>> {
   doc: D;
 }
 
+/** A resource written ("saved": inserted or updated) or deleted through the store (ResourceStore.onChange). */
+export interface ResourceChange {
+  type: "saved" | "deleted";
+  item: StoredResource;
+}
+
 interface Row {
   workspace: string;
   kind: string;
@@ -82,6 +88,7 @@ export class ResourceStore {
   /** Rowids of list queries by workspace and kind, then by SQL and parameters: dropped by any write to that kind. */
   readonly #pages = new Map<string, Map<string, number[]>>();
   #rendered = new WeakMap<StoredResource<unknown>, RenderedEntry>();
+  readonly #listeners: ((change: ResourceChange) => void)[] = [];
 
   constructor(db: Db) {
     this.#db = db;
@@ -108,6 +115,19 @@ export class ResourceStore {
     if (cached) return cached as StoredResource<D>;
     const row = this.#get.get(workspace, kind, parent, name) as (Row & { id: number }) | undefined;
     return row ? this.#remember(row.id, toStored<D>(row)) : undefined;
+  }
+
+  /**
+   * Called after every insert, update and delete of one resource through this store, so what follows a
+   * resource's life (usage metering) is wired once by the composition root, not repeated by each writer.
+   * Not called for SQL that bypasses the store (deleteChildren, a workspace deletion, a reset).
+   */
+  onChange(listener: (change: ResourceChange) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  #changed(type: ResourceChange["type"], item: StoredResource): void {
+    for (const listener of this.#listeners) listener({ type, item });
   }
 
   /** Forgets every parsed document (after SQL that bypasses this store, e.g. a workspace deletion or a reset). */
@@ -186,6 +206,7 @@ export class ResourceStore {
     if (result.changes === 1) {
       this.#remember(Number(result.lastInsertRowid), item);
       this.#forgetCounts(item.workspace, item.kind);
+      this.#changed("saved", item);
     }
     return result.changes === 1;
   }
@@ -207,14 +228,17 @@ export class ResourceStore {
     if (rowid !== undefined) {
       this.#dropRowid(rowid);
       this.#remember(rowid, item);
+      this.#changed("saved", item);
     }
   }
 
   delete(workspace: string, kind: string, name: string, parent = ""): boolean {
+    const gone = this.#listeners.length > 0 ? this.get(workspace, kind, name, parent) : undefined;
     this.#forget(cacheKey(workspace, kind, parent, name));
     this.#forgetCounts(workspace, kind);
     const rowid = this.#delete.get(workspace, kind, parent, name) as number | undefined;
     if (rowid !== undefined) this.#dropRowid(rowid);
+    if (rowid !== undefined && gone) this.#changed("deleted", gone as StoredResource);
     return rowid !== undefined;
   }
 

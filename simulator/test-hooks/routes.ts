@@ -4,10 +4,10 @@ import { errors } from "../../src/errors.js";
 import { injectedFault } from "./faults.js";
 import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
-import { resetState, type SimDeps } from "../deps.js";
-import { iso } from "../clock.js";
+import type { SimDeps } from "../deps.js";
+import { resetState } from "./reset.js";
+import { toIso as iso } from "../../src/clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
-import { meterResource } from "../resources/usage.js";
 import { expireDueSandboxes } from "../sandboxes/expiry.js";
 import { followForcedStatus } from "../sandboxes/agent-lifecycle.js";
 
@@ -87,8 +87,7 @@ export function testHooksRouter(deps: SimDeps): Router {
     settle(item.doc, now);
     const moved = body.status ? (forceStatus(item.doc, body.status, now), true) : stepOnce(item.doc, now);
     item.status = item.doc.status ?? "";
-    deps.resources.update(item as never);
-    meterResource(deps, item as never); // usage follows forced and stepped moves (account metrics)
+    deps.resources.update(item as never); // usage follows forced and stepped moves (the root's metering listener)
     // A real sandbox's agent follows a forced status, so status and agent never contradict each other.
     if (body.status && body.kind === "sandbox" && body.parent === "") await followForcedStatus(deps, workspace, body.name, body.status);
     const after = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent)?.doc ?? item.doc;

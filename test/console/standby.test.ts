@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../simulator/serve.js";
 import { chromiumMissing, launchChromium, type Browser } from "../../console/tools/browser.js";
 import { buildConsole } from "../../console/tools/build.js";
 import { apiCaller } from "../../console/tools/call.js";

@@ -7,7 +7,8 @@ import { createSimulatorApp } from "../../simulator/app.js";
 import type { Listener } from "../../simulator/http/front.js";
 import { SimClock } from "../../simulator/clock.js";
 import type { SimConfig } from "../../simulator/config.js";
-import { openSimulator, type SimDeps } from "../../simulator/deps.js";
+import type { SimDeps } from "../../simulator/deps.js";
+import { openSimulator } from "../../simulator/root.js";
 import { listen, type Serving } from "../../src/serve.js";
 
 export const ADMIN_KEY = "test-admin-key-0001";

@@ -19,7 +19,7 @@ for (let sweep = 0; Date.now() < end; sweep++) {
 `;
 
 /**
- * A process of the sandbox attacking the agent (#14 item 12): for `ms`, it
+ * A process of the sandbox attacking the agent: for `ms`, it
  * renames each pair's real directory and link in and out of `dir`, as fast as
  * it can, pair k a step ahead of pair k-1 (so with several pairs, a quarter
  * of the names are real directories and a quarter links at any moment).

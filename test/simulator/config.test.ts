@@ -5,7 +5,7 @@ import request from "supertest";
 import { afterAll, describe, expect, it } from "vitest";
 import { createSimulatorApp } from "../../simulator/app.js";
 import { ConfigError, parseSimConfig } from "../../simulator/config.js";
-import { openSimulator } from "../../simulator/deps.js";
+import { openSimulator } from "../../simulator/root.js";
 import { dotenvLines, exportLines, sdkEnv } from "../../simulator/env-lines.js";
 
 const dir = mkdtempSync(join(tmpdir(), "sim-config-"));

@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, describe, expect, it } from "vitest";
-import { openSimulator } from "../../simulator/deps.js";
+import { openSimulator } from "../../simulator/root.js";
 import { createSimulatorApp } from "../../simulator/app.js";
 import { ADMIN_KEY, api, startTestSim } from "../helpers/simulator.js";
 

@@ -8,7 +8,8 @@ import { expandTemplate } from "../command-template.js";
 import { readMountTable, topMountAt } from "../mount-table.js";
 import { detach, mountOn, unmountTarget } from "../pinned-mount.js";
 import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "../run.js";
-import { DriveBusyError, type DriveBackend, type MountSpec, type Mounted, type PinnedSpec } from "./types.js";
+import { DriveBusyError } from "./busy-error.js";
+import type { DriveBackend, MountSpec, Mounted, PinnedSpec } from "./types.js";
 
 export interface CommandBackendOptions {
   mountCommand: readonly string[];

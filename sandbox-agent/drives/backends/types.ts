@@ -42,6 +42,3 @@ export interface DriveBackend {
   /** Throws DriveBusyError when the kernel refuses because the mount is in use. */
   unmount(spec: PinnedSpec, lazy: boolean): Promise<void>;
 }
-
-/** The mount is in use (EBUSY); the reason is the unmount program's own words. */
-export class DriveBusyError extends Error {}

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { provisionDrive, retireDrive } from "../../agents/drives.js";
-import { iso } from "../../clock.js";
+import { toIso as iso } from "../../../src/clock.js";
 import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
@@ -103,7 +103,7 @@ export const driveKind: ResourceKind = {
   prepare(doc, ctx) {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
-    // With real sandboxes (issue 7) a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
+    // With real sandboxes a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
     if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
   },
   // Refused while a sandbox has it mounted; then its files go with it.

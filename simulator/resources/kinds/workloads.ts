@@ -102,7 +102,7 @@ export const jobKind: ResourceKind = {
   },
   // Executions running for real (simulator/jobs/runner.ts) stop with their job.
   beforeDelete(item, ctx) {
-    ctx.deps.jobs?.cancelJob(ctx.workspace, item.name);
+    ctx.deps.jobs.cancelJob(ctx.workspace, item.name);
   },
   mask: (doc, show) => {
     const masked = maskRuntimeEnvs(doc, show);

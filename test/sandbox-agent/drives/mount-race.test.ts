@@ -7,7 +7,7 @@ import { startSwapper } from "../../helpers/swapper.js";
 import { MOUNT, SKIP_REASON, mountTable, unmountUnder } from "./helpers.js";
 
 /**
- * #14 item 12, drive mounts: a process in the sandbox keeps swapping the
+ * Drive mounts: a process in the sandbox keeps swapping the
  * mount point's parent for a symlink to the outside while drives are mounted
  * and unmounted there. mount(8) given the path string followed the link and
  * bind-mounted outside --root (and the agent, not finding its mount, answered

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentClient } from "../../helpers/multipart.js";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 
-/** #14 item 11: bad input is a 4xx, never a 500. */
+/** Bad input is a 4xx, never a 500. */
 let agent: TestAgent;
 let api: ReturnType<typeof agentClient>;
 beforeAll(async () => {

@@ -4,7 +4,7 @@ import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 import { startAppServer, wsRoundTrip } from "../../helpers/websocket.js";
 
 /**
- * #14 item 9: a web page must not drive an agent started without a token.
+ * A web page must not drive an agent started without a token.
  * Raw node:http requests, so Host and Origin are exactly what a browser sends.
  */
 function send(url: string, options: { method?: string; headers?: Record<string, string>; body?: string }) {

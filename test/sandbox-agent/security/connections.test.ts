@@ -7,7 +7,7 @@ import { defaultMaxConnections, listen, type Serving } from "../../../src/serve.
 import { tempDir } from "../../helpers/agent.js";
 
 /**
- * #14 item 15: idle connections and never-ending bodies are cut, long
+ * Idle connections and never-ending bodies are cut, long
  * responses are not, and a flood of idle connections leaves room for /health.
  * Short timeouts here; the agent's are 30 s (headers) and 2 min (idle, body).
  */

@@ -5,7 +5,7 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
 import { startSwapper } from "../../helpers/swapper.js";
 
 /**
- * #14 item 12, recursive deletes: a process in the sandbox keeps swapping a
+ * Recursive deletes: a process in the sandbox keeps swapping a
  * directory inside the tree being deleted for a symlink to the outside. A
  * delete that re-resolves `tree/x/file` strings (fs.rm) lists and unlinks the
  * outside files when the swap lands between its lstat and its readdir; one

@@ -25,7 +25,7 @@ function runToExit(args: string[]): Promise<{ code: number | null; stderr: strin
   });
 }
 
-describe("one data dir, one agent (#14 item 14)", () => {
+describe("one data dir, one agent", () => {
   it("a second agent on the same --data-dir exits 1 with one line; after kill -9 of the first a new one starts", async () => {
     const base = tempDir();
     const args = ["--root", join(base, "root"), "--data-dir", join(base, "data")];
@@ -47,7 +47,7 @@ async function stderrShows(agent: AgentProcess, text: string): Promise<void> {
   while (!agent.stderr().includes(text)) await new Promise((r) => setTimeout(r, 20));
 }
 
-describe("shutdown with open streams (#14 item 16)", () => {
+describe("shutdown with open streams", () => {
   it("SIGINT ends a log-stream follower cleanly at once and exits 0", async () => {
     const base = tempDir();
     const agent = await start(["--root", join(base, "root"), "--data-dir", join(base, "data")]);

@@ -5,7 +5,7 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
 import { startSwapper } from "../../helpers/swapper.js";
 
 /**
- * #14 item 12, the MCP file tools: a process in the sandbox swaps a directory
+ * The MCP file tools: a process in the sandbox swaps a directory
  * for a symlink to the outside while an AI agent reads a file in it with
  * fsReadFile (edits it with fsEditFile, lists it with fsListDirectory). A tool that resolves the path and
  * then reads the path string reads the outside file when the swap lands in

@@ -8,7 +8,7 @@ import { tempDir } from "../../helpers/agent.js";
 import { eventually } from "../schedules/eventually.js";
 import { MAX_EVENT_CHARS } from "../../../sandbox-agent/process/follow.js";
 
-/** #14 item 10: no stream buffers without bound, no event is unbounded, list entries are short. */
+/** No stream buffers without bound, no event is unbounded, list entries are short. */
 const agents: AgentProcess[] = [];
 const groups: number[] = [];
 afterEach(async () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentClient } from "../../helpers/multipart.js";
 import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
 
-/** #14 item 13: with --data-dir and the drives dir under --root (the bwrap layout), the API cannot reach them. */
+/** With --data-dir and the drives dir under --root (the bwrap layout), the API cannot reach them. */
 let agent: TestAgent;
 let api: ReturnType<typeof agentClient>;
 beforeAll(async () => {

@@ -5,7 +5,7 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
 import { startSwapper } from "../../helpers/swapper.js";
 
 /**
- * #14 item 12: a process in the sandbox swaps a directory for a symlink to the
+ * A process in the sandbox swaps a directory for a symlink to the
  * outside while the API writes and reads through it. Resolution holds the
  * directories open (paths/beneath.ts), so no write lands outside the root and
  * no read returns the outside file, however the swap interleaves.

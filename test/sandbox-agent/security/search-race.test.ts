@@ -5,7 +5,7 @@ import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js"
 import { startSwapper } from "../../helpers/swapper.js";
 
 /**
- * #14 item 12, searches: a process in the sandbox keeps swapping a directory
+ * Searches: a process in the sandbox keeps swapping a directory
  * of the searched tree for a symlink to the outside while find, fuzzy search
  * and grep walk it. A walk that lists `tree/x` by path after seeing `x` as a
  * directory lists the outside when the swap lands in between; one that opens

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, parseAgentConfig } from "../../../sandbox-agent/config.js";
 import { tempDir } from "../../helpers/agent.js";
 
-/** #14 item 17: the token can come from a file or a descriptor, never needing env or argv. */
+/** The token can come from a file or a descriptor, never needing env or argv. */
 describe("token sources", () => {
   it("reads --token-file's first line, and --token-file-remove deletes the hand-off", () => {
     const file = join(tempDir(), "token");

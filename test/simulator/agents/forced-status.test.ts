@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 
 /**
  * Issue 7, "status and events always tell the truth", for the test hooks: a
@@ -40,7 +40,7 @@ describe("a forced sandbox status moves its agent", () => {
       expect(got.body.status).toBe(status);
       expect(got.body.events.at(-1).message).toMatch(/forced by a test hook\): the sandbox agent is stopped/);
       // Stopped, it exists without an agent: 503 WORKLOAD_UNAVAILABLE naming its status (a retry may work);
-      // deleted, 404 WORKLOAD_NOT_FOUND (do not retry) (issue 12).
+      // deleted, 404 WORKLOAD_NOT_FOUND (do not retry).
       const down = await auth(request(sim.url).post(`/sbx/default/${name}/process`)).send({ command: "true" });
       const gone = status === "DELETING" || status === "TERMINATED";
       expect(down.status).toBe(gone ? 404 : 503);

@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 import { isolationUnavailable, listensOn, pidNamespaceOf, pidsInNamespace, pidsWithMarker, serverCommand } from "../../helpers/sandbox-procs.js";
 import { spawnSimulatorProcess } from "../../helpers/simulator.js";

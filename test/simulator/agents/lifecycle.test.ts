@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { LaunchError, ProcessLauncher, type AgentHandle, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
 import { eventually, isAlive } from "../launcher/helpers.js";
 
@@ -128,7 +128,7 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(archived.body.status).toBe("ARCHIVED");
     expect(statuses(archived.body.events).slice(-2)).toEqual(["ARCHIVING", "ARCHIVED"]);
     expect(agentOf("shelved")).toBeUndefined();
-    // An archived sandbox exists but has no agent now: 503 WORKLOAD_UNAVAILABLE (retry), not 404 (issue 12).
+    // An archived sandbox exists but has no agent now: 503 WORKLOAD_UNAVAILABLE (retry), not 404.
     const shelved = await api.post("/sbx/default/shelved/process", { command: "true" });
     expect(shelved.status).toBe(503);
     expect(shelved.body.error).toMatchObject({ code: "WORKLOAD_UNAVAILABLE", message: expect.stringContaining("ARCHIVED") });

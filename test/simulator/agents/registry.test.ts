@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSimulatorApp } from "../../../simulator/app.js";
 import { applySeed, SeedSchema } from "../../../simulator/accounts/seed.js";
-import { openSimulator, type SimRuntime } from "../../../simulator/deps.js";
+import { openSimulator, type SimRuntime } from "../../../simulator/root.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
 import { createSimulatorSandboxProxy } from "../../../simulator/agents/proxy.js";
 import { ProcessLauncher, type SupervisorEvent } from "../../../simulator/launcher/index.js";

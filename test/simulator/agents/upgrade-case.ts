@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { eventually } from "../../sandbox-agent/schedules/eventually.js";

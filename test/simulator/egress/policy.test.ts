@@ -4,7 +4,7 @@ import { networkInterfaces } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { createLogger } from "../../../src/logging.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { startSandboxApp } from "../../helpers/sandbox-app.js";

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { startSandboxApp } from "../../helpers/sandbox-app.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";

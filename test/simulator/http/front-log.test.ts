@@ -2,7 +2,7 @@ import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../../src/logging.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
-import { openSimulator } from "../../../simulator/deps.js";
+import { openSimulator } from "../../../simulator/root.js";
 import { ADMIN_KEY, api } from "../../helpers/simulator.js";
 
 /**

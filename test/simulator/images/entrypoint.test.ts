@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { ImageStore } from "../../../simulator/images/image-store.js";
 import { ProcessLauncher, type Launcher } from "../../../simulator/launcher/index.js";
 import { createLogger } from "../../../src/logging.js";

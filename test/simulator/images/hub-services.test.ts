@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { defaultImageCacheDir, ImageStore } from "../../../simulator/images/image-store.js";
 import { createLogger } from "../../../src/logging.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";

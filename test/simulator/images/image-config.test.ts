@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { ImageStore } from "../../../simulator/images/image-store.js";
 import { parseLdd } from "../../../simulator/launcher/sandbox-kit.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";

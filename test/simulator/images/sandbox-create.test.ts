@@ -1,10 +1,10 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { ImageStore } from "../../../simulator/images/image-store.js";
 import { ProcessLauncher, type LaunchSpec, type Launcher } from "../../../simulator/launcher/index.js";
-import { withinCreateWait } from "../../../simulator/sandboxes/routes.js";
+import { withinCreateWait } from "../../../simulator/sandboxes/agent-runtime.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { writeOciLayout } from "./tar-writer.js";

@@ -3,7 +3,7 @@ import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { findBuilder } from "../../../simulator/images/builders.js";
 import { builderTag } from "../../../simulator/images/template-build.js";
 import { imagesCli } from "../../../simulator/images/cli.js";

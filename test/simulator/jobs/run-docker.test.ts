@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { DockerLauncher } from "../../../simulator/launcher/index.js";
 import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { jobCommand } from "../../../simulator/jobs/run-state.js";
 import { ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";

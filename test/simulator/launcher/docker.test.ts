@@ -27,7 +27,7 @@ describe("docker launcher: the docker run command", () => {
     expect(argv.join(" ")).not.toContain("s3cret-value");
     const names = argv.flatMap((a, i) => (argv[i - 1] === "--env" ? [a] : []));
     expect(names.sort()).toEqual(["API_KEY", "GREETING", "HOME"]);
-    // The token is handed over in a file the agent deletes once read (#14 item 17), never in its environment.
+    // The token is handed over in a file the agent deletes once read, never in its environment.
     expect(argv.slice(-3)).toEqual(["--token-file", `${IN_CONTAINER.data}/token.handoff`, "--token-file-remove"]);
     const env = dockerCliEnv(spec, { PATH: "/usr/bin", HOME: "/home/me", DOCKER_HOST: "unix:///x.sock", OPENAI_API_KEY: "simulator-secret" });
     expect(env.SANDBOX_AGENT_TOKEN).toBeUndefined();

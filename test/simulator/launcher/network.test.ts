@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { networkInterfaces } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { BwrapLauncher, type AgentHandle, type LaunchSpec } from "../../../simulator/launcher/index.js";
 import { isolationUnavailable, serverCommand } from "../../helpers/sandbox-procs.js";
 import { exec, specFor, tempBase } from "./helpers.js";

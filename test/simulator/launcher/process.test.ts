@@ -41,7 +41,7 @@ describe("process launcher", () => {
     expect(stdout.trim()).toBe("hello from spec|unset|unset");
   });
 
-  it("keeps the token out of the agent's /proc environ and cmdline, where sandbox processes could read it (#14 item 17)", async () => {
+  it("keeps the token out of the agent's /proc environ and cmdline, where sandbox processes could read it", async () => {
     const spec = specFor(base, "environ");
     const agent = await launcher.start(spec);
     running.push(agent);

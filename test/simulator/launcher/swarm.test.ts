@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { parseSimConfig } from "../../../simulator/config.js";
 import { LAUNCHER_NAMES, SwarmLauncher } from "../../../simulator/launcher/index.js";
 import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../../simulator/launcher/swarm-args.js";
@@ -299,7 +299,7 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
       }
     }, 20_000);
     const launcher = new SwarmLauncher({ image: small, registry: `127.0.0.1:${port}`, readyTimeoutMs: 120_000, pollMs: 250 });
-    expect(launcher.describe()).toContain(`images pushed to 127.0.0.1:${port}`);
+    expect(launcher.describe().detail).toContain(`images pushed to 127.0.0.1:${port}`);
     const spec = { ...specFor(tempBase("swarm-reg-box-"), "pushed"), workspace: WS };
     const agent = await launcher.start(spec);
     try {

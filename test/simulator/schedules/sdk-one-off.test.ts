@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { eventually } from "../../sandbox-agent/schedules/eventually.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 

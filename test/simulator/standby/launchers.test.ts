@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator } from "../../../simulator/serve.js";
 import { BwrapLauncher, DockerLauncher, ProcessLauncher, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { stopTree } from "../../../simulator/launcher/proc.js";
 import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";

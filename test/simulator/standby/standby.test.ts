@@ -2,7 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { eventually } from "../launcher/helpers.js";
 import { eventually as eventuallyAsync } from "../../sandbox-agent/schedules/eventually.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace, pidsWithMarker } from "../../helpers/sandbox-procs.js";

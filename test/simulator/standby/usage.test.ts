@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 
 /**

@@ -1,6 +1,6 @@
 import { readlinkSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
 import { openReadyTerminal, openTerminal, run, until } from "../../helpers/terminal-client.js";

@@ -2,17 +2,17 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { rmSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
-import { recordAgentEvent } from "../../../simulator/agents/sandbox-status.js";
+import { recordAgentEvent } from "../../../simulator/sandboxes/status.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
-import { openSimulator, type SimRuntime } from "../../../simulator/deps.js";
+import { assembleDeps, openState, type SimRuntime } from "../../../simulator/root.js";
 import { ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { resourceUid } from "../../../simulator/resources/usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 
 /**
- * Sandboxes with real agents are billed for the agents' run time (issue 7):
+ * Sandboxes with real agents are billed for the agents' run time:
  * from the moment the agent is healthy until it stops or crashes. The
  * simulator clock is frozen, so only test-hook advances count.
  * (npm run build first: the agents run from dist/.)
@@ -58,19 +58,19 @@ describe("a real sandbox agent's run time is metered", () => {
 
   it("a crash closes the span; the agent down is not billed", async () => {
     const base = tempBase("usage-agents-");
-    const runtime: SimRuntime = openSimulator({ apiKey: KEY, testHooks: true });
-    const deps = runtime.deps;
+    const state = openState({ apiKey: KEY, testHooks: true });
     // Wired as serveSimulator does, with a restart delay long enough to see the agent down.
     const agents = new SandboxAgents({
       launcher: new ProcessLauncher(),
       dir: base,
       supervisor: { initialDelayMs: 60_000 },
       onEvent: (workspace, sandbox, event) => {
-        recordAgentEvent(deps, workspace, sandbox, event);
+        recordAgentEvent(state.core, workspace, sandbox, event);
         deps.onSandboxAgentEvent(workspace, sandbox, event);
       },
     });
-    deps.agents = agents;
+    const deps = assembleDeps(state.core, { agents });
+    const runtime: SimRuntime = { deps, close: state.close };
     const app = createSimulatorApp(deps);
     const server: Server = createServer((req, res) => app(req, res));
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { serveSimulator, type ServedSimulator } from "../../../simulator/agents/serve.js";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { loopDevicesOf, loopVolumesUnsupported, volumeImagePath } from "../../../simulator/agents/volume-fs.js";
 import { isAlive } from "../launcher/helpers.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";

@@ -1,16 +1,17 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
-import { errors } from "../../../src/errors.js";
-import type { OpContext } from "../../http/operation.js";
-import { previewUrl } from "../../previews/urls.js";
-import type { ResourceDoc, ResourceKind } from "../kind.js";
-import { maskEnvs, maskMap } from "../render.js";
-import { runtimeSchema, volumeAttachmentSchema } from "../schemas.js";
-import { sandboxExpiry, type ExpiringDoc } from "../../sandboxes/expiry-rules.js";
-import { expireDueSandboxes } from "../../sandboxes/expiry.js";
-import { forgetWorkload, recordWorkloadLabels } from "../../agents/drives.js";
-import { NetworkSpecError, parseNetwork } from "../../egress/policy.js";
-import { attachmentProblem, type VolumeAttachment } from "../../agents/volumes.js";
+import { errors } from "../../src/errors.js";
+import type { OpContext } from "../http/operation.js";
+import { previewUrl } from "../previews/urls.js";
+import type { ResourceDoc, ResourceKind } from "../resources/kind.js";
+import { maskEnvs, maskMap } from "../resources/render.js";
+import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
+import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
+import { SANDBOX_CHILDREN } from "./children.js";
+import { expireDueSandboxes } from "./expiry.js";
+import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
+import { NetworkSpecError, parseNetwork } from "../egress/policy.js";
+import { attachmentProblem, type VolumeAttachment } from "../agents/volumes.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
@@ -38,7 +39,7 @@ export const sandboxKind: ResourceKind = {
   statusFilter: true,
   hiddenStatuses: { statuses: ["TERMINATED"], shownBy: "showTerminated" },
   generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
-  children: ["preview", "preview-token", "schedule", "schedule-execution"],
+  children: SANDBOX_CHILDREN,
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
   prepare(doc, ctx) {
     checkNetwork(doc.spec.network);
@@ -50,7 +51,7 @@ export const sandboxKind: ResourceKind = {
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
     doc.metadata.url = ctx.deps.agents
-      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy (issue 7)
+      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy
       : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
     doc.state = "RUNNING";
     if (ctx.deps.agents) checkVolumeAttachments(doc, ctx);
@@ -77,7 +78,7 @@ export const sandboxKind: ResourceKind = {
     if (used !== undefined && !(stored >= used)) live.lastUsedAt = new Date(used).toISOString();
     return Object.keys(live).length > 0 ? live : undefined;
   },
-  // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED (issue 12).
+  // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED.
   beforeRead(ctx, name) {
     expireDueSandboxes(ctx.deps, { workspace: ctx.workspace, sandbox: name });
   },
@@ -172,8 +173,8 @@ export const previewTokenKind: ResourceKind = {
 
 /**
  * `spec.network.proxy.routing[].secrets` are write-only in the SDK's types
- * ("never returned in API responses"): always "***", even for an admin
- * (issue 14); a "***" sent back on update keeps the stored value (crud.ts).
+ * ("never returned in API responses"): always "***", even for an admin (a secret
+ * read back is a secret leaked); a "***" sent back on update keeps the stored value (crud.ts).
  */
 function maskRoutingSecrets(network: unknown): unknown {
   const proxy = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy;

@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADMIN_KEY, api, startTestSim } from "../helpers/simulator.js";
+import { ADMIN_KEY, api, startTestSim } from "../../helpers/simulator.js";
 
 const sim = startTestSim();
 afterAll(() => sim.close());

@@ -1,18 +1,21 @@
-import type { SimDeps } from "../deps.js";
 import type { SupervisorEvent } from "../launcher/index.js";
-import type { ResourceDoc } from "./kind.js";
-import { refOf } from "./usage.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { refOf } from "../resources/usage.js";
+import type { SandboxAgents } from "../agents/registry.js";
+import type { Clock } from "../../src/clock.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { ResourceStore } from "../store/resources.js";
 
 export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
 
 /**
- * A sandbox with a real agent is billed for the agent's run time (issue 7):
+ * A sandbox with a real agent is billed for the agent's run time:
  * its compute span opens when the agent is healthy (started, restarted) and
  * closes when it stops, crashes or cannot be restarted; memory × time as for
  * every compute dimension (spec.runtime.memory, 4096 MB by default).
  * Called with every supervisor event of a sandbox's agent.
  */
-export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "clock" | "agents">, workspace: string, sandbox: string, event: SupervisorEvent): void {
+export function meterSandboxAgent(deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents?: SandboxAgents }, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return; // deleted: the delete closed its spans
   const ref = refOf(item, "sandbox");
@@ -31,7 +34,7 @@ export function meterSandboxAgent(deps: Pick<SimDeps, "resources" | "meter" | "c
  * Standby accrues no compute (the platform bills a sleeping sandbox for its storage only): the compute span
  * closes when the sandbox goes to standby and a new one opens when it resumes.
  */
-export function meterSandboxStandby(deps: Pick<SimDeps, "resources" | "meter" | "clock">, workspace: string, sandbox: string, state: "RUNNING" | "STANDBY"): void {
+export function meterSandboxStandby(deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock }, workspace: string, sandbox: string, state: "RUNNING" | "STANDBY"): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const ref = refOf(item, "sandbox");

@@ -2,8 +2,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { goDuration, UNAVAILABLE_ROUTES, WELCOME } from "../../sandbox-agent/system/routes.js";
-import { startTestAgent, tempDir, type TestAgent } from "../helpers/agent.js";
+import { goDuration, UNAVAILABLE_ROUTES, WELCOME } from "../../../sandbox-agent/system/routes.js";
+import { startTestAgent, tempDir, type TestAgent } from "../../helpers/agent.js";
 
 const TOKEN = "system-token";
 let agent: TestAgent;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { recordAgentEvent } from "../../../simulator/agents/sandbox-status.js";
+import { recordAgentEvent } from "../../../simulator/sandboxes/status.js";
 import { settle, type Deployable } from "../../../simulator/resources/lifecycle.js";
 import { startTestSim } from "../../helpers/simulator.js";
 

@@ -1,5 +1,4 @@
-import { iso } from "../clock.js";
-import type { SimClock } from "../clock.js";
+import { toIso as iso, type Clock } from "../../src/clock.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SupervisorEvent } from "../launcher/index.js";
 
@@ -43,7 +42,7 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
   }
 }
 
-export function recordAgentEvent(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string, event: SupervisorEvent): void {
+export function recordAgentEvent(deps: { resources: ResourceStore; clock: Clock }, workspace: string, sandbox: string, event: SupervisorEvent): void {
   const change = describe(event);
   if (!change) return;
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
@@ -62,7 +61,7 @@ export function recordAgentEvent(deps: { resources: ResourceStore; clock: SimClo
  * start does not eat the lifetime the user asked for. Set once: a restart
  * or reboot later does not move it.
  */
-function markReady(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string): void {
+function markReady(deps: { resources: ResourceStore; clock: Clock }, workspace: string, sandbox: string): void {
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
   if (!item || item.doc.__readyAt !== undefined) return;
   item.doc.__readyAt = iso(deps.clock.now());
@@ -77,7 +76,7 @@ const STOPPING = new Set(["ARCHIVING", "ARCHIVED", "DEACTIVATING", "DEACTIVATED"
  * also drops its planned moves: a planned move (an update's DEPLOYING →
  * DEPLOYED) must not later paper over what its agent really did.
  */
-export function recordStatus(deps: { resources: ResourceStore; clock: SimClock }, workspace: string, sandbox: string, status: string, message: string, type = "deployment", dropPlanned = true): void {
+export function recordStatus(deps: { resources: ResourceStore; clock: Clock }, workspace: string, sandbox: string, status: string, message: string, type = "deployment", dropPlanned = true): void {
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const doc = item.doc;

@@ -3,29 +3,30 @@ import { rm } from "node:fs/promises";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Logger } from "../../src/logging.js";
-import { listen, type UpgradeListener } from "../../src/serve.js";
-import { rawReply } from "../../src/tunnel.js";
-import { createSimulatorApp } from "../app.js";
-import type { SimConfig } from "../config.js";
-import { openSimulator, type SimDeps } from "../deps.js";
-import { exportLines, sdkEnv } from "../env-lines.js";
-import { listenFailure } from "../../src/startup.js";
-import { BwrapLauncher, createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "../launcher/index.js";
-import { defaultImageCacheDir, ImageStore } from "../images/image-store.js";
-import { SandboxImages, type PrebuildStatus } from "../images/sandbox-images.js";
-import { callbackProgress } from "../images/progress.js";
-import { createSimulatorSandboxProxy } from "./proxy.js";
-import { SimulatorEgress } from "../egress/index.js";
-import { SandboxAgents } from "./registry.js";
-import { mountsUnder } from "./retention.js";
-import { JobRunner } from "../jobs/runner.js";
-import { loopVolumesUnsupported, unmountAllVolumeImages } from "./volume-fs.js";
-import { provisionVolume } from "./volumes.js";
-import { launchOptions } from "../sandboxes/agent-lifecycle.js";
-import { recordAgentEvent, recordStatus } from "./sandbox-status.js";
-import { meterSandboxStandby } from "../resources/sandbox-usage.js";
-import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "../sandboxes/expiry.js";
+import type { Logger } from "../src/logging.js";
+import { listen, type UpgradeListener } from "../src/serve.js";
+import { rawReply } from "../src/tunnel.js";
+import { createSimulatorApp } from "./app.js";
+import type { SimConfig } from "./config.js";
+import type { SimDeps } from "./deps.js";
+import { assembleDeps, openState } from "./root.js";
+import { exportLines, sdkEnv } from "./env-lines.js";
+import { listenFailure } from "../src/startup.js";
+import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
+import { defaultImageCacheDir, ImageStore } from "./images/image-store.js";
+import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
+import { callbackProgress } from "./images/progress.js";
+import { createSimulatorSandboxProxy } from "./agents/proxy.js";
+import { SimulatorEgress } from "./egress/index.js";
+import { SandboxAgents } from "./agents/registry.js";
+import { mountsUnder } from "./agents/retention.js";
+import { JobRunner } from "./jobs/runner.js";
+import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
+import { provisionVolume } from "./agents/volumes.js";
+import { launchOptions } from "./sandboxes/agent-lifecycle.js";
+import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
+import { meterSandboxStandby } from "./sandboxes/usage.js";
+import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "./sandboxes/expiry.js";
 
 /** Sandboxes in these states have no agent to bring back. */
 const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
@@ -60,46 +61,45 @@ export interface ServedSimulator {
  * beside the --data file (<data>.sandboxes/), or in a temp dir removed on stop.
  */
 export async function serveSimulator(config: Partial<SimConfig>, options: ServeOptions = {}): Promise<ServedSimulator> {
-  const runtime = openSimulator(config, { logger: options.logger });
-  const deps = runtime.deps;
-  const name = options.launcher ?? deps.config.launcher;
+  const state = openState(config, { logger: options.logger });
+  const core = state.core;
+  const name = options.launcher ?? core.config.launcher;
   let launcher: Launcher;
   try {
-    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: deps.config.warmSandboxes }) : createLauncher(name, { network: deps.config.sandboxNetwork, warm: deps.config.warmSandboxes, swarm: { constraints: deps.config.swarmConstraints, registry: deps.config.swarmRegistry } });
+    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: core.config.warmSandboxes }) : createLauncher(name, { network: core.config.sandboxNetwork, warm: core.config.warmSandboxes, swarm: { constraints: core.config.swarmConstraints, registry: core.config.swarmRegistry } });
   } catch (err) {
-    runtime.close(); // nothing left behind: no data dir, no listener
+    state.close(); // nothing left behind: no data dir, no listener
     throw err;
   }
-  const inMemory = deps.config.data === ":memory:";
-  const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${deps.config.data}.sandboxes`;
+  const inMemory = core.config.data === ":memory:";
+  const dir = inMemory ? mkdtempSync(join(tmpdir(), "sandbox-sim-")) : `${core.config.data}.sandboxes`;
   mkdirSync(dir, { recursive: true });
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
-  const ids = launcher instanceof BwrapLauncher ? launcher.mapIds(dir) : undefined;
-  if (ids?.kind === "single") deps.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
+  const ids = launcher.mapIds?.(dir);
+  if (ids?.kind === "single") core.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
   // Standby (/health): the idle period, or why sandboxes never sleep with this launcher (said once at start).
-  const standby = launcher.standby === true ? { afterMs: deps.config.standbyAfterMs } : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
-  deps.sandboxIsolation = { ...describeLauncher(launcher), standby };
-  if ("unavailable" in standby && deps.config.standbyAfterMs > 0) deps.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
-  if (!deps.sandboxIsolation.isolated) deps.logger.warn({ launcher: deps.sandboxIsolation.launcher }, `sandboxes are ${deps.sandboxIsolation.detail}`);
+  const standby = launcher.standby === true ? { afterMs: core.config.standbyAfterMs } : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
+  const sandboxIsolation = { ...describeLauncher(launcher), standby };
+  if ("unavailable" in standby && core.config.standbyAfterMs > 0) core.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
+  if (!sandboxIsolation.isolated) core.logger.warn({ launcher: sandboxIsolation.launcher }, `sandboxes are ${sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
-  const images = deps.config.imageSource === "store"
-    ? new SandboxImages(new ImageStore({ dir: deps.config.imageCache === "local" ? join(dir, "images") : (deps.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, deps.logger, (workspace, sandbox, text) => {
+  const images = core.config.imageSource === "store"
+    ? new SandboxImages(new ImageStore({ dir: core.config.imageCache === "local" ? join(dir, "images") : (core.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, core.logger, (workspace, sandbox, text) => {
       // A build on first use: what it is doing goes to the sandbox's events (its status stays).
-      deps.logger.info({ workspace, sandbox, image: text }, "sandbox image");
-      const status = deps.resources.get(workspace, "sandbox", sandbox)?.status;
-      if (status) recordStatus(deps, workspace, sandbox, status, `image: ${text}`, "image", false);
+      core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+      const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
+      if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
     }, launcher.singleUserId?.bind(launcher))
     : undefined;
-  deps.images = images;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   const egress = new SimulatorEgress({
     caDir: inMemory ? undefined : join(dir, "egress-ca"),
-    logger: deps.logger.child({ component: "egress" }),
-    resources: deps.resources,
-    urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
-    outbound: deps.config.sandboxNetwork === "outbound",
+    logger: core.logger.child({ component: "egress" }),
+    resources: core.resources,
+    urls: () => ({ base: core.urls.base, listen: listenUrl ?? core.urls.base }),
+    outbound: core.config.sandboxNetwork === "outbound",
   });
   const agents = new SandboxAgents({
     egress: {
@@ -113,43 +113,43 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     launcher,
     dir,
     images,
-    startQueue: new StartQueue(deps.config.startConcurrency ?? defaultStartConcurrency()),
-    logLevel: deps.config.logLevel === "silent" ? "silent" : "warn",
-    retentionMs: deps.config.sandboxRetentionMs,
-    now: () => deps.clock.now(),
-    logger: deps.logger,
-    onUse: (workspace, sandbox) => recordLastUse(deps, workspace, sandbox),
-    standbyAfterMs: deps.config.standbyAfterMs,
-    onStandby: (workspace, sandbox, state) => meterSandboxStandby(deps, workspace, sandbox, state),
+    startQueue: new StartQueue(core.config.startConcurrency ?? defaultStartConcurrency()),
+    logLevel: core.config.logLevel === "silent" ? "silent" : "warn",
+    retentionMs: core.config.sandboxRetentionMs,
+    now: () => core.clock.now(),
+    logger: core.logger,
+    onUse: (workspace, sandbox) => recordLastUse(core, workspace, sandbox),
+    standbyAfterMs: core.config.standbyAfterMs,
+    onStandby: (workspace, sandbox, state) => meterSandboxStandby(core, workspace, sandbox, state),
     prepareVolumes: (workspace, sandbox, volumes) => {
       for (const volume of volumes) {
-        const size = deps.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
+        const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
         if (size === undefined) continue;
         // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = deps.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
+        const inUse = core.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
         const pending = provisionVolume(dir, workspace, volume, size, inUse);
-        if (pending) deps.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
+        if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
       }
     },
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
       const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};
-      deps.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
-      recordAgentEvent(deps, workspace, sandbox, event);
+      core.logger.info({ workspace, sandbox, event: event.type, ...where }, "sandbox agent");
+      recordAgentEvent(core, workspace, sandbox, event);
       deps.onSandboxAgentEvent(workspace, sandbox, event); // usage: the agent's run time (account metrics)
     },
   });
-  deps.agents = agents;
   // Volumes: a filesystem of their size where the host allows it (loop-mounted ext4), else plain directories.
   const noLoop = loopVolumesUnsupported();
-  if (noLoop) deps.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
-  for (const ws of deps.accounts.allWorkspaces()) {
-    for (const volume of deps.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
+  if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
+  for (const ws of core.accounts.allWorkspaces()) {
+    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
-  const jobs = new JobRunner({ launcher, dir, deps, logLevel: deps.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
-  jobs.failInterrupted(deps.accounts.allWorkspaces().map((w) => w.name));
-  deps.jobs = jobs;
+  const jobs = new JobRunner({ launcher, dir, deps: core, logLevel: core.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
+  jobs.failInterrupted(core.accounts.allWorkspaces().map((w) => w.name));
+  // Everything is built: the dependencies handlers see, once and complete.
+  const deps = assembleDeps(core, { agents, jobs, images, sandboxIsolation });
   const proxy = createSimulatorSandboxProxy(deps, agents);
   const app = createSimulatorApp(deps);
   const handler: RequestListener & UpgradeListener = (req: IncomingMessage, res: ServerResponse) => {
@@ -163,7 +163,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     // Nothing is left behind by a failed start (a port in use): no temp dir, no warm agent, no open database.
     proxy.close();
     await launcher.close?.();
-    runtime.close();
+    state.close();
     if (inMemory) rmSync(dir, { recursive: true, force: true });
     throw listenFailure(err, deps.config.host, deps.config.port) ?? err;
   });
@@ -216,7 +216,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
       proxy.close();
       egress.close();
-      runtime.close();
+      state.close();
       if (inMemory) await removeTempDir(dir, deps.logger, launcher);
     })()),
     abandon: () => {

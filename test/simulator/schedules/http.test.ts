@@ -1,7 +1,7 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dueFirings, normalizeScheduleValue, parseCron, cronMatches } from "../../simulator/schedules/parse.js";
-import { startTestSim } from "../helpers/simulator.js";
+import { dueFirings, normalizeScheduleValue, parseCron, cronMatches } from "../../../simulator/schedules/parse.js";
+import { startTestSim } from "../../helpers/simulator.js";
 
 describe("schedule value parsing (pure)", () => {
   const now = Date.parse("2026-05-01T10:00:00Z");

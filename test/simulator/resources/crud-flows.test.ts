@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, describe, expect, it } from "vitest";
-import { api, startTestSim, ADMIN_KEY } from "../helpers/simulator.js";
+import { api, startTestSim, ADMIN_KEY } from "../../helpers/simulator.js";
 
 const sim = startTestSim();
 afterAll(() => sim.close());

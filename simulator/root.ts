@@ -1,0 +1,115 @@
+/**
+ * The composition root: the state (database, stores, clock, metering) is opened here, bootstrapped and seeded,
+ * and the dependencies handlers see are assembled here once, complete, with what follows a resource's life
+ * (usage metering) wired as a listener. serve.ts adds the real workloads (launcher, agents, jobs, images);
+ * openSimulator is the records-only simulator the unit tests use.
+ */
+import { CursorCodec } from "../src/cursor.js";
+import { uuidIds, type Ids } from "../src/ids.js";
+import { silentLogger, type Logger } from "../src/logging.js";
+import { migrate, openDatabase } from "../src/sqlite.js";
+import { AccountStore } from "./accounts/store.js";
+import { applySeed, bootstrap, generateApiKey, readSeedFile } from "./accounts/seed.js";
+import { CredentialStore } from "./auth/credentials.js";
+import { PrincipalCache } from "./auth/principal-cache.js";
+import type { Principal } from "./auth/principal.js";
+import { SIGNING_SECRET_MIGRATIONS, signingSecret, storedSecretText } from "./auth/signing-secrets.js";
+import { SimClock } from "./clock.js";
+import type { SimConfig } from "./config.js";
+import { SimConfigSchema } from "./config.js";
+import type { RealWorkloads, SimCore, SimDeps } from "./deps.js";
+import { UsageMeter } from "./metrics/meter.js";
+import { UsageStore } from "./metrics/store.js";
+import { meterSandboxAgent } from "./sandboxes/usage.js";
+import { meterResource, unmeterResource } from "./resources/usage.js";
+import { settleJobUsage } from "./jobs/usage.js";
+import { SIMULATED_JOBS } from "./jobs/executor.js";
+import { agentSandboxes } from "./sandboxes/agent-runtime.js";
+import { recordSandboxes } from "./sandboxes/records-runtime.js";
+import { ResourceStore } from "./store/resources.js";
+import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
+import { initialHooksState } from "./test-hooks/state.js";
+
+export interface SimOverrides {
+  clock?: SimClock;
+  ids?: Ids;
+  logger?: Logger;
+}
+
+export interface SimRuntime {
+  deps: SimDeps;
+  close(): void;
+}
+
+export interface SimState {
+  core: SimCore;
+  close(): void;
+}
+
+/** Opens the database and stores, bootstraps the default workspace and applies --seed. */
+export function openState(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimState {
+  const config: SimConfig = Object.freeze(SimConfigSchema.parse({ ...configInput }));
+  const seed = config.seed ? readSeedFile(config.seed) : undefined;
+  const db = openDatabase(config.data);
+  migrate(db, SIMULATOR_MIGRATIONS);
+  migrate(db, SIGNING_SECRET_MIGRATIONS);
+  const clock = overrides.clock ?? new SimClock();
+  const principals = new PrincipalCache<Principal>();
+  const resources = new ResourceStore(db);
+  const usage = new UsageStore(db);
+  // Account changes can drop principals' rights, and a workspace deletion removes rows behind the resource store.
+  const changed = () => {
+    principals.invalidate();
+    resources.clearCache();
+  };
+  const core: SimCore = {
+    config,
+    db,
+    accounts: new AccountStore(db, changed),
+    credentials: new CredentialStore(db, changed),
+    resources,
+    clock,
+    ids: overrides.ids ?? uuidIds,
+    logger: overrides.logger ?? silentLogger(),
+    cursors: new CursorCodec({ now: () => clock.now(), secret: signingSecret(db, "cursor") }),
+    jwtSecret: signingSecret(db, "jwt"),
+    principals,
+    testHooks: initialHooksState(config.testHooks),
+    urls: { base: config.publicUrl ?? `http://${config.host}:${config.port}` },
+    // One admin key per data file: a restart with --data prints the key it printed before (unless --api-key).
+    adminApiKey: config.apiKey ?? storedSecretText(db, "admin-api-key", generateApiKey),
+    usage,
+    meter: new UsageMeter(usage, clock),
+  };
+  // Job executions end on the clock: the ones nobody read are recorded before each metrics query.
+  core.meter.beforeFlush((now) => settleJobUsage(core, now));
+  bootstrap(core, config.workspace, core.adminApiKey);
+  if (seed) applySeed(core, seed);
+  return { core, close: () => db.close() };
+}
+
+/**
+ * The dependencies handlers see, built once from the state and the real workloads (none: records only).
+ * Usage follows every resource written or deleted through the store (account metrics): the generic
+ * create/update/delete layer does not know about metering.
+ */
+export function assembleDeps(core: SimCore, workloads: RealWorkloads = {}): SimDeps {
+  const deps: SimDeps = {
+    ...core,
+    ...workloads,
+    sandboxes: workloads.agents ? agentSandboxes(workloads.agents, workloads.images) : recordSandboxes,
+    jobs: workloads.jobs ?? SIMULATED_JOBS,
+    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
+  };
+  core.resources.onChange(({ type, item }) => {
+    if (type === "saved") meterResource(deps, item as never);
+    else unmeterResource(deps, item as never);
+  });
+  return deps;
+}
+
+/** A records-only simulator (no launcher: sandboxes and jobs follow their simulated plans). */
+export function openSimulator(configInput: Partial<SimConfig> = {}, overrides: SimOverrides = {}): SimRuntime {
+  const state = openState(configInput, overrides);
+  return { deps: assembleDeps(state.core), close: state.close };
+}

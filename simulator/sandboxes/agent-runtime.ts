@@ -1,0 +1,73 @@
+import { ApiError, errors } from "../../src/errors.js";
+import type { SandboxAgents } from "../agents/registry.js";
+import type { OpContext } from "../http/operation.js";
+import type { SandboxImages } from "../images/sandbox-images.js";
+import { loadItem } from "../resources/crud.js";
+import { sandboxKind } from "./kind.js";
+import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
+import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
+import type { SandboxRuntime } from "./runtime.js";
+
+/** spec.runtime.image of a request body, as sent. */
+const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
+
+/**
+ * A create that outlasts CREATE_WAIT_MS (an image built on first use) answers
+ * 504 while the sandbox keeps deploying, as the platform's edge does: the SDK
+ * then polls GET /sandboxes/{name} until DEPLOYED or FAILED (sandbox.js,
+ * waitAfterCreateGatewayTimeout). Node's fetch would give up on its own at
+ * 300 s without response headers.
+ */
+export const CREATE_WAIT_MS = 240_000;
+
+export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = CREATE_WAIT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ApiError("service_unavailable", `sandbox "${name}" is still deploying (its image is being built): GET it until it is DEPLOYED`, { status: 504, details: { code: "GATEWAY_TIMEOUT" } })), waitMs);
+    timer.unref();
+  });
+  created.catch(() => {}); // settled after the 504: its outcome is in the sandbox's status and events
+  return Promise.race([created, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Sandboxes with one real sandbox-agent each (simulator/agents); images checked at create when there is a store. */
+export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | undefined): SandboxRuntime<OpContext> {
+  const hooks: RecordHooks = {
+    // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
+    reused: (ctx, item) => {
+      if (item.status === "DEPLOYED" || item.status === "DEPLOYING") agents.begin(ctx.workspace, item.name, launchOptions(item.doc));
+    },
+    creating: (ctx, doc) => markDeploying(ctx, doc),
+    // Started now; calls through metadata.url wait until it is healthy.
+    created: (ctx, doc) => agents.begin(ctx.workspace, doc.metadata.name, launchOptions(doc)),
+  };
+  return {
+    async create(ctx: OpContext) {
+      // An image no source provides: 400 INVALID_IMAGE before any record exists, as the platform answers (no sandbox left behind).
+      const image = imageOf(ctx.body);
+      await images?.check(typeof image === "string" ? image : undefined);
+      // DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED (the SDK's create expects it).
+      const doc = createRecord(ctx, hooks);
+      return withinCreateWait(awaitCreated(ctx, agents, doc.metadata.name), doc.metadata.name);
+    },
+    async update(ctx: OpContext) {
+      // Read before the update: the store may hand the update the same (cached) item object.
+      const { name, doc, status } = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+      const image = imageOf(ctx.body);
+      // A new image must exist (the default error shape here: numeric code, the reason in the message).
+      if (typeof image === "string" && image !== launchOptions(doc).image) {
+        await images?.check(image).catch((err: unknown) => {
+          throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
+        });
+      }
+      genericUpdate.handler(ctx);
+      // A new spec.network applies to the running sandbox at once (simulator/egress): no restart.
+      await agents.applyNetwork(ctx.workspace, name);
+      return afterUpdate(ctx, agents, name, doc, status);
+    },
+    move: (ctx, plan) => (plan === "archive" ? archive(ctx, agents, ctx.params.sandboxName!) : unarchive(ctx, agents, ctx.params.sandboxName!)),
+    isStarting: (workspace, name) => agents.get(workspace, name)?.state === "starting",
+    lastUsedMs: (workspace, name) => agents.lastUsedMs(workspace, name) ?? 0,
+    retire: (workspace, name, onError) => agents.retire(workspace, name, onError),
+  };
+}

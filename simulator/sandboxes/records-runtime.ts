@@ -1,0 +1,65 @@
+import { errors } from "../../src/errors.js";
+import { queryBool } from "../../src/http.js";
+import type { OpContext } from "../http/operation.js";
+import { crudOperations, insertNew, loadItem, renderDoc, save, buildNew } from "../resources/crud.js";
+import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
+import type { ResourceDoc } from "../resources/kind.js";
+import { sandboxKind } from "./kind.js";
+import type { StoredResource } from "../store/resources.js";
+import { dropTerminated } from "./expiry.js";
+import type { SandboxRuntime } from "./runtime.js";
+
+const NOT_REUSABLE = new Set(["FAILED", "TERMINATED", "TERMINATING"]);
+
+/** What a create does beside the record: nothing here; agent-runtime.ts starts the sandbox's agent. */
+export interface RecordHooks {
+  /** createIfNotExist found the sandbox (and answers it). */
+  reused(ctx: OpContext, item: StoredResource<ResourceDoc>): void;
+  /** The new document, before it is stored. */
+  creating(ctx: OpContext, doc: ResourceDoc): void;
+  /** The new document, stored. */
+  created(ctx: OpContext, doc: ResourceDoc): void;
+}
+
+const NO_HOOKS: RecordHooks = { reused() {}, creating() {}, created() {} };
+
+/** The sandbox record of POST /sandboxes (createIfNotExist answers an existing one that can be reused). */
+export function createRecord(ctx: OpContext, hooks: RecordHooks = NO_HOOKS): ResourceDoc {
+  const doc = buildNew(sandboxKind, ctx, "");
+  dropTerminated(ctx.deps, ctx.workspace, doc.metadata.name);
+  if (queryBool(ctx.query.createIfNotExist)) {
+    const existing = ctx.deps.resources.get(ctx.workspace, "sandbox", doc.metadata.name);
+    if (existing && !NOT_REUSABLE.has(existing.status)) {
+      const item = loadItem(sandboxKind, ctx, doc.metadata.name, "");
+      hooks.reused(ctx, item);
+      return renderDoc(sandboxKind, item.doc, false, ctx);
+    }
+  }
+  hooks.creating(ctx, doc);
+  insertNew(sandboxKind, ctx, "", doc);
+  hooks.created(ctx, doc);
+  return renderDoc(sandboxKind, doc, false, ctx);
+}
+
+/** The generic update (validation, masked secrets kept); agent-runtime.ts then applies the new spec to the agent. */
+export const genericUpdate = crudOperations({ ...sandboxKind, ops: { update: "updateSandbox" } })[0]!;
+
+/** Archive and unarchive follow their simulated plan. */
+function plannedMove(ctx: OpContext, plan: "archive" | "unarchive"): unknown {
+  const item = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+  const allowed = plan === "archive" ? ["DEPLOYED", "DEACTIVATED"] : ["ARCHIVED"];
+  if (!allowed.includes(item.status)) throw errors.conflict(`sandbox "${item.name}" is ${item.status}; ${plan} needs ${allowed.join(" or ")}`);
+  startPlan(item.doc as Deployable, PLANS[plan], ctx.deps.clock.now(), ctx.deps.testHooks.transitions);
+  save(ctx, item);
+  return renderDoc(sandboxKind, item.doc, false, ctx);
+}
+
+/** Sandboxes as records only: their statuses follow simulated plans, nothing runs. */
+export const recordSandboxes: SandboxRuntime<OpContext> = {
+  create: (ctx) => createRecord(ctx),
+  update: (ctx) => genericUpdate.handler(ctx),
+  move: plannedMove,
+  isStarting: () => false,
+  lastUsedMs: () => 0,
+  retire: () => {},
+};
