@@ -17,6 +17,7 @@ import { SandboxImages, type PrebuildStatus } from "../images/sandbox-images.js"
 import { callbackProgress } from "../images/progress.js";
 import { createSimulatorSandboxProxy } from "./proxy.js";
 import { SimulatorEgress } from "../egress/index.js";
+import type { SimulatorHandler } from "../egress/in-process.js";
 import { SandboxAgents } from "./registry.js";
 import { mountsUnder } from "./retention.js";
 import { JobRunner } from "../jobs/runner.js";
@@ -90,12 +91,14 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   deps.images = images;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
+  let inProcess: SimulatorHandler | undefined;
   const egress = new SimulatorEgress({
     caDir: inMemory ? undefined : join(dir, "egress-ca"),
     logger: deps.logger.child({ component: "egress" }),
     resources: deps.resources,
     urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
     outbound: deps.config.sandboxNetwork === "outbound",
+    handler: () => inProcess,
   });
   const agents = new SandboxAgents({
     egress: {
@@ -163,6 +166,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   });
   deps.urls.base = deps.config.publicUrl ?? serving.url;
   listenUrl = serving.url;
+  inProcess = { request: handler, upgrade: handler.onUpgrade };
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);

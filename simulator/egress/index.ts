@@ -4,6 +4,7 @@ import type { SandboxEgressSpec } from "../launcher/gateway.js";
 import { EGRESS_TRUST_ENV } from "../launcher/egress-trust.js";
 import { EgressCa } from "./ca.js";
 import { parseNetwork, restricts, type EgressPolicy } from "./policy.js";
+import type { SimulatorHandler } from "./in-process.js";
 import { EgressProxy, type EgressClient } from "./proxy.js";
 
 /**
@@ -27,6 +28,8 @@ export interface SimulatorEgressOptions {
   urls: () => { base: string; listen: string };
   /** False with --sandbox-network none: the simulator is reachable, nothing else. */
   outbound: boolean;
+  /** The simulator's HTTP handler once it serves: requests for it are handed over in this process. */
+  handler?: () => SimulatorHandler | undefined;
 }
 
 export class SimulatorEgress {
@@ -45,6 +48,7 @@ export class SimulatorEgress {
         const host = listen.hostname.replace(/^\[(.*)\]$/, "$1");
         return { host: host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host, port: Number(listen.port) || 80 };
       },
+      simulatorHandler: options.handler,
       outbound: options.outbound,
     });
   }
