@@ -12,7 +12,9 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *   /run/sandbox-drives            the workspace's drives
  *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so),
  *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
- * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only.
+ * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only, or,
+ * with the simulator's egress, reached at the container's address on the sandbox's own network
+ * (docker-network.ts), the system trust store then being a bundle with the egress proxy's CA.
  * spec.runtime.envs are passed as `-e NAME` (the value comes from the docker CLI's own environment),
  * never in argv where `ps` would show them. The token is not in the environment at all (every process
  * of the sandbox could read /proc/<agent>/environ): the launcher writes it to TOKEN_HANDOFF in the data
@@ -27,6 +29,8 @@ export const IN_CONTAINER = {
   drives: "/run/sandbox-drives",
 } as const;
 export const AGENT_PORT = 8080;
+/** Where Debian-family images keep the system trust store (curl, git, OpenSSL, apt read it). */
+const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** The token hand-off file's name in the data dir (written 0600 by the launcher before each docker run). */
 export const TOKEN_HANDOFF = "token.handoff";
 /** The image when a sandbox names none (the simulator's sandboxes default to blaxel/base-image:latest). */
@@ -45,6 +49,12 @@ export interface DockerRunInputs {
   user: string;
   /** The image when the spec names none, or names one no registry serves (tests pick theirs). */
   image?: string;
+  /**
+   * The sandbox's own network (docker-network.ts), with the simulator's egress: the container joins it
+   * instead of publishing the agent's port, the agent relays the simulator's address to `relay`
+   * (`<port>=<gateway>:<port>`), and `caBundle` (a host file) is its system trust store.
+   */
+  network?: { name: string; relay: string; caBundle: string };
 }
 
 /** A bind mount as `--mount` (never `-v`, which splits on ":"). */
@@ -71,7 +81,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
     "--hostname", spec.sandbox.slice(0, 63),
     "--user", inputs.user,
-    "--publish", `127.0.0.1::${AGENT_PORT}`,
+    ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...bind(inputs.node, IN_CONTAINER.node, true),
     ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
     ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),
@@ -79,6 +89,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     ...bind(spec.rootDir, IN_CONTAINER.root),
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
+    ...(inputs.network ? bind(inputs.network.caBundle, SYSTEM_CA_BUNDLE, true) : []),
     ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
@@ -87,6 +98,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     agentPath,
     ...args,
     "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove",
+    ...(inputs.network ? ["--egress-relay", inputs.network.relay] : []),
   ];
 }
 
