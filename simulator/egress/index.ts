@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import type { Logger } from "../../src/logging.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SandboxEgressSpec } from "../launcher/gateway.js";
@@ -70,6 +71,7 @@ export class SimulatorEgress {
         accept: (socket) => this.proxy.accept(socket, client),
         caPem: this.ca.certPem,
         direct: this.directAllowed(client),
+        hosts: simulatorHostNames(base),
       },
       env: {
         HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl,
@@ -118,4 +120,11 @@ export class SimulatorEgress {
   close(): void {
     this.proxy.close();
   }
+}
+
+/** The public URL's host when it is a name the sandbox cannot resolve to its gateway by itself (not an address, not localhost). */
+export function simulatorHostNames(base: URL): string[] {
+  const name = base.hostname.toLowerCase();
+  if (isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 || name === "localhost" || name.endsWith(".localhost")) return [];
+  return [name];
 }

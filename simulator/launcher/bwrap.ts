@@ -211,7 +211,7 @@ export class BwrapLauncher implements Launcher {
     } catch (err) {
       this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
     }
-    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
+    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox, spec.egress?.hosts));
     if (spec.egress) this.trustEgress(spec, spec.egress, false);
     if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
     setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
@@ -348,7 +348,7 @@ export class BwrapLauncher implements Launcher {
     const resolv = join(dir, "resolv.conf");
     const hosts = join(dir, "hosts");
     writeFileSync(resolv, SANDBOX_RESOLV_CONF);
-    writeFileSync(hosts, hostsFile(spec.sandbox));
+    writeFileSync(hosts, hostsFile(spec.sandbox, spec.egress?.hosts));
     return { resolv, hosts };
   }
 }

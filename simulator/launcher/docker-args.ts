@@ -54,7 +54,7 @@ export interface DockerRunInputs {
    * instead of publishing the agent's port, the agent relays the simulator's address to `relay`
    * (`<port>=<gateway>:<port>`), and `caBundle` (a host file) is its system trust store.
    */
-  network?: { name: string; relay: string; caBundle: string };
+  network?: { name: string; relay: string; caBundle: string; hosts?: string[] };
 }
 
 /** A bind mount as `--mount` (never `-v`, which splits on ":"). */
@@ -81,7 +81,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
     "--hostname", spec.sandbox.slice(0, 63),
     "--user", inputs.user,
-    ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
+    ...(inputs.network ? ["--network", inputs.network.name, ...(inputs.network.hosts ?? []).flatMap((h) => ["--add-host", `${h}:127.0.0.1`])] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...bind(inputs.node, IN_CONTAINER.node, true),
     ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
     ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),

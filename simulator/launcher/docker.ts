@@ -105,7 +105,7 @@ export class DockerLauncher implements Launcher {
       await this.run(["network", "rm", network.name]);
       throw new LaunchError(`cannot listen for sandbox "${spec.sandbox}"'s egress on ${network.gateway}: ${err.message}`);
     });
-    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem) };
+    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hosts: egress.hosts };
     let released: Promise<void> | undefined;
     const release = () => (released ??= (async () => {
       listener.server.close();

@@ -71,4 +71,6 @@ export interface SandboxEgressSpec extends GatewaySpec {
   caPem: string;
   /** False: the sandbox starts without its direct outbound path (its policy restricts destinations). Default true. */
   direct?: boolean;
+  /** Host names that must lead to the simulator inside the sandbox (its --public-url's host): 127.0.0.1 in its /etc/hosts. */
+  hosts?: string[];
 }

@@ -7,8 +7,9 @@ import { LaunchError } from "./types.js";
 
 /** Small pieces of an isolated sandbox's set-up (bwrap.ts). */
 
-export function hostsFile(sandbox: string): string {
-  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
+/** A sandbox's /etc/hosts; `simulator`: names of the simulator (its --public-url's host), which lead to its gateway on 127.0.0.1. */
+export function hostsFile(sandbox: string, simulator: string[] = []): string {
+  return `127.0.0.1\tlocalhost${simulator.map((n) => ` ${n}`).join("")}\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
 }
 
 /**

@@ -60,7 +60,8 @@ describe("docker launcher: the docker run command", () => {
   });
 
   it("with the simulator's egress: its own network instead of a published port, the CA bundle as the system store, the relay", () => {
-    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt" } });
+    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt", hosts: ["sim.example.test"] } });
+    expect(withNet[withNet.indexOf("--add-host") + 1]).toBe("sim.example.test:127.0.0.1"); // the --public-url host leads to the relay
     expect(withNet).not.toContain("--publish");
     expect(withNet[withNet.indexOf("--network") + 1]).toBe("sbx-ws-one-abcd-net");
     expect(withNet).toContain("type=bind,source=/data/one/data/etc/ca-bundle.crt,target=/etc/ssl/certs/ca-certificates.crt,readonly");
