@@ -38,7 +38,7 @@ describe.skipIf(isolationUnavailable !== undefined)("the --public-url host insid
     const local = new URL(created.metadata.url!);
     expect(local.hostname).toBe(NAME);
     // The SDK outside talks to the sandbox by the listen address (this host cannot resolve the public name).
-    const box = new sdk.SandboxInstance({ ...created.sandbox, metadata: { ...created.sandbox.metadata, url: `${sim.url}${local.pathname}` } } as never);
+    const box = new sdk.SandboxInstance({ metadata: { name: "inside", url: `${sim.url}${local.pathname}` }, spec: {} } as never);
     const run = async (command: string) => (await box.process.exec({ command, waitForCompletion: true, timeout: 30 })).logs?.trim();
     expect(await run(`getent hosts ${NAME}`)).toMatch(/^127\.0\.0\.1\s+.*sim-public\.test/);
     const listed = await run(`curl -sS --noproxy '*' --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: pub' http://${NAME}:${port}/v0/sandboxes`);
