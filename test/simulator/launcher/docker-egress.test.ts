@@ -141,6 +141,23 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     expect((await direct(outsideUrl)).out).toBe("outside");
   });
 
+  it("a job's task in a container calls the API by BL_API_URL with a key passed in", async () => {
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${sim.url}/v0${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "dockernet", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return (await res.json()) as Record<string, unknown>;
+    };
+    const script = `fetch("${sim.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer " + process.env.KEY } }).then((r) => r.json()).then((l) => console.log("seen " + l.length))`;
+    await call("POST", "/jobs", { metadata: { name: "caller" }, spec: { runtime: { image: process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage()), command: `node -e '${script}'`, envs: [{ name: "KEY", value: KEY }] } } });
+    const { executionId } = await call("POST", "/jobs/caller/executions", { tasks: [{}] });
+    let execution: { status?: string; tasks?: { result?: { stdout: string } }[] } = {};
+    for (let i = 0; i < 1200 && !["succeeded", "failed", "cancelled", "timeout"].includes(execution.status ?? ""); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      execution = (await call("GET", `/jobs/caller/executions/${executionId as string}`)) as typeof execution;
+    }
+    expect(execution.status, JSON.stringify(execution)).toBe("succeeded");
+    expect(execution.tasks![0]!.result!.stdout).toBe("seen 2\n");
+  }, 120_000);
+
   it("leaves no container nor network behind once stopped", async () => {
     await sim.stop();
     const left = (kind: string[]) => execFileSync("docker", [...kind, "--quiet", "--filter", "label=sandbox-kit.sandbox"], { encoding: "utf8" });
