@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { createServer, type Server } from "node:net";
 import type { SandboxEgressSpec } from "./gateway.js";
@@ -28,18 +29,21 @@ export interface SandboxNetwork {
   name: string;
   /** The host's address on it: where the egress listener is. */
   gateway: string;
+  /** Its bridge interface on the host (`br-<id>`). */
+  bridge: string;
 }
 
 export async function createSandboxNetwork(run: DockerRun, name: string, labels: string[]): Promise<SandboxNetwork> {
   const created = await run(["network", "create", "--internal", ...labels.flatMap((l) => ["--label", l]), name]);
   if (created.code !== 0) throw new LaunchError(`docker network create ${name} failed: ${created.stderr.trim().slice(-300)}`);
-  const inspected = await run(["network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", name]);
-  const gateway = inspected.stdout.trim().split(/\s+/).find((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
+  const inspected = await run(["network", "inspect", "--format", "{{.Id}} {{range .IPAM.Config}}{{.Gateway}} {{end}}", name]);
+  const [id, ...addresses] = inspected.stdout.trim().split(/\s+/);
+  const gateway = addresses.find((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
   if (!gateway) {
     await run(["network", "rm", name]);
     throw new LaunchError(`docker network ${name} has no IPv4 gateway: ${inspected.stderr.trim() || inspected.stdout.trim()}`);
   }
-  return { name, gateway };
+  return { name, gateway, bridge: `br-${id!.slice(0, 12)}` };
 }
 
 export async function containerAddress(run: DockerRun, container: string, network: string): Promise<string> {
@@ -86,4 +90,47 @@ export async function openEgressListener(gateway: string, egress: SandboxEgressS
 export function writeContainerTrust(dataDir: string, caPem: string): string {
   writeTrustFiles(dataDir, caPem, SANDBOX_CA_BUNDLE);
   return join(dataDir, "etc", "ca-bundle.crt");
+}
+
+/**
+ * Docker forwards nothing from an internal network, but the container's
+ * default route still leads to the host through the network's gateway, so the
+ * host's own addresses (its services bound to 0.0.0.0) answer it. Where the
+ * simulator runs as root with iptables (as dockerd does), the host's INPUT
+ * from the network's bridge is closed but for the sandbox's egress listener
+ * and replies to the simulator's own connections (to the agent); `undo`
+ * removes the rules. Undefined where it cannot (docs/launchers.md, docker).
+ */
+export async function closeHostToNetwork(network: SandboxNetwork, egressPort: number): Promise<{ undo(): Promise<void> } | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const chain = chainOf(network.bridge);
+  const undo = () => openHostToNetwork(network.bridge);
+  const rules = [
+    ["-N", chain],
+    ["-A", chain, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+    ["-A", chain, "-p", "tcp", "-d", network.gateway, "--dport", String(egressPort), "-j", "ACCEPT"],
+    ["-A", chain, "-j", "REJECT"],
+    ["-I", "INPUT", "-i", network.bridge, "-j", chain],
+  ];
+  for (const rule of rules) {
+    if (!(await iptables(...rule))) {
+      await undo();
+      return undefined;
+    }
+  }
+  return { undo };
+}
+
+/** Removes closeHostToNetwork's rules for a bridge (also those a simulator that died left for a network removed since). */
+export async function openHostToNetwork(bridge: string): Promise<void> {
+  if (process.getuid?.() !== 0) return;
+  const chain = chainOf(bridge);
+  while (await iptables("-D", "INPUT", "-i", bridge, "-j", chain));
+  if (await iptables("-F", chain)) await iptables("-X", chain);
+}
+
+const chainOf = (bridge: string) => `SBXK-${bridge.replace(/^br-/, "")}`;
+
+function iptables(...args: string[]): Promise<boolean> {
+  return new Promise((resolve) => execFile("iptables", ["-w", ...args], { timeout: 10_000 }, (err) => resolve(!err)));
 }

@@ -6,7 +6,7 @@ import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF, type DockerRunInputs } from "./docker-args.js";
-import { containerAddress, createSandboxNetwork, openEgressListener, setOutbound, writeContainerTrust } from "./docker-network.js";
+import { closeHostToNetwork, containerAddress, openHostToNetwork, createSandboxNetwork, openEgressListener, setOutbound, writeContainerTrust } from "./docker-network.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher } from "./types.js";
 
 /**
@@ -95,6 +95,7 @@ export class DockerLauncher implements Launcher {
     const networks = await this.run(["network", "ls", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
     const netIds = networks.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
     if (netIds.length > 0) await this.run(["network", "rm", ...netIds]);
+    for (const id of netIds) await openHostToNetwork(`br-${id.slice(0, 12)}`);
   }
 
   /** The sandbox's own network and egress listener (docker-network.ts); `release` undoes both once its container is gone. */
@@ -105,10 +106,12 @@ export class DockerLauncher implements Launcher {
       await this.run(["network", "rm", network.name]);
       throw new LaunchError(`cannot listen for sandbox "${spec.sandbox}"'s egress on ${network.gateway}: ${err.message}`);
     });
+    const guard = await closeHostToNetwork(network, listener.port);
     const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hosts: egress.hosts };
     let released: Promise<void> | undefined;
     const release = () => (released ??= (async () => {
       listener.server.close();
+      await guard?.undo();
       await this.run(["network", "rm", network.name]);
     })());
     return { network, listener, inputs, release };

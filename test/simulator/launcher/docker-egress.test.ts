@@ -71,6 +71,8 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
   let b: Sandbox;
   let host: string;
   let hostService: Server;
+  /** A host service on every address: reachable from a container through docker's bridge, not while its policy restricts (as root, iptables). */
+  let hostAny: Server;
   let outside = "";
   let outsideUrl = "";
 
@@ -80,6 +82,8 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     outsideUrl = `http://${execFileSync("docker", ["inspect", "--format", "{{.NetworkSettings.IPAddress}}", outside], { encoding: "utf8" }).trim()}:8000/`;
     hostService = createServer((_q, s) => s.end("host-service"));
     await new Promise<void>((r) => hostService.listen(0, "127.0.0.1", r));
+    hostAny = createServer((_q, s) => s.end("host-any"));
+    await new Promise<void>((r) => hostAny.listen(0, "0.0.0.0", r));
     sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: "dockernet", logLevel: "silent", previewUrls: "host" }, { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) });
     sdk = await sdkForSimulator(sim.env);
     const a = await sdk.SandboxInstance.create({ name: "echo-a", image });
@@ -92,6 +96,7 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
   afterAll(async () => {
     await sim?.stop();
     hostService?.close();
+    hostAny?.close();
     if (outside) execFileSync("docker", ["rm", "--force", outside]);
   });
 
@@ -129,7 +134,10 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
 
   it("forbiddenDomains blocks the preview's host, live; with it, plain TCP out is refused while the proxy leads out; removal restores both", async () => {
     expect((await direct(outsideUrl)).out).toBe("outside");
+    const hostAnyUrl = `http://172.17.0.1:${(hostAny.address() as AddressInfo).port}/`; // the default bridge's gateway: the host
+    expect((await direct(hostAnyUrl)).out).toBe("host-any");
     await setNetwork({ forbiddenDomains: [host] });
+    if (process.getuid?.() === 0) expect((await direct(hostAnyUrl)).out).toMatch(/^ERR /);
     const blocked = await viaProxy("/echo/x");
     expect(blocked.code).not.toBe(0);
     expect(blocked.out).toContain("CONNECT 403");
