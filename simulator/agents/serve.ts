@@ -99,6 +99,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     urls: () => ({ base: deps.urls.base, listen: listenUrl ?? deps.urls.base }),
     outbound: deps.config.sandboxNetwork === "outbound",
     handler: () => inProcess,
+    workspaces: () => deps.accounts.allWorkspaces().map((w) => w.name),
   });
   const agents = new SandboxAgents({
     egress: {

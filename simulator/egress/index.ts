@@ -31,12 +31,20 @@ export interface SimulatorEgressOptions {
   outbound: boolean;
   /** The simulator's HTTP handler once it serves: requests for it are handed over in this process. */
   handler?: () => SimulatorHandler | undefined;
+  /** Every workspace's name: host-form preview names of all of them lead to the simulator inside a sandbox. */
+  workspaces?: () => string[];
 }
+
+/** How often the names in sandboxes' /etc/hosts are compared with the stored previews. */
+const HOSTS_REFRESH_MS = 1_000;
 
 export class SimulatorEgress {
   readonly proxy: EgressProxy;
   private madeCa: EgressCa | undefined;
   private readonly parsed = new Map<string, EgressPolicy | undefined>();
+  /** Each sandbox's /etc/hosts writer and the names it last wrote. */
+  private readonly hostWriters = new Map<(names: string[]) => void, string>();
+  private hostsTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SimulatorEgressOptions) {
     this.proxy = new EgressProxy({
@@ -71,7 +79,8 @@ export class SimulatorEgress {
         accept: (socket) => this.proxy.accept(socket, client),
         caPem: this.ca.certPem,
         direct: this.directAllowed(client),
-        hosts: simulatorHostNames(base),
+        hosts: this.hostNames(),
+        watchHosts: (write) => this.watchHosts(write),
       },
       env: {
         HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl,
@@ -117,7 +126,53 @@ export class SimulatorEgress {
     return names.has(name) || name.endsWith(".localhost") || name.endsWith(`.${b.hostname.toLowerCase()}`);
   }
 
+  /**
+   * The names that must lead to the simulator inside a sandbox: the public URL's host, and the host-form
+   * previews' names (stored in their spec.url), which a program resolves itself since NO_PROXY's `localhost`
+   * bypasses the proxy for `*.preview.localhost` and glibc does not resolve `*.localhost`.
+   */
+  hostNames(): string[] {
+    const names = new Set(simulatorHostNames(new URL(this.options.urls().base)));
+    for (const workspace of this.options.workspaces?.() ?? []) {
+      for (const preview of this.options.resources.allOfKind<{ spec?: { url?: unknown } }>(workspace, ["preview"])) {
+        const url = preview.doc.spec?.url;
+        if (typeof url !== "string") continue;
+        const name = URL.canParse(url) ? new URL(url).hostname.toLowerCase() : "";
+        if (name.includes(".") && isIP(name) === 0) names.add(name);
+      }
+    }
+    return [...names].sort();
+  }
+
+  private watchHosts(write: (names: string[]) => void): () => void {
+    this.hostWriters.set(write, this.hostNames().join(" "));
+    this.hostsTimer ??= setInterval(() => this.refreshHosts(), HOSTS_REFRESH_MS).unref();
+    return () => {
+      this.hostWriters.delete(write);
+      if (this.hostWriters.size > 0 || !this.hostsTimer) return;
+      clearInterval(this.hostsTimer);
+      this.hostsTimer = undefined;
+    };
+  }
+
+  private refreshHosts(): void {
+    const names = this.hostNames();
+    const key = names.join(" ");
+    for (const [write, last] of this.hostWriters) {
+      if (last === key) continue;
+      this.hostWriters.set(write, key);
+      try {
+        write(names);
+      } catch (err) {
+        this.options.logger.warn({ err: (err as Error).message }, "updating a sandbox's /etc/hosts failed");
+      }
+    }
+  }
+
   close(): void {
+    if (this.hostsTimer) clearInterval(this.hostsTimer);
+    this.hostsTimer = undefined;
+    this.hostWriters.clear();
     this.proxy.close();
   }
 }

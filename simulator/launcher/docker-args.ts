@@ -14,7 +14,8 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
  * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only, or,
  * with the simulator's egress, reached at the container's address on the sandbox's own network
- * (docker-network.ts), the system trust store then being a bundle with the egress proxy's CA.
+ * (docker-network.ts), the system trust store then being a bundle with the egress proxy's CA and
+ * /etc/hosts a file the simulator keeps current.
  * spec.runtime.envs are passed as `-e NAME` (the value comes from the docker CLI's own environment),
  * never in argv where `ps` would show them. The token is not in the environment at all (every process
  * of the sandbox could read /proc/<agent>/environ): the launcher writes it to TOKEN_HANDOFF in the data
@@ -54,7 +55,7 @@ export interface DockerRunInputs {
    * instead of publishing the agent's port, the agent relays the simulator's address to `relay`
    * (`<port>=<gateway>:<port>`), and `caBundle` (a host file) is its system trust store.
    */
-  network?: { name: string; relay: string; caBundle: string; hosts?: string[] };
+  network?: { name: string; relay: string; caBundle: string; hostsFile?: string };
 }
 
 /** A bind mount as `--mount` (never `-v`, which splits on ":"). */
@@ -81,7 +82,7 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
     "--hostname", spec.sandbox.slice(0, 63),
     "--user", inputs.user,
-    ...(inputs.network ? ["--network", inputs.network.name, ...(inputs.network.hosts ?? []).flatMap((h) => ["--add-host", `${h}:127.0.0.1`])] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
+    ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...bind(inputs.node, IN_CONTAINER.node, true),
     ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
     ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),
@@ -90,6 +91,8 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
     ...(inputs.network ? bind(inputs.network.caBundle, SYSTEM_CA_BUNDLE, true) : []),
+    // The simulator's names (its --public-url host, host-form previews) kept current in a file of our own (docker-network.ts).
+    ...(inputs.network?.hostsFile ? bind(inputs.network.hostsFile, "/etc/hosts", true) : []),
     ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),

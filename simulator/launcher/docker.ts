@@ -4,6 +4,7 @@ import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
+import { hostsFile } from "./sandbox-setup.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF, type DockerRunInputs } from "./docker-args.js";
 import { closeHostToNetwork, containerAddress, openHostToNetwork, createSandboxNetwork, openEgressListener, setOutbound, writeContainerTrust } from "./docker-network.js";
@@ -107,9 +108,14 @@ export class DockerLauncher implements Launcher {
       throw new LaunchError(`cannot listen for sandbox "${spec.sandbox}"'s egress on ${network.gateway}: ${err.message}`);
     });
     const guard = await closeHostToNetwork(network, listener.port);
-    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hosts: egress.hosts };
+    const hostsPath = join(spec.dataDir, "etc", "hosts");
+    mkdirSync(join(spec.dataDir, "etc"), { recursive: true });
+    writeFileSync(hostsPath, hostsFile(spec.sandbox, egress.hosts));
+    const stopHosts = egress.watchHosts?.((names) => writeFileSync(hostsPath, hostsFile(spec.sandbox, names)));
+    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hostsFile: hostsPath };
     let released: Promise<void> | undefined;
     const release = () => (released ??= (async () => {
+      stopHosts?.();
       listener.server.close();
       await guard?.undo();
       await this.run(["network", "rm", network.name]);

@@ -121,6 +121,15 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     // Python's urllib with the system store alone (SSL_CERT_FILE unset): the container's store has the CA.
     const py = await run(`env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE NO_PROXY= no_proxy= python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('https://${host}/echo/py', timeout=10))['url'])"`);
     expect(py.out, py.out).toBe("/echo/py");
+    // The preview was made after this sandbox started: its name reached the container's /etc/hosts since, and
+    // NO_PROXY (localhost) sends Python straight there, to the relay.
+    let resolved = "";
+    for (let i = 0; i < 50 && !resolved.startsWith("127.0.0.1"); i++) {
+      resolved = (await run(`getent hosts ${host}`)).out;
+      if (!resolved) await new Promise((r) => setTimeout(r, 100));
+    }
+    const plain = await run(`python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('http://${host}:${new URL(sim.url).port}/echo/plain', timeout=10))['url'])"`);
+    expect(plain.out, plain.out).toBe("/echo/plain");
   });
 
   it("the host's loopback services stay unreachable, directly and through the proxy", async () => {

@@ -60,8 +60,9 @@ describe("docker launcher: the docker run command", () => {
   });
 
   it("with the simulator's egress: its own network instead of a published port, the CA bundle as the system store, the relay", () => {
-    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt", hosts: ["sim.example.test"] } });
-    expect(withNet[withNet.indexOf("--add-host") + 1]).toBe("sim.example.test:127.0.0.1"); // the --public-url host leads to the relay
+    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt", hostsFile: "/data/one/data/etc/hosts" } });
+    // The simulator's names (--public-url host, host-form previews) in a hosts file it keeps current.
+    expect(withNet).toContain("type=bind,source=/data/one/data/etc/hosts,target=/etc/hosts,readonly");
     expect(withNet).not.toContain("--publish");
     expect(withNet[withNet.indexOf("--network") + 1]).toBe("sbx-ws-one-abcd-net");
     expect(withNet).toContain("type=bind,source=/data/one/data/etc/ca-bundle.crt,target=/etc/ssl/certs/ca-certificates.crt,readonly");
