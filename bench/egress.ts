@@ -9,12 +9,16 @@ import { fmt, peakRssMiB } from "./lib.js";
  * HTTP through HTTP_PROXY, and HTTPS through CONNECT with the proxy's TLS
  * interception, both with a policy and a header-injecting routing rule.
  * Requests per second (small responses, sequential) and MB/s (one large
- * response), with the simulator's (the proxy's) peak RSS. Bounded:
- * BENCH_EGRESS_REQUESTS (default 300), BENCH_EGRESS_MB (default 64).
+ * response), with the simulator's (the proxy's) peak RSS and its CPU time
+ * per request and per MB. The three paths run in turn, ROUNDS times, and the
+ * median of each is shown: on a shared 2-core machine one run of each swings
+ * by a factor of two. Bounded: BENCH_EGRESS_REQUESTS (default 300),
+ * BENCH_EGRESS_MB (default 64), BENCH_EGRESS_ROUNDS (default 3).
  */
 
 const REQUESTS = Number(process.env.BENCH_EGRESS_REQUESTS ?? 300);
 const MIB = Number(process.env.BENCH_EGRESS_MB ?? 64);
+const ROUNDS = Math.max(1, Number(process.env.BENCH_EGRESS_ROUNDS ?? 3));
 
 const SERVER = String.raw`
 require("node:http").createServer((req, res) => {
@@ -58,6 +62,14 @@ const get = (n) => new Promise((resolve, reject) => {
 })().catch((e) => { console.error(e.message); process.exit(1); });
 `;
 
+interface Measured { rps: number; mbps: number; msPerRequest: number; msPerMB: number }
+
+/** Each figure's median over the rounds. */
+function medians(rounds: Measured[]): Measured {
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { rps: median(rounds.map((r) => r.rps)), mbps: median(rounds.map((r) => r.mbps)), msPerRequest: median(rounds.map((r) => r.msPerRequest)), msPerMB: median(rounds.map((r) => r.msPerMB)) };
+}
+
 export async function benchEgress(log: (line: string) => void = console.log): Promise<void> {
   if (!probeIsolation().tools) return log("egress  skipped: no isolating launcher here (bwrap, user namespaces)");
   const sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: "bench-egress-admin-key", workspace: "bench", logLevel: "silent", previewUrls: "host" });
@@ -71,18 +83,30 @@ export async function benchEgress(log: (line: string) => void = console.log): Pr
     const host = new URL(preview.spec.url!).hostname;
     const b = await SandboxInstance.create({ name: "egress-client", network: { forbiddenDomains: ["blocked.example.com"], proxy: { routing: [{ destinations: [host], headers: { "x-bench": "{{SECRET:k}}" }, secrets: { k: "v" } }] } } });
     await b.fs.write("/app/client.js", CLIENT);
-    const run = async (mode: string, url: string, requests = REQUESTS, mib = MIB) => {
-      const r = await b.process.exec({ command: `node /app/client.js ${mode} ${url} ${requests} ${mib * 1024 * 1024}`, waitForCompletion: true, timeout: 300 });
+    /** One client run; `cpuMs` is the simulator's (the proxy's) CPU time meanwhile. */
+    const run = async (mode: string, url: string, requests: number, bytes: number) => {
+      const before = process.cpuUsage();
+      const r = await b.process.exec({ command: `node /app/client.js ${mode} ${url} ${requests} ${bytes}`, waitForCompletion: true, timeout: 300 });
+      const cpu = process.cpuUsage(before);
       if (r.exitCode !== 0) throw new Error(`egress ${mode}: ${r.logs}`);
-      return JSON.parse(r.logs!.trim().split("\n").pop()!) as { rps: number; mbps: number };
+      return { ...(JSON.parse(r.logs!.trim().split("\n").pop()!) as { rps: number; mbps: number }), cpuMs: (cpu.user + cpu.system) / 1000 };
+    };
+    /** The requests and the large response in two runs, so each one's CPU is its own. */
+    const measure = async (mode: string, url: string) => {
+      const small = await run(mode, url, REQUESTS, 1);
+      const large = await run(mode, url, 0, MIB * 1024 * 1024);
+      return { rps: small.rps, mbps: large.mbps, msPerRequest: small.cpuMs / REQUESTS, msPerMB: large.cpuMs / (MIB * 1.048576) };
     };
     // Straight: the preview by the path a program inside would use without a proxy (the gateway; Host = the preview's name).
     const paths: [string, string][] = [["straight", `http://127.0.0.1:${new URL(sim.url).port}/bench/sandboxes/egress-server/previews/bench`], ["http", preview.spec.url!], ["https", `https://${host}`]];
-    for (const [mode, url] of paths) await run(mode, url, 50, 4); // warm-up: JIT of the simulator's paths, the host's certificate
-    const [straight, plain, tls] = [await run(...paths[0]!), await run(...paths[1]!), await run(...paths[2]!)];
-    log(`egress  ${REQUESTS} sequential requests and one ${MIB} MiB response, Node keep-alive client in one sandbox, server in another behind a public preview`);
+    for (const [mode, url] of paths) await run(mode, url, 50, 4 * 1024 * 1024); // warm-up: JIT of the simulator's paths, the host's certificate
+    const rounds: Measured[][] = [];
+    for (let i = 0; i < ROUNDS; i++) rounds.push([await measure(...paths[0]!), await measure(...paths[1]!), await measure(...paths[2]!)]);
+    const [straight, plain, tls] = [medians(rounds.map((r) => r[0]!)), medians(rounds.map((r) => r[1]!)), medians(rounds.map((r) => r[2]!))];
+    log(`egress  ${REQUESTS} sequential requests and one ${MIB} MiB response, Node keep-alive client in one sandbox, server in another behind a public preview; median of ${ROUNDS} rounds`);
     log(`  straight (no proxy) ${fmt(straight.rps)} req/s ${fmt(straight.mbps)} MB/s | HTTP_PROXY ${fmt(plain.rps)} req/s ${fmt(plain.mbps)} MB/s | HTTPS via CONNECT, intercepted ${fmt(tls.rps)} req/s ${fmt(tls.mbps)} MB/s`);
     log(`  ratio to straight: http ${fmt(plain.rps / straight.rps, 2)} req/s, ${fmt(plain.mbps / straight.mbps, 2)} MB/s (target >= 0.85) | https ${fmt(tls.rps / straight.rps, 2)} req/s, ${fmt(tls.mbps / straight.mbps, 2)} MB/s (target >= 0.7) | simulator (proxy) peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
+    log(`  simulator CPU: straight ${fmt(straight.msPerRequest, 2)} ms/request ${fmt(straight.msPerMB, 2)} ms/MB | http ${fmt(plain.msPerRequest, 2)} ms/request ${fmt(plain.msPerMB, 2)} ms/MB | https ${fmt(tls.msPerRequest, 2)} ms/request ${fmt(tls.msPerMB, 2)} ms/MB`);
   } finally {
     await sim.stop();
   }

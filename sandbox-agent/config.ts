@@ -44,6 +44,7 @@ export const AGENT_OPTIONS = {
   "working-dir": { type: "string" },
   "memory-events": { type: "string" },
   "port-handoff": { type: "boolean" },
+  "egress-relay": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -114,6 +115,12 @@ export const AgentConfigSchema = z.object({
   memoryEvents: z.string().min(1).optional(),
   /** Hand connections to in-sandbox ports to the launcher over the IPC channel it started the agent with (ports/handoff.ts). */
   portHandoff: z.boolean().default(false),
+  /** `<port>=<host>:<port>`: relay connections to 127.0.0.1 and ::1 on the first port inside the sandbox to the simulator's egress at host:port (ports/egress-relay.ts). */
+  egressRelay: z.string().regex(/^\d{1,5}=[0-9a-fA-F.:]+:\d{1,5}$/, "must be <port>=<address>:<port>").transform((v) => {
+    const [port, target] = v.split("=") as [string, string];
+    const at = target.lastIndexOf(":");
+    return { port: Number(port), host: target.slice(0, at), targetPort: Number(target.slice(at + 1)) };
+  }).refine((r) => [r.port, r.targetPort].every((p) => p >= 1 && p <= 65_535), "ports must be 1-65535").optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -159,6 +166,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --memory-events <file>     cgroup file with an "oom_kill N" line: a process SIGKILLed while it grows is reported as OOM-killed
   --port-handoff             on the IPC channel the launcher started the agent with, connect to in-sandbox ports
                              for it and hand over the connected sockets (its proxy then speaks to the server directly)
+  --egress-relay <p>=<a>:<q> relay connections to 127.0.0.1:<p> and [::1]:<p> inside the sandbox to <a>:<q>, the
+                             simulator's egress for this sandbox (a container launcher, which has no IPC channel)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 
@@ -172,7 +181,7 @@ const FLAG_OF: Record<string, string> = {
   driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
   driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", mountProgram: "mount-program", umountProgram: "umount-program", metadataPath: "metadata-path",
   maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
-  processWrapper: "process-wrapper", workingDir: "working-dir", inSandboxPort: "in-sandbox-port", memoryEvents: "memory-events", portHandoff: "port-handoff",
+  processWrapper: "process-wrapper", workingDir: "working-dir", inSandboxPort: "in-sandbox-port", memoryEvents: "memory-events", portHandoff: "port-handoff", egressRelay: "egress-relay",
 };
 
 export class ConfigError extends Error {}
@@ -218,6 +227,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     workingDir: values["working-dir"],
     memoryEvents: values["memory-events"],
     portHandoff: values["port-handoff"] ?? false,
+    egressRelay: values["egress-relay"],
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };

@@ -10,6 +10,7 @@ import { DataDirLockedError } from "./data-dir-lock.js";
 import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
 import { servePortHandoff } from "./ports/handoff.js";
 import { serveEgressGateway } from "./ports/gateway.js";
+import { serveEgressRelay } from "./ports/egress-relay.js";
 import { ensureDirectory } from "./start-checks.js";
 import { withInSandboxPort } from "./http/in-sandbox-port.js";
 
@@ -35,6 +36,7 @@ async function main(): Promise<void> {
     servePortHandoff(process, logger);
     serveEgressGateway(process, logger);
   }
+  if (config.egressRelay) serveEgressRelay(config.egressRelay, logger);
   // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
   // before it has done or logged anything; requests are answered once the app exists, which is before
   // the "listening on" line launchers wait for.

@@ -18,6 +18,7 @@ import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
 import { callbackProgress } from "./images/progress.js";
 import { createSimulatorSandboxProxy } from "./agents/proxy.js";
 import { SimulatorEgress } from "./egress/index.js";
+import type { SimulatorHandler } from "./egress/in-process.js";
 import { SandboxAgents } from "./agents/registry.js";
 import { mountsUnder } from "./agents/retention.js";
 import { JobRunner } from "./jobs/runner.js";
@@ -94,12 +95,15 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     : undefined;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
+  let inProcess: SimulatorHandler | undefined;
   const egress = new SimulatorEgress({
     caDir: inMemory ? undefined : join(dir, "egress-ca"),
     logger: core.logger.child({ component: "egress" }),
     resources: core.resources,
     urls: () => ({ base: core.urls.base, listen: listenUrl ?? core.urls.base }),
     outbound: core.config.sandboxNetwork === "outbound",
+    handler: () => inProcess,
+    workspaces: () => core.accounts.allWorkspaces().map((w) => w.name),
   });
   const agents = new SandboxAgents({
     egress: {
@@ -169,6 +173,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   });
   deps.urls.base = deps.config.publicUrl ?? serving.url;
   listenUrl = serving.url;
+  inProcess = { request: handler, upgrade: handler.onUpgrade };
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);

@@ -1,9 +1,11 @@
+import { isIP } from "node:net";
 import type { Logger } from "../../src/logging.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SandboxEgressSpec } from "../launcher/gateway.js";
 import { EGRESS_TRUST_ENV } from "../launcher/egress-trust.js";
 import { EgressCa } from "./ca.js";
 import { parseNetwork, restricts, type EgressPolicy } from "./policy.js";
+import type { SimulatorHandler } from "./in-process.js";
 import { EgressProxy, type EgressClient } from "./proxy.js";
 
 /**
@@ -27,12 +29,22 @@ export interface SimulatorEgressOptions {
   urls: () => { base: string; listen: string };
   /** False with --sandbox-network none: the simulator is reachable, nothing else. */
   outbound: boolean;
+  /** The simulator's HTTP handler once it serves: requests for it are handed over in this process. */
+  handler?: () => SimulatorHandler | undefined;
+  /** Every workspace's name: host-form preview names of all of them lead to the simulator inside a sandbox. */
+  workspaces?: () => string[];
 }
+
+/** How often the names in sandboxes' /etc/hosts are compared with the stored previews. */
+const HOSTS_REFRESH_MS = 1_000;
 
 export class SimulatorEgress {
   readonly proxy: EgressProxy;
   private madeCa: EgressCa | undefined;
   private readonly parsed = new Map<string, EgressPolicy | undefined>();
+  /** Each sandbox's /etc/hosts writer and the names it last wrote. */
+  private readonly hostWriters = new Map<(names: string[]) => void, string>();
+  private hostsTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SimulatorEgressOptions) {
     this.proxy = new EgressProxy({
@@ -45,6 +57,7 @@ export class SimulatorEgress {
         const host = listen.hostname.replace(/^\[(.*)\]$/, "$1");
         return { host: host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host, port: Number(listen.port) || 80 };
       },
+      simulatorHandler: options.handler,
       outbound: options.outbound,
     });
   }
@@ -66,6 +79,8 @@ export class SimulatorEgress {
         accept: (socket) => this.proxy.accept(socket, client),
         caPem: this.ca.certPem,
         direct: this.directAllowed(client),
+        hosts: this.hostNames(),
+        watchHosts: (write) => this.watchHosts(write),
       },
       env: {
         HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl,
@@ -111,7 +126,60 @@ export class SimulatorEgress {
     return names.has(name) || name.endsWith(".localhost") || name.endsWith(`.${b.hostname.toLowerCase()}`);
   }
 
+  /**
+   * The names that must lead to the simulator inside a sandbox: the public URL's host, and the host-form
+   * previews' names (stored in their spec.url), which a program resolves itself since NO_PROXY's `localhost`
+   * bypasses the proxy for `*.preview.localhost` and glibc does not resolve `*.localhost`.
+   */
+  hostNames(): string[] {
+    const names = new Set(simulatorHostNames(new URL(this.options.urls().base)));
+    for (const workspace of this.options.workspaces?.() ?? []) {
+      for (const preview of this.options.resources.allOfKind<{ spec?: { url?: unknown } }>(workspace, ["preview"])) {
+        const url = preview.doc.spec?.url;
+        if (typeof url !== "string") continue;
+        const name = URL.canParse(url) ? new URL(url).hostname.toLowerCase() : "";
+        if (name.includes(".") && isIP(name) === 0) names.add(name);
+      }
+    }
+    return [...names].sort();
+  }
+
+  private watchHosts(write: (names: string[]) => void): () => void {
+    this.hostWriters.set(write, this.hostNames().join(" "));
+    this.hostsTimer ??= setInterval(() => this.refreshHosts(), HOSTS_REFRESH_MS).unref();
+    return () => {
+      this.hostWriters.delete(write);
+      if (this.hostWriters.size > 0 || !this.hostsTimer) return;
+      clearInterval(this.hostsTimer);
+      this.hostsTimer = undefined;
+    };
+  }
+
+  private refreshHosts(): void {
+    const names = this.hostNames();
+    const key = names.join(" ");
+    for (const [write, last] of this.hostWriters) {
+      if (last === key) continue;
+      this.hostWriters.set(write, key);
+      try {
+        write(names);
+      } catch (err) {
+        this.options.logger.warn({ err: (err as Error).message }, "updating a sandbox's /etc/hosts failed");
+      }
+    }
+  }
+
   close(): void {
+    if (this.hostsTimer) clearInterval(this.hostsTimer);
+    this.hostsTimer = undefined;
+    this.hostWriters.clear();
     this.proxy.close();
   }
+}
+
+/** The public URL's host when it is a name the sandbox cannot resolve to its gateway by itself (not an address, not localhost). */
+export function simulatorHostNames(base: URL): string[] {
+  const name = base.hostname.toLowerCase();
+  if (isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 || name === "localhost" || name.endsWith(".localhost")) return [];
+  return [name];
 }

@@ -7,6 +7,7 @@ import type { Logger } from "../../src/logging.js";
 import type { EgressCa } from "./ca.js";
 import { guardedLookup, HostOnlyDestination, isHostOnly } from "./destinations.js";
 import { decide, injectionFor, type EgressPolicy, type Injection } from "./policy.js";
+import { asSimulatorRequest, type SimulatorHandler } from "./in-process.js";
 import { forwardHeaders, injectBody, rawResponseHead, refusal } from "./messages.js";
 
 /**
@@ -41,6 +42,8 @@ export interface EgressProxyDeps {
   isSimulator(host: string, port: number): boolean;
   /** Where the simulator listens, for the requests routed to it. */
   simulatorAddress(): { host: string; port: number };
+  /** The simulator's own handler in this process (undefined: not yet serving): requests for it are handed over, not sent over loopback. */
+  simulatorHandler?(): SimulatorHandler | undefined;
   /** False when sandboxes have no outbound network (--sandbox-network none): only the simulator is reachable. */
   outbound: boolean;
 }
@@ -65,6 +68,8 @@ const MAX_INJECTED_BODY = 16 * 1024 * 1024;
 export class EgressProxy {
   private readonly server = createServer({ requestTimeout: 0, keepAliveTimeout: 60_000 });
   private readonly origins = new WeakMap<Duplex, Origin>();
+  /** Upgraded connections handed to the simulator: out of the server's tracking, ended by close(). */
+  private readonly upgraded = new Set<Duplex>();
 
   constructor(private readonly deps: EgressProxyDeps) {
     this.server.on("request", (req, res) => this.onRequest(req, res));
@@ -83,6 +88,7 @@ export class EgressProxy {
 
   close(): void {
     this.server.closeAllConnections();
+    for (const socket of this.upgraded) socket.destroy();
   }
 
   private targetOf(req: IncomingMessage, origin: Origin): Target | undefined {
@@ -138,8 +144,11 @@ export class EgressProxy {
     const toSimulator = this.deps.isSimulator(target.host, target.port);
     const headers: OutgoingHttpHeaders = forwardHeaders(req.rawHeaders, injection?.headers);
     if (target.authority) headers.host = target.authority;
+    const inProcess = toSimulator ? this.deps.simulatorHandler?.() : undefined;
+    const injectsBody = injection !== undefined && Object.keys(injection.body).length > 0;
+    if (inProcess && !injectsBody) return inProcess.request(asSimulatorRequest(req, headers, target.path), res);
     let body: Buffer | undefined;
-    if (injection && Object.keys(injection.body).length > 0) {
+    if (injectsBody) {
       body = await injectBody(req, headers, injection.body, MAX_INJECTED_BODY).catch(() => undefined);
       if (!body) return refusal(res, 413, "The request body is too large for the sandbox's routing rules\n");
     }
@@ -206,6 +215,12 @@ export class EgressProxy {
     const sim = this.deps.simulatorAddress();
     const headers = forwardHeaders(req.rawHeaders, injectionFor(this.deps.policyOf(origin.client), target.host)?.headers, true);
     if (target.authority) headers.host = target.authority;
+    const inProcess = toSimulator ? this.deps.simulatorHandler?.() : undefined;
+    if (inProcess) {
+      this.upgraded.add(socket);
+      socket.once("close", () => this.upgraded.delete(socket));
+      return inProcess.upgrade(asSimulatorRequest(req, headers, target.path), socket, head);
+    }
     const options = toSimulator
       ? { host: sim.host, port: sim.port, method: req.method, path: target.path, headers }
       : { host: target.host, port: target.port, method: req.method, path: target.path, headers, lookup: guardedLookup };

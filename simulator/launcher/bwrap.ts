@@ -19,7 +19,7 @@ import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
 import { openGateways, type SandboxEgressSpec } from "./gateway.js";
 import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
-import { addHostCertificates, hostExtraCertificates, hostsFile, imageFile, imageLayers, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
+import { addHostCertificates, hostExtraCertificates, hostsFile, imageFile, imageLayers, keepHostsCurrent, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
@@ -239,7 +239,8 @@ export class BwrapLauncher implements Launcher {
     } catch (err) {
       this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
     }
-    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox));
+    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox, spec.egress?.hosts));
+    keepHostsCurrent(join(spec.dataDir, "etc", "hosts"), spec, warm.sandbox.child);
     if (spec.egress) this.trustEgress(spec, spec.egress, false);
     if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
     await setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
@@ -314,6 +315,7 @@ export class BwrapLauncher implements Launcher {
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
     child.on("error", () => {});
+    if (!warm) keepHostsCurrent(etc.hosts, spec, child);
 
     let sandboxPid: number | undefined;
     const info = readInfo(child.stdio[3] as Readable);
@@ -377,7 +379,7 @@ export class BwrapLauncher implements Launcher {
     const resolv = join(dir, "resolv.conf");
     const hosts = join(dir, "hosts");
     writeFileSync(resolv, SANDBOX_RESOLV_CONF);
-    writeFileSync(hosts, hostsFile(spec.sandbox));
+    writeFileSync(hosts, hostsFile(spec.sandbox, spec.egress?.hosts));
     return { resolv, hosts };
   }
 }

@@ -12,7 +12,10 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *   /run/sandbox-drives            the workspace's drives
  *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so),
  *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
- * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only.
+ * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only, or,
+ * with the simulator's egress, reached at the container's address on the sandbox's own network
+ * (docker-network.ts), the system trust store then being a bundle with the egress proxy's CA and
+ * /etc/hosts a file the simulator keeps current.
  * spec.runtime.envs are passed as `-e NAME` (the value comes from the docker CLI's own environment),
  * never in argv where `ps` would show them. The token is not in the environment at all (every process
  * of the sandbox could read /proc/<agent>/environ): the launcher writes it to TOKEN_HANDOFF in the data
@@ -27,6 +30,8 @@ export const IN_CONTAINER = {
   drives: "/run/sandbox-drives",
 } as const;
 export const AGENT_PORT = 8080;
+/** Where Debian-family images keep the system trust store (curl, git, OpenSSL, apt read it). */
+const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** The token hand-off file's name in the data dir (written 0600 by the launcher before each docker run). */
 export const TOKEN_HANDOFF = "token.handoff";
 /** The image when a sandbox names none (the simulator's sandboxes default to blaxel/base-image:latest). */
@@ -45,6 +50,12 @@ export interface DockerRunInputs {
   user: string;
   /** The image when the spec names none, or names one no registry serves (tests pick theirs). */
   image?: string;
+  /**
+   * The sandbox's own network (docker-network.ts), with the simulator's egress: the container joins it
+   * instead of publishing the agent's port, the agent relays the simulator's address to `relay`
+   * (`<port>=<gateway>:<port>`), and `caBundle` (a host file) is its system trust store.
+   */
+  network?: { name: string; relay: string; caBundle: string; hostsFile?: string };
 }
 
 /** A bind mount as `--mount` (never `-v`, which splits on ":"); `docker service create` takes the same syntax. */
@@ -68,7 +79,7 @@ export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
 }
 
 /** The `--mount` flags: node and this package read-only, the sandbox's root, data and drives, its volumes (at their path and under /sandbox). */
-export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, "agentMain" | "node">): string[] {
+export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, "agentMain" | "node" | "network">): string[] {
   const pkg = packageRootOf(inputs.agentMain);
   return [
     ...bind(inputs.node, IN_CONTAINER.node, true),
@@ -78,6 +89,9 @@ export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, 
     ...bind(spec.rootDir, IN_CONTAINER.root),
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
+    ...(inputs.network ? bind(inputs.network.caBundle, SYSTEM_CA_BUNDLE, true) : []),
+    // The simulator's names (its --public-url host, host-form previews) kept current in a file of our own (docker-network.ts).
+    ...(inputs.network?.hostsFile ? bind(inputs.network.hostsFile, "/etc/hosts", true) : []),
     ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
   ];
 }
@@ -90,13 +104,14 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
     "--hostname", spec.sandbox.slice(0, 63),
     "--user", inputs.user,
-    "--publish", `127.0.0.1::${AGENT_PORT}`,
+    ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...containerMounts(spec, inputs),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
     "--entrypoint", IN_CONTAINER.node,
     spec.image ?? inputs.image ?? FALLBACK_IMAGE,
     ...agentCommand(spec, inputs.agentMain),
+    ...(inputs.network ? ["--egress-relay", inputs.network.relay] : []),
   ];
 }
 

@@ -4,8 +4,10 @@ import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
+import { hostsFile } from "./sandbox-setup.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
-import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF } from "./docker-args.js";
+import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF, type DockerRunInputs } from "./docker-args.js";
+import { closeHostToNetwork, containerAddress, openHostToNetwork, createSandboxNetwork, openEgressListener, setOutbound, writeContainerTrust } from "./docker-network.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
 /**
@@ -78,6 +80,8 @@ export class DockerLauncher implements Launcher {
   describe(): LauncherDescription {
     return { launcher: this.name, isolated: true, detail: "a container per sandbox (the Docker daemon's isolation)" };
   }
+  /** Each container on a network of its own, its traffic through the simulator's egress (docker-network.ts). */
+  readonly egress = true;
   private readonly docker: string;
 
   constructor(private readonly options: DockerLauncherOptions = {}) {
@@ -95,6 +99,34 @@ export class DockerLauncher implements Launcher {
     const found = await this.run(["ps", "--all", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
     const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
     if (ids.length > 0) await this.run(["rm", "--force", ...ids]);
+    const networks = await this.run(["network", "ls", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
+    const netIds = networks.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    if (netIds.length > 0) await this.run(["network", "rm", ...netIds]);
+    for (const id of netIds) await openHostToNetwork(`br-${id.slice(0, 12)}`);
+  }
+
+  /** The sandbox's own network and egress listener (docker-network.ts); `release` undoes both once its container is gone. */
+  private async egressNetwork(spec: LaunchSpec, name: string) {
+    const egress = spec.egress!;
+    const network = await createSandboxNetwork((args) => this.run(args), `${name}-net`, [`${DATA_DIR_LABEL}=${spec.dataDir}`]);
+    const listener = await openEgressListener(network.gateway, egress).catch(async (err: Error) => {
+      await this.run(["network", "rm", network.name]);
+      throw new LaunchError(`cannot listen for sandbox "${spec.sandbox}"'s egress on ${network.gateway}: ${err.message}`);
+    });
+    const guard = await closeHostToNetwork(network, listener.port);
+    const hostsPath = join(spec.dataDir, "etc", "hosts");
+    mkdirSync(join(spec.dataDir, "etc"), { recursive: true });
+    writeFileSync(hostsPath, hostsFile(spec.sandbox, egress.hosts));
+    const stopHosts = egress.watchHosts?.((names) => writeFileSync(hostsPath, hostsFile(spec.sandbox, names)));
+    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hostsFile: hostsPath };
+    let released: Promise<void> | undefined;
+    const release = () => (released ??= (async () => {
+      stopHosts?.();
+      listener.server.close();
+      await guard?.undo();
+      await this.run(["network", "rm", network.name]);
+    })());
+    return { network, listener, inputs, release };
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -102,22 +134,32 @@ export class DockerLauncher implements Launcher {
     await this.reapOrphans(spec.dataDir);
     const name = `sbx-${`${spec.workspace}-${spec.sandbox}`.replace(/[^a-zA-Z0-9_.-]/g, "-").slice(0, 80)}-${randomBytes(4).toString("hex")}`;
     const user = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
-    const args = dockerRunArgs(spec, { name, agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user, image: this.options.image });
+    const net = spec.egress ? await this.egressNetwork(spec, name) : undefined;
+    const args = dockerRunArgs(spec, { name, agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user, image: this.options.image, network: net?.inputs });
     // The token's hand-off: the agent (same uid) reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000); // a first run may pull the image
     const ran = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
     if (ran.code !== 0) {
       await this.run(["rm", "--force", name]);
+      await net?.release();
       throw new LaunchError(`docker run for sandbox "${spec.sandbox}" failed (exit ${ran.code}): ${ran.stderr.trim().slice(-500)}`);
     }
-    const exited = this.watch(name);
+    const exited = this.watch(name, net?.release);
     let gone = false;
     void exited.then(() => (gone = true));
     try {
-      const url = await this.publishedUrl(name);
+      let url: string;
+      if (net) {
+        const address = await containerAddress((a) => this.run(a), name, net.network.name);
+        net.listener.allow(address);
+        url = `http://${address}:${AGENT_PORT}`;
+        if (spec.egress!.direct !== false && spec.outboundNetwork !== false) await setOutbound((a) => this.run(a), name, true);
+      } else url = await this.publishedUrl(name);
       await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's container exited before it was healthy" : undefined), pollMs: 50 });
-      return this.handle(name, url, exited);
+      const handle = this.handle(name, url, exited);
+      if (!net) return handle;
+      return { ...handle, setDirectOutbound: (on: boolean) => setOutbound((a) => this.run(a), name, on && spec.outboundNetwork !== false) };
     } catch (err) {
       await this.run(["rm", "--force", name]);
       const exit = await exited;
@@ -125,13 +167,14 @@ export class DockerLauncher implements Launcher {
     }
   }
 
-  /** `docker wait`: settles once the container has exited, with its last log lines; then removes it. */
-  private watch(name: string): Promise<AgentExit> {
+  /** `docker wait`: settles once the container has exited, with its last log lines; then removes it (and `release`s its network). */
+  private watch(name: string, release?: () => Promise<void>): Promise<AgentExit> {
     return (async () => {
       const waited = await this.run(["wait", name], process.env, 0);
       const code = /^\d+$/.test(waited.stdout.trim()) ? Number(waited.stdout.trim()) : null;
       const logs = await this.run(["logs", "--tail", "40", name]);
       await this.run(["rm", "--force", name]);
+      await release?.();
       return exitOf(code, (logs.stderr || waited.stderr).slice(-4096));
     })();
   }

@@ -71,4 +71,11 @@ export interface SandboxEgressSpec extends GatewaySpec {
   caPem: string;
   /** False: the sandbox starts without its direct outbound path (its policy restricts destinations). Default true. */
   direct?: boolean;
+  /**
+   * Host names that must lead to the simulator inside the sandbox (its --public-url's host, host-form preview
+   * names, which NO_PROXY's `localhost` sends straight there): 127.0.0.1 in its /etc/hosts, as of the launch.
+   */
+  hosts?: string[];
+  /** Calls `write` with the new list whenever those names change (a preview created); returns the unsubscribe. */
+  watchHosts?(write: (names: string[]) => void): () => void;
 }

@@ -1,14 +1,26 @@
-import { execFile } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { which } from "./isolation.js";
-import { LaunchError } from "./types.js";
+import { LaunchError, type LaunchSpec } from "./types.js";
 
 /** Small pieces of an isolated sandbox's set-up (bwrap.ts). */
 
-export function hostsFile(sandbox: string): string {
-  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
+/** A sandbox's /etc/hosts; `simulator`: names of the simulator (its --public-url's host), which lead to its gateway on 127.0.0.1. */
+export function hostsFile(sandbox: string, simulator: string[] = []): string {
+  return `127.0.0.1\tlocalhost${simulator.map((n) => ` ${n}`).join("")}\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${sandbox.slice(0, 63)}\n`;
+}
+
+/**
+ * The sandbox's hosts file (bound read-only at /etc/hosts) rewritten in place while `child` (its top process)
+ * runs, whenever the simulator's names change (SandboxEgressSpec.watchHosts: a host-form preview created).
+ */
+export function keepHostsCurrent(path: string, spec: Pick<LaunchSpec, "sandbox" | "egress">, child: ChildProcess): void {
+  const watch = spec.egress?.watchHosts;
+  if (!watch || child.exitCode !== null || child.signalCode !== null) return;
+  const stop = watch((names) => writeFileSync(path, hostsFile(spec.sandbox, names)));
+  child.once("exit", stop);
 }
 
 /**

@@ -81,7 +81,7 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     "--publish", `mode=host,target=${AGENT_PORT},protocol=tcp`,
     "--hostname", spec.sandbox.slice(0, 63),
     "--user", inputs.user,
-    ...containerMounts(spec, inputs),
+    ...containerMounts(spec, { agentMain: inputs.agentMain, node: inputs.node }),
     "--workdir", IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
     "--entrypoint", IN_CONTAINER.node,

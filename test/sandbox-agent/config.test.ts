@@ -52,3 +52,12 @@ describe("parseAgentConfig", () => {
     expect(parseAgentConfig(["--host", "0.0.0.0", "--token", "t"], {})).toMatchObject({ token: "t" });
   });
 });
+
+describe("--egress-relay", () => {
+  it("takes <port>=<address>:<port>, and names the flag when malformed", () => {
+    const config = parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-relay", "8081=172.19.0.1:40000"], {});
+    expect(config !== "help" && config.egressRelay).toEqual({ port: 8081, host: "172.19.0.1", targetPort: 40000 });
+    expect(() => parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-relay", "8081"], {})).toThrow(/--egress-relay/);
+    expect(() => parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-relay", "0=1.2.3.4:5"], {})).toThrow(/--egress-relay/);
+  });
+});

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { simulatorHostNames } from "../../../simulator/egress/index.js";
+import { hostsFile } from "../../../simulator/launcher/sandbox-setup.js";
 import { decide, injectionFor, LIMITS, matches, NetworkSpecError, parseNetwork, restricts } from "../../../simulator/egress/policy.js";
 
 describe("spec.network as the egress proxy reads it", () => {
@@ -61,5 +63,15 @@ describe("the simulator's /_sim routes from inside", () => {
     const { isSimRoute } = await import("../../../simulator/egress/proxy.js");
     for (const path of ["/_sim/clock", "/_SIM/clock", "/%5Fsim/clock", "//_sim/x", "/_sim", "/_sim?x=1", "/%E0%A4%A"]) expect(isSimRoute(path), path).toBe(true);
     for (const path of ["/v0/sandboxes", "/_simulator", "/x/_sim/clock"]) expect(isSimRoute(path), path).toBe(false);
+  });
+});
+
+describe("the simulator's --public-url host inside a sandbox", () => {
+  it("is a name of 127.0.0.1 (its gateway) in the sandbox's /etc/hosts, unless it is an address or localhost", () => {
+    expect(simulatorHostNames(new URL("http://sim.example.test:8081"))).toEqual(["sim.example.test"]);
+    for (const base of ["http://127.0.0.1:8081", "http://[::1]:8081", "http://localhost:8081", "http://x.localhost"]) expect(simulatorHostNames(new URL(base))).toEqual([]);
+    const hosts = hostsFile("box", ["sim.example.test"]);
+    expect(hosts.split("\n")[0]).toBe("127.0.0.1\tlocalhost sim.example.test");
+    expect(hostsFile("box")).toContain("127.0.1.1\tbox");
   });
 });

@@ -58,8 +58,10 @@ connect.end();
 describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy, applied live", () => {
   let sim: ServedSimulator;
   let sdk: Sdk;
+  let a: Sandbox;
   let b: Sandbox;
   let host: string;
+  let appPort: number;
   let logs = "";
 
   beforeAll(async () => {
@@ -67,10 +69,10 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
     const logger = createLogger({ level: "debug", destination });
     sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: "policy", previewUrls: "host", logLevel: "debug" }, { logger });
     sdk = await sdkForSimulator(sim.env);
-    const a = await sdk.SandboxInstance.create({ name: "echo-a" });
+    a = await sdk.SandboxInstance.create({ name: "echo-a" });
     b = await sdk.SandboxInstance.create({ name: "client-b" });
-    const port = await startSandboxApp(a);
-    const preview = await a.previews.create({ metadata: { name: "pub" }, spec: { port, public: true } });
+    appPort = await startSandboxApp(a);
+    const preview = await a.previews.create({ metadata: { name: "pub" }, spec: { port: appPort, public: true } });
     host = new URL(preview.spec.url!).hostname;
     await b.fs.write("/tmp/connect.js", CONNECT_CLIENT);
   }, 120_000);
@@ -99,6 +101,20 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
     expect(JSON.parse(c.out)).toMatchObject({ url: "/echo/curl" });
     const p = await python("/echo/py");
     expect(p.out.trim()).toBe("/echo/py");
+  });
+
+  it("a host-form preview's name resolves inside, also for a preview made after the sandbox started (NO_PROXY sends it there directly)", async () => {
+    const late = await a.previews.create({ metadata: { name: "late" }, spec: { port: appPort, public: true } });
+    const lateHost = new URL(late.spec.url!).hostname;
+    let resolved = "";
+    for (let i = 0; i < 50 && !resolved.startsWith("127.0.0.1"); i++) {
+      resolved = (await run(`getent hosts ${lateHost}`)).out;
+      if (!resolved) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(resolved).toMatch(/^127\.0\.0\.1\s/);
+    // Python's urllib with the sandbox's own environment: *.localhost bypasses the proxy, glibc resolves it from /etc/hosts.
+    const py = await run(`python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('${late.spec.url}/echo/late', timeout=10))['url'])"`);
+    expect(py.out.trim(), py.out).toBe("/echo/late");
   });
 
   it("forbiddenDomains blocks the host for every client; the refusal names the rule", async () => {

@@ -18,6 +18,21 @@ type Sdk = typeof import("@blaxel/core");
 type Sandbox = InstanceType<Sdk["SandboxInstance"]>;
 const KEY = "egress-reach-admin-key";
 
+/** A WebSocket client run inside a sandbox: one masked text frame to argv[2], prints the first frame back. */
+const WS_CLIENT = String.raw`
+const http = require("node:http");
+const [url, text] = process.argv.slice(2);
+const req = http.request(url, { headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" } });
+req.on("upgrade", (res, socket) => {
+  const mask = Buffer.from([1, 2, 3, 4]);
+  socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | text.length]), mask, Buffer.from(text).map((b, i) => b ^ mask[i % 4])]));
+  socket.once("data", (d) => { console.log(d.subarray(2, 2 + (d[1] & 0x7f)).toString()); process.exit(0); });
+});
+req.on("response", (res) => { console.log("no upgrade: " + res.statusCode); process.exit(1); });
+req.end();
+setTimeout(() => { console.log("timeout"); process.exit(1); }, 10000);
+`;
+
 describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a sandbox", () => {
   let sim: ServedSimulator;
   let sdk: Sdk;
@@ -71,6 +86,17 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a
     expect(py.out.trim()).toBe("/echo/py");
   });
 
+  it("a chunked upload and a WebSocket reach the other sandbox through the simulator's handler", async () => {
+    // Handed to the simulator in process (simulator/egress/in-process.ts): a body framed by chunks still arrives whole.
+    await b.fs.write("/tmp/up.bin", "x".repeat(300_000));
+    const up = await run(b, `curl -sS --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' --data-binary @/tmp/up.bin ${publicUrl}/echo/up`);
+    expect(up.code, up.out).toBe(0);
+    expect(JSON.parse(up.out)).toMatchObject({ method: "POST", url: "/echo/up", bytes: 300_000 });
+    await b.fs.write("/tmp/ws.js", WS_CLIENT);
+    const ws = await run(b, `node /tmp/ws.js ${publicUrl}/ws hello`);
+    expect(ws.out.trim()).toBe("echo:hello");
+  });
+
   it("a private preview answers with its token, 401 without", async () => {
     const without = await run(b, `curl -s -o /dev/null -w '%{http_code}' --max-time 10 ${privateUrl}/echo/x`);
     expect(without.out.trim()).toBe("401");
@@ -85,6 +111,10 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a
     expect((JSON.parse(withKey.out) as { metadata: { name: string } }[]).map((s) => s.metadata.name).sort()).toEqual(["client-b", "echo-a"]);
     const without = await run(b, `curl -s -o /dev/null -w '%{http_code}' --max-time 10 ${api}/sandboxes`);
     expect(without.out.trim()).toBe("401");
+    // A JSON body framed by chunks (no Content-Length) is read as a body by the API.
+    const chunked = await run(b, `curl -sS --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: egress' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' -d '{"metadata":{"name":"chunked"},"spec":{"port":4000,"public":true}}' ${api}/sandboxes/echo-a/previews`);
+    expect(chunked.code, chunked.out).toBe(0);
+    expect(JSON.parse(chunked.out)).toMatchObject({ metadata: { name: "chunked" }, spec: { port: 4000 } });
   });
 
   it("the host's other loopback services, /_sim and other agents stay unreachable", async () => {

@@ -59,6 +59,16 @@ describe("docker launcher: the docker run command", () => {
     expect(argv[argv.indexOf("--user") + 1]).toBe("1000:1000");
   });
 
+  it("with the simulator's egress: its own network instead of a published port, the CA bundle as the system store, the relay", () => {
+    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt", hostsFile: "/data/one/data/etc/hosts" } });
+    // The simulator's names (--public-url host, host-form previews) in a hosts file it keeps current.
+    expect(withNet).toContain("type=bind,source=/data/one/data/etc/hosts,target=/etc/hosts,readonly");
+    expect(withNet).not.toContain("--publish");
+    expect(withNet[withNet.indexOf("--network") + 1]).toBe("sbx-ws-one-abcd-net");
+    expect(withNet).toContain("type=bind,source=/data/one/data/etc/ca-bundle.crt,target=/etc/ssl/certs/ca-certificates.crt,readonly");
+    expect(withNet.slice(-2)).toEqual(["--egress-relay", "8081=172.19.0.1:40000"]);
+  });
+
   it("refuses a path --mount cannot carry, and falls back to an image when the spec names none", () => {
     expect(() => dockerRunArgs(specFor("/data/a,b", "one"), inputs)).toThrow(LaunchError);
     expect(dockerRunArgs(specFor("/data", "one"), { ...inputs, image: "node:20-bookworm" })).toContain("node:20-bookworm");
