@@ -47,7 +47,12 @@ let base = ""; // made by main(), not by the proxy process
 const cold = new ProcessLauncher();
 const coldSamples = Math.min(10, sandboxes);
 const spec = (name: string): LaunchSpec => ({
-  workspace: "bench", sandbox: name, rootDir: join(base, name, "root"), dataDir: join(base, name, "data"), token: `token-${name}-abcdefgh`, logLevel: "warn",
+  workspace: "bench",
+  sandbox: name,
+  rootDir: join(base, name, "root"),
+  dataDir: join(base, name, "data"),
+  token: `token-${name}-abcdefgh`,
+  logLevel: "warn",
 });
 
 /** Starts `count` sandboxes one after another (each stopped before the next), timing each start until healthy. */
@@ -90,11 +95,15 @@ async function upload(url: string, authorization: string): Promise<number> {
  */
 async function serveProxy(agentUrl: string, token: string): Promise<void> {
   const proxy = createSandboxProxy({
-    authorize: (req) => { if (req.headers.authorization !== `Bearer ${CALLER_KEY}`) throw errors.unauthorized(); },
+    authorize: (req) => {
+      if (req.headers.authorization !== `Bearer ${CALLER_KEY}`) throw errors.unauthorized();
+    },
     upstream: () => ({ url: agentUrl, token }),
     workspaceOfId: () => undefined,
   });
-  const server = createServer((req, res) => { if (!proxy.handle(req, res)) res.writeHead(404).end(); });
+  const server = createServer((req, res) => {
+    if (!proxy.handle(req, res)) res.writeHead(404).end();
+  });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   process.send!(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
   process.on("message", () => process.send!(peakRssMiB(process.pid), () => process.exit(0)));
@@ -136,7 +145,10 @@ async function proxyRatio(): Promise<{ direct: number; proxied: number; proxyRss
     // Alternating rounds, best of each: the machine is shared, and the best is each path's real capacity.
     for (let i = 0; i < rounds; i++) {
       direct = Math.max(direct, await measured(pids, directCpu, () => upload(`${agent.url}/filesystem/direct.bin`, `Bearer ${s.token}`)));
-      proxied = Math.max(proxied, await measured(pids, proxiedCpu, () => upload(`${proxyUrl}/sbx/bench/upload/filesystem/proxied.bin`, `Bearer ${CALLER_KEY}`)));
+      proxied = Math.max(
+        proxied,
+        await measured(pids, proxiedCpu, () => upload(`${proxyUrl}/sbx/bench/upload/filesystem/proxied.bin`, `Bearer ${CALLER_KEY}`)),
+      );
     }
     const proxyRss = await new Promise<number>((resolve) => {
       child.once("message", (m) => resolve(Number(m)));
@@ -159,19 +171,30 @@ async function main(): Promise<void> {
     await warmLauncher.close();
     const coldTimes = await createToReady(cold, coldSamples, "cold");
     console.log(`bench:e2e  loopback, process launcher; ${sandboxes} sandboxes, ${rounds} upload rounds of ${uploadMiB} MiB`);
-    console.log(`create-to-ready (warm agent)  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms (target median <= 300 ms) | baseline cold start (no warm agent, ${coldSamples} sandboxes) median ${fmt(percentile(coldTimes, 50))} ms`);
+    console.log(
+      `create-to-ready (warm agent)  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms (target median <= 300 ms) | baseline cold start (no warm agent, ${coldSamples} sandboxes) median ${fmt(percentile(coldTimes, 50))} ms`,
+    );
     const { direct, proxied, proxyRss, directCpu, proxiedCpu } = await proxyRatio();
     console.log(`upload  through proxy ${fmt(proxied)} MB/s | straight to the agent ${fmt(direct)} MB/s | ratio ${fmt(proxied / direct, 2)} (target >= 0.85)`);
     const cpu = (c: CpuPerMiB) => `client ${fmt(c.client, 2)} + proxy ${fmt(c.proxy, 2)} + agent ${fmt(c.agent, 2)}`;
-    console.log(`cpu     ms per MiB through proxy: ${cpu(proxiedCpu)} | straight: ${cpu(directCpu)} | ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
-    console.log(`memory  proxy process peak RSS ${fmt(proxyRss)} MiB after ${rounds} proxied uploads of ${uploadMiB} MiB | bench client peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
+    console.log(
+      `cpu     ms per MiB through proxy: ${cpu(proxiedCpu)} | straight: ${cpu(directCpu)} | ${cpus().length} CPUs, load average ${loadavg()
+        .map((n) => fmt(n, 2))
+        .join(" ")}`,
+    );
+    console.log(
+      `memory  proxy process peak RSS ${fmt(proxyRss)} MiB after ${rounds} proxied uploads of ${uploadMiB} MiB | bench client peak RSS ${fmt(peakRssMiB(process.pid))} MiB`,
+    );
     await benchIsolation(base);
     // Uploads through /port/n and a preview against the same upload straight to the in-sandbox server and
     // against http-proxy in the simulator's place (bench/proxy.ts, also `npm run bench:proxy` alone).
     await benchProxy();
     await benchTemplate();
     if (process.env.BENCH_E2E_COLD === "1") await benchFirstSandbox();
-    else console.log("first sandbox  skipped: a cold image build downloads ~90 MB; BENCH_E2E_COLD=1 npm run bench:e2e (or npm run bench:first-sandbox) measures npm start -> first command's output from empty caches");
+    else
+      console.log(
+        "first sandbox  skipped: a cold image build downloads ~90 MB; BENCH_E2E_COLD=1 npm run bench:e2e (or npm run bench:first-sandbox) measures npm start -> first command's output from empty caches",
+      );
   } finally {
     rmSync(base, { recursive: true, force: true });
   }
@@ -179,10 +202,14 @@ async function main(): Promise<void> {
 
 const proxyArgs = process.argv.indexOf("--proxy");
 const launcherArg = process.argv.indexOf("--launcher");
-const run = proxyArgs !== -1 ? serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!)
-  : process.argv.includes("--template") ? benchTemplate()
-  : launcherArg !== -1 && process.argv[launcherArg + 1] === "swarm" ? benchSwarm()
-  : main();
+const run =
+  proxyArgs !== -1
+    ? serveProxy(process.argv[proxyArgs + 1]!, process.argv[proxyArgs + 2]!)
+    : process.argv.includes("--template")
+      ? benchTemplate()
+      : launcherArg !== -1 && process.argv[launcherArg + 1] === "swarm"
+        ? benchSwarm()
+        : main();
 run.catch((err) => {
   console.error(err);
   process.exitCode = 1;

@@ -62,17 +62,34 @@ const get = (n) => new Promise((resolve, reject) => {
 })().catch((e) => { console.error(e.message); process.exit(1); });
 `;
 
-interface Measured { rps: number; mbps: number; msPerRequest: number; msPerMB: number }
+interface Measured {
+  rps: number;
+  mbps: number;
+  msPerRequest: number;
+  msPerMB: number;
+}
 
 /** Each figure's median over the rounds. */
 function medians(rounds: Measured[]): Measured {
   const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return { rps: median(rounds.map((r) => r.rps)), mbps: median(rounds.map((r) => r.mbps)), msPerRequest: median(rounds.map((r) => r.msPerRequest)), msPerMB: median(rounds.map((r) => r.msPerMB)) };
+  return {
+    rps: median(rounds.map((r) => r.rps)),
+    mbps: median(rounds.map((r) => r.mbps)),
+    msPerRequest: median(rounds.map((r) => r.msPerRequest)),
+    msPerMB: median(rounds.map((r) => r.msPerMB)),
+  };
 }
 
 export async function benchEgress(log: (line: string) => void = console.log): Promise<void> {
   if (!probeIsolation().tools) return log("egress  skipped: no isolating launcher here (bwrap, user namespaces)");
-  const sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: "bench-egress-admin-key", workspace: "bench", logLevel: "silent", previewUrls: "host" });
+  const sim = await serveSimulator({
+    port: 0,
+    imageSource: "host",
+    apiKey: "bench-egress-admin-key",
+    workspace: "bench",
+    logLevel: "silent",
+    previewUrls: "host",
+  });
   try {
     Object.assign(process.env, sim.env); // @blaxel/core reads its settings from the environment when loaded
     const { SandboxInstance } = await import("@blaxel/core");
@@ -81,7 +98,13 @@ export async function benchEgress(log: (line: string) => void = console.log): Pr
     await a.process.exec({ name: "server", command: "node /app/server.js" });
     const preview = await a.previews.create({ metadata: { name: "bench" }, spec: { port: 4000, public: true } });
     const host = new URL(preview.spec.url!).hostname;
-    const b = await SandboxInstance.create({ name: "egress-client", network: { forbiddenDomains: ["blocked.example.com"], proxy: { routing: [{ destinations: [host], headers: { "x-bench": "{{SECRET:k}}" }, secrets: { k: "v" } }] } } });
+    const b = await SandboxInstance.create({
+      name: "egress-client",
+      network: {
+        forbiddenDomains: ["blocked.example.com"],
+        proxy: { routing: [{ destinations: [host], headers: { "x-bench": "{{SECRET:k}}" }, secrets: { k: "v" } }] },
+      },
+    });
     await b.fs.write("/app/client.js", CLIENT);
     /** One client run; `cpuMs` is the simulator's (the proxy's) CPU time meanwhile. */
     const run = async (mode: string, url: string, requests: number, bytes: number) => {
@@ -98,15 +121,27 @@ export async function benchEgress(log: (line: string) => void = console.log): Pr
       return { rps: small.rps, mbps: large.mbps, msPerRequest: small.cpuMs / REQUESTS, msPerMB: large.cpuMs / (MIB * 1.048576) };
     };
     // Straight: the preview by the path a program inside would use without a proxy (the gateway; Host = the preview's name).
-    const paths: [string, string][] = [["straight", `http://127.0.0.1:${new URL(sim.url).port}/bench/sandboxes/egress-server/previews/bench`], ["http", preview.spec.url!], ["https", `https://${host}`]];
+    const paths: [string, string][] = [
+      ["straight", `http://127.0.0.1:${new URL(sim.url).port}/bench/sandboxes/egress-server/previews/bench`],
+      ["http", preview.spec.url!],
+      ["https", `https://${host}`],
+    ];
     for (const [mode, url] of paths) await run(mode, url, 50, 4 * 1024 * 1024); // warm-up: JIT of the simulator's paths, the host's certificate
     const rounds: Measured[][] = [];
     for (let i = 0; i < ROUNDS; i++) rounds.push([await measure(...paths[0]!), await measure(...paths[1]!), await measure(...paths[2]!)]);
     const [straight, plain, tls] = [medians(rounds.map((r) => r[0]!)), medians(rounds.map((r) => r[1]!)), medians(rounds.map((r) => r[2]!))];
-    log(`egress  ${REQUESTS} sequential requests and one ${MIB} MiB response, Node keep-alive client in one sandbox, server in another behind a public preview; median of ${ROUNDS} rounds`);
-    log(`  straight (no proxy) ${fmt(straight.rps)} req/s ${fmt(straight.mbps)} MB/s | HTTP_PROXY ${fmt(plain.rps)} req/s ${fmt(plain.mbps)} MB/s | HTTPS via CONNECT, intercepted ${fmt(tls.rps)} req/s ${fmt(tls.mbps)} MB/s`);
-    log(`  ratio to straight: http ${fmt(plain.rps / straight.rps, 2)} req/s, ${fmt(plain.mbps / straight.mbps, 2)} MB/s (target >= 0.85) | https ${fmt(tls.rps / straight.rps, 2)} req/s, ${fmt(tls.mbps / straight.mbps, 2)} MB/s (target >= 0.7) | simulator (proxy) peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
-    log(`  simulator CPU: straight ${fmt(straight.msPerRequest, 2)} ms/request ${fmt(straight.msPerMB, 2)} ms/MB | http ${fmt(plain.msPerRequest, 2)} ms/request ${fmt(plain.msPerMB, 2)} ms/MB | https ${fmt(tls.msPerRequest, 2)} ms/request ${fmt(tls.msPerMB, 2)} ms/MB`);
+    log(
+      `egress  ${REQUESTS} sequential requests and one ${MIB} MiB response, Node keep-alive client in one sandbox, server in another behind a public preview; median of ${ROUNDS} rounds`,
+    );
+    log(
+      `  straight (no proxy) ${fmt(straight.rps)} req/s ${fmt(straight.mbps)} MB/s | HTTP_PROXY ${fmt(plain.rps)} req/s ${fmt(plain.mbps)} MB/s | HTTPS via CONNECT, intercepted ${fmt(tls.rps)} req/s ${fmt(tls.mbps)} MB/s`,
+    );
+    log(
+      `  ratio to straight: http ${fmt(plain.rps / straight.rps, 2)} req/s, ${fmt(plain.mbps / straight.mbps, 2)} MB/s (target >= 0.85) | https ${fmt(tls.rps / straight.rps, 2)} req/s, ${fmt(tls.mbps / straight.mbps, 2)} MB/s (target >= 0.7) | simulator (proxy) peak RSS ${fmt(peakRssMiB(process.pid))} MiB`,
+    );
+    log(
+      `  simulator CPU: straight ${fmt(straight.msPerRequest, 2)} ms/request ${fmt(straight.msPerMB, 2)} ms/MB | http ${fmt(plain.msPerRequest, 2)} ms/request ${fmt(plain.msPerMB, 2)} ms/MB | https ${fmt(tls.msPerRequest, 2)} ms/request ${fmt(tls.msPerMB, 2)} ms/MB`,
+    );
   } finally {
     await sim.stop();
   }

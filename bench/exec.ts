@@ -71,7 +71,14 @@ async function main(): Promise<void> {
   // The floor: the `node -v` the sandbox runs, alone.
   const floorRun = rootfs ? imageNode(rootfs) : hostNode;
   const sim = await startSim(source);
-  Object.assign(process.env, { BL_API_URL: `${sim.url}/v0`, BL_RUN_URL: sim.url, BL_WORKSPACE: "default", BL_API_KEY: KEY, BL_REGION: "us-pdx-1", BL_DISABLE_H2: "true" });
+  Object.assign(process.env, {
+    BL_API_URL: `${sim.url}/v0`,
+    BL_RUN_URL: sim.url,
+    BL_WORKSPACE: "default",
+    BL_API_KEY: KEY,
+    BL_REGION: "us-pdx-1",
+    BL_DISABLE_H2: "true",
+  });
   try {
     const { SandboxInstance } = await import("@blaxel/core");
     const { agentFetch } = await import("../simulator/launcher/endpoint.js");
@@ -82,13 +89,26 @@ async function main(): Promise<void> {
     };
     const agent = await sim.agent();
     const direct = (command: string) => async () => {
-      const r = await agentFetch(agent.endpoint, { method: "POST", path: "/process", headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" }, body: JSON.stringify({ command, waitForCompletion: true }) });
+      const r = await agentFetch(agent.endpoint, {
+        method: "POST",
+        path: "/process",
+        headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ command, waitForCompletion: true }),
+      });
       if (r.status !== 200 || JSON.parse(r.text).exitCode !== 0) throw new Error(`${command}: ${r.status} ${r.text.slice(0, 200)}`);
     };
     // The same POST through the sandbox URL without the SDK: the proxy hop alone, apart from the SDK's own work.
     const sandboxUrl = new URL(sandbox.metadata?.url ?? `${sim.url}/sbx/default/${SANDBOX}`);
     const proxied = (command: string) => async () => {
-      const r = await agentFetch({ url: sandboxUrl.origin }, { method: "POST", path: `${sandboxUrl.pathname}/process`, headers: { "x-blaxel-authorization": `Bearer ${KEY}`, "x-blaxel-workspace": "default", "content-type": "application/json" }, body: JSON.stringify({ command, waitForCompletion: true }) });
+      const r = await agentFetch(
+        { url: sandboxUrl.origin },
+        {
+          method: "POST",
+          path: `${sandboxUrl.pathname}/process`,
+          headers: { "x-blaxel-authorization": `Bearer ${KEY}`, "x-blaxel-workspace": "default", "content-type": "application/json" },
+          body: JSON.stringify({ command, waitForCompletion: true }),
+        },
+      );
       if (r.status !== 200 || JSON.parse(r.text).exitCode !== 0) throw new Error(`${command}: ${r.status} ${r.text.slice(0, 200)}`);
     };
     // Warm-up: the first commands pay for page-cache misses and the JIT of both sides.
@@ -107,7 +127,11 @@ async function main(): Promise<void> {
     const proxiedTrue = await timed(N, proxied("true"));
     const directTrue = await timed(N, direct("true"));
     const f = percentile(floor, 50);
-    console.log(`bench:exec — ${N} round trips each, one after another; one sandbox (default launcher, ${source === "store" ? "blaxel/base-image" : "the host's root, --image-source host"}); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    console.log(
+      `bench:exec — ${N} round trips each, one after another; one sandbox (default launcher, ${source === "store" ? "blaxel/base-image" : "the host's root, --image-source host"}); ${cpus().length} CPUs, load average ${loadavg()
+        .map((n) => fmt(n, 2))
+        .join(" ")}`,
+    );
     console.log(line("node -v alone, the host's node", host));
     if (rootfs) console.log(line("node -v alone, the image's (floor)", floor));
     console.log(line("SDK exec node -v (sandbox URL)", sdkNode, f));
@@ -116,7 +140,9 @@ async function main(): Promise<void> {
     console.log(line("SDK exec true (sandbox URL)", sdkTrue));
     console.log(line("POST /process true (sandbox URL)", proxiedTrue));
     console.log(line("agent POST /process true", directTrue));
-    console.log(`target: SDK exec node -v <= 20 ms on an idle machine; the floor is the sandbox's node -v run alone on this machine (${rootfs ? "the image's node" : "the host's node"}), "over the floor" what the proxy, the agent, its process wrapper and the shell add`);
+    console.log(
+      `target: SDK exec node -v <= 20 ms on an idle machine; the floor is the sandbox's node -v run alone on this machine (${rootfs ? "the image's node" : "the host's node"}), "over the floor" what the proxy, the agent, its process wrapper and the shell add`,
+    );
     await SandboxInstance.delete(SANDBOX).catch(() => undefined);
   } finally {
     const exited = new Promise((r) => sim.child.once("exit", r));
@@ -142,11 +168,20 @@ async function serve(source: "store" | "host"): Promise<void> {
 
 function startSim(source: "store" | "host"): Promise<{ child: ChildProcess; url: string; agent(): Promise<{ endpoint: AgentEndpoint; token: string }> }> {
   const child = fork(fileURLToPath(import.meta.url), ["--serve", source], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  const next = <T>() => new Promise<T>((resolve, reject) => {
-    child.once("message", (m) => resolve(m as T));
-    child.once("exit", (code) => reject(new Error(`the simulator exited with ${code}`)));
-  });
-  return next<{ url: string }>().then(({ url }) => ({ child, url, agent: () => { const r = next<{ endpoint: AgentEndpoint; token: string }>(); child.send({}); return r; } }));
+  const next = <T>() =>
+    new Promise<T>((resolve, reject) => {
+      child.once("message", (m) => resolve(m as T));
+      child.once("exit", (code) => reject(new Error(`the simulator exited with ${code}`)));
+    });
+  return next<{ url: string }>().then(({ url }) => ({
+    child,
+    url,
+    agent: () => {
+      const r = next<{ endpoint: AgentEndpoint; token: string }>();
+      child.send({});
+      return r;
+    },
+  }));
 }
 
 const serveAt = process.argv.indexOf("--serve");

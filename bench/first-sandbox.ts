@@ -46,7 +46,10 @@ async function firstSandbox(base: string, label: string, port: number): Promise<
   const envFile = join(base, `${label}.env`);
   const env = { ...process.env, HOME: join(base, "home"), XDG_CACHE_HOME: join(base, "cache"), npm_config_cache: "", LOG_FORMAT: "json" };
   const started = performance.now();
-  const child = spawn(process.execPath, [SIM, "--port", String(port), "--api-key", KEY, "--write-env", envFile, "--sandbox-retention", "0"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [SIM, "--port", String(port), "--api-key", KEY, "--write-env", envFile, "--sandbox-retention", "0"], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const phases: Run["phases"] = [];
   let peakRss = 0;
   const sample = setInterval(() => (peakRss = Math.max(peakRss, peakRssMiB(child.pid!))), 500);
@@ -102,12 +105,24 @@ function listening(child: ChildProcess, onLog: (line: string) => void): Promise<
 
 /** The phases worth a figure: mmdebstrap's steps (with its own clock), npm, done. */
 function phaseLine(phases: Run["phases"]): string {
-  const keys = [/running apt-get update/, /downloading packages/, /extracting archives/, /installing essential/, /installing remaining/, /success in/, /installing npm/, /^done$/];
+  const keys = [
+    /running apt-get update/,
+    /downloading packages/,
+    /extracting archives/,
+    /installing essential/,
+    /installing remaining/,
+    /success in/,
+    /installing npm/,
+    /^done$/,
+  ];
   const names = ["update", "download", "extract", "essential", "remaining", "mmdebstrap done", "npm", "image done"];
-  return keys.map((k, i) => {
-    const hit = phases.find((p) => k.test(p.text));
-    return hit ? `${names[i]} @${fmt(hit.at)} s` : undefined;
-  }).filter(Boolean).join(" | ");
+  return keys
+    .map((k, i) => {
+      const hit = phases.find((p) => k.test(p.text));
+      return hit ? `${names[i]} @${fmt(hit.at)} s` : undefined;
+    })
+    .filter(Boolean)
+    .join(" | ");
 }
 
 export async function benchFirstSandbox(): Promise<void> {
@@ -117,7 +132,11 @@ export async function benchFirstSandbox(): Promise<void> {
     const port = await freePort();
     const cold = await firstSandbox(base, "cold", port);
     const warm = await firstSandbox(base, "warm", port);
-    console.log(`first sandbox  npm start -> first command's output, empty caches ${fmt(cold.total)} s (target <= 60 s on an idle machine; start-up build ${fmt(cold.buildSeconds ?? 0)} s) | baseline: image in the store ${fmt(warm.total)} s | ratio ${fmt(cold.total / warm.total)} | simulator peak RSS ${fmt(cold.peakRss)} MiB | load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    console.log(
+      `first sandbox  npm start -> first command's output, empty caches ${fmt(cold.total)} s (target <= 60 s on an idle machine; start-up build ${fmt(cold.buildSeconds ?? 0)} s) | baseline: image in the store ${fmt(warm.total)} s | ratio ${fmt(cold.total / warm.total)} | simulator peak RSS ${fmt(cold.peakRss)} MiB | load average ${loadavg()
+        .map((n) => fmt(n, 2))
+        .join(" ")}`,
+    );
     console.log(`cold build     ${phaseLine(cold.phases)}`);
   } finally {
     rmSync(base, { recursive: true, force: true });

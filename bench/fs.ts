@@ -24,7 +24,7 @@ const WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda m
 /** 100 top directories × 10 subdirectories × files/1000 files; one file in 100 holds the needle. */
 function generateTree(dir: string): number {
   let seed = 42;
-  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const lines: string[] = [];
   for (let i = 0; i < 4000; i++) lines.push(Array.from({ length: 8 }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" "));
   const pool = lines.join("\n");
@@ -130,27 +130,51 @@ async function main(): Promise<void> {
   try {
     const g0 = performance.now();
     const bytes = generateTree(tree);
-    console.log(`bench:fs  ${files} files, ${fmt(bytes / 1e6)} MB in ${files >= 1000 ? 1100 : "a few"} directories (generated in ${fmt((performance.now() - g0) / 1000)} s), median of ${runs} warm runs, agent and tool alternating`);
+    console.log(
+      `bench:fs  ${files} files, ${fmt(bytes / 1e6)} MB in ${files >= 1000 ? 1100 : "a few"} directories (generated in ${fmt((performance.now() - g0) / 1000)} s), median of ${runs} warm runs, agent and tool alternating`,
+    );
     const agent = await startAgentProcess(["--root", root, "--data-dir", join(base, "data")]);
     try {
       const api = (route: string, query: string) => `${agent.url}/${route}/${encodeURIComponent("/tree")}?${query}`;
 
-      const find = await paired(() => fetchJson(api("filesystem-find", "patterns=*.md&maxResults=0")), () => tool("find", [tree, "-type", "f", "-name", "*.md"]));
+      const find = await paired(
+        () => fetchJson(api("filesystem-find", "patterns=*.md&maxResults=0")),
+        () => tool("find", [tree, "-type", "f", "-name", "*.md"]),
+      );
       if (find.agent.total !== find.tool) console.log(`  (count differs: agent ${find.agent.total}, find ${find.tool})`);
-      console.log(`find *.md  agent ${fmt(find.agentMs, 0)} ms (${find.agent.total} matches) | find -name ${fmt(find.toolMs, 0)} ms | ratio ${fmt(find.agentMs / find.toolMs, 2)} (target <= 1.50)`);
+      console.log(
+        `find *.md  agent ${fmt(find.agentMs, 0)} ms (${find.agent.total} matches) | find -name ${fmt(find.toolMs, 0)} ms | ratio ${fmt(find.agentMs / find.toolMs, 2)} (target <= 1.50)`,
+      );
 
-      const fuzzy = await paired(() => fetchJson(api("filesystem-search", "query=pkg42mod7file42md&maxResults=20")), () => tool("find", [tree]));
-      console.log(`fuzzy search  agent ${fmt(fuzzy.agentMs, 0)} ms (${fuzzy.agent.total} best of every entry scored) | find (every entry) ${fmt(fuzzy.toolMs, 0)} ms | ratio ${fmt(fuzzy.agentMs / fuzzy.toolMs, 2)} (target <= 1.50)`);
+      const fuzzy = await paired(
+        () => fetchJson(api("filesystem-search", "query=pkg42mod7file42md&maxResults=20")),
+        () => tool("find", [tree]),
+      );
+      console.log(
+        `fuzzy search  agent ${fmt(fuzzy.agentMs, 0)} ms (${fuzzy.agent.total} best of every entry scored) | find (every entry) ${fmt(fuzzy.toolMs, 0)} ms | ratio ${fmt(fuzzy.agentMs / fuzzy.toolMs, 2)} (target <= 1.50)`,
+      );
 
-      const grep = await paired(() => fetchJson(api("filesystem-content-search", `query=${NEEDLE}&caseSensitive=true&maxResults=0`)), () => tool("grep", ["-r", "-n", NEEDLE, tree]));
+      const grep = await paired(
+        () => fetchJson(api("filesystem-content-search", `query=${NEEDLE}&caseSensitive=true&maxResults=0`)),
+        () => tool("grep", ["-r", "-n", NEEDLE, tree]),
+      );
       if (grep.agent.total !== grep.tool) console.log(`  (count differs: agent ${grep.agent.total}, grep ${grep.tool})`);
-      console.log(`grep  agent ${fmt(grep.agentMs, 0)} ms (${grep.agent.total} lines) | grep -rn ${fmt(grep.toolMs, 0)} ms | ratio ${fmt(grep.agentMs / grep.toolMs, 2)} (target <= 1.50)`);
+      console.log(
+        `grep  agent ${fmt(grep.agentMs, 0)} ms (${grep.agent.total} lines) | grep -rn ${fmt(grep.toolMs, 0)} ms | ratio ${fmt(grep.agentMs / grep.toolMs, 2)} (target <= 1.50)`,
+      );
 
-      const grepI = await paired(() => fetchJson(api("filesystem-content-search", `query=${NEEDLE.toLowerCase()}&maxResults=0`)), () => tool("grep", ["-r", "-n", "-i", NEEDLE.toLowerCase(), tree]));
-      console.log(`grep -i (the SDK's default)  agent ${fmt(grepI.agentMs, 0)} ms (${grepI.agent.total} lines) | grep -rni ${fmt(grepI.toolMs, 0)} ms | ratio ${fmt(grepI.agentMs / grepI.toolMs, 2)} (target <= 1.50)`);
+      const grepI = await paired(
+        () => fetchJson(api("filesystem-content-search", `query=${NEEDLE.toLowerCase()}&maxResults=0`)),
+        () => tool("grep", ["-r", "-n", "-i", NEEDLE.toLowerCase(), tree]),
+      );
+      console.log(
+        `grep -i (the SDK's default)  agent ${fmt(grepI.agentMs, 0)} ms (${grepI.agent.total} lines) | grep -rni ${fmt(grepI.toolMs, 0)} ms | ratio ${fmt(grepI.agentMs / grepI.toolMs, 2)} (target <= 1.50)`,
+      );
 
       const latencies = await watchLatency(agent.url, join(root, "watched"), "/watched");
-      console.log(`watch  ${latencies.length} CREATE events, write → event line at the client: p50 ${fmt(percentile(latencies, 50), 2)} ms, p99 ${fmt(percentile(latencies, 99), 2)} ms, max ${fmt(latencies[latencies.length - 1]!, 2)} ms (target p99 <= 50)`);
+      console.log(
+        `watch  ${latencies.length} CREATE events, write → event line at the client: p50 ${fmt(percentile(latencies, 50), 2)} ms, p99 ${fmt(percentile(latencies, 99), 2)} ms, max ${fmt(latencies[latencies.length - 1]!, 2)} ms (target p99 <= 50)`,
+      );
       console.log(`memory  agent peak RSS ${fmt(peakRssMiB(agent.child.pid!))} MiB`);
     } finally {
       await agent.stop();

@@ -68,20 +68,27 @@ async function main(): Promise<void> {
     await send(base, { path: "/", headers: { host } });
     const health = await cpuPerRequest(pid, 200, () => send(base, { path: "/health" }));
     const hostile = await cpuPerRequest(pid, REQUESTS, () => send(base, { path: "/", headers: { host } }));
-    console.log(`host routing: Host of ${host.length} bytes → HTTP ${hostile.status}, ${fmt(hostile.ms, 2)} ms CPU per request; baseline GET /health ${fmt(health.ms, 3)} ms; ratio ${fmt(hostile.ms / Math.max(health.ms, 0.001), 1)}×`);
+    console.log(
+      `host routing: Host of ${host.length} bytes → HTTP ${hostile.status}, ${fmt(hostile.ms, 2)} ms CPU per request; baseline GET /health ${fmt(health.ms, 3)} ms; ratio ${fmt(hostile.ms / Math.max(health.ms, 0.001), 1)}×`,
+    );
 
     const rssBefore = rssMiB(pid);
     const peakBefore = peakRssMiB(pid);
     const body = Buffer.alloc(BODY_BYTES, 0x61);
     let maxRss = rssBefore;
     const sampler = setInterval(() => (maxRss = Math.max(maxRss, rssMiB(pid))), 5);
-    const statuses = await Promise.all(Array.from({ length: CLIENTS }, () =>
-      send(base, { method: "POST", path: "/v0/sandboxes", headers: { "content-type": "application/json", "content-length": body.length }, body })));
+    const statuses = await Promise.all(
+      Array.from({ length: CLIENTS }, () =>
+        send(base, { method: "POST", path: "/v0/sandboxes", headers: { "content-type": "application/json", "content-length": body.length }, body }),
+      ),
+    );
     clearInterval(sampler);
     const counts = new Map<number, number>();
     for (const s of statuses) counts.set(s, (counts.get(s) ?? 0) + 1);
     const summary = [...counts].map(([s, n]) => `${n}× ${s || "cut"}`).join(", ");
-    console.log(`anonymous bodies: ${CLIENTS} × ${fmt(BODY_BYTES / 1e6)} MB at once → ${summary}; RSS +${fmt(maxRss - rssBefore)} MiB (sampled max ${fmt(maxRss)} MiB, baseline ${fmt(rssBefore)} MiB); peak RSS ${fmt(peakRssMiB(pid))} MiB (before ${fmt(peakBefore)} MiB)`);
+    console.log(
+      `anonymous bodies: ${CLIENTS} × ${fmt(BODY_BYTES / 1e6)} MB at once → ${summary}; RSS +${fmt(maxRss - rssBefore)} MiB (sampled max ${fmt(maxRss)} MiB, baseline ${fmt(rssBefore)} MiB); peak RSS ${fmt(peakRssMiB(pid))} MiB (before ${fmt(peakBefore)} MiB)`,
+    );
   } finally {
     await sim.stop();
     rmSync(dir, { recursive: true, force: true });

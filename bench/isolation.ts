@@ -47,7 +47,16 @@ function cachedImage(base: string): { rootfs: string; label: string } {
 
 function specIn(base: string, name: string): LaunchSpec {
   // 4096 MB is what the SDK asks for by default: the memory cgroup is part of what an isolated start costs.
-  return { workspace: "bench", sandbox: name, rootDir: join(base, name, "root"), dataDir: join(base, name, "data"), token: `token-${name}-abcdefgh`, logLevel: "warn", memoryMb: 4096, imageRootDir };
+  return {
+    workspace: "bench",
+    sandbox: name,
+    rootDir: join(base, name, "root"),
+    dataDir: join(base, name, "data"),
+    token: `token-${name}-abcdefgh`,
+    logLevel: "warn",
+    memoryMb: 4096,
+    imageRootDir,
+  };
 }
 
 async function timedStarts(launcher: Launcher & { warmed?: () => Promise<void> }, base: string, prefix: string, count: number): Promise<number[]> {
@@ -108,7 +117,12 @@ async function bareNodeKiB(): Promise<{ rss: number; pss: number }> {
 
 const settle = () => new Promise((r) => setTimeout(r, 2_000)); // idle: start-up garbage collected, nothing running
 
-async function idleMemory(launcher: Launcher, base: string, prefix: string, count: number): Promise<{ rssMiB: number; pssMiB: number; machineMiB: number; started: number }> {
+async function idleMemory(
+  launcher: Launcher,
+  base: string,
+  prefix: string,
+  count: number,
+): Promise<{ rssMiB: number; pssMiB: number; machineMiB: number; started: number }> {
   const handles: AgentHandle[] = [];
   try {
     await settle();
@@ -154,7 +168,9 @@ async function idMappingCost(base: string): Promise<void> {
     withOne.push(...(await timedStarts(one, base, `ids-one-${i}`, 1)));
   }
   const [a, b] = [withRange.sort((x, y) => x - y), withOne.sort((x, y) => x - y)].map((t) => percentile(t, 50));
-  console.log(`create-to-ready (isolated, cold) with every user id (ids 0-${ids.uid.count}, newuidmap/newgidmap) median ${fmt(a!)} ms | baseline one id (uid 0 only, as before) median ${fmt(b!)} ms | cost of the mapping ${fmt(a! - b!)} ms, ratio ${fmt(a! / b!, 2)} (${count} each, alternated)`);
+  console.log(
+    `create-to-ready (isolated, cold) with every user id (ids 0-${ids.uid.count}, newuidmap/newgidmap) median ${fmt(a!)} ms | baseline one id (uid 0 only, as before) median ${fmt(b!)} ms | cost of the mapping ${fmt(a! - b!)} ms, ratio ${fmt(a! / b!, 2)} (${count} each, alternated)`,
+  );
 }
 
 /** Prints the isolated-sandbox lines; skips them, saying why, where isolation is unavailable. */
@@ -176,12 +192,16 @@ export async function benchIsolation(base: string): Promise<void> {
   const coldIsolated = await timedStarts(isolated, base, "iso-cold", Math.min(10, isolatedCount));
   imageRootDir = undefined; // the process launcher runs on the host's root
   const baseline = await timedStarts(cold, base, "proc", Math.min(10, isolatedCount));
-  console.log(`create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.isolationDetail()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`);
+  console.log(
+    `create-to-ready (isolated, warm sandbox over ${image.label}; ${isolated.isolationDetail()})  median ${fmt(percentile(times, 50))} ms | p99 ${fmt(percentile(times, 99))} ms over ${times.length} (target median <= 300 ms, p99 <= 1000 ms) | baselines: isolated cold start median ${fmt(percentile(coldIsolated, 50))} ms, process launcher cold start median ${fmt(percentile(baseline, 50))} ms (${baseline.length} each)`,
+  );
   await idMappingCost(base);
   imageRootDir = image.rootfs;
   const iso = await idleMemory(isolated, base, "idle-iso", idleCount);
   imageRootDir = undefined;
   const plain = await idleMemory(cold, base, "idle-proc", idleCount);
   const bare = await bareNodeKiB();
-  console.log(`idle sandboxes  ${iso.started} isolated at once, per sandbox (agent, bwrap, slirp4netns): machine memory ${fmt(iso.machineMiB)} MiB (MemAvailable drop), PSS ${fmt(iso.pssMiB)} MiB, RSS ${fmt(iso.rssMiB)} MiB (target <= 40 MiB) | baseline ${plain.started} process-launcher agents: machine ${fmt(plain.machineMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB, RSS ${fmt(plain.rssMiB)} MiB each | an idle bare \`node -e\`: RSS ${fmt(bare.rss / 1024)} MiB, PSS ${fmt(bare.pss / 1024)} MiB`);
+  console.log(
+    `idle sandboxes  ${iso.started} isolated at once, per sandbox (agent, bwrap, slirp4netns): machine memory ${fmt(iso.machineMiB)} MiB (MemAvailable drop), PSS ${fmt(iso.pssMiB)} MiB, RSS ${fmt(iso.rssMiB)} MiB (target <= 40 MiB) | baseline ${plain.started} process-launcher agents: machine ${fmt(plain.machineMiB)} MiB, PSS ${fmt(plain.pssMiB)} MiB, RSS ${fmt(plain.rssMiB)} MiB each | an idle bare \`node -e\`: RSS ${fmt(bare.rss / 1024)} MiB, PSS ${fmt(bare.pss / 1024)} MiB`,
+  );
 }

@@ -69,7 +69,15 @@ function generate(): { batches: string[]; events: Array<{ ts: number; ws: number
     const dim = res.dims[Math.floor(r() * res.dims.length)]!;
     const ts = START + Math.floor((i * SPAN) / EVENTS);
     const usage = Math.round(r() * 3_600_000) / 1000;
-    batch.push({ timestamp: new Date(ts).toISOString(), workspace: res.ws, resourceType: res.type, resourceName: res.name, resourceUuid: res.uuid, billingDimension: dim.name, usage });
+    batch.push({
+      timestamp: new Date(ts).toISOString(),
+      workspace: res.ws,
+      resourceType: res.type,
+      resourceName: res.name,
+      resourceUuid: res.uuid,
+      billingDimension: dim.name,
+      usage,
+    });
     events.push({ ts, ws: Math.floor(ri / (RESOURCES / WORKSPACES)), res: ri, dim: dim.id, usage });
     if (batch.length === BATCH) {
       batches.push(JSON.stringify(batch));
@@ -138,7 +146,9 @@ async function main(): Promise<void> {
   console.log(`bench:metrics  ${EVENTS} events over 90 days, ${WORKSPACES} workspaces, ${RESOURCES} resources, ${BATCH} events per POST, loopback`);
   const g0 = performance.now();
   const { batches, events } = generate();
-  console.log(`  generated ${batches.length} JSON batches (${fmt(batches.reduce((s, b) => s + b.length, 0) / 1e6, 0)} MB) in ${fmt((performance.now() - g0) / 1000)} s`);
+  console.log(
+    `  generated ${batches.length} JSON batches (${fmt(batches.reduce((s, b) => s + b.length, 0) / 1e6, 0)} MB) in ${fmt((performance.now() - g0) / 1000)} s`,
+  );
 
   const sim = await startSim();
   const agent = new Agent({ keepAlive: true, maxSockets: 2 });
@@ -154,13 +164,17 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const cpu0 = cpuTimeMs(sim.child.pid!);
     let next = 0;
-    await Promise.all([0, 1].map(async () => {
-      while (next < batches.length) await send(`${sim.url}/_sim/usage-events`, "POST", batches[next++], agent);
-    }));
+    await Promise.all(
+      [0, 1].map(async () => {
+        while (next < batches.length) await send(`${sim.url}/_sim/usage-events`, "POST", batches[next++], agent);
+      }),
+    );
     const ingestRate = EVENTS / ((performance.now() - t0) / 1000);
     const cpuRate = EVENTS / ((cpuTimeMs(sim.child.pid!) - cpu0) / 1000);
     const base = baseline(events);
-    console.log(`  ingest through POST /_sim/usage-events   ${fmt(ingestRate / 1000)} k events/s   baseline bare INSERT loop ${fmt(base.rate / 1000)} k events/s   ratio ${fmt(ingestRate / base.rate, 2)}`);
+    console.log(
+      `  ingest through POST /_sim/usage-events   ${fmt(ingestRate / 1000)} k events/s   baseline bare INSERT loop ${fmt(base.rate / 1000)} k events/s   ratio ${fmt(ingestRate / base.rate, 2)}`,
+    );
     // Load-independent: events per CPU-second the simulator spent (the machine is shared).
     console.log(`  ingest CPU  ${fmt(cpuRate / 1000)} k events per simulator CPU-second`);
 
@@ -200,12 +214,20 @@ async function main(): Promise<void> {
     };
 
     const main = await walk(QUERY, 5);
-    console.log(`  first page  groupBy ${QUERY.groupBy}, 30 days daily   ${fmt(main.first)} ms (cold ${fmt(main.cold)} ms)   baseline SELECT count(*) of the window ${fmt(base.countMs)} ms   ratio ${fmt(main.first / base.countMs, 2)}`);
-    console.log(`  full walk   ${main.pages} pages, ${main.groups} groups   ${fmt(main.walk)} ms (${fmt(main.walk / main.pages)} ms per page)   baseline ${main.pages} × count(*) ${fmt(main.pages * base.countMs)} ms   ratio ${fmt(main.walk / (main.pages * base.countMs), 2)}`);
+    console.log(
+      `  first page  groupBy ${QUERY.groupBy}, 30 days daily   ${fmt(main.first)} ms (cold ${fmt(main.cold)} ms)   baseline SELECT count(*) of the window ${fmt(base.countMs)} ms   ratio ${fmt(main.first / base.countMs, 2)}`,
+    );
+    console.log(
+      `  full walk   ${main.pages} pages, ${main.groups} groups   ${fmt(main.walk)} ms (${fmt(main.walk / main.pages)} ms per page)   baseline ${main.pages} × count(*) ${fmt(main.pages * base.countMs)} ms   ratio ${fmt(main.walk / (main.pages * base.countMs), 2)}`,
+    );
     // The resource-level path (per-resource rollup, thousands of groups), for reference: no target.
     const byUuid = await walk({ ...QUERY, groupBy: "resource_uuid" }, 1);
-    console.log(`  full walk   groupBy resource_uuid: ${byUuid.pages} pages, ${byUuid.groups} groups   ${fmt(byUuid.walk)} ms (${fmt(byUuid.walk / byUuid.pages)} ms per page)   baseline ${byUuid.pages} × count(*) ${fmt(byUuid.pages * base.countMs)} ms   ratio ${fmt(byUuid.walk / (byUuid.pages * base.countMs), 2)}`);
-    console.log(`  peak RSS    simulator ${fmt(peakRssMiB(sim.child.pid!), 0)} MiB   bench client (holds the JSON and the baseline DB) ${fmt(peakRssMiB(process.pid), 0)} MiB`);
+    console.log(
+      `  full walk   groupBy resource_uuid: ${byUuid.pages} pages, ${byUuid.groups} groups   ${fmt(byUuid.walk)} ms (${fmt(byUuid.walk / byUuid.pages)} ms per page)   baseline ${byUuid.pages} × count(*) ${fmt(byUuid.pages * base.countMs)} ms   ratio ${fmt(byUuid.walk / (byUuid.pages * base.countMs), 2)}`,
+    );
+    console.log(
+      `  peak RSS    simulator ${fmt(peakRssMiB(sim.child.pid!), 0)} MiB   bench client (holds the JSON and the baseline DB) ${fmt(peakRssMiB(process.pid), 0)} MiB`,
+    );
   } finally {
     agent.destroy();
     await sim.stop();

@@ -29,7 +29,8 @@ function upload(url: string, mib: number, headers: Record<string, string>): Prom
       let text = "";
       res.on("data", (d) => (text += d));
       res.on("end", () => {
-        if (res.statusCode !== 200 || (JSON.parse(text) as { bytes: number }).bytes !== mib * MiB) return reject(new Error(`PUT ${url}: ${res.statusCode} ${text.slice(0, 200)}`));
+        if (res.statusCode !== 200 || (JSON.parse(text) as { bytes: number }).bytes !== mib * MiB)
+          return reject(new Error(`PUT ${url}: ${res.statusCode} ${text.slice(0, 200)}`));
         resolve((mib * MiB) / 1e6 / ((performance.now() - start) / 1000));
       });
     });

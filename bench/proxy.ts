@@ -48,11 +48,20 @@ type Reply = { url?: string; agent?: AgentEndpoint; agentPid?: number; token?: s
 /** A child process of this script in one role; answers any message with its peak RSS. */
 function role(name: string, ...args: string[]): Promise<{ child: ChildProcess; first: Reply; ask(m: unknown): Promise<Reply> }> {
   const child = fork(SELF, [`--${name}`, ...args], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  const next = () => new Promise<Reply>((resolve, reject) => {
-    child.once("message", (m) => resolve(m as Reply));
-    child.once("exit", (code, signal) => reject(new Error(`${name} process exited with ${signal ?? code}`)));
-  });
-  return next().then((first) => ({ child, first, ask: (m: unknown) => { const r = next(); child.send(m as object); return r; } }));
+  const next = () =>
+    new Promise<Reply>((resolve, reject) => {
+      child.once("message", (m) => resolve(m as Reply));
+      child.once("exit", (code, signal) => reject(new Error(`${name} process exited with ${signal ?? code}`)));
+    });
+  return next().then((first) => ({
+    child,
+    first,
+    ask: (m: unknown) => {
+      const r = next();
+      child.send(m as object);
+      return r;
+    },
+  }));
 }
 
 function answerRss(): void {
@@ -84,7 +93,14 @@ async function serveSim(launcher: string, appPort: number, relayPort: number): P
   await call("/sbx/default/bench/process", { name: "relay", command: `node ${roles} relay ${relayPort} ${appPort}` });
   // Ready once both answer through /port/n (the agent's waitForPorts counts no loopback-only server).
   for (const port of [appPort, relayPort]) {
-    for (let tries = 0; (await fetch(`${sim.url}/sbx/default/bench/port/${port}/`, { headers }).then((r) => r.status, () => 0)) !== 200; tries++) {
+    for (
+      let tries = 0;
+      (await fetch(`${sim.url}/sbx/default/bench/port/${port}/`, { headers }).then(
+        (r) => r.status,
+        () => 0,
+      )) !== 200;
+      tries++
+    ) {
       if (tries > 400) throw new Error(`the in-sandbox server on port ${port} did not start`);
       await new Promise((r) => setTimeout(r, 25));
     }
@@ -97,7 +113,9 @@ async function serveSim(launcher: string, appPort: number, relayPort: number): P
   process.on("disconnect", () => {
     // The process launcher's sandbox processes outlive its agent (no PID namespace): end them first.
     const kill = (name: string) => fetch(`${sim.url}/sbx/default/bench/process/${name}/kill`, { method: "DELETE", headers }).catch(() => {});
-    void Promise.all([kill("app"), kill("relay")]).then(() => sim.stop()).then(() => process.exit(0));
+    void Promise.all([kill("app"), kill("relay")])
+      .then(() => sim.stop())
+      .then(() => process.exit(0));
   });
 }
 
@@ -139,10 +157,12 @@ async function uploadInside(simUrl: string, roles: string, port: number, mib: nu
 
 /** The deepest descendant of `root` whose command line has one of `words` (the node process, not the wrappers that exec'd it). */
 function descendantWith(root: number, ...words: string[]): number | undefined {
-  return descendantsOf(root).filter((p) => {
-    const line = cmdlineOf(p).join(" ");
-    return words.some((w) => line.includes(w));
-  }).pop();
+  return descendantsOf(root)
+    .filter((p) => {
+      const line = cmdlineOf(p).join(" ");
+      return words.some((w) => line.includes(w));
+    })
+    .pop();
 }
 
 const rssOf = (pid: number | undefined) => (pid ? fmt(peakRssMiB(pid)) : "?");
@@ -151,11 +171,14 @@ const rssOf = (pid: number | undefined) => (pid ? fmt(peakRssMiB(pid)) : "?");
 export async function benchProxy(log: (line: string) => void = console.log): Promise<void> {
   const started = performance.now();
   const launcher = process.env.BENCH_PROXY_LAUNCHER ?? (probeIsolation().tools ? "bwrap" : "process");
-  const [appPort, relayPort] = (launcher === "bwrap" ? BWRAP_PORTS : [await freeHostPort(), await freeHostPort()]);
+  const [appPort, relayPort] = launcher === "bwrap" ? BWRAP_PORTS : [await freeHostPort(), await freeHostPort()];
   const sim = await role("sim", launcher, String(appPort), String(relayPort));
   const { url: simUrl, agent, token, preview } = sim.first;
   // Where http-proxy can reach the server from the host: only through the agent when the sandbox has its own network.
-  const libTarget = launcher === "bwrap" ? { endpoint: agent!, headers: { "x-blaxel-authorization": `Bearer ${token}` }, prefix: `/port/${appPort}` } : { endpoint: { url: `http://127.0.0.1:${appPort}` }, headers: {}, prefix: "" };
+  const libTarget =
+    launcher === "bwrap"
+      ? { endpoint: agent!, headers: { "x-blaxel-authorization": `Bearer ${token}` }, prefix: `/port/${appPort}` }
+      : { endpoint: { url: `http://127.0.0.1:${appPort}` }, headers: {}, prefix: "" };
   const lib = await role("http-proxy", JSON.stringify(libTarget.endpoint), JSON.stringify(libTarget.headers));
   const rolesInside = launcher === "bwrap" ? `${KIT}/dist/bench/proxy-roles.js` : ROLES;
   const auth = { "x-blaxel-authorization": `Bearer ${KEY}` };
@@ -167,7 +190,11 @@ export async function benchProxy(log: (line: string) => void = console.log): Pro
     ["tcp relay", (mib) => uploadInside(simUrl!, rolesInside, relayPort, mib)],
   ];
   try {
-    log(`bench:proxy  loopback, ${launcher} launcher (http-proxy ${launcher === "bwrap" ? "through the agent's /port/n" : "straight to the server"}); uploads of ${sizes.join(" and ")} MiB by a fresh client process each, ${rounds} alternating rounds per size (best kept); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    log(
+      `bench:proxy  loopback, ${launcher} launcher (http-proxy ${launcher === "bwrap" ? "through the agent's /port/n" : "straight to the server"}); uploads of ${sizes.join(" and ")} MiB by a fresh client process each, ${rounds} alternating rounds per size (best kept); ${cpus().length} CPUs, load average ${loadavg()
+        .map((n) => fmt(n, 2))
+        .join(" ")}`,
+    );
     for (const [, run] of paths) await run(Math.min(sizes[0]!, 16)); // warm-up: JIT of every server on the way
     const agentPid = descendantWith(sim.first.agentPid!, "sandbox-agent/main.js", "warm-agent.js") ?? sim.first.agentPid!;
     const pids: Record<string, number> = { simulator: sim.child.pid!, agent: agentPid, "http-proxy": lib.child.pid! };
@@ -198,12 +225,20 @@ export async function benchProxy(log: (line: string) => void = console.log): Pro
       const libRss = (await lib.ask("rss")).rss!;
       const line = paths.map(([name]) => `${name} ${fmt(best.get(name)!)} MB/s`).join(" | ");
       log(`upload ${mib} MiB  ${line}`);
-      log(`  ratio to direct: /port/n ${fmt(best.get("/port/n")! / direct, 2)}, preview ${fmt(best.get("preview")! / direct, 2)} (target >= 0.85; a raw tcp relay's ${fmt(best.get("tcp relay")! / direct, 2)}) | ours vs http-proxy: /port/n ${fmt(best.get("/port/n")! / best.get("http-proxy")!, 2)}, preview ${fmt(best.get("preview")! / best.get("http-proxy")!, 2)} (target >= 1.00)`);
+      log(
+        `  ratio to direct: /port/n ${fmt(best.get("/port/n")! / direct, 2)}, preview ${fmt(best.get("preview")! / direct, 2)} (target >= 0.85; a raw tcp relay's ${fmt(best.get("tcp relay")! / direct, 2)}) | ours vs http-proxy: /port/n ${fmt(best.get("/port/n")! / best.get("http-proxy")!, 2)}, preview ${fmt(best.get("preview")! / best.get("http-proxy")!, 2)} (target >= 1.00)`,
+      );
       // /proc counts CPU in 10 ms ticks: a process under two ticks for the path's uploads is left out (idle, not on the way).
       const noise = 20 / (mib * rounds);
-      const onTheWay = (name: string) => [...cpu.get(name)!].filter(([, ms]) => ms >= noise).map(([proc, ms]) => `${proc} ${fmt(ms, 2)}`).join(" + ") || "none";
+      const onTheWay = (name: string) =>
+        [...cpu.get(name)!]
+          .filter(([, ms]) => ms >= noise)
+          .map(([proc, ms]) => `${proc} ${fmt(ms, 2)}`)
+          .join(" + ") || "none";
       log(`  cpu ms per MiB: ${paths.map(([name]) => `${name}: ${onTheWay(name)}`).join(" | ")}`);
-      log(`  peak RSS after ${mib} MiB uploads: simulator (proxy) ${fmt(simRss)} MiB | agent ${rssOf(pids.agent)} MiB | http-proxy ${fmt(libRss)} MiB | app ${rssOf(app)} MiB`);
+      log(
+        `  peak RSS after ${mib} MiB uploads: simulator (proxy) ${fmt(simRss)} MiB | agent ${rssOf(pids.agent)} MiB | http-proxy ${fmt(libRss)} MiB | app ${rssOf(app)} MiB`,
+      );
     }
     if (process.env.BENCH_EGRESS !== "0") await benchEgress(log);
     log(`bench:proxy done in ${fmt((performance.now() - started) / 1000)} s`);
@@ -219,7 +254,12 @@ export async function benchProxy(log: (line: string) => void = console.log): Pro
 
 if (process.argv[1] && resolve(process.argv[1]) === SELF) {
   const [flag, ...args] = process.argv.slice(2);
-  const run = flag === "--sim" ? serveSim(args[0]!, Number(args[1]), Number(args[2])) : flag === "--http-proxy" ? serveHttpProxy(JSON.parse(args[0]!) as AgentEndpoint, JSON.parse(args[1]!) as Record<string, string>) : benchProxy();
+  const run =
+    flag === "--sim"
+      ? serveSim(args[0]!, Number(args[1]), Number(args[2]))
+      : flag === "--http-proxy"
+        ? serveHttpProxy(JSON.parse(args[0]!) as AgentEndpoint, JSON.parse(args[1]!) as Record<string, string>)
+        : benchProxy();
   run.catch((err) => {
     console.error(err);
     process.exitCode = 1;

@@ -84,12 +84,14 @@ async function agentIdle(): Promise<void> {
     const http = new Agent({ keepAlive: true, maxSockets: 8 });
     const t0 = performance.now();
     let next = 0;
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (next < CRONS) {
-        const i = next++;
-        await post(`${agent.url}/schedules`, { id: `cron-${i}`, type: "cron", ...quietCron(i), input: { command: "true" } }, http);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < CRONS) {
+          const i = next++;
+          await post(`${agent.url}/schedules`, { id: `cron-${i}`, type: "cron", ...quietCron(i), input: { command: "true" } }, http);
+        }
+      }),
+    );
     const createS = (performance.now() - t0) / 1000;
     http.destroy();
     await sleep(1000);
@@ -154,7 +156,8 @@ async function lateness(): Promise<void> {
   const createMs = performance.now() - t0;
   const due = Math.ceil(Date.now() / 1000) * 1000 + 2000;
   const at = new Date(due).toISOString();
-  for (let i = 0; i < ATS; i++) s.service.create(ScheduleBodySchema.parse({ id: `at-${i}`, type: "at", value: at, input: { command: "true", name: `at-${i}` } }));
+  for (let i = 0; i < ATS; i++)
+    s.service.create(ScheduleBodySchema.parse({ id: `at-${i}`, type: "at", value: at, input: { command: "true", name: `at-${i}` } }));
   while (starts.size < ATS) await sleep(50);
   await sleep(200);
   const late = [...starts.values()].map((t) => t - due).sort((a, b) => a - b);
@@ -164,7 +167,7 @@ async function lateness(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   const base = await timerBaseline(ATS);
   const line = (xs: number[]) => `median ${fmt(percentile(xs, 50))} ms, p99 ${fmt(percentile(xs, 99))} ms, max ${fmt(xs[xs.length - 1]!)} ms`;
-  console.log(`firing lateness, ${ATS} at schedules due in the same instant with ${CRONS} crons armed (${fmt(createMs / CRONS * 1000, 0)} µs per create):`);
+  console.log(`firing lateness, ${ATS} at schedules due in the same instant with ${CRONS} crons armed (${fmt((createMs / CRONS) * 1000, 0)} µs per create):`);
   console.log(`  scheduler  ${line(late)}   (${recorded} executions recorded)   target p99 <= 50 ms`);
   console.log(`  baseline   ${line(base)}   (${ATS} bare setTimeouts)`);
 }
@@ -177,10 +180,24 @@ function recordingRate(): void {
   s.service.create(ScheduleBodySchema.parse({ id: "rotating", type: "cron", value: "0 0 1 1 *", maxExecutions: 100, input: { command: "true" } }));
   s.service.create(ScheduleBodySchema.parse({ id: "plain", type: "cron", value: "0 0 1 1 *", maxExecutions: 10_000, input: { command: "true" } }));
   const row = (id: string, scheduleId: string) => ({
-    id, schedule_id: scheduleId, sandbox: "bench", trigger: "schedule" as const, due_at: 0, created_at: Date.now(), executed_at: Date.now(), completed_at: null,
-    status: "running" as const, status_code: 200, exit_code: null, process_name: `p-${id}`, timeout: 600, error: "", output: "",
+    id,
+    schedule_id: scheduleId,
+    sandbox: "bench",
+    trigger: "schedule" as const,
+    due_at: 0,
+    created_at: Date.now(),
+    executed_at: Date.now(),
+    completed_at: null,
+    status: "running" as const,
+    status_code: 200,
+    exit_code: null,
+    process_name: `p-${id}`,
+    timeout: 600,
+    error: "",
+    output: "",
   });
-  const insert = db.prepare(`INSERT INTO schedule_executions (id, schedule_id, sandbox, trigger, due_at, created_at, executed_at, completed_at, status, status_code, exit_code, process_name, timeout, error, output)
+  const insert =
+    db.prepare(`INSERT INTO schedule_executions (id, schedule_id, sandbox, trigger, due_at, created_at, executed_at, completed_at, status, status_code, exit_code, process_name, timeout, error, output)
     VALUES (@id, @schedule_id, @sandbox, @trigger, @due_at, @created_at, @executed_at, @completed_at, @status, @status_code, @exit_code, @process_name, @timeout, @error, @output)`);
   for (let i = 0; i < 100; i++) s.store.recordExecution(row(`warm-${i}`, "rotating"), 100); // full: every insert now rotates
 

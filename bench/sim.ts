@@ -35,7 +35,12 @@ const SANDBOX_GETS = Number(process.env.BENCH_SIM_SANDBOX_GETS ?? 20_000);
 const SANDBOX = "bench-sandbox";
 const SIM_NODE_ARGS = (process.env.BENCH_SIM_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const KEY = "bench-sim-admin-key";
-const HEADERS = { "X-Blaxel-Authorization": `Bearer ${KEY}`, "X-Blaxel-Workspace": "default", "Blaxel-Version": "2026-04-28", "Content-Type": "application/json" };
+const HEADERS = {
+  "X-Blaxel-Authorization": `Bearer ${KEY}`,
+  "X-Blaxel-Workspace": "default",
+  "Blaxel-Version": "2026-04-28",
+  "Content-Type": "application/json",
+};
 
 interface Reply {
   status: number;
@@ -140,7 +145,13 @@ async function warmUp(agent: Agent, base: string): Promise<void> {
     Array.from({ length: CLIENTS }, async (_, c) => {
       for (let i = c; i < WARM_UP; i += CLIENTS) {
         const name = `warm-${i}`;
-        await call(agent, base, "POST", "/v0/volumes", JSON.stringify({ metadata: { name, labels: { bench: "warm" } }, spec: { region: "us-pdx-1", size: 1024 } }));
+        await call(
+          agent,
+          base,
+          "POST",
+          "/v0/volumes",
+          JSON.stringify({ metadata: { name, labels: { bench: "warm" } }, spec: { region: "us-pdx-1", size: 1024 } }),
+        );
         await call(agent, base, "GET", `/v0/volumes/${name}`);
         await call(agent, base, "DELETE", `/v0/volumes/${name}`);
       }
@@ -149,11 +160,29 @@ async function warmUp(agent: Agent, base: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const loadAtStart = loadavg().map((n) => fmt(n, 2)).join(" ");
+  const loadAtStart = loadavg()
+    .map((n) => fmt(n, 2))
+    .join(" ");
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const sim = await spawnListening([...SIM_NODE_ARGS, simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn", "--warm-sandboxes", "0", "--prebuild", "none", "--image-source", "host"]);
+  const sim = await spawnListening([
+    ...SIM_NODE_ARGS,
+    simMain,
+    "--port",
+    "0",
+    "--api-key",
+    KEY,
+    "--log-level",
+    "warn",
+    "--warm-sandboxes",
+    "0",
+    "--prebuild",
+    "none",
+    "--image-source",
+    "host",
+  ]);
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
-  const bodyFor = (i: number, run: string) => JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
+  const bodyFor = (i: number, run: string) =>
+    JSON.stringify({ metadata: { name: `${run}-${i}`, labels: { bench: run } }, spec: { region: "us-pdx-1", size: 1024 } });
   try {
     await warmUp(agent, sim.url);
     const simCreate = await load(CREATES, sim.child.pid!, (i) => call(agent, sim.url, "POST", "/v0/volumes", bodyFor(i, "vol")));
@@ -161,8 +190,10 @@ async function main(): Promise<void> {
     const simGet = await load(GETS, sim.child.pid!, (i) => call(agent, sim.url, "GET", `/v0/volumes/${names[(i * 7919) % names.length]}`));
     // Each list request fetches the page after a cursor: clients walk the 1,000 items in pages of 50.
     const pages: string[] = ["/v0/volumes?limit=50"];
-    for (let cursor = ""; ; ) {
-      const page = JSON.parse((await call(agent, sim.url, "GET", `/v0/volumes?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)).body) as { meta: { nextCursor: string; total: number } };
+    for (let cursor = ""; ;) {
+      const page = JSON.parse((await call(agent, sim.url, "GET", `/v0/volumes?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)).body) as {
+        meta: { nextCursor: string; total: number };
+      };
       if (page.meta.total < CREATES) throw new Error(`list total ${page.meta.total} < ${CREATES}`);
       if (!page.meta.nextCursor) break;
       cursor = page.meta.nextCursor;
@@ -197,15 +228,23 @@ async function main(): Promise<void> {
       `${name.padEnd(28)} ${fmt(s.rps, 0).padStart(6)} req/s  p50 ${fmt(s.p50, 1)} ms  p99 ${fmt(s.p99, 1)} ms  ${fmt(s.cpuUs, 0)} µs CPU/req` +
       ` | bare ${fmt(b.rps, 0).padStart(6)} req/s  p99 ${fmt(b.p99, 1)} ms  ${fmt(b.cpuUs, 0)} µs CPU/req | ratio ${fmt((100 * s.rps) / b.rps, 0)}% (CPU ${fmt((100 * b.cpuUs) / s.cpuUs, 0)}%)` +
       ` | client ${fmt(s.clientUs, 0)}/${fmt(b.clientUs, 0)} µs CPU/req`;
-    const loadAtEnd = loadavg().map((n) => fmt(n, 2)).join(" ");
-    console.log(`bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes, 1 sandbox (${Buffer.byteLength(samples.sandbox)} B); ${WARM_UP} warm-up create/get/delete rounds per server; ${cpus().length} CPUs, load average ${loadAtStart} at start, ${loadAtEnd} at end`);
+    const loadAtEnd = loadavg()
+      .map((n) => fmt(n, 2))
+      .join(" ");
+    console.log(
+      `bench:sim — ${CLIENTS} concurrent clients, keep-alive, 127.0.0.1; simulator in memory (:memory:), ${CREATES} volumes, 1 sandbox (${Buffer.byteLength(samples.sandbox)} B); ${WARM_UP} warm-up create/get/delete rounds per server; ${cpus().length} CPUs, load average ${loadAtStart} at start, ${loadAtEnd} at end`,
+    );
     console.log(line(`get    (${GETS} requests)`, simGet, bareGet));
     console.log(line(`get sandbox (${SANDBOX_GETS} requests)`, simSandbox, bareSandbox));
     console.log(line(`list   (${LISTS} pages of 50)`, simList, bareList));
     console.log(line(`create (${CREATES} volumes)`, simCreate, bareCreate));
-    console.log(`simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get and get sandbox >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's; "client" = this load generator's CPU per request (simulator/bare)`);
+    console.log(
+      `simulator peak RSS ${fmt(simRss, 0)} MiB; targets: get and get sandbox >= 50% of bare, p99 <= 10 ms; "CPU" = bare's CPU per request over the simulator's; "client" = this load generator's CPU per request (simulator/bare)`,
+    );
     // Closed loop: CLIENTS requests are always in flight, so the mean latency is CLIENTS / throughput (Little's law).
-    console.log(`closed loop of ${CLIENTS}: mean latency = ${CLIENTS} / req/s, e.g. ${fmt((1000 * CLIENTS) / bareGet.rps, 1)} ms for the bare get; p99 <= 10 ms needs >= ${fmt((1000 * CLIENTS) / 10, 0)} req/s with no tail`);
+    console.log(
+      `closed loop of ${CLIENTS}: mean latency = ${CLIENTS} / req/s, e.g. ${fmt((1000 * CLIENTS) / bareGet.rps, 1)} ms for the bare get; p99 <= 10 ms needs >= ${fmt((1000 * CLIENTS) / 10, 0)} req/s with no tail`,
+    );
   } finally {
     agent.destroy();
     await sim.stop();

@@ -49,7 +49,17 @@ function namespaceCpuMs(namespaces: Set<string>): number {
   return ticks * 10; // USER_HZ 100
 }
 
-const sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent", standbyAfterMs: 0, warmSandboxes: 1, sandboxRetentionMs: 0 });
+const sim = await serveSimulator({
+  port: 0,
+  imageSource: "host",
+  apiKey: KEY,
+  workspace: WS,
+  testHooks: true,
+  logLevel: "silent",
+  standbyAfterMs: 0,
+  warmSandboxes: 1,
+  sandboxRetentionMs: 0,
+});
 const headers = { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" };
 const call = async (method: string, path: string, body?: unknown) => {
   const res = await fetch(`${sim.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -75,11 +85,17 @@ try {
   options.agent = (key) => {
     const agent = agentOf(key);
     if (!agent) return agent;
-    return { get canFreeze() { return agent.canFreeze; }, freeze: () => agent.freeze(), thaw: async () => {
-      const t = performance.now();
-      await agent.thaw();
-      thawMs.push(performance.now() - t);
-    } };
+    return {
+      get canFreeze() {
+        return agent.canFreeze;
+      },
+      freeze: () => agent.freeze(),
+      thaw: async () => {
+        const t = performance.now();
+        await agent.thaw();
+        thawMs.push(performance.now() - t);
+      },
+    };
   };
 
   // --- resume latency
@@ -101,7 +117,9 @@ try {
   console.log(`  running  request   p50 ${fmt(percentile(running, 50), 2)}  p99 ${fmt(percentile(running, 99), 2)}   (baseline)`);
   console.log(`  standby  request   p50 ${fmt(percentile(resumed, 50), 2)}  p99 ${fmt(percentile(resumed, 99), 2)}`);
   console.log(`  resume cost (diff) p50 ${fmt(percentile(deltas, 50), 2)}  p99 ${fmt(percentile(deltas, 99), 2)}   (the platform claims < 25 ms)`);
-  console.log(`    of which thaw    p50 ${fmt(percentile(thawMs, 50), 2)}  p99 ${fmt(percentile(thawMs, 99), 2)}   (SIGCONT to each process stopped); the rest: the woken agent answering`);
+  console.log(
+    `    of which thaw    p50 ${fmt(percentile(thawMs, 50), 2)}  p99 ${fmt(percentile(thawMs, 99), 2)}   (SIGCONT to each process stopped); the rest: the woken agent answering`,
+  );
 
   // --- idle CPU and memory of N sandboxes
   const before = memAvailableMiB();
@@ -127,12 +145,18 @@ try {
   const pctOfCore = (ms: number) => (ms / (SECONDS * 1_000)) * 100;
   console.log(`idle CPU of ${N} sandboxes over ${SECONDS} s (utime+stime of all their processes):`);
   console.log(`  running  ${fmt(runningCpu, 0)} ms = ${fmt(pctOfCore(runningCpu), 2)} % of one core   (baseline)`);
-  console.log(`  standby  ${fmt(standbyCpu, 0)} ms = ${fmt(pctOfCore(standbyCpu), 2)} % of one core   (${runningCpu > 0 ? fmt(standbyCpu / runningCpu, 3) : "-"}× running; target ≤ 1 % of a core for 100)`);
-  console.log(`memory per sandbox: MemAvailable drop ${fmt(perSandboxMiB)} MiB; PSS running ${fmt(pssRunning)} MiB, standby ${fmt(pssStandby)} MiB (no checkpoint: memory stays)`);
+  console.log(
+    `  standby  ${fmt(standbyCpu, 0)} ms = ${fmt(pctOfCore(standbyCpu), 2)} % of one core   (${runningCpu > 0 ? fmt(standbyCpu / runningCpu, 3) : "-"}× running; target ≤ 1 % of a core for 100)`,
+  );
+  console.log(
+    `memory per sandbox: MemAvailable drop ${fmt(perSandboxMiB)} MiB; PSS running ${fmt(pssRunning)} MiB, standby ${fmt(pssStandby)} MiB (no checkpoint: memory stays)`,
+  );
   const available = memAvailableMiB();
   // On a busy machine MemAvailable moves with other work: the PSS sum (what the sandboxes' pages cost) is the floor.
   const cost = Math.max(perSandboxMiB, pssRunning);
-  console.log(`density: about ${Math.floor(available / cost)} more idle sandboxes fit in MemAvailable ${fmt(available, 0)} MiB at ${fmt(cost)} MiB each, running or in standby alike`);
+  console.log(
+    `density: about ${Math.floor(available / cost)} more idle sandboxes fit in MemAvailable ${fmt(available, 0)} MiB at ${fmt(cost)} MiB each, running or in standby alike`,
+  );
   console.log(`peak RSS (simulator + client, one process): ${fmt(peakRssMiB(process.pid))} MiB`);
 } finally {
   await sim.stop();

@@ -52,13 +52,23 @@ function upload(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: "PUT", headers: { "x-blaxel-authorization": `Bearer ${KEY}`, "content-type": "application/octet-stream" } }, (res) => {
       let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => {
-        if (res.statusCode !== 200 || Number(text) !== uploadMiB * MiB) return reject(new Error(`PUT ${url}: ${res.statusCode} ${text.slice(0, 200)}`));
-        resolve((uploadMiB * MiB) / 1e6 / ((performance.now() - started) / 1000));
-      });
+      res
+        .setEncoding("utf8")
+        .on("data", (d: string) => (text += d))
+        .on("end", () => {
+          if (res.statusCode !== 200 || Number(text) !== uploadMiB * MiB) return reject(new Error(`PUT ${url}: ${res.statusCode} ${text.slice(0, 200)}`));
+          resolve((uploadMiB * MiB) / 1e6 / ((performance.now() - started) / 1000));
+        });
     });
     req.on("error", reject);
-    pipeline(Readable.from((function* () { for (let i = 0; i < uploadMiB; i++) yield chunk; })()), req).catch(reject);
+    pipeline(
+      Readable.from(
+        (function* () {
+          for (let i = 0; i < uploadMiB; i++) yield chunk;
+        })(),
+      ),
+      req,
+    ).catch(reject);
   });
 }
 
@@ -105,7 +115,9 @@ export async function benchSwarm(log: (line: string) => void = console.log): Pro
     const swarm = await measure(new SwarmLauncher({ image }));
     const median = (m: Measured) => percentile(m.createMs, 50);
     log(`bench:swarm  ${sandboxes} sandboxes per launcher, image ${image}, ${rounds} uploads of ${uploadMiB} MiB through /port/${SINK_PORT}`);
-    log(`create-to-ready  swarm median ${fmt(median(swarm))} ms (max ${fmt(swarm.createMs.at(-1)!)}) | docker median ${fmt(median(docker))} ms (max ${fmt(docker.createMs.at(-1)!)}) | ratio ${fmt(median(swarm) / median(docker), 2)}`);
+    log(
+      `create-to-ready  swarm median ${fmt(median(swarm))} ms (max ${fmt(swarm.createMs.at(-1)!)}) | docker median ${fmt(median(docker))} ms (max ${fmt(docker.createMs.at(-1)!)}) | ratio ${fmt(median(swarm) / median(docker), 2)}`,
+    );
     log(`/port/n upload   swarm ${fmt(swarm.uploadMBs)} MB/s | docker ${fmt(docker.uploadMBs)} MB/s | ratio ${fmt(swarm.uploadMBs / docker.uploadMBs, 2)}`);
     log(`memory           bench process (simulator in it) peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
   } finally {

@@ -23,7 +23,8 @@ export async function benchTemplate(): Promise<void> {
   const { builder, unavailable } = await findBuilder();
   if (!builder) return console.log(`template build  skipped: no builder (${unavailable.join("; ")})`);
   const store = new ImageStore({ dir: defaultImageCacheDir() });
-  if ((await store.locate(BASE)).kind !== "stored") return console.log(`template build  skipped: ${BASE} is not built in ${store.dir} (sandbox-sim images build ${BASE})`);
+  if ((await store.locate(BASE)).kind !== "stored")
+    return console.log(`template build  skipped: ${BASE} is not built in ${store.dir} (sandbox-sim images build ${BASE})`);
   const dir = mkdtempSync(join(tmpdir(), "bench-template-"));
   const dockerfile = (nonce: string) => {
     writeFileSync(join(dir, "Dockerfile"), `FROM ${BASE}\nRUN echo ${nonce} > /opt/bench-marker\n`);
@@ -48,7 +49,9 @@ export async function benchTemplate(): Promise<void> {
       simulated = Math.min(simulated, performance.now() - start);
     }
     const size = store.get(names[names.length - 1]!)?.manifest.size ?? 0;
-    console.log(`template build  one RUN on cached ${BASE} (${fmt(size / 2 ** 20)} MiB): sandbox-sim images build ${fmt(simulated)} ms | ${builder.command} directly ${fmt(direct)} ms | ratio ${fmt(direct / simulated, 2)} (target >= 0.9) | best of ${rounds} | bench peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
+    console.log(
+      `template build  one RUN on cached ${BASE} (${fmt(size / 2 ** 20)} MiB): sandbox-sim images build ${fmt(simulated)} ms | ${builder.command} directly ${fmt(direct)} ms | ratio ${fmt(direct / simulated, 2)} (target >= 0.9) | best of ${rounds} | bench peak RSS ${fmt(peakRssMiB(process.pid))} MiB`,
+    );
   } finally {
     for (const name of names) {
       store.remove(name);

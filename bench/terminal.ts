@@ -30,11 +30,20 @@ type Reply = { url?: string; agentPid?: number; rss?: number };
 
 function role(name: string, ...args: string[]): Promise<{ child: ChildProcess; first: Reply; ask(): Promise<Reply> }> {
   const child = fork(SELF, [`--${name}`, ...args], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  const next = () => new Promise<Reply>((resolve, reject) => {
-    child.once("message", (m) => resolve(m as Reply));
-    child.once("exit", (code, signal) => reject(new Error(`${name} process exited with ${signal ?? code}`)));
-  });
-  return next().then((first) => ({ child, first, ask: () => { const r = next(); child.send({}); return r; } }));
+  const next = () =>
+    new Promise<Reply>((resolve, reject) => {
+      child.once("message", (m) => resolve(m as Reply));
+      child.once("exit", (code, signal) => reject(new Error(`${name} process exited with ${signal ?? code}`)));
+    });
+  return next().then((first) => ({
+    child,
+    first,
+    ask: () => {
+      const r = next();
+      child.send({});
+      return r;
+    },
+  }));
 }
 
 function answerRss(): void {
@@ -44,7 +53,11 @@ function answerRss(): void {
 /** Role: the simulator with one sandbox. */
 async function serveSim(launcher: string): Promise<void> {
   const sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "silent", imageSource: "host", sandboxNetwork: "none" }, { launcher });
-  const res = await fetch(`${sim.url}/v0/sandboxes`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "default", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "bench" } }) });
+  const res = await fetch(`${sim.url}/v0/sandboxes`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "default", "content-type": "application/json" },
+    body: JSON.stringify({ metadata: { name: "bench" } }),
+  });
   if (!res.ok) throw new Error(`create: ${res.status} ${await res.text()}`);
   await sim.deps.agents!.upstream({ workspace: "default", sandbox: "bench", path: "/" });
   process.send!({ url: sim.url, agentPid: sim.deps.agents!.get("default", "bench")!.pid });
@@ -55,10 +68,12 @@ async function serveSim(launcher: string): Promise<void> {
 /** Role: a bare WebSocket server answering each input frame with an output frame of the same data. */
 function serveEcho(): void {
   const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false });
-  wss.on("connection", (ws) => ws.on("message", (raw) => {
-    const frame = JSON.parse(String(raw)) as { data: string };
-    ws.send(JSON.stringify({ type: "output", data: frame.data }));
-  }));
+  wss.on("connection", (ws) =>
+    ws.on("message", (raw) => {
+      const frame = JSON.parse(String(raw)) as { data: string };
+      ws.send(JSON.stringify({ type: "output", data: frame.data }));
+    }),
+  );
   wss.on("listening", () => {
     process.send!({ url: `ws://127.0.0.1:${(wss.address() as { port: number }).port}` });
     answerRss();
@@ -151,8 +166,16 @@ async function main(): Promise<void> {
       const sorted = [...xs].sort((a, b) => a - b);
       return `${name.padEnd(26)} p50 ${fmt(percentile(sorted, 50), 2)} ms  p99 ${fmt(percentile(sorted, 99), 2)} ms`;
     };
-    const p99 = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 99);
-    console.log(`bench:terminal  launcher ${launcher}  ${KEYS} keystrokes  load ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+    const p99 = (xs: number[]) =>
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        99,
+      );
+    console.log(
+      `bench:terminal  launcher ${launcher}  ${KEYS} keystrokes  load ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" ")}`,
+    );
     console.log(show("keystroke via simulator", keys.terminal));
     console.log(show("ws echo server (baseline)", keys.direct));
     console.log(`p99 above the baseline: ${fmt(p99(keys.terminal) - p99(keys.direct), 2)} ms`);
@@ -170,8 +193,17 @@ async function main(): Promise<void> {
     const received = (term.bytes() - before) / 1024 / 1024;
     console.log(`cat ${MB} MiB through the terminal: ${fmt(received)} MiB received in ${fmt(seconds, 2)} s = ${fmt(received / seconds)} MiB/s`);
     input(term, "rm -f /tmp/bench-cat.txt; exit\r");
-    const agentPid = descendantsOf(sim.first.agentPid!).filter((p) => cmdlineOf(p).join(" ").match(/sandbox-agent\/main\.js|warm-agent\.js/)).pop() ?? sim.first.agentPid!;
-    console.log(`peak RSS: simulator ${fmt((await sim.ask()).rss!)} MiB, agent ${fmt(peakRssMiB(agentPid))} MiB, echo server ${fmt((await echo.ask()).rss!)} MiB, this client ${fmt(peakRssMiB(process.pid))} MiB`);
+    const agentPid =
+      descendantsOf(sim.first.agentPid!)
+        .filter((p) =>
+          cmdlineOf(p)
+            .join(" ")
+            .match(/sandbox-agent\/main\.js|warm-agent\.js/),
+        )
+        .pop() ?? sim.first.agentPid!;
+    console.log(
+      `peak RSS: simulator ${fmt((await sim.ask()).rss!)} MiB, agent ${fmt(peakRssMiB(agentPid))} MiB, echo server ${fmt((await echo.ask()).rss!)} MiB, this client ${fmt(peakRssMiB(process.pid))} MiB`,
+    );
     term.ws.close();
   } finally {
     sim.child.disconnect();

@@ -55,8 +55,16 @@ function machineBusySeconds(): number {
 async function inCpuCgroup<T>(spawn: () => Promise<T>): Promise<{ spawned: T; cgroup?: { seconds: () => number; remove: () => void } }> {
   const own = readFileSync("/proc/self/cgroup", "utf8");
   const candidates = [
-    { root: "/sys/fs/cgroup/cpuacct", own: /^\d+:(?:[^:]*,)?cpuacct(?:,[^:]*)?:(.*)$/m.exec(own)?.[1], read: (d: string) => Number(readFileSync(join(d, "cpuacct.usage"), "utf8")) / 1e9 },
-    { root: "/sys/fs/cgroup", own: /^0::(.*)$/m.exec(own)?.[1], read: (d: string) => Number(/usage_usec (\d+)/.exec(readFileSync(join(d, "cpu.stat"), "utf8"))![1]) / 1e6 },
+    {
+      root: "/sys/fs/cgroup/cpuacct",
+      own: /^\d+:(?:[^:]*,)?cpuacct(?:,[^:]*)?:(.*)$/m.exec(own)?.[1],
+      read: (d: string) => Number(readFileSync(join(d, "cpuacct.usage"), "utf8")) / 1e9,
+    },
+    {
+      root: "/sys/fs/cgroup",
+      own: /^0::(.*)$/m.exec(own)?.[1],
+      read: (d: string) => Number(/usage_usec (\d+)/.exec(readFileSync(join(d, "cpu.stat"), "utf8"))![1]) / 1e6,
+    },
   ];
   for (const { root, own: ownPath, read } of candidates) {
     const dir = join(root, `bench-tti-${process.pid}`);
@@ -121,7 +129,14 @@ async function main(): Promise<void> {
   const { spawned: sim, cgroup } = await inCpuCgroup<Listening>(() => spawnListening([simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"]));
   const cpuSeconds = cgroup ? cgroup.seconds : () => machineBusySeconds() - clientSeconds();
   const cpuWhat = cgroup ? "the simulator's cgroup: simulator, sandboxes, probes" : "the machine's busy time less this client's: simulator, sandboxes, probes";
-  Object.assign(process.env, { BL_API_URL: `${sim.url}/v0`, BL_RUN_URL: sim.url, BL_WORKSPACE: "default", BL_API_KEY: KEY, BL_REGION: "us-pdx-1", BL_DISABLE_H2: "true" });
+  Object.assign(process.env, {
+    BL_API_URL: `${sim.url}/v0`,
+    BL_RUN_URL: sim.url,
+    BL_WORKSPACE: "default",
+    BL_API_KEY: KEY,
+    BL_REGION: "us-pdx-1",
+    BL_DISABLE_H2: "true",
+  });
   const { SandboxInstance } = await import("@blaxel/core");
   let up = 0;
   let maxUp = 0;
@@ -136,7 +151,10 @@ async function main(): Promise<void> {
       sandbox = await SandboxInstance.create({ name });
       up++;
       maxUp = Math.max(maxUp, up);
-      const probe = await sandbox.process.exec({ command: "echo $(hostname) $(readlink /proc/1/ns/pid) $(readlink /proc/self/ns/mnt)", waitForCompletion: true });
+      const probe = await sandbox.process.exec({
+        command: "echo $(hostname) $(readlink /proc/1/ns/pid) $(readlink /proc/self/ns/mnt)",
+        waitForCompletion: true,
+      });
       if (probe.exitCode !== 0) throw new Error(`probe exited ${probe.exitCode}`);
       const node = await sandbox.process.exec({ command: "node -v", waitForCompletion: true });
       if (!/^v\d+\./.test(node.stdout?.trim() ?? "")) throw new Error(`node -v printed ${JSON.stringify(node.stdout)}`);
@@ -155,7 +173,11 @@ async function main(): Promise<void> {
     // The default image is built (or found in the cache) and a warm sandbox started before anything is timed.
     const warm = await once();
     if (!warm.ok) throw new Error(`the warm-up sandbox failed: ${warm.error}`);
-    console.log(`bench:tti  ${N} sandboxes per mode through @blaxel/core against sandbox-sim (default launcher, blaxel/base-image); ${cpus().length} CPUs, load average ${loadavg().map((n) => fmt(n, 2)).join(" ")}`);
+    console.log(
+      `bench:tti  ${N} sandboxes per mode through @blaxel/core against sandbox-sim (default launcher, blaxel/base-image); ${cpus().length} CPUs, load average ${loadavg()
+        .map((n) => fmt(n, 2))
+        .join(" ")}`,
+    );
     for (const mode of MODES) {
       await new Promise((r) => setTimeout(r, 2_000)); // the warm pool refills between modes
       const cpu0 = cpuSeconds();
@@ -178,7 +200,10 @@ async function main(): Promise<void> {
       clearInterval(sampler);
       const cpuPer = (cpuSeconds() - cpu0) / N;
       const simPer = (cpuTimeMs(sim.child.pid!) - simCpu0) / 1000 / N;
-      const ok = outcomes.filter((o) => o.ok).map((o) => o.ms).sort((a, b) => a - b);
+      const ok = outcomes
+        .filter((o) => o.ok)
+        .map((o) => o.ms)
+        .sort((a, b) => a - b);
       const p = (q: number) => (ok.length === 0 ? "-" : fmt(q === 0 ? ok[0]! : percentile(ok, q), 0));
       console.log(
         `${mode.padEnd(10)} ${ok.length}/${N} ok | TTI ms min ${p(0)} median ${p(50)} p95 ${p(95)} p99 ${p(99)} max ${p(100)} | ` +
@@ -198,4 +223,3 @@ main().catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });
-

@@ -145,9 +145,16 @@ async function agentTarget(base: string, body: "form" | "raw"): Promise<Target> 
     async put(i) {
       const buf = buffers[i % buffers.length]!;
       const url = `${server.url}/filesystem-multipart/${uploadId}/part?partNumber=${i + 1}`;
-      const res = body === "form"
-        ? await send(url, "PUT", [head, buf, tail], { "Content-Type": `multipart/form-data; boundary=${BOUNDARY}`, "Content-Length": head.length + buf.length + tail.length }, agent)
-        : await send(url, "PUT", [buf], { "Content-Type": "application/octet-stream", "Content-Length": buf.length }, agent);
+      const res =
+        body === "form"
+          ? await send(
+              url,
+              "PUT",
+              [head, buf, tail],
+              { "Content-Type": `multipart/form-data; boundary=${BOUNDARY}`, "Content-Length": head.length + buf.length + tail.length },
+              agent,
+            )
+          : await send(url, "PUT", [buf], { "Content-Type": "application/octet-stream", "Content-Length": buf.length }, agent);
       return JSON.parse(res).etag;
     },
     async complete(count) {
@@ -174,12 +181,14 @@ async function turn(target: Target, first: number, count: number, into: Round, w
   const cpu0 = cpuTimeMs(target.server.child.pid!);
   const start = performance.now();
   let next = first;
-  await Promise.all(Array.from({ length: Math.min(parallel, count) }, async () => {
-    while (next < first + count) {
-      const i = next++;
-      if ((await target.put(i)) !== etags[i % etags.length]) wrongEtags.add(path);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(parallel, count) }, async () => {
+      while (next < first + count) {
+        const i = next++;
+        if ((await target.put(i)) !== etags[i % etags.length]) wrongEtags.add(path);
+      }
+    }),
+  );
   into.seconds += (performance.now() - start) / 1000;
   into.cpuMs += cpuTimeMs(target.server.child.pid!) - cpu0;
 }
@@ -237,7 +246,9 @@ async function main(): Promise<void> {
   const base = mkdtempSync(join(tmpdir(), "bench-upload-"));
   const targets = {} as Record<Path, Target>;
   try {
-    console.log(`bench:upload  ${roundMiB} MiB in ${partCount} parts of ${partMiB} MiB per server per round, ${parallel} in parallel, loopback, ${rounds} rounds (servers take turns of ${turnParts} parts) after a warm-up of ${WARM_UP_PARTS} parts`);
+    console.log(
+      `bench:upload  ${roundMiB} MiB in ${partCount} parts of ${partMiB} MiB per server per round, ${parallel} in parallel, loopback, ${rounds} rounds (servers take turns of ${turnParts} parts) after a warm-up of ${WARM_UP_PARTS} parts`,
+    );
     targets.baseline = await baselineTarget(base);
     targets.form = await agentTarget(base, "form");
     targets.raw = await agentTarget(base, "raw");
@@ -249,22 +260,39 @@ async function main(): Promise<void> {
     const cpuPerMiB = (path: Path) => runs.map((run) => run[path].cpuMs / (partCount * partMiB));
     const completeMs = (path: Path) => runs.map((run) => run[path].completeMs);
     if (process.env.BENCH_VERBOSE) {
-      for (const path of ORDER) console.log(`${path}  MB/s ${mbps(path).map((v) => fmt(v)).join(" ")} | cpu ms/MiB ${cpuPerMiB(path).map((v) => fmt(v, 2)).join(" ")} | complete ms ${completeMs(path).map((v) => fmt(v, 0)).join(" ")}`);
+      for (const path of ORDER)
+        console.log(
+          `${path}  MB/s ${mbps(path)
+            .map((v) => fmt(v))
+            .join(" ")} | cpu ms/MiB ${cpuPerMiB(path)
+            .map((v) => fmt(v, 2))
+            .join(" ")} | complete ms ${completeMs(path)
+            .map((v) => fmt(v, 0))
+            .join(" ")}`,
+        );
     }
     const md5 = md5Ceiling();
     const baselineMbps = mbps("baseline");
     const baselineRss = peakRssMiB(targets.baseline.server.child.pid!);
     const budget = (cpus().length * (MiB / 1e6) * 1000) / (0.85 * median(baselineMbps));
-    console.log(`baseline (bare node server, body → MD5 + disk)  ${spread(baselineMbps)} MB/s | cpu ${spread(cpuPerMiB("baseline"), 2)} ms per MiB | peak RSS ${fmt(baselineRss)} MiB`);
-    console.log(`  md5  one core hashes ${fmt(md5)} MB/s, ${fmt((MiB / 1e6 / md5) * 1000, 2)} ms per MiB | at the target ratio the ${cpus().length} CPUs have ${fmt(budget, 2)} ms per MiB for client, kernel and server together`);
+    console.log(
+      `baseline (bare node server, body → MD5 + disk)  ${spread(baselineMbps)} MB/s | cpu ${spread(cpuPerMiB("baseline"), 2)} ms per MiB | peak RSS ${fmt(baselineRss)} MiB`,
+    );
+    console.log(
+      `  md5  one core hashes ${fmt(md5)} MB/s, ${fmt((MiB / 1e6 / md5) * 1000, 2)} ms per MiB | at the target ratio the ${cpus().length} CPUs have ${fmt(budget, 2)} ms per MiB for client, kernel and server together`,
+    );
     for (const body of ["form", "raw"] as const) {
       const label = body === "form" ? "form-data (the SDK's parts)" : "raw body (application/octet-stream)";
       const ratios = mbps(body).map((v, r) => v / baselineMbps[r]!);
       const completeRatios = completeMs(body).map((v, r) => v / completeMs("baseline")[r]!);
       console.log(`parts ${label}  agent ${spread(mbps(body))} MB/s | ratio to baseline, median of ${rounds} rounds ${spread(ratios, 2)} (target >= 0.85)`);
       console.log(`  cpu  agent ${spread(cpuPerMiB(body), 2)} ms per MiB of parts`);
-      console.log(`  complete  agent ${spread(completeMs(body), 0)} ms | cat + fsync of the same parts ${spread(completeMs("baseline"), 0)} ms | ratio ${spread(completeRatios, 2)} (target <= 1.00)`);
-      console.log(`  memory  agent peak RSS ${fmt(peakRssMiB(targets[body].server.child.pid!))} MiB (target <= 150) | baseline server peak RSS ${fmt(baselineRss)} MiB`);
+      console.log(
+        `  complete  agent ${spread(completeMs(body), 0)} ms | cat + fsync of the same parts ${spread(completeMs("baseline"), 0)} ms | ratio ${spread(completeRatios, 2)} (target <= 1.00)`,
+      );
+      console.log(
+        `  memory  agent peak RSS ${fmt(peakRssMiB(targets[body].server.child.pid!))} MiB (target <= 150) | baseline server peak RSS ${fmt(baselineRss)} MiB`,
+      );
       console.log(`  etags  ${wrongEtags.has(body) ? "MISMATCH" : "all parts' etags are the MD5 of their bytes"}`);
     }
     if (wrongEtags.size > 0) process.exitCode = 1;

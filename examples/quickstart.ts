@@ -53,14 +53,19 @@ export async function quickstart(): Promise<void> {
       const found = (page.data as { scheduleId?: string; status?: string }[]).find((e) => e.scheduleId === schedule.id);
       return found && found.status !== "running" ? found : undefined; // listed as soon as it starts
     });
-    const ran = await until("the scheduled command's output", async () => (await sandbox.fs.read("/work/scheduled.txt").catch(() => undefined))?.trim() || undefined);
+    const ran = await until(
+      "the scheduled command's output",
+      async () => (await sandbox.fs.read("/work/scheduled.txt").catch(() => undefined))?.trim() || undefined,
+    );
     log(`schedule ${schedule.id} (${schedule.type} ${schedule.value}) executed: ${execution.status}, wrote "${ran}"`);
 
     // 5. A drive: a control-plane resource (a directory in the simulator's drives dir), mounted through the sandbox's agent.
     await DriveInstance.create({ name: driveName });
     await sandbox.drives.mount({ driveName, mountPath: "/mnt/shared" });
     await sandbox.fs.write("/mnt/shared/hello.txt", "on the drive");
-    log(`drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { driveName?: string; mountPath?: string }) => `${d.driveName}→${d.mountPath}`) ?? [])}`);
+    log(
+      `drive mounted: ${JSON.stringify((await sandbox.drives.list()).map?.((d: { driveName?: string; mountPath?: string }) => `${d.driveName}→${d.mountPath}`) ?? [])}`,
+    );
     await sandbox.drives.unmount("/mnt/shared");
     await DriveInstance.delete(driveName);
   } finally {

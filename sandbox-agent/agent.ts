@@ -135,7 +135,24 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
   const watches = new WatchRegistry();
   const upgrades = overrides.upgrades ?? new UpgradeState();
-  const deps: AgentDeps = { config, paths, db, clock, ids, logger, multipart, processes, environment, portMonitors, drives, schedules, search, watches, upgrades, startedAt: clock.now() };
+  const deps: AgentDeps = {
+    config,
+    paths,
+    db,
+    clock,
+    ids,
+    logger,
+    multipart,
+    processes,
+    environment,
+    portMonitors,
+    drives,
+    schedules,
+    search,
+    watches,
+    upgrades,
+    startedAt: clock.now(),
+  };
   let closed = false;
   return {
     deps,
@@ -160,7 +177,12 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
  * processes keep running: they outlive the agent), give other requests in
  * flight a grace period, then close the state.
  */
-export async function shutdownAgent(serving: { stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, graceMs = 10_000, handOver = false): Promise<void> {
+export async function shutdownAgent(
+  serving: { stop(graceMs?: number): Promise<void> },
+  runtime: AgentRuntime,
+  graceMs = 10_000,
+  handOver = false,
+): Promise<void> {
   const stopped = serving.stop(graceMs);
   runtime.deps.processes.close(handOver);
   await stopped;
@@ -185,7 +207,9 @@ async function ensureWorkingDir(paths: SandboxPaths, workingDir: string, logger:
 export function enableUpgrade(serving: { port: number; stop(graceMs?: number): Promise<void> }, runtime: AgentRuntime, argv: string[], logger: Logger): void {
   const { upgrades, config } = runtime.deps;
   upgrades.trigger = (version) => {
-    void upgradeAgent({ state: upgrades, logger, argv, token: config.token, port: serving.port, release: () => shutdownAgent(serving, runtime, 2_000, true) }, version)
-      .catch((err: unknown) => logger.error({ err }, "upgrade failed"));
+    void upgradeAgent(
+      { state: upgrades, logger, argv, token: config.token, port: serving.port, release: () => shutdownAgent(serving, runtime, 2_000, true) },
+      version,
+    ).catch((err: unknown) => logger.error({ err }, "upgrade failed"));
   };
 }

@@ -36,7 +36,14 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   // /terminal/ws (the reference's web terminal) is the agent's own upgrade; every other one is /port's.
   const terminals = deps.config.terminalDisabled
     ? undefined
-    : createTerminals({ paths: deps.paths, env: () => deps.environment.current(), logger: deps.logger, token: deps.config.token, wrapper: deps.config.processWrapper, browserRefusal: guarded ? browserRefusal : undefined });
+    : createTerminals({
+        paths: deps.paths,
+        env: () => deps.environment.current(),
+        logger: deps.logger,
+        token: deps.config.token,
+        wrapper: deps.config.processWrapper,
+        browserRefusal: guarded ? browserRefusal : undefined,
+      });
   app.onUpgrade = (req, socket, head) => {
     if (!terminals?.upgrade(req, socket, head)) ports.upgrade(req, socket, head);
   };
@@ -71,7 +78,10 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   app.use("/drives", drivesRouter(deps.drives));
   app.use("/process", processRouter(deps.processes, deps.clock, { keepAliveDisabled: deps.config.keepAliveDisabled }));
   app.use("/network", networkRouter(deps.processes, deps.portMonitors));
-  app.use("/mcp", mcpRouter({ paths: deps.paths, processes: deps.processes, clock: deps.clock, owners: new OwnerNames(), keepAliveDisabled: deps.config.keepAliveDisabled }));
+  app.use(
+    "/mcp",
+    mcpRouter({ paths: deps.paths, processes: deps.processes, clock: deps.clock, owners: new OwnerNames(), keepAliveDisabled: deps.config.keepAliveDisabled }),
+  );
   const scheduleRoutes = { cursors: new CursorCodec({ now: () => deps.clock.now() }), tokenRequired: Boolean(deps.config.token) };
   app.use("/schedules", schedulesRouter(deps.schedules.service, scheduleRoutes));
   app.use("/schedule-executions", scheduleExecutionsRouter(deps.schedules.service, scheduleRoutes));

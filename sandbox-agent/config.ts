@@ -52,14 +52,29 @@ export const AGENT_OPTIONS = {
 
 // Numbers are taken as already converted (milliseconds, bytes): tests and programmatic callers pass them.
 const duration = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
-  try { return typeof v === "number" ? v : parseDuration(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+  try {
+    return typeof v === "number" ? v : parseDuration(v);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: (e as Error).message });
+    return z.NEVER;
+  }
 });
 const size = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
-  try { return typeof v === "number" ? v : parseSize(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+  try {
+    return typeof v === "number" ? v : parseSize(v);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: (e as Error).message });
+    return z.NEVER;
+  }
 });
 
 const commandTemplate = z.string().transform((v, ctx) => {
-  try { return parseCommandTemplate(v); } catch (e) { ctx.addIssue({ code: "custom", message: (e as Error).message }); return z.NEVER; }
+  try {
+    return parseCommandTemplate(v);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: (e as Error).message });
+    return z.NEVER;
+  }
 });
 
 export const AgentConfigSchema = z.object({
@@ -67,8 +82,16 @@ export const AgentConfigSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   // Safe defaults for a person trying the agent alone: everything under ./.sandbox, never the host's `/`.
   // Launchers pass --root and --data-dir explicitly (inside an isolated sandbox the root is `/`).
-  root: z.string().min(1).default("./.sandbox/root").transform((p) => resolve(p)),
-  dataDir: z.string().min(1).default("./.sandbox/data").transform((p) => resolve(p)),
+  root: z
+    .string()
+    .min(1)
+    .default("./.sandbox/root")
+    .transform((p) => resolve(p)),
+  dataDir: z
+    .string()
+    .min(1)
+    .default("./.sandbox/data")
+    .transform((p) => resolve(p)),
   token: z.string().min(1).optional(),
   noAuth: z.boolean().default(false),
   uploadExpiryMs: duration.default(parseDuration("24h")),
@@ -80,7 +103,11 @@ export const AgentConfigSchema = z.object({
   processHistory: z.coerce.number().int().min(1).default(1000),
   driveBackend: z.enum(["auto", "bind", "command", "symlink"]).default("auto"),
   /** Default: <dataDir>/drives (resolved in openAgent). */
-  drivesDir: z.string().min(1).transform((p) => resolve(p)).optional(),
+  drivesDir: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p))
+    .optional(),
   /** bind/symlink: mount only drives whose directory exists (a control plane provisions them), never create one. */
   drivesExistingOnly: z.boolean().default(false),
   driveMountCommand: commandTemplate.optional(),
@@ -94,13 +121,25 @@ export const AgentConfigSchema = z.object({
   /** DISABLE_TERMINAL=true|1 (the reference's switch): /terminal and /terminal/ws answer 404. */
   terminalDisabled: z.boolean().default(false),
   /** The platform's metadata document POST /environment/reload reads (reference: BL_METADATA_PATH, /bl/metadata). */
-  metadataPath: z.string().min(1).default("/bl/metadata").transform((p) => resolve(p)),
+  metadataPath: z
+    .string()
+    .min(1)
+    .default("/bl/metadata")
+    .transform((p) => resolve(p)),
   /** Default: from the open-files limit (src/serve.ts defaultMaxConnections). */
   maxConnections: z.coerce.number().int().min(1).optional(),
   /** AES-256-GCM key for schedule env values at rest. Default: <dataDir>/secrets.key (refused to the API like the rest of the data dir). */
-  secretsKeyFile: z.string().min(1).transform((p) => resolve(p)).optional(),
+  secretsKeyFile: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p))
+    .optional(),
   /** Listen on this Unix socket instead of host:port (the isolating launcher binds its directory out of the sandbox). */
-  socket: z.string().min(1).transform((p) => resolve(p)).optional(),
+  socket: z
+    .string()
+    .min(1)
+    .transform((p) => resolve(p))
+    .optional(),
   /** Also listen on 127.0.0.1:<port> without a token, for the sandbox's own processes (http/in-sandbox-port.ts); needs a network namespace of its own. */
   inSandboxPort: z.coerce.number().int().min(1).max(65535).optional(),
   /** Argv every command the agent runs (processes, schedules) starts through, e.g. a capability drop. */
@@ -110,17 +149,26 @@ export const AgentConfigSchema = z.object({
    * directory, which on the platform is the image's WORKDIR. Created at start when missing (as a
    * container runtime creates the image's WorkingDir).
    */
-  workingDir: z.string().min(1).refine((p) => p.startsWith("/"), "must be an absolute sandbox path").default("/"),
+  workingDir: z
+    .string()
+    .min(1)
+    .refine((p) => p.startsWith("/"), "must be an absolute sandbox path")
+    .default("/"),
   /** A cgroup file with an `oom_kill N` line (memory.events, memory.oom_control): SIGKILLs it counts are reported as OOM kills. */
   memoryEvents: z.string().min(1).optional(),
   /** Hand connections to in-sandbox ports to the launcher over the IPC channel it started the agent with (ports/handoff.ts). */
   portHandoff: z.boolean().default(false),
   /** `<port>=<host>:<port>`: relay connections to 127.0.0.1 and ::1 on the first port inside the sandbox to the simulator's egress at host:port (ports/egress-relay.ts). */
-  egressRelay: z.string().regex(/^\d{1,5}=[0-9a-fA-F.:]+:\d{1,5}$/, "must be <port>=<address>:<port>").transform((v) => {
-    const [port, target] = v.split("=") as [string, string];
-    const at = target.lastIndexOf(":");
-    return { port: Number(port), host: target.slice(0, at), targetPort: Number(target.slice(at + 1)) };
-  }).refine((r) => [r.port, r.targetPort].every((p) => p >= 1 && p <= 65_535), "ports must be 1-65535").optional(),
+  egressRelay: z
+    .string()
+    .regex(/^\d{1,5}=[0-9a-fA-F.:]+:\d{1,5}$/, "must be <port>=<address>:<port>")
+    .transform((v) => {
+      const [port, target] = v.split("=") as [string, string];
+      const at = target.lastIndexOf(":");
+      return { port: Number(port), host: target.slice(0, at), targetPort: Number(target.slice(at + 1)) };
+    })
+    .refine((r) => [r.port, r.targetPort].every((p) => p >= 1 && p <= 65_535), "ports must be 1-65535")
+    .optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -175,13 +223,34 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
 `;
 
 const FLAG_OF: Record<string, string> = {
-  dataDir: "data-dir", noAuth: "no-auth", uploadExpiryMs: "upload-expiry", maxOpenUploads: "max-open-uploads",
-  maxPartSize: "max-part-size", sandboxName: "sandbox-name",
-  processLogMaxBytes: "process-log-max", processStopGraceMs: "process-stop-grace", processHistory: "process-history", logLevel: "log-level", logFormat: "log-format",
-  driveBackend: "drive-backend", drivesDir: "drives-dir", drivesExistingOnly: "drives-existing-only", driveMountCommand: "drive-mount-command",
-  driveUnmountCommand: "drive-unmount-command", driveMountTimeoutMs: "drive-mount-timeout", mountProgram: "mount-program", umountProgram: "umount-program", metadataPath: "metadata-path",
-  maxConnections: "max-connections", secretsKeyFile: "secrets-key-file",
-  processWrapper: "process-wrapper", workingDir: "working-dir", inSandboxPort: "in-sandbox-port", memoryEvents: "memory-events", portHandoff: "port-handoff", egressRelay: "egress-relay",
+  dataDir: "data-dir",
+  noAuth: "no-auth",
+  uploadExpiryMs: "upload-expiry",
+  maxOpenUploads: "max-open-uploads",
+  maxPartSize: "max-part-size",
+  sandboxName: "sandbox-name",
+  processLogMaxBytes: "process-log-max",
+  processStopGraceMs: "process-stop-grace",
+  processHistory: "process-history",
+  logLevel: "log-level",
+  logFormat: "log-format",
+  driveBackend: "drive-backend",
+  drivesDir: "drives-dir",
+  drivesExistingOnly: "drives-existing-only",
+  driveMountCommand: "drive-mount-command",
+  driveUnmountCommand: "drive-unmount-command",
+  driveMountTimeoutMs: "drive-mount-timeout",
+  mountProgram: "mount-program",
+  umountProgram: "umount-program",
+  metadataPath: "metadata-path",
+  maxConnections: "max-connections",
+  secretsKeyFile: "secrets-key-file",
+  processWrapper: "process-wrapper",
+  workingDir: "working-dir",
+  inSandboxPort: "in-sandbox-port",
+  memoryEvents: "memory-events",
+  portHandoff: "port-handoff",
+  egressRelay: "egress-relay",
 };
 
 export class ConfigError extends Error {}
@@ -199,7 +268,14 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     port: values.port ?? env.PORT,
     root: values.root ?? env.SANDBOX_AGENT_ROOT,
     dataDir: values["data-dir"] ?? env.SANDBOX_AGENT_DATA_DIR,
-    token: values.token ?? readToken((values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined), values["token-fd"] as string | undefined, values["token-file-remove"] === true) ?? (env.SANDBOX_AGENT_TOKEN || undefined),
+    token:
+      values.token ??
+      readToken(
+        (values["token-file"] as string | undefined) ?? (env.SANDBOX_AGENT_TOKEN_FILE || undefined),
+        values["token-fd"] as string | undefined,
+        values["token-file-remove"] === true,
+      ) ??
+      (env.SANDBOX_AGENT_TOKEN || undefined),
     noAuth: values["no-auth"] ?? false,
     uploadExpiryMs: values["upload-expiry"],
     maxOpenUploads: values["max-open-uploads"],
@@ -241,7 +317,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     throw new ConfigError("--drive-backend command needs --drive-mount-command");
   }
   if (!config.token && !config.noAuth && !config.socket && !isLoopbackHost(config.host)) {
-    throw new ConfigError(`refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`);
+    throw new ConfigError(
+      `refusing to listen on ${config.host} without a token: pass --token (or SANDBOX_AGENT_TOKEN), or --no-auth to accept unauthenticated access`,
+    );
   }
   return Object.freeze(config);
 }
@@ -259,8 +337,7 @@ function readToken(file: string | undefined, fd: string | undefined, removeFile:
     if (file !== undefined) {
       text = readFileSync(file, "utf8");
       if (removeFile) rmSync(file, { force: true });
-    }
-    else if (fd !== undefined) {
+    } else if (fd !== undefined) {
       if (!/^\d+$/.test(fd) || Number(fd) < 3) throw new ConfigError(`--token-fd: "${fd}" is not a descriptor number of 3 or more`);
       text = readFileSync(Number(fd), "utf8");
       closeSync(Number(fd));

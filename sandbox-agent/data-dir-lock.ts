@@ -33,7 +33,11 @@ export function lockDataDir(dataDir: string): { release(): void } {
     db.close();
     if ((err as { code?: string }).code !== "SQLITE_BUSY") throw err;
     let holder = "";
-    try { holder = ` (pid ${readFileSync(join(dataDir, PID_FILE), "utf8").trim()})`; } catch { /* no pid file: an older agent */ }
+    try {
+      holder = ` (pid ${readFileSync(join(dataDir, PID_FILE), "utf8").trim()})`;
+    } catch {
+      /* no pid file: an older agent */
+    }
     throw new DataDirLockedError(`another sandbox-agent${holder} is already running on --data-dir ${dataDir}; stop it first (one data dir, one agent)`);
   }
   writeFileSync(join(dataDir, PID_FILE), `${process.pid}\n`);

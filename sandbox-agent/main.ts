@@ -50,9 +50,14 @@ async function main(): Promise<void> {
   const listening = config.socket
     ? listenSocket(handler, config.socket, { maxConnections: config.maxConnections })
     : listen(handler, config.host, config.port, { maxConnections: config.maxConnections });
-  const serving = await withInSandboxPort(await listening.catch((err: unknown) => {
-    throw listenFailure(err, config.host, config.port) ?? err;
-  }), handler, config.inSandboxPort, config.maxConnections);
+  const serving = await withInSandboxPort(
+    await listening.catch((err: unknown) => {
+      throw listenFailure(err, config.host, config.port) ?? err;
+    }),
+    handler,
+    config.inSandboxPort,
+    config.maxConnections,
+  );
   const rootState = ensureDirectory(config.root, "--root");
   ensureDirectory(config.dataDir, "--data-dir");
   if (rootState === "created") logger.info({ root: config.root }, "the sandbox root did not exist: created it");

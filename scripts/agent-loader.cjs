@@ -42,11 +42,13 @@ function load(filename = file) {
 }
 
 exports.start = (entry) => {
-  load().exports[entry]().catch((err) => {
-    // An entry's own failures are its to report; this is a bundle that could not be set up at all.
-    process.stderr.write(`sandbox-agent: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  });
+  load()
+    .exports[entry]()
+    .catch((err) => {
+      // An entry's own failures are its to report; this is a bundle that could not be set up at all.
+      process.stderr.write(`sandbox-agent: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    });
 };
 
 /**
@@ -71,19 +73,33 @@ async function produceCodeCache() {
     const url = new Promise((resolve) => {
       process.stdout.write = (chunk, ...rest) => {
         const m = /listening on (http:\/\/\S+)/.exec(String(chunk));
-        if (m) return resolve(m[1]), true;
+        if (m) return (resolve(m[1]), true);
         return write(chunk, ...rest);
       };
     });
-    const argv = ["--host", "127.0.0.1", "--port", "0", "--root", join(dir, "root"), "--data-dir", join(dir, "data"), "--sandbox-name", "code-cache", "--log-level", "warn"];
+    const argv = [
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--root",
+      join(dir, "root"),
+      "--data-dir",
+      join(dir, "data"),
+      "--sandbox-name",
+      "code-cache",
+      "--log-level",
+      "warn",
+    ];
     process.emit("message", { argv, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, SANDBOX_AGENT_TOKEN: token } });
     const base = await url;
-    const call = (method, path, body) => new Promise((resolve, reject) => {
-      const req = request(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }, (res) => {
-        res.resume().once("end", () => (res.statusCode < 300 ? resolve() : reject(new Error(`${method} ${path}: ${res.statusCode}`))));
+    const call = (method, path, body) =>
+      new Promise((resolve, reject) => {
+        const req = request(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }, (res) => {
+          res.resume().once("end", () => (res.statusCode < 300 ? resolve() : reject(new Error(`${method} ${path}: ${res.statusCode}`))));
+        });
+        req.once("error", reject).end(body && JSON.stringify(body));
       });
-      req.once("error", reject).end(body && JSON.stringify(body));
-    });
     await call("GET", "/health");
     await call("POST", "/process", { command: "true", waitForCompletion: true });
     // Everything compiled so far goes into the cache, not just the top level.
@@ -94,8 +110,11 @@ async function produceCodeCache() {
 }
 
 if (require.main === module && process.argv[2] === "--produce-code-cache") {
-  produceCodeCache().then(() => process.exit(0), (err) => {
-    process.stderr.write(`the agent's code cache could not be made: ${err.stack ?? err}\n`);
-    process.exit(1);
-  });
+  produceCodeCache().then(
+    () => process.exit(0),
+    (err) => {
+      process.stderr.write(`the agent's code cache could not be made: ${err.stack ?? err}\n`);
+      process.exit(1);
+    },
+  );
 }

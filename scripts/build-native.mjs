@@ -21,14 +21,26 @@ function skip(why) {
 }
 
 if (process.platform !== "linux") skip("not Linux");
-const headers = [process.env.npm_config_nodedir && join(process.env.npm_config_nodedir, "include", "node"), join(dirname(process.execPath), "..", "include", "node"), "/usr/include/node"]
+const headers = [
+  process.env.npm_config_nodedir && join(process.env.npm_config_nodedir, "include", "node"),
+  join(dirname(process.execPath), "..", "include", "node"),
+  "/usr/include/node",
+]
   .filter(Boolean)
   .find((dir) => existsSync(join(dir, "node_api.h")));
 if (!headers) skip("no node_api.h: Node's headers are not installed");
 const cc = process.env.CC || "cc";
 mkdirSync(dirname(target), { recursive: true });
 try {
-  execFileSync(cc, ["-O2", "-Wall", "-shared", "-fPIC", "-DNODE_GYP_MODULE_NAME=splice", `-I${headers}`, source, "-o", target, "-lpthread"], { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync(cc, ["-O2", "-Wall", "-shared", "-fPIC", "-DNODE_GYP_MODULE_NAME=splice", `-I${headers}`, source, "-o", target, "-lpthread"], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
 } catch (err) {
-  skip(`${cc} failed: ${String(err.stderr ?? err.message).trim().split("\n")[0]}`);
+  skip(
+    `${cc} failed: ${
+      String(err.stderr ?? err.message)
+        .trim()
+        .split("\n")[0]
+    }`,
+  );
 }

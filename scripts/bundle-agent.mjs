@@ -50,7 +50,8 @@ const keepMetaUrl = {
       let contents = await readFile(args.path, "utf8");
       // A lazy import() of a native addon would stay an import() in CommonJS, which a vm.Script can only run
       // through an experimental loader hook (and its warning): it becomes the require() it amounts to.
-      for (const name of EXTERNAL) contents = contents.replaceAll(`import(${JSON.stringify(name)})`, `Promise.resolve().then(() => require(${JSON.stringify(name)}))`);
+      for (const name of EXTERNAL)
+        contents = contents.replaceAll(`import(${JSON.stringify(name)})`, `Promise.resolve().then(() => require(${JSON.stringify(name)}))`);
       if (args.path.startsWith(dist) && contents.includes("import.meta.url")) {
         const from = JSON.stringify(relative(outdir, args.path));
         contents = contents.replaceAll("import.meta.url", `new URL(${from}, __bundleUrl).href`);
@@ -64,7 +65,9 @@ await rm(outdir, { recursive: true, force: true }); // no chunks of earlier buil
 await mkdir(outdir, { recursive: true });
 const result = await esbuild.build({
   stdin: {
-    contents: Object.entries(entries).map(([name, source]) => `export const ${name === "main" ? "main" : "warm"} = () => import(${JSON.stringify(source)});`).join("\n"),
+    contents: Object.entries(entries)
+      .map(([name, source]) => `export const ${name === "main" ? "main" : "warm"} = () => import(${JSON.stringify(source)});`)
+      .join("\n"),
     resolveDir: dist,
     loader: "js",
   },
@@ -93,11 +96,19 @@ await writeFile(bundle, `(function (exports, require, module, __filename, __dirn
 
 // The loader and the stubs: the loader compiles the bundle with its cache (scripts/agent-loader.cjs).
 await copyFile(join(root, "scripts", "agent-loader.cjs"), join(outdir, "load.cjs"));
-await writeFile(join(outdir, "warm-agent.cjs"), `// ${STUB_MARK}: the warm agent, started as CommonJS (no ES module loader to set up).\nrequire("./load.cjs").start("warm");\n`);
+await writeFile(
+  join(outdir, "warm-agent.cjs"),
+  `// ${STUB_MARK}: the warm agent, started as CommonJS (no ES module loader to set up).\nrequire("./load.cjs").start("warm");\n`,
+);
 for (const [name, source] of Object.entries(entries)) {
   const target = relative(dirname(source), join(outdir, "load.cjs"));
-  await writeFile(source, `#!/usr/bin/env node\n// ${STUB_MARK}: one file to load, compiled from V8's code cache.\nimport { createRequire } from "node:module";\ncreateRequire(import.meta.url)(${JSON.stringify(target)}).start(${JSON.stringify(name === "main" ? "main" : "warm")});\n`);
+  await writeFile(
+    source,
+    `#!/usr/bin/env node\n// ${STUB_MARK}: one file to load, compiled from V8's code cache.\nimport { createRequire } from "node:module";\ncreateRequire(import.meta.url)(${JSON.stringify(target)}).start(${JSON.stringify(name === "main" ? "main" : "warm")});\n`,
+  );
 }
 execFileSync(process.execPath, [...AGENT_NODE_FLAGS, join(outdir, "load.cjs"), "--produce-code-cache"], { stdio: "inherit" });
 const bytes = Object.values(result.metafile.outputs).reduce((sum, o) => sum + o.bytes, 0);
-process.stdout.write(`agent bundle: ${(bytes / 1048576).toFixed(1)} MiB in dist/agent/agent.cjs, code cache ${((await readFile(`${bundle}.cache`)).length / 1048576).toFixed(1)} MiB\n`);
+process.stdout.write(
+  `agent bundle: ${(bytes / 1048576).toFixed(1)} MiB in dist/agent/agent.cjs, code cache ${((await readFile(`${bundle}.cache`)).length / 1048576).toFixed(1)} MiB\n`,
+);

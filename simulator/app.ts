@@ -38,7 +38,16 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   }
   app.get("/health", (_req, res) => {
     const starts = deps.agents ? startsHealth(deps.agents) : undefined;
-    res.send(JSON.stringify({ status: "ok", workspace: deps.config.workspace, testHooks: deps.testHooks.enabled, time: new Date(deps.clock.now()).toISOString(), sandboxes: deps.sandboxIsolation && { ...deps.sandboxIsolation, ...starts }, defaultImage: deps.images?.prebuildStatus() }));
+    res.send(
+      JSON.stringify({
+        status: "ok",
+        workspace: deps.config.workspace,
+        testHooks: deps.testHooks.enabled,
+        time: new Date(deps.clock.now()).toISOString(),
+        sandboxes: deps.sandboxIsolation && { ...deps.sandboxIsolation, ...starts },
+        defaultImage: deps.images?.prebuildStatus(),
+      }),
+    );
   });
   // The task data blStartJob fetches (BL_EXECUTION_DATA_URL): the execution's secret is in the path.
   app.get("/job-data/:workspace/:job/:execution/:token", jobDataHandler(deps));
@@ -48,7 +57,10 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   v0.use(apiVersion());
   v0.use(oauthRouter(deps));
   // Account metrics (simulator/metrics): the caller's account, admin flag and visible workspaces come from auth.
-  v0.use("/accounts/:accountId/metrics", createMetricsRouter({ usage: deps.usage, meter: deps.meter, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }));
+  v0.use(
+    "/accounts/:accountId/metrics",
+    createMetricsRouter({ usage: deps.usage, meter: deps.meter, cursors: deps.cursors, access: (req) => callerAccess(deps, req) }),
+  );
   app.use("/v0", v0);
   app.use(notFoundHandler());
   app.use(errorMiddleware(renderError, deps.logger));

@@ -38,8 +38,16 @@ export const SimConfigSchema = z.object({
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(8081),
   /** ":memory:" unless --data names a file; both take the same code path. */
-  data: z.string().min(1).default(":memory:").transform((p) => (p === ":memory:" ? p : resolve(p))),
-  seed: z.string().min(1).optional().transform((p) => (p ? resolve(p) : undefined)),
+  data: z
+    .string()
+    .min(1)
+    .default(":memory:")
+    .transform((p) => (p === ":memory:" ? p : resolve(p))),
+  seed: z
+    .string()
+    .min(1)
+    .optional()
+    .transform((p) => (p ? resolve(p) : undefined)),
   workspace: z.string().regex(NAME, "lowercase letters, digits and '-', at most 49 characters").default("default"),
   apiKey: z.string().min(8, "at least 8 characters").optional(),
   testHooks: z.boolean().default(false),
@@ -50,37 +58,50 @@ export const SimConfigSchema = z.object({
   /** Placement constraints of every sandbox with --launcher swarm (docker's syntax, e.g. node.labels.pool==sandboxes). */
   swarmConstraints: z.array(z.string().regex(/^[\w.-]+\s*(==|!=)\s*\S.*$/, "a swarm constraint: <attribute>==<value> or <attribute>!=<value>")).default([]),
   /** A registry every swarm node pulls from (host:port[/path]); sandbox images are pushed there before their services start. */
-  swarmRegistry: z.string().regex(/^[a-zA-Z0-9.-]+(:\d+)?(\/[a-z0-9._/-]+)?$/, "host[:port][/path] of a registry").optional(),
+  swarmRegistry: z
+    .string()
+    .regex(/^[a-zA-Z0-9.-]+(:\d+)?(\/[a-z0-9._/-]+)?$/, "host[:port][/path] of a registry")
+    .optional(),
   /** Outbound network from isolated sandboxes (slirp4netns), or none (loopback only). */
   sandboxNetwork: z.enum(["outbound", "none"]).default("outbound"),
   /** How long a deleted sandbox's files are kept, in ms (simulator clock); 0 = removed at once. */
-  sandboxRetentionMs: z.union([z.number().int().min(0), z.string()]).default(3_600_000).transform((v, ctx) => {
-    if (typeof v === "number") return v;
-    if (v.trim() === "0") return 0;
-    try {
-      return parseDuration(v, ["s", "m", "h", "d"]);
-    } catch (e) {
-      ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0` });
-      return z.NEVER;
-    }
-  }),
+  sandboxRetentionMs: z
+    .union([z.number().int().min(0), z.string()])
+    .default(3_600_000)
+    .transform((v, ctx) => {
+      if (typeof v === "number") return v;
+      if (v.trim() === "0") return 0;
+      try {
+        return parseDuration(v, ["s", "m", "h", "d"]);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0` });
+        return z.NEVER;
+      }
+    }),
   /** How long a sandbox is idle before it goes to standby, in ms (real time); 0 = never (simulator/standby). */
-  standbyAfterMs: z.union([z.number().int().min(0), z.string()]).default(15_000).transform((v, ctx) => {
-    if (typeof v === "number") return v;
-    if (v.trim() === "0") return 0;
-    try {
-      return parseDuration(v, ["ms", "s", "m", "h"]);
-    } catch (e) {
-      ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0 (never)` });
-      return z.NEVER;
-    }
-  }),
+  standbyAfterMs: z
+    .union([z.number().int().min(0), z.string()])
+    .default(15_000)
+    .transform((v, ctx) => {
+      if (typeof v === "number") return v;
+      if (v.trim() === "0") return 0;
+      try {
+        return parseDuration(v, ["ms", "s", "m", "h"]);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0 (never)` });
+        return z.NEVER;
+      }
+    }),
   /** The form of previews' spec.url: "path" (resolves everywhere) or "host" (<label>.preview.localhost; simulator/previews/urls.ts). */
   previewUrls: z.enum(["path", "host"]).default("path"),
   /** Where sandboxes' root filesystems come from (docs/images.md): the image store, or the host's root (today's speed, no images). */
   imageSource: z.enum(["store", "host"]).default("store"),
   /** The image store's directory; "local" = <data dir>/images; unset = the per-user cache (~/.cache/sandbox-kit/images). */
-  imageCache: z.string().min(1).optional().transform((p) => (p && p !== "local" ? resolve(p) : p)),
+  imageCache: z
+    .string()
+    .min(1)
+    .optional()
+    .transform((p) => (p && p !== "local" ? resolve(p) : p)),
   /** How many sandboxes' agents start at once; the rest wait in arrival order (simulator/launcher/start-queue.ts). */
   startConcurrency: z.coerce.number().int().min(1).max(256).optional(),
   /** An image built in the background at start ("none": nothing); the command line defaults to the SDK's default image. */
@@ -90,7 +111,11 @@ export const SimConfigSchema = z.object({
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
-  writeEnv: z.string().min(1).optional().transform((p) => (p ? resolve(p) : undefined)),
+  writeEnv: z
+    .string()
+    .min(1)
+    .optional()
+    .transform((p) => (p ? resolve(p) : undefined)),
 });
 
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
@@ -140,7 +165,24 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
 `;
 
-const FLAG_OF: Record<string, string> = { sandboxNetwork: "sandbox-network", apiKey: "api-key", testHooks: "test-hooks", publicUrl: "public-url", logLevel: "log-level", logFormat: "log-format", writeEnv: "write-env", sandboxRetentionMs: "sandbox-retention", standbyAfterMs: "standby-after", previewUrls: "preview-urls", imageSource: "image-source", imageCache: "image-cache", startConcurrency: "start-concurrency", warmSandboxes: "warm-sandboxes", swarmConstraints: "swarm-constraint", swarmRegistry: "swarm-registry" };
+const FLAG_OF: Record<string, string> = {
+  sandboxNetwork: "sandbox-network",
+  apiKey: "api-key",
+  testHooks: "test-hooks",
+  publicUrl: "public-url",
+  logLevel: "log-level",
+  logFormat: "log-format",
+  writeEnv: "write-env",
+  sandboxRetentionMs: "sandbox-retention",
+  standbyAfterMs: "standby-after",
+  previewUrls: "preview-urls",
+  imageSource: "image-source",
+  imageCache: "image-cache",
+  startConcurrency: "start-concurrency",
+  warmSandboxes: "warm-sandboxes",
+  swarmConstraints: "swarm-constraint",
+  swarmRegistry: "swarm-registry",
+};
 
 export class ConfigError extends Error {}
 

@@ -21,10 +21,14 @@ const shellQuote = (value: string) => (SHELL_SAFE.test(value) ? value : `'${valu
 
 /** `export KEY=value` lines: pasted into a POSIX shell as printed. */
 export function exportLines(env: Record<string, string>): string {
-  return Object.entries(env).map(([k, v]) => `export ${k}=${shellQuote(v)}`).join("\n");
+  return Object.entries(env)
+    .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
+    .join("\n");
 }
 
 /** `KEY=value` lines for a .env file (dotenv, `node --env-file`, docker `--env-file`). */
 export function dotenvLines(env: Record<string, string>): string {
-  return `${Object.entries(env).map(([k, v]) => `${k}=${v}`).join("\n")}\n`;
+  return `${Object.entries(env)
+    .map(([k, v]) => `${k}=${v}`)
+    .join("\n")}\n`;
 }

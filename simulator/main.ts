@@ -43,8 +43,12 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const consoleUrl = `${served.url}${CONSOLE_PATH}`;
-  logger.info({ url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, ...served.deps.sandboxIsolation }, "sandbox-sim listening");
-  if (!served.deps.sandboxIsolation?.isolated) process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation?.detail ?? "not isolated"}\n`);
+  logger.info(
+    { url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, ...served.deps.sandboxIsolation },
+    "sandbox-sim listening",
+  );
+  if (!served.deps.sandboxIsolation?.isolated)
+    process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation?.detail ?? "not isolated"}\n`);
   if (config.writeEnv) {
     try {
       writeFileSync(config.writeEnv, dotenvLines(served.env), { mode: 0o600 });
@@ -57,8 +61,16 @@ async function main(): Promise<void> {
   process.stdout.write(`sandbox-sim listening on ${served.url}\nsandbox-sim console: ${consoleUrl} (sign in with BL_API_KEY)\n${served.envText}\n`);
   const building = served.deps.images?.prebuildStatus();
   if (building?.state === "building") {
-    process.stdout.write(`sandbox-sim: building ${building.image} in the background (once per machine, about a minute on an idle one; sandboxes created meanwhile wait for it; progress in the log, GET /health and the console)\n`);
-    void served.prebuilt.then((s) => s && process.stdout.write(s.state === "ready" ? `sandbox-sim: ${s.image} ready (${s.seconds} s)\n` : `sandbox-sim: ${s.image} could not be built: ${s.error}\n`));
+    process.stdout.write(
+      `sandbox-sim: building ${building.image} in the background (once per machine, about a minute on an idle one; sandboxes created meanwhile wait for it; progress in the log, GET /health and the console)\n`,
+    );
+    void served.prebuilt.then(
+      (s) =>
+        s &&
+        process.stdout.write(
+          s.state === "ready" ? `sandbox-sim: ${s.image} ready (${s.seconds} s)\n` : `sandbox-sim: ${s.image} could not be built: ${s.error}\n`,
+        ),
+    );
   }
   // However a shutdown ends (done, past its deadline, a second signal's immediate exit), the process's
   // exit kills what is left of the sandboxes and removes the temp dir (abandon() is a no-op after stop()).

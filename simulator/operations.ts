@@ -18,5 +18,16 @@ import { scheduleOperations } from "./schedules/routes.js";
  * then catalogues (GET /integrations/:name must come after /integrations/connections).
  */
 export function allOperations(): Operation[] {
-  return [...accountOperations, ...serviceAccountOperations, ...sandboxOperations, ...snapshotOperations, ...scheduleOperations(), ...jobExecutionOperations, ...imageOperations, ...extraOperations, ...RESOURCE_KINDS.flatMap(crudOperations), ...catalogueOperations];
+  return [
+    ...accountOperations,
+    ...serviceAccountOperations,
+    ...sandboxOperations,
+    ...snapshotOperations,
+    ...scheduleOperations(),
+    ...jobExecutionOperations,
+    ...imageOperations,
+    ...extraOperations,
+    ...RESOURCE_KINDS.flatMap(crudOperations),
+    ...catalogueOperations,
+  ];
 }

@@ -67,7 +67,16 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const name = options.launcher ?? core.config.launcher;
   let launcher: Launcher;
   try {
-    launcher = typeof name === "object" ? name : name === "process" ? new ProcessLauncher({ warm: core.config.warmSandboxes }) : createLauncher(name, { network: core.config.sandboxNetwork, warm: core.config.warmSandboxes, swarm: { constraints: core.config.swarmConstraints, registry: core.config.swarmRegistry } });
+    launcher =
+      typeof name === "object"
+        ? name
+        : name === "process"
+          ? new ProcessLauncher({ warm: core.config.warmSandboxes })
+          : createLauncher(name, {
+              network: core.config.sandboxNetwork,
+              warm: core.config.warmSandboxes,
+              swarm: { constraints: core.config.swarmConstraints, registry: core.config.swarmRegistry },
+            });
   } catch (err) {
     state.close(); // nothing left behind: no data dir, no listener
     throw err;
@@ -77,22 +86,34 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   mkdirSync(dir, { recursive: true });
   // Every user id in each sandbox where subordinate ids can be had; said once when not (also in /health).
   const ids = launcher.mapIds?.(dir);
-  if (ids?.kind === "single") core.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
+  if (ids?.kind === "single")
+    core.logger.warn({ reason: ids.reason }, "sandboxes have a single user id (root): chown to other ids, useradd and su fail in them");
   // Standby (/health): the idle period, or why sandboxes never sleep with this launcher (said once at start).
-  const standby = launcher.standby === true ? { afterMs: core.config.standbyAfterMs } : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
+  const standby =
+    launcher.standby === true
+      ? { afterMs: core.config.standbyAfterMs }
+      : { unavailable: launcher.standby ?? `the ${launcher.name} launcher cannot stop a sandbox in place` };
   const sandboxIsolation = { ...describeLauncher(launcher), standby };
-  if ("unavailable" in standby && core.config.standbyAfterMs > 0) core.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
+  if ("unavailable" in standby && core.config.standbyAfterMs > 0)
+    core.logger.warn({ launcher: launcher.name, reason: standby.unavailable }, "standby: sandboxes never go to standby here");
   if (!sandboxIsolation.isolated) core.logger.warn({ launcher: sandboxIsolation.launcher }, `sandboxes are ${sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
-  const images = core.config.imageSource === "store"
-    ? new SandboxImages(new ImageStore({ dir: core.config.imageCache === "local" ? join(dir, "images") : (core.config.imageCache ?? defaultImageCacheDir()) }), launcher.usesImageRoot === true, core.logger, (workspace, sandbox, text) => {
-      // A build on first use: what it is doing goes to the sandbox's events (its status stays).
-      core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
-      const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
-      if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
-    }, launcher.singleUserId?.bind(launcher))
-    : undefined;
+  const images =
+    core.config.imageSource === "store"
+      ? new SandboxImages(
+          new ImageStore({ dir: core.config.imageCache === "local" ? join(dir, "images") : (core.config.imageCache ?? defaultImageCacheDir()) }),
+          launcher.usesImageRoot === true,
+          core.logger,
+          (workspace, sandbox, text) => {
+            // A build on first use: what it is doing goes to the sandbox's events (its status stays).
+            core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+            const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
+            if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
+          },
+          launcher.singleUserId?.bind(launcher),
+        )
+      : undefined;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   let inProcess: SimulatorHandler | undefined;
@@ -111,7 +132,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
       directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
       hasPolicy: (workspace, sandbox) => {
         const policy = egress.policyOf({ workspace, sandbox });
-        return !!policy && (policy.allowedDomains.length + policy.forbiddenDomains.length + policy.routing.length > 0);
+        return !!policy && policy.allowedDomains.length + policy.forbiddenDomains.length + policy.routing.length > 0;
       },
     },
     launcher,
@@ -130,7 +151,9 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
         const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
         if (size === undefined) continue;
         // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = core.resources.allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"]).some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
+        const inUse = core.resources
+          .allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"])
+          .some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
         const pending = provisionVolume(dir, workspace, volume, size, inUse);
         if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
       }
@@ -147,10 +170,17 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   const noLoop = loopVolumesUnsupported();
   if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
   for (const ws of core.accounts.allWorkspaces()) {
-    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"])) provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
+    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"]))
+      provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
-  const jobs = new JobRunner({ launcher, dir, deps: core, logLevel: core.config.logLevel === "silent" ? "silent" : "warn", egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }) });
+  const jobs = new JobRunner({
+    launcher,
+    dir,
+    deps: core,
+    logLevel: core.config.logLevel === "silent" ? "silent" : "warn",
+    egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }),
+  });
   jobs.failInterrupted(core.accounts.allWorkspaces().map((w) => w.name));
   // Everything is built: the dependencies handlers see, once and complete.
   const deps = assembleDeps(core, { agents, jobs, images, sandboxIsolation });
@@ -197,11 +227,16 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   let prebuilt: Promise<PrebuildStatus | undefined> = Promise.resolve(undefined);
   if (images && deps.config.prebuild !== "none") {
     const image = deps.config.prebuild;
-    prebuilt = images.prebuild(image, callbackProgress((text) => deps.logger.info({ image, build: text }, "default image"))).then((status) => {
-      if (status?.state === "ready") deps.logger.info({ image, seconds: status.seconds }, "default image ready");
-      else if (status) deps.logger.warn({ image, err: status.error }, "default image build failed: creates of it will try again");
-      return status;
-    });
+    prebuilt = images
+      .prebuild(
+        image,
+        callbackProgress((text) => deps.logger.info({ image, build: text }, "default image")),
+      )
+      .then((status) => {
+        if (status?.state === "ready") deps.logger.info({ image, seconds: status.seconds }, "default image ready");
+        else if (status) deps.logger.warn({ image, err: status.error }, "default image build failed: creates of it will try again");
+        return status;
+      });
   }
   const stopExpiry = startExpirySweeps(deps, 5_000);
   const env = sdkEnv(deps, serving.url);
@@ -213,17 +248,18 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     envText,
     deps,
     prebuilt,
-    stop: () => (stopped ??= (async () => {
-      stopExpiry();
-      const builds = images?.store.close(); // a build under way ends now; sandboxes waiting for it fail fast
-      await serving.stop(1_000);
-      await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
-      unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
-      proxy.close();
-      egress.close();
-      state.close();
-      if (inMemory) await removeTempDir(dir, deps.logger, launcher);
-    })()),
+    stop: () =>
+      (stopped ??= (async () => {
+        stopExpiry();
+        const builds = images?.store.close(); // a build under way ends now; sandboxes waiting for it fail fast
+        await serving.stop(1_000);
+        await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
+        unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
+        proxy.close();
+        egress.close();
+        state.close();
+        if (inMemory) await removeTempDir(dir, deps.logger, launcher);
+      })()),
     abandon: () => {
       agents.killAll();
       if (!inMemory || !existsSync(dir)) return;

@@ -66,7 +66,7 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array 
         size = 0;
         for await (const chunk of data) {
           const bytes = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer);
-          for (let done = 0; done < bytes.length; ) done += (await handle.write(bytes, done, bytes.length - done)).bytesWritten;
+          for (let done = 0; done < bytes.length;) done += (await handle.write(bytes, done, bytes.length - done)).bytesWritten;
           size += bytes.length;
         }
       }

@@ -1,11 +1,26 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 
 /** RFC 9110 §7.6.1: connection-specific headers a proxy must not forward, plus any the Connection header names. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
 
 function named(connection: string | string[] | undefined): Set<string> {
   const value = Array.isArray(connection) ? connection.join(",") : (connection ?? "");
-  return new Set(value.split(",").map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    value
+      .split(",")
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /** End-to-end headers only (what a proxy forwards), minus `alsoDrop` (lower-case names). */

@@ -38,7 +38,10 @@ export function prettyLine(line: string, color: boolean): string {
   }
   const [label, tint] = LEVELS[entry.level as number] ?? [String(entry.level).toUpperCase().padEnd(5), ""];
   const time = typeof entry.time === "string" ? entry.time.slice(11, 23) : new Date(Number(entry.time ?? Date.now())).toISOString().slice(11, 23);
-  const rest = Object.entries(entry).filter(([k]) => !OMIT.has(k)).map(([k, v]) => `${k}=${field(v)}`).join(" ");
+  const rest = Object.entries(entry)
+    .filter(([k]) => !OMIT.has(k))
+    .map(([k, v]) => `${k}=${field(v)}`)
+    .join(" ");
   const head = color ? `\x1b[90m${time}\x1b[0m ${tint}${label}\x1b[0m` : `${time} ${label}`;
   const who = entry.name ? `${entry.name}: ` : "";
   return `${head} ${who}${String(entry.msg ?? "")}${rest ? (color ? ` \x1b[90m${rest}\x1b[0m` : ` ${rest}`) : ""}`;

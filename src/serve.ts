@@ -43,7 +43,9 @@ export const DEFAULT_LISTEN: Required<Omit<ListenOptions, "maxConnections">> = {
 /** The open-files soft limit (Node raises it to the hard limit at start-up), or undefined off Linux. */
 export function openFilesLimit(limitsFile = "/proc/self/limits"): number | undefined {
   try {
-    const line = readFileSync(limitsFile, "utf8").split("\n").find((l) => l.startsWith("Max open files"));
+    const line = readFileSync(limitsFile, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
     const soft = line?.split(/\s{2,}/)[1];
     return soft && /^\d+$/.test(soft) ? Number(soft) : undefined;
   } catch {
@@ -68,11 +70,16 @@ export function defaultMaxConnections(limit = openFilesLimit()): number {
  * requests too; without one, Node refuses them by closing the socket.
  */
 export function listen(handler: RequestListener & UpgradeListener, host: string, port: number, options: ListenOptions = {}): Promise<Serving> {
-  return serve(handler, options, (server, ready) => server.listen(port, host, ready), (server) => {
-    const addr = server.address() as AddressInfo;
-    const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
-    return { url: `http://${shownHost}:${addr.port}`, port: addr.port };
-  });
+  return serve(
+    handler,
+    options,
+    (server, ready) => server.listen(port, host, ready),
+    (server) => {
+      const addr = server.address() as AddressInfo;
+      const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+      return { url: `http://${shownHost}:${addr.port}`, port: addr.port };
+    },
+  );
 }
 
 /**
@@ -87,7 +94,12 @@ export function listenSocket(handler: RequestListener & UpgradeListener, path: s
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
-  return serve(handler, options, (server, ready) => server.listen(path, ready), () => ({ url: `unix:${path}`, port: 0 }));
+  return serve(
+    handler,
+    options,
+    (server, ready) => server.listen(path, ready),
+    () => ({ url: `unix:${path}`, port: 0 }),
+  );
 }
 
 type Start = (server: Server, ready: () => void) => void;
@@ -95,7 +107,10 @@ type Address = (server: Server) => { url: string; port: number };
 
 function serve(handler: RequestListener & UpgradeListener, options: ListenOptions, start: Start, address: Address): Promise<Serving> {
   const o = { ...DEFAULT_LISTEN, ...options };
-  const server = createServer({ connectionsCheckingInterval: o.checkIntervalMs, headersTimeout: o.headersTimeoutMs, requestTimeout: 0, keepAliveTimeout: o.idleTimeoutMs }, handler);
+  const server = createServer(
+    { connectionsCheckingInterval: o.checkIntervalMs, headersTimeout: o.headersTimeoutMs, requestTimeout: 0, keepAliveTimeout: o.idleTimeoutMs },
+    handler,
+  );
   const cap = options.maxConnections ?? defaultMaxConnections();
   const inFlight = new Map<Socket, number>(); // insertion order = oldest first
   const neverAsked = new Map<Socket, number>(); // connected at, until the first request
@@ -152,7 +167,9 @@ function serve(handler: RequestListener & UpgradeListener, options: ListenOption
     const socket = req.socket;
     neverAsked.delete(socket);
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-    res.once("close", () => { if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1)); });
+    res.once("close", () => {
+      if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
+    });
     if (!req.complete) {
       bodies.set(socket, { bytesRead: socket.bytesRead, since: Date.now() });
       const done = () => bodies.delete(socket);

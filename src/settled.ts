@@ -5,7 +5,10 @@ export async function settledWithin(promises: (Promise<unknown> | undefined)[], 
   let pending = 0;
   const all = promises.map((p) => {
     pending++;
-    return Promise.resolve(p).then(() => void pending--, () => void pending--);
+    return Promise.resolve(p).then(
+      () => void pending--,
+      () => void pending--,
+    );
   });
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([Promise.all(all), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);

@@ -9,9 +9,11 @@ export class StartupError extends Error {}
 export function listenFailure(err: unknown, host: string, port: number): StartupError | undefined {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
   const where = `${host}:${port}`;
-  if (code === "EADDRINUSE") return new StartupError(`port ${port} on ${host} is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`);
+  if (code === "EADDRINUSE")
+    return new StartupError(`port ${port} on ${host} is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`);
   if (code === "EACCES") return new StartupError(`not allowed to listen on ${where} (ports below 1024 need privileges): pass --port <n> above 1023`);
-  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND") return new StartupError(`cannot listen on ${where}: ${host} is not an address of this machine; pass --host 127.0.0.1 or an address it has`);
+  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND")
+    return new StartupError(`cannot listen on ${where}: ${host} is not an address of this machine; pass --host 127.0.0.1 or an address it has`);
   return undefined;
 }
 

@@ -28,7 +28,13 @@ export function spliceSockets(a: Duplex, b: Duplex): void {
 export function rawReply(socket: Duplex, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (socket.destroyed) return;
   const text = JSON.stringify(body);
-  const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(text)}`, "Cache-Control: no-store", "Connection: close"];
+  const lines = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}`,
+    "Content-Type: application/json",
+    `Content-Length: ${Buffer.byteLength(text)}`,
+    "Cache-Control: no-store",
+    "Connection: close",
+  ];
   for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
   socket.end(`${lines.join("\r\n")}\r\n\r\n${text}`);
 }

@@ -14,7 +14,8 @@ const DURATION_PART = /(\d+)(ms|s|m|h|d)/g;
  */
 export function parseDuration(text: string, allowed: readonly string[] = ["ms", "s", "m", "h", "d"]): number {
   const value = text.trim();
-  if (!DURATION.test(value)) throw new Error(`invalid duration "${text}": expected a positive number with a unit (${allowed.join(", ")}), e.g. 30s, 15m, 2h, 1h30m`);
+  if (!DURATION.test(value))
+    throw new Error(`invalid duration "${text}": expected a positive number with a unit (${allowed.join(", ")}), e.g. 30s, 15m, 2h, 1h30m`);
   let total = 0;
   let lastRank = Infinity;
   for (const [, digits, unit] of value.matchAll(DURATION_PART)) {
@@ -30,9 +31,20 @@ export function parseDuration(text: string, allowed: readonly string[] = ["ms", 
 }
 
 const SIZE_UNITS: Record<string, number> = {
-  "": 1, b: 1,
-  k: 1e3, kb: 1e3, m: 1e6, mb: 1e6, g: 1e9, gb: 1e9, t: 1e12, tb: 1e12,
-  kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40,
+  "": 1,
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  m: 1e6,
+  mb: 1e6,
+  g: 1e9,
+  gb: 1e9,
+  t: 1e12,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
 };
 
 /** `5GiB`, `100MiB`, `512k`, `1048576` → bytes. */
@@ -50,6 +62,9 @@ export function formatBytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   let v = n;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
   return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
 }

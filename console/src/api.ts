@@ -30,8 +30,16 @@ export class ApiError extends Error {
 export function errorFrom(status: number, text: string): ApiError {
   try {
     const body = JSON.parse(text) as { error?: unknown; message?: unknown; error_description?: unknown };
-    const code = typeof body.error === "string" && (typeof body.message === "string" || typeof body.error_description === "string") ? body.error : String(status);
-    const message = typeof body.message === "string" ? body.message : typeof body.error_description === "string" ? body.error_description : typeof body.error === "string" ? body.error : text;
+    const code =
+      typeof body.error === "string" && (typeof body.message === "string" || typeof body.error_description === "string") ? body.error : String(status);
+    const message =
+      typeof body.message === "string"
+        ? body.message
+        : typeof body.error_description === "string"
+          ? body.error_description
+          : typeof body.error === "string"
+            ? body.error
+            : text;
     return new ApiError(status, code, message);
   } catch {
     return new ApiError(status, String(status), text || "(empty reply)");
@@ -97,12 +105,13 @@ export class Api {
   /** A fetch through the API; throws ApiError on a non-2xx reply. */
   async fetch(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     const url = withQuery(path, options.query);
-    const send = async () => fetch(url, {
-      method,
-      headers: await this.headers(options),
-      body: options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
-      signal: options.signal,
-    });
+    const send = async () =>
+      fetch(url, {
+        method,
+        headers: await this.headers(options),
+        body: options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
+        signal: options.signal,
+      });
     let res = await send();
     // An access token runs on the simulator's clock, which test hooks move: on a 401 get a new one, once.
     if (res.status === 401 && this.credential.kind === "client" && this.#token) {

@@ -22,7 +22,18 @@ interface Session {
 }
 
 function useHash(): string[] {
-  const read = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map((s) => { try { return decodeURIComponent(s); } catch { return s; } });
+  const read = () =>
+    location.hash
+      .replace(/^#\/?/, "")
+      .split("/")
+      .filter(Boolean)
+      .map((s) => {
+        try {
+          return decodeURIComponent(s);
+        } catch {
+          return s;
+        }
+      });
   const [parts, setParts] = useState(read);
   useEffect(() => {
     const on = () => setParts(read());
@@ -36,7 +47,9 @@ function useHash(): string[] {
 async function openSession(credential: Credential): Promise<Session> {
   const api = new Api(credential);
   const list = await api.get<{ name: string }[]>("/v0/workspaces");
-  const health = await fetch("/health").then((r) => r.json() as Promise<{ testHooks?: boolean }>).catch(() => ({ testHooks: false }));
+  const health = await fetch("/health")
+    .then((r) => r.json() as Promise<{ testHooks?: boolean }>)
+    .catch(() => ({ testHooks: false }));
   return { api, workspaces: list.map((w) => w.name), testHooks: health.testHooks === true };
 }
 
@@ -47,10 +60,12 @@ export function App() {
   useEffect(() => {
     const saved = loadCredential();
     if (!saved) return;
-    openSession(saved).then(setSession, (err) => {
-      Api.forget();
-      setError(toApiError(err));
-    }).finally(() => setRestoring(false));
+    openSession(saved)
+      .then(setSession, (err) => {
+        Api.forget();
+        setError(toApiError(err));
+      })
+      .finally(() => setRestoring(false));
   }, []);
   const signIn = async (credential: Credential) => {
     setError(undefined);
@@ -80,19 +95,29 @@ function SignIn({ onSignIn, error }: { onSignIn: (c: Credential) => Promise<void
     const form = new FormData(event.currentTarget as HTMLFormElement);
     const get = (k: string) => String(form.get(k) ?? "").trim();
     setBusy(true);
-    void onSignIn(kind === "apiKey" ? { kind, apiKey: get("apiKey") } : { kind, clientId: get("clientId"), clientSecret: get("clientSecret") }).finally(() => setBusy(false));
+    void onSignIn(kind === "apiKey" ? { kind, apiKey: get("apiKey") } : { kind, clientId: get("clientId"), clientSecret: get("clientSecret") }).finally(() =>
+      setBusy(false),
+    );
   };
   return html`<main class="signin">
     <form class="signin-card" onSubmit=${submit} aria-labelledby="signin-title">
       <h1 id="signin-title">sandbox-sim console</h1>
       <p class="muted">Sign in with a credential of this simulator. It is kept in this tab's session storage only, and sent in the Authorization header.</p>
-      <fieldset class="radios"><legend>Credential</legend>
+      <fieldset class="radios">
+        <legend>Credential</legend>
         <label class="check"><input type="radio" name="kind" checked=${kind === "apiKey"} onChange=${() => setKind("apiKey")} /> API key</label>
-        <label class="check"><input type="radio" name="kind" checked=${kind === "client"} onChange=${() => setKind("client")} /> Service account (client credentials)</label>
+        <label class="check"
+          ><input type="radio" name="kind" checked=${kind === "client"} onChange=${() => setKind("client")} /> Service account (client credentials)</label
+        >
       </fieldset>
-      ${kind === "apiKey" ? html`<label class="block">API key <input name="apiKey" type="password" autocomplete="off" required placeholder="BL_API_KEY printed at start-up" /></label>` : html`
-        <label class="block">Client ID <input name="clientId" autocomplete="off" required /></label>
-        <label class="block">Client secret <input name="clientSecret" type="password" autocomplete="off" required /></label>`}
+      ${
+        kind === "apiKey"
+          ? html`<label class="block"
+              >API key <input name="apiKey" type="password" autocomplete="off" required placeholder="BL_API_KEY printed at start-up"
+            /></label>`
+          : html` <label class="block">Client ID <input name="clientId" autocomplete="off" required /></label>
+              <label class="block">Client secret <input name="clientSecret" type="password" autocomplete="off" required /></label>`
+      }
       <button type="submit" disabled=${busy}>${busy ? "Signing in…" : "Sign in"}</button>
       <${ErrorBox} error=${error} />
     </form>
@@ -118,10 +143,19 @@ function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void
   const who = session.api.credential.kind === "apiKey" ? "API key" : `client ${session.api.credential.clientId}`;
   const navLink = (href: string, label: string, active: boolean) => html`<li><a href=${href} aria-current=${active ? "page" : undefined}>${label}</a></li>`;
   return html`<${AppContext.Provider} value=${state}>
-    <a class="skip" href="#main" onClick=${(e: Event) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
+    <a
+      class="skip"
+      href="#main"
+      onClick=${(e: Event) => {
+        e.preventDefault();
+        document.getElementById("main")?.focus();
+      }}
+      >Skip to content</a
+    >
     <header class="top">
       <a class="brand" href="#/workspaces">sandbox-sim</a>
-      <label class="ws-pick">Workspace
+      <label class="ws-pick"
+        >Workspace
         <select value=${workspace} onChange=${pick}>
           ${session.workspaces.map((w) => html`<option value=${w}>${w}</option>`)}
           ${workspace && !session.workspaces.includes(workspace) ? html`<option value=${workspace}>${workspace} (not yours)</option>` : null}
@@ -161,12 +195,20 @@ interface DefaultImage {
 /** The image the simulator builds at start (GET /health defaultImage): while it builds, sandboxes of it wait. */
 function ImageBuild() {
   const [last, setLast] = useState<DefaultImage | undefined>();
-  const polled = usePoll(() => fetch("/health").then((r) => r.json() as Promise<{ defaultImage?: DefaultImage }>), [], last && last.state !== "building" ? 0 : POLL_MS);
+  const polled = usePoll(
+    () => fetch("/health").then((r) => r.json() as Promise<{ defaultImage?: DefaultImage }>),
+    [],
+    last && last.state !== "building" ? 0 : POLL_MS,
+  );
   const image = polled.data?.defaultImage;
   useEffect(() => setLast(image), [image?.state]);
   if (!image || image.state === "ready") return null;
-  if (image.state === "failed") return html`<div class="error" role="alert"><strong>${image.image}</strong> could not be built: ${image.error}. Creates of it try again.</div>`;
-  return html`<div class="image-build" role="status"><strong>Building ${image.image}</strong> (${Math.round(image.seconds)} s): ${image.phase ?? "starting"}${image.step ? ` — ${image.step}` : ""}. Sandboxes created now wait for it; once built, it is kept for every later start.</div>`;
+  if (image.state === "failed")
+    return html`<div class="error" role="alert"><strong>${image.image}</strong> could not be built: ${image.error}. Creates of it try again.</div>`;
+  return html`<div class="image-build" role="status">
+    <strong>Building ${image.image}</strong> (${Math.round(image.seconds)} s): ${image.phase ?? "starting"}${image.step ? ` — ${image.step}` : ""}. Sandboxes
+    created now wait for it; once built, it is kept for every later start.
+  </div>`;
 }
 
 function route(inWorkspace: boolean, section: string, parts: string[]) {
@@ -177,7 +219,11 @@ function route(inWorkspace: boolean, section: string, parts: string[]) {
   }
   if (section === "service_accounts") return html`<${ServiceAccountsPage} />`;
   const kind = kindById(section);
-  if (!kind) return html`<div class="page"><h1>Not found</h1><p>No section "${section}".</p></div>`;
+  if (!kind)
+    return html`<div class="page">
+      <h1>Not found</h1>
+      <p>No section "${section}".</p>
+    </div>`;
   const name = parts[3];
   if (!name) return html`<${ResourceListPage} key=${kind.id} kind=${kind} />`;
   if (kind.id === "sandboxes") return html`<${SandboxPage} key=${name} name=${name} tab=${parts[4]} />`;

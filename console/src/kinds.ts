@@ -29,8 +29,18 @@ export const KINDS: Kind[] = [
   { id: "volume_templates", label: "Volume templates", path: "/volume_templates", example: { metadata: { name: "" }, spec: {} } },
   { id: "snapshots", label: "Snapshots", path: "/snapshots" },
   { id: "schedules", label: "Schedules", path: "/schedules", sortFields: ["createdAt"], noDetail: true },
-  { id: "policies", label: "Policies", path: "/policies", example: { metadata: { name: "" }, spec: { type: "location", locations: [{ type: "country", name: "us" }] } } },
-  { id: "integrations", label: "Integrations", path: "/integrations/connections", example: { metadata: { name: "" }, spec: { integration: "openai", config: {}, secret: { apiKey: "" } } } },
+  {
+    id: "policies",
+    label: "Policies",
+    path: "/policies",
+    example: { metadata: { name: "" }, spec: { type: "location", locations: [{ type: "country", name: "us" }] } },
+  },
+  {
+    id: "integrations",
+    label: "Integrations",
+    path: "/integrations/connections",
+    example: { metadata: { name: "" }, spec: { integration: "openai", config: {}, secret: { apiKey: "" } } },
+  },
   { id: "customdomains", label: "Custom domains", path: "/customdomains", example: { metadata: { name: "" }, spec: {} } },
   { id: "vpcs", label: "VPCs", path: "/vpcs", example: { metadata: { name: "" }, spec: {} } },
   // A bare array: the API neither pages nor sorts images.

@@ -63,20 +63,56 @@ export function PagedList<T>(props: PagedListProps<T>) {
   };
 
   return html`<div class="list">
-    ${props.searchable === false ? null : html`<div class="list-tools">
-      <input type="search" aria-label=${`Search ${label}`} placeholder="Search (2+ characters)" value=${q}
-        onInput=${(e: Event) => { setQ((e.currentTarget as HTMLInputElement).value); setCursors([]); }} />
-    </div>`}
+    ${
+      props.searchable === false
+        ? null
+        : html`<div class="list-tools">
+            <input
+              type="search"
+              aria-label=${`Search ${label}`}
+              placeholder="Search (2+ characters)"
+              value=${q}
+              onInput=${(e: Event) => {
+                setQ((e.currentTarget as HTMLInputElement).value);
+                setCursors([]);
+              }}
+            />
+          </div>`
+    }
     <${ErrorBox} error=${polled.error} />
     <div class="table-wrap">
       <table aria-label=${label}>
-        <thead><tr>${columns.map((c) => html`<th scope="col" class=${c.className} aria-sort=${c.sort && allowed.includes(c.sort) ? ariaSort(c.sort) : undefined}>
-          ${c.sort && allowed.includes(c.sort) ? html`<button class="sort" onClick=${() => toggle(c.sort!)}>${c.label}<span aria-hidden="true">${ariaSort(c.sort) === "ascending" ? " ▲" : ariaSort(c.sort) === "descending" ? " ▼" : ""}</span></button>` : c.label}
-        </th>`)}</tr></thead>
+        <thead>
+          <tr>
+            ${columns.map(
+              (c) =>
+                html`<th scope="col" class=${c.className} aria-sort=${c.sort && allowed.includes(c.sort) ? ariaSort(c.sort) : undefined}>
+                  ${c.sort && allowed.includes(c.sort) ? html`<button class="sort" onClick=${() => toggle(c.sort!)}>${c.label}<span aria-hidden="true">${ariaSort(c.sort) === "ascending" ? " ▲" : ariaSort(c.sort) === "descending" ? " ▼" : ""}</span></button>` : c.label}
+                </th>`,
+            )}
+          </tr>
+        </thead>
         <tbody>
-          ${page?.data.map((item) => html`<tr key=${rowKey(item)} data-row=${rowKey(item)}>${columns.map((c) => html`<td class=${c.className}>${c.render(item)}</td>`)}</tr>`)}
-          ${page && page.data.length === 0 ? html`<tr><td colspan=${columns.length} class="muted">No ${label.toLowerCase()}.</td></tr>` : null}
-          ${!page && polled.loading ? html`<tr><td colspan=${columns.length} class="muted">Loading…</td></tr>` : null}
+          ${page?.data.map(
+            (item) =>
+              html`<tr key=${rowKey(item)} data-row=${rowKey(item)}>
+                ${columns.map((c) => html`<td class=${c.className}>${c.render(item)}</td>`)}
+              </tr>`,
+          )}
+          ${
+            page && page.data.length === 0
+              ? html`<tr>
+                  <td colspan=${columns.length} class="muted">No ${label.toLowerCase()}.</td>
+                </tr>`
+              : null
+          }
+          ${
+            !page && polled.loading
+              ? html`<tr>
+                  <td colspan=${columns.length} class="muted">Loading…</td>
+                </tr>`
+              : null
+          }
         </tbody>
       </table>
     </div>

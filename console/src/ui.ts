@@ -92,9 +92,25 @@ export function ErrorBox({ error }: { error?: ApiError }) {
 }
 
 const STATUS_CLASS: Record<string, string> = {
-  DEPLOYED: "ok", RUNNING: "ok", succeeded: "ok", completed: "ok", active: "ok", ready: "ok",
-  FAILED: "bad", failed: "bad", killed: "bad", TERMINATED: "off", DELETING: "warn", stopped: "off", skipped: "warn", cancelled: "off", CANCELLED: "off",
-  ARCHIVED: "off", DEACTIVATED: "off", done: "off", STANDBY: "off",
+  DEPLOYED: "ok",
+  RUNNING: "ok",
+  succeeded: "ok",
+  completed: "ok",
+  active: "ok",
+  ready: "ok",
+  FAILED: "bad",
+  failed: "bad",
+  killed: "bad",
+  TERMINATED: "off",
+  DELETING: "warn",
+  stopped: "off",
+  skipped: "warn",
+  cancelled: "off",
+  CANCELLED: "off",
+  ARCHIVED: "off",
+  DEACTIVATED: "off",
+  done: "off",
+  STANDBY: "off",
 };
 
 export function Status({ value }: { value?: string }) {
@@ -128,7 +144,9 @@ export function Countdown({ seconds, fetchedAt }: { seconds?: number; fetchedAt:
   const now = useNow();
   if (typeof seconds !== "number") return html`<span class="muted">—</span>`;
   const left = seconds * 1000 - (now - fetchedAt);
-  return html`<span class=${left < 5 * 60_000 ? "countdown soon" : "countdown"} title="expiresIn">${left <= 0 ? "expiring" : `in ${formatDuration(left)}`}</span>`;
+  return html`<span class=${left < 5 * 60_000 ? "countdown soon" : "countdown"} title="expiresIn"
+    >${left <= 0 ? "expiring" : `in ${formatDuration(left)}`}</span
+  >`;
 }
 
 export function Time({ iso }: { iso?: string | null }) {
@@ -168,7 +186,13 @@ export function Events({ events }: { events?: EventItem[] }) {
 }
 
 export function Section({ title, children, actions }: { title: string; children?: ComponentChildren; actions?: ComponentChildren }) {
-  return html`<section class="panel"><header class="panel-head"><h2>${title}</h2>${actions ? html`<div class="actions">${actions}</div>` : null}</header>${children}</section>`;
+  return html`<section class="panel">
+    <header class="panel-head">
+      <h2>${title}</h2>
+      ${actions ? html`<div class="actions">${actions}</div>` : null}
+    </header>
+    ${children}
+  </section>`;
 }
 
 export function Json({ value }: { value: unknown }) {

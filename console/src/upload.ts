@@ -42,12 +42,17 @@ export async function uploadFile(target: UploadTarget, path: string, file: Blob,
     return;
   }
   const { api, workspace, base } = target;
-  const { uploadId } = await api.json<{ uploadId: string }>("POST", `${base}/filesystem-multipart/initiate/${encoded}`, { workspace, body: { permissions: "0644" } });
+  const { uploadId } = await api.json<{ uploadId: string }>("POST", `${base}/filesystem-multipart/initiate/${encoded}`, {
+    workspace,
+    body: { permissions: "0644" },
+  });
   const parts: { partNumber: number; etag: string }[] = [];
   try {
     for (let offset = 0, partNumber = 1; offset < total; offset += PART_SIZE, partNumber++) {
       const chunk = file.slice(offset, Math.min(total, offset + PART_SIZE));
-      const reply = await send(target, "PUT", `${base}/filesystem-multipart/${encodeURIComponent(uploadId)}/part?partNumber=${partNumber}`, chunk, (loaded) => onProgress(offset + loaded, total));
+      const reply = await send(target, "PUT", `${base}/filesystem-multipart/${encodeURIComponent(uploadId)}/part?partNumber=${partNumber}`, chunk, (loaded) =>
+        onProgress(offset + loaded, total),
+      );
       parts.push({ partNumber, etag: (JSON.parse(reply) as { etag: string }).etag });
     }
     await api.json("POST", `${base}/filesystem-multipart/${encodeURIComponent(uploadId)}/complete`, { workspace, body: { parts } });

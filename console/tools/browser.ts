@@ -10,7 +10,16 @@ import { chromium, type BrowserContext } from "playwright-core";
  */
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
-export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+export const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 
 /** Why the browser cannot run here, or undefined when it can. */
 export function chromiumMissing(): string | undefined {
@@ -25,7 +34,13 @@ export interface Browser {
 export async function launchChromium(viewport = { width: 1280, height: 800 }): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), "console-chromium-"));
   try {
-    const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS, viewport, acceptDownloads: true });
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM_PATH,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      viewport,
+      acceptDownloads: true,
+    });
     return {
       context,
       close: async () => {

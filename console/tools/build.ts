@@ -36,7 +36,9 @@ export async function buildConsole(root = packageRoot()): Promise<{ script: stri
   rmSync(assets, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   renameSync(staging, assets);
-  const page = readFileSync(join(root, "console", "src", "index.html"), "utf8").replace("{{style}}", `/console/assets/${style}`).replace("{{script}}", `/console/assets/${script}`);
+  const page = readFileSync(join(root, "console", "src", "index.html"), "utf8")
+    .replace("{{style}}", `/console/assets/${style}`)
+    .replace("{{script}}", `/console/assets/${script}`);
   writeFileSync(join(out, "index.html.tmp"), page);
   renameSync(join(out, "index.html.tmp"), join(out, "index.html"));
   return { script, style };

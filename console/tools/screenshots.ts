@@ -13,7 +13,6 @@ import { packageRoot } from "./paths.js";
  */
 const KEY = "console-screenshots-key";
 
-
 /** Usage over the last 30 days in three dimensions and two workspaces, so the chart has layers. */
 function usageEvents(): unknown[] {
   const events: unknown[] = [];
@@ -22,9 +21,33 @@ function usageEvents(): unknown[] {
   for (let d = 29; d >= 0; d--) {
     const t = new Date(today - d * day + 10 * 3_600_000).toISOString();
     const wave = 1 + Math.sin(d / 4);
-    events.push({ timestamp: t, workspace: "default", resourceType: "sandbox", resourceName: "build-box", resourceUuid: "u-build-box", billingDimension: "sandbox_compute_runtime_gbs", usage: Math.round(40_000 * wave + 20_000) });
-    events.push({ timestamp: t, workspace: "staging", resourceType: "agent", resourceName: "helper", resourceUuid: "u-helper", billingDimension: "agent_compute_runtime_gbs", usage: Math.round(25_000 * (2 - wave) + 5_000) });
-    events.push({ timestamp: t, workspace: "default", resourceType: "volume", resourceName: "data", resourceUuid: "u-data", billingDimension: "volume_storage_gbs", usage: 86_400 * 10 });
+    events.push({
+      timestamp: t,
+      workspace: "default",
+      resourceType: "sandbox",
+      resourceName: "build-box",
+      resourceUuid: "u-build-box",
+      billingDimension: "sandbox_compute_runtime_gbs",
+      usage: Math.round(40_000 * wave + 20_000),
+    });
+    events.push({
+      timestamp: t,
+      workspace: "staging",
+      resourceType: "agent",
+      resourceName: "helper",
+      resourceUuid: "u-helper",
+      billingDimension: "agent_compute_runtime_gbs",
+      usage: Math.round(25_000 * (2 - wave) + 5_000),
+    });
+    events.push({
+      timestamp: t,
+      workspace: "default",
+      resourceType: "volume",
+      resourceName: "data",
+      resourceUuid: "u-data",
+      billingDimension: "volume_storage_gbs",
+      usage: 86_400 * 10,
+    });
   }
   return events;
 }
@@ -42,7 +65,9 @@ async function seed(base: string): Promise<void> {
   await call("PUT", `${sbx}/filesystem/notes.txt`, { content: "hello from the console\n".repeat(40) });
   await call("POST", `${sbx}/process`, { command: "for i in 1 2 3; do echo step $i; sleep 0.2; done; echo done >&2", name: "steps", waitForCompletion: true });
   await call("POST", `${sbx}/process`, { command: "sleep 600", name: "server" });
-  const nightly = (await call("POST", "/v0/sandboxes/demo/schedules", { type: "cron", value: "0 3 * * *", input: { command: "echo nightly backup" } })) as { id: string };
+  const nightly = (await call("POST", "/v0/sandboxes/demo/schedules", { type: "cron", value: "0 3 * * *", input: { command: "echo nightly backup" } })) as {
+    id: string;
+  };
   await call("POST", `${sbx}/schedules/${nightly.id}/run`);
   await call("POST", "/v0/sandboxes/demo/schedules", { type: "sleep", value: "1s", input: { command: "exit 3" } });
   await call("POST", "/v0/sandboxes/demo/previews", { metadata: { name: "web" }, spec: { port: 3000, public: true } });
@@ -94,7 +119,11 @@ async function main(): Promise<void> {
     await shoot(page, dir, "sandbox-terminal", "#/w/default/sandboxes/demo/terminal", ".terminal-state[data-state=connected]");
     await page.locator(".terminal-host").click();
     // Each line once the one before has answered: keys typed ahead would be echoed into the previous output.
-    const lines: [string, string | RegExp][] = [["ls -l app", /server\.js\s*$/], ["printf '\\033[1;32mgreen\\033[0m \\033[38;2;255;136;0morange\\033[0m\\n'", /^green orange\s*$/], ["stty size", /^\d+ \d+\s*$/]];
+    const lines: [string, string | RegExp][] = [
+      ["ls -l app", /server\.js\s*$/],
+      ["printf '\\033[1;32mgreen\\033[0m \\033[38;2;255;136;0morange\\033[0m\\n'", /^green orange\s*$/],
+      ["stty size", /^\d+ \d+\s*$/],
+    ];
     for (const [line, answer] of lines) {
       await page.keyboard.type(line);
       await page.keyboard.press("Enter");

@@ -37,7 +37,12 @@ function labelsMatch(required: Record<string, unknown> | undefined, labels: Reco
  * path covers the request grants it (OR across permissions); a read-only
  * grant needs `readOnly: true`. Returns why not, or undefined when allowed.
  */
-export function driveAccessDenied(permissions: readonly DrivePermission[], labels: Record<string, unknown>, drivePath: string, readOnly: boolean): string | undefined {
+export function driveAccessDenied(
+  permissions: readonly DrivePermission[],
+  labels: Record<string, unknown>,
+  drivePath: string,
+  readOnly: boolean,
+): string | undefined {
   if (permissions.length === 0) return undefined;
   const matching = permissions.filter((p) => labelsMatch(p.labels, labels) && within(drivePath, p.path ?? "/"));
   if (matching.length === 0) return "no permission of the drive matches this sandbox's labels and drivePath";

@@ -35,7 +35,18 @@ export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPath
     clock,
     logger,
   });
-  const service = new DriveService({ backend, programs: mountPrograms(config), store: new DriveStore(db), paths, drivesDir, existingOnly: config.drivesExistingOnly, sandboxName: config.sandboxName, dataDir: config.dataDir, clock, logger });
+  const service = new DriveService({
+    backend,
+    programs: mountPrograms(config),
+    store: new DriveStore(db),
+    paths,
+    drivesDir,
+    existingOnly: config.drivesExistingOnly,
+    sandboxName: config.sandboxName,
+    dataDir: config.dataDir,
+    clock,
+    logger,
+  });
   const { adopted, forgotten } = await service.adopt();
   const line = { backend: backend.name, description: backend.description, adopted, forgotten };
   if (backend.name === "symlink") logger.warn(line, "drives: symlink backend, for unprivileged local development only (not real mounts)");

@@ -20,7 +20,10 @@ import { changed } from "./pinned-mount.js";
 export async function prepareMountPoint(paths: SandboxPaths, mountPath: string, kind: "directory" | "absent"): Promise<string | undefined> {
   return paths.use(mountPath, { follow: false }, async (p) => {
     if (p.stat?.isSymbolicLink()) throw errors.badRequest(`mountPath: ${mountPath} is a symbolic link; mount on a directory`);
-    if (kind === "absent" && p.stat) throw errors.conflict(`mountPath: ${mountPath} already exists; the symlink drive backend can only attach where nothing exists (it cannot shadow a directory)`);
+    if (kind === "absent" && p.stat)
+      throw errors.conflict(
+        `mountPath: ${mountPath} already exists; the symlink drive backend can only attach where nothing exists (it cannot shadow a directory)`,
+      );
     if (p.stat) {
       if (!p.stat.isDirectory()) throw errors.badRequest(`mountPath: ${mountPath} exists and is not a directory`);
       return undefined;
@@ -38,12 +41,15 @@ async function mkdirsIn(dir: string, names: string[], mountPath: string): Promis
   try {
     for (const name of names) {
       const at = `${dir}/${name}`;
-      const made = await fsp.mkdir(at, { mode: 0o755 }).then(() => true, (e: unknown) => {
-        if (isErrno(e, "EEXIST")) return false;
-        // ENOENT: the held directory was removed (replaced) meanwhile.
-        if (isErrno(e, "ENOENT")) throw changed(mountPath);
-        throw fromFsError(e, "create mount point", mountPath);
-      });
+      const made = await fsp.mkdir(at, { mode: 0o755 }).then(
+        () => true,
+        (e: unknown) => {
+          if (isErrno(e, "EEXIST")) return false;
+          // ENOENT: the held directory was removed (replaced) meanwhile.
+          if (isErrno(e, "ENOENT")) throw changed(mountPath);
+          throw fromFsError(e, "create mount point", mountPath);
+        },
+      );
       const handle = await fsp.open(at, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW).catch((e: unknown) => {
         if (isErrno(e, "ENOTDIR", "ELOOP", "ENOENT")) throw changed(mountPath);
         throw e;

@@ -55,7 +55,13 @@ export function mountIdOf(fd: number): number {
  * parent was moved or replaced in between). With `openDir`, the mount point
  * is opened too and must be a directory (never a link).
  */
-export async function withMountTarget<T>(paths: SandboxPaths, mountPath: string, hostPath: string, openDir: boolean, fn: (target: MountTarget) => Promise<T>): Promise<T> {
+export async function withMountTarget<T>(
+  paths: SandboxPaths,
+  mountPath: string,
+  hostPath: string,
+  openDir: boolean,
+  fn: (target: MountTarget) => Promise<T>,
+): Promise<T> {
   return paths.use(posix.dirname(mountPath), { follow: true }, async (parent) => {
     const name = posix.basename(mountPath);
     if (parent.pinnedFd === undefined || !parent.stat?.isDirectory()) throw changed(mountPath);

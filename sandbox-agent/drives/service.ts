@@ -89,15 +89,21 @@ export class DriveService {
       if (here) {
         const info = this.#info(here);
         if (here.record.driveName !== driveName || here.record.drivePath !== drivePath) {
-          throw errors.conflict(`mountPath: ${mountPath} is already in use: drive ${here.record.driveName} (drivePath=${here.record.drivePath}) is mounted there`);
+          throw errors.conflict(
+            `mountPath: ${mountPath} is already in use: drive ${here.record.driveName} (drivePath=${here.record.drivePath}) is mounted there`,
+          );
         }
         if (info.readOnly !== readOnly) {
-          throw errors.conflict(`mountPath: drive ${driveName} is already mounted at ${mountPath} with readOnly=${info.readOnly}; unmount it first to change that`);
+          throw errors.conflict(
+            `mountPath: drive ${driveName} is already mounted at ${mountPath} with readOnly=${info.readOnly}; unmount it first to change that`,
+          );
         }
         return reply("Drive already mounted", { ...info, mountPath });
       }
       if (placed.some((p) => p.state === "moved" && p.record.hostPath === hostPath)) {
-        throw errors.conflict(`mountPath: the drive mounted at ${mountPath} was moved away with a parent directory; put the directory back, or unmount the drive first`);
+        throw errors.conflict(
+          `mountPath: the drive mounted at ${mountPath} was moved away with a parent directory; put the directory back, or unmount the drive first`,
+        );
       }
       const stale = placed.filter((p) => p.state === "gone").map((p) => p.record);
       // Only this path's stale record: others are cleaned under their own lock.
@@ -105,11 +111,18 @@ export class DriveService {
       // Synchronous from here to the reservation, and on fresh records (a mount
       // elsewhere may have finished during the awaits): nothing slips in between.
       const staleKeys = new Set(stale.map(recordKey));
-      const managed = new Map(this.#o.store.all().filter((r) => !staleKeys.has(recordKey(r))).map((r) => [r.hostPath, r.sandboxPath]));
+      const managed = new Map(
+        this.#o.store
+          .all()
+          .filter((r) => !staleKeys.has(recordKey(r)))
+          .map((r) => [r.hostPath, r.sandboxPath]),
+      );
       for (const other of [...managed.keys(), ...this.#inFlight]) {
         if (overlaps(hostPath, other)) {
           const shown = managed.get(other) ?? this.#o.paths.toSandboxPath(other);
-          throw errors.badRequest(`mountPath: ${mountPath} is ${hostPath.length < other.length ? "above" : "inside"} ${shown}, where the agent already mounts a drive`);
+          throw errors.badRequest(
+            `mountPath: ${mountPath} is ${hostPath.length < other.length ? "above" : "inside"} ${shown}, where the agent already mounts a drive`,
+          );
         }
       }
       const foreign = topMountAt(table, hostPath);
@@ -128,7 +141,8 @@ export class DriveService {
   /** With --drives-existing-only, drives are provisioned by a control plane: a missing one is an error, not created. */
   async #requireDrive(driveName: string): Promise<void> {
     const stat = await fsp.lstat(join(this.#o.drivesDir, driveName)).catch(() => undefined);
-    if (!stat?.isDirectory()) throw errors.notFound(`driveName: drive "${driveName}" does not exist; create the drive first (this agent mounts only provisioned drives)`);
+    if (!stat?.isDirectory())
+      throw errors.notFound(`driveName: drive "${driveName}" does not exist; create the drive first (this agent mounts only provisioned drives)`);
   }
 
   async unmount(rawMountPath: string, force: boolean): Promise<{ success: true; message: string; mountPath: string }> {
@@ -149,11 +163,14 @@ export class DriveService {
       const [at, atHost] = now === hostPath ? [mountPath, hostPath] : [this.#o.paths.toSandboxPath(now), now];
       await withMountTarget(this.#o.paths, at, atHost, false, async (target) => {
         // The mount table says ours is on top of the path; the held mount point must lead to that very mount.
-        if (record.mountId !== null && (await mountIdAt(target)) !== record.mountId) throw errors.conflict(`mountPath: ${mountPath} changed during the request; retry`);
+        if (record.mountId !== null && (await mountIdAt(target)) !== record.mountId)
+          throw errors.conflict(`mountPath: ${mountPath} changed during the request; retry`);
         await backend.unmount({ ...specOf(record), target }, force);
       }).catch((e: unknown) => {
         if (e instanceof DriveBusyError) {
-          throw errors.conflict(`mountPath: ${mountPath} is busy (${this.#scrub(e.message, atHost, at)}): a process has a file open or its working directory inside it; stop it, or retry with ?force=true for a lazy unmount`);
+          throw errors.conflict(
+            `mountPath: ${mountPath} is busy (${this.#scrub(e.message, atHost, at)}): a process has a file open or its working directory inside it; stop it, or retry with ?force=true for a lazy unmount`,
+          );
         }
         throw this.#scrubError(asMountPathError(e, mountPath), atHost, at);
       });
@@ -165,7 +182,10 @@ export class DriveService {
 
   async list(): Promise<DriveMountInfo[]> {
     const placed = await this.#join(await this.#readTable());
-    return placed.filter((p) => p.now !== undefined && this.#o.paths.isInside(p.now)).map((p) => this.#info(p)).sort((a, b) => a.mountPath.localeCompare(b.mountPath));
+    return placed
+      .filter((p) => p.now !== undefined && this.#o.paths.isInside(p.now))
+      .map((p) => this.#info(p))
+      .sort((a, b) => a.mountPath.localeCompare(b.mountPath));
   }
 
   /**
@@ -177,7 +197,8 @@ export class DriveService {
     const placed = await this.#join(await this.#readTable());
     const stale = placed.filter((p) => p.state === "gone");
     for (const { record } of stale) await this.#forget(record);
-    for (const { record: r, state } of placed) if (state !== "gone") this.#o.logger.info({ driveName: r.driveName, mountPath: r.sandboxPath, backend: r.backend }, "adopted drive mount");
+    for (const { record: r, state } of placed)
+      if (state !== "gone") this.#o.logger.info({ driveName: r.driveName, mountPath: r.sandboxPath, backend: r.backend }, "adopted drive mount");
     return { adopted: placed.length - stale.length, forgotten: stale.length };
   }
 
@@ -187,7 +208,9 @@ export class DriveService {
    * for the mount point is removed.
    */
   async #attach(spec: MountSpec, mountPath: string): Promise<DriveRecord> {
-    const createdDir = await prepareMountPoint(this.#o.paths, mountPath, this.backend.mountPoint).catch((e: unknown) => { throw asMountPathError(e, mountPath); });
+    const createdDir = await prepareMountPoint(this.#o.paths, mountPath, this.backend.mountPoint).catch((e: unknown) => {
+      throw asMountPathError(e, mountPath);
+    });
     const directory = this.backend.mountPoint === "directory";
     try {
       return await withMountTarget(this.#o.paths, mountPath, spec.hostMountPath, directory, async (target) => {
@@ -195,9 +218,17 @@ export class DriveService {
         const mounted = await this.backend.mount(pinned);
         const entry = directory ? await this.#landed(target, mountPath) : undefined;
         const record: DriveRecord = {
-          hostPath: spec.hostMountPath, sandboxPath: mountPath, driveName: spec.driveName, drivePath: spec.drivePath,
-          readOnly: spec.readOnly, backend: this.backend.name, mountId: entry?.mountId ?? null, device: entry?.device ?? null,
-          linkTarget: mounted.linkTarget ?? null, createdDir: createdDir ?? null, mountedAt: this.#o.clock.now(),
+          hostPath: spec.hostMountPath,
+          sandboxPath: mountPath,
+          driveName: spec.driveName,
+          drivePath: spec.drivePath,
+          readOnly: spec.readOnly,
+          backend: this.backend.name,
+          mountId: entry?.mountId ?? null,
+          device: entry?.device ?? null,
+          linkTarget: mounted.linkTarget ?? null,
+          createdDir: createdDir ?? null,
+          mountedAt: this.#o.clock.now(),
         };
         try {
           this.#o.store.put(record);
@@ -255,9 +286,14 @@ export class DriveService {
    * not overlap the agent's own state.
    */
   async #hostPathOf(mountPath: string): Promise<string> {
-    const hostPath = await this.#o.paths.resolveParent(mountPath).catch((e: unknown) => { throw asMountPathError(e, mountPath); });
+    const hostPath = await this.#o.paths.resolveParent(mountPath).catch((e: unknown) => {
+      throw asMountPathError(e, mountPath);
+    });
     checkMountTarget(this.#o.paths.toSandboxPath(hostPath), mountPath);
-    for (const [dir, what] of [[this.#o.dataDir, "data directory"], [this.#o.drivesDir, "drives directory"]] as const) {
+    for (const [dir, what] of [
+      [this.#o.dataDir, "data directory"],
+      [this.#o.drivesDir, "drives directory"],
+    ] as const) {
       if (overlaps(hostPath, realpathOrSelf(dir))) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's ${what}`);
     }
     return hostPath;

@@ -43,7 +43,9 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
 export async function download(req: Request, res: Response, target: Pinned): Promise<void> {
   const path = target.sandboxPath;
   // Reopens the pinned inode through its magic link (O_NOFOLLOW would refuse the link itself).
-  const handle = await fsp.open(target.pinned!, constants.O_RDONLY).catch((err) => { throw fromFsError(err, "cannot read", path); });
+  const handle = await fsp.open(target.pinned!, constants.O_RDONLY).catch((err) => {
+    throw fromFsError(err, "cannot read", path);
+  });
   try {
     const stat = await handle.stat();
     if (!stat.isFile()) throw errors.badRequest(`${path} is not a regular file`);

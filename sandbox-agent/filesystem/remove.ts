@@ -16,7 +16,9 @@ export interface HeldEntry {
  */
 export async function removeDirectory(entry: HeldEntry, path: string, recursive: boolean): Promise<void> {
   if (recursive) {
-    await removeTree(entry.dir, entry.name).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+    await removeTree(entry.dir, entry.name).catch((err) => {
+      throw fromFsError(err, "cannot delete", path);
+    });
     return;
   }
   await fsp.rmdir(`${entry.dir}/${entry.name}`).catch((err) => {

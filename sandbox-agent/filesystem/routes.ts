@@ -53,7 +53,11 @@ export function filesystemRouter(paths: SandboxPaths): Router {
       const { stat, pinned } = target;
       if (!stat || !pinned) throw errors.notFound(`cannot read ${path}: no such file or directory (ENOENT)`);
       if (stat.isDirectory()) {
-        res.json(await listDirectory(path, pinned, owners).catch((err) => { throw fromFsError(err, "cannot list", path); }));
+        res.json(
+          await listDirectory(path, pinned, owners).catch((err) => {
+            throw fromFsError(err, "cannot list", path);
+          }),
+        );
         return;
       }
       if (!stat.isFile()) throw errors.badRequest(`${path} is not a regular file`);
@@ -61,17 +65,23 @@ export function filesystemRouter(paths: SandboxPaths): Router {
       if (stat.size > MAX_JSON_READ_BYTES) {
         throw errors.payloadTooLarge(`${path} is ${stat.size} bytes, too large for a JSON read: download it with Accept: application/octet-stream`);
       }
-      const content = await fsp.readFile(pinned, "utf8").catch((err) => { throw fromFsError(err, "cannot read", path); });
+      const content = await fsp.readFile(pinned, "utf8").catch((err) => {
+        throw fromFsError(err, "cannot read", path);
+      });
       res.json({ ...fileEntry(path, stat, owners), content });
     });
   });
 
-  router.put("/{*rest}", (req, res, next) => (isMultipart(req) || isRawBody(req) ? next() : jsonBody(req, res, next)), async (req, res) => {
-    const path = pathOf(req);
-    if (path === "/") throw errors.badRequest("path: cannot write the sandbox root");
-    // Parents are created and held open as the walk goes: the write lands in the directory that was checked.
-    await paths.use(path, { follow: true, createParents: true }, (target) => put(req, res, target));
-  });
+  router.put(
+    "/{*rest}",
+    (req, res, next) => (isMultipart(req) || isRawBody(req) ? next() : jsonBody(req, res, next)),
+    async (req, res) => {
+      const path = pathOf(req);
+      if (path === "/") throw errors.badRequest("path: cannot write the sandbox root");
+      // Parents are created and held open as the walk goes: the write lands in the directory that was checked.
+      await paths.use(path, { follow: true, createParents: true }, (target) => put(req, res, target));
+    },
+  );
 
   async function put(req: Request, res: Response, target: Pinned): Promise<void> {
     const path = target.sandboxPath;
@@ -86,7 +96,9 @@ export function filesystemRouter(paths: SandboxPaths): Router {
       let mode: number | undefined;
       const size = await receiveFormFile(req, {
         field: "file",
-        onField: (name, value) => { if (name === "permissions") mode = parsePermissions(value, 0o644); },
+        onField: (name, value) => {
+          if (name === "permissions") mode = parsePermissions(value, 0o644);
+        },
         write: (file) => writeFile(target, file, mode),
       });
       res.json({ message: "Binary file uploaded successfully", path, size });
@@ -113,7 +125,9 @@ export function filesystemRouter(paths: SandboxPaths): Router {
         res.json({ message: "Directory deleted successfully", path });
         return;
       }
-      await fsp.unlink(entryPath).catch((err) => { throw fromFsError(err, "cannot delete", path); });
+      await fsp.unlink(entryPath).catch((err) => {
+        throw fromFsError(err, "cannot delete", path);
+      });
       res.json({ message: "File deleted successfully", path });
     });
   });

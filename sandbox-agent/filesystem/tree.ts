@@ -25,10 +25,13 @@ export function treeRouter(paths: SandboxPaths): Router {
   const jsonBody = json({ limit: "100mb", type: () => true });
   const rootOf = (req: Request) => paths.normalize(sandboxPathFromUrl(req.path));
   /** Lists through the held directory, as GET /filesystem does: a swapped path cannot list the outside. */
-  const listPinned = (path: string) => paths.use(path, { follow: true }, async ({ stat, pinned }) => {
-    if (!pinned || !stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
-    return listDirectory(path, pinned, owners).catch((err) => { throw fromFsError(err, "cannot list", path); });
-  });
+  const listPinned = (path: string) =>
+    paths.use(path, { follow: true }, async ({ stat, pinned }) => {
+      if (!pinned || !stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
+      return listDirectory(path, pinned, owners).catch((err) => {
+        throw fromFsError(err, "cannot list", path);
+      });
+    });
 
   router.get("/{*rest}", async (req, res) => {
     const path = rootOf(req);

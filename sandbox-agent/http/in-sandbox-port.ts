@@ -37,7 +37,12 @@ function marked(handler: RequestListener & UpgradeListener): RequestListener & U
  * returns one Serving that stops both listeners. `handler` is read on every
  * request (main.ts answers 503 until its app exists).
  */
-export async function withInSandboxPort(primary: Serving, handler: RequestListener & UpgradeListener, port: number | undefined, maxConnections?: number): Promise<Serving & { inSandboxUrl?: string }> {
+export async function withInSandboxPort(
+  primary: Serving,
+  handler: RequestListener & UpgradeListener,
+  port: number | undefined,
+  maxConnections?: number,
+): Promise<Serving & { inSandboxUrl?: string }> {
   if (port === undefined) return primary;
   let inside: Serving;
   try {

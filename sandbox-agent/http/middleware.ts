@@ -107,7 +107,11 @@ export function browserRefusal(headers: IncomingHttpHeaders): string | undefined
   if (origin === "null") return "cross-origin request from an opaque origin refused: the agent has no token";
   if (origin !== undefined) {
     let originHost: string | undefined;
-    try { originHost = new URL(origin).hostname.replace(/^\[|\]$/g, ""); } catch { originHost = undefined; }
+    try {
+      originHost = new URL(origin).hostname.replace(/^\[|\]$/g, "");
+    } catch {
+      originHost = undefined;
+    }
     if (!originHost || !isLoopbackName(originHost)) return `cross-origin request from ${origin} refused: the agent has no token`;
   }
   return undefined;

@@ -26,7 +26,13 @@ export function toolResult<T extends object>(out: T) {
 }
 
 export const FileSchema = z.object({
-  path: z.string(), name: z.string(), permissions: z.string(), size: z.number(), lastModified: z.string(), owner: z.string(), group: z.string(),
+  path: z.string(),
+  name: z.string(),
+  permissions: z.string(),
+  size: z.number(),
+  lastModified: z.string(),
+  owner: z.string(),
+  group: z.string(),
 });
 
 export const DirectorySchema = z.object({

@@ -124,7 +124,11 @@ async function sameMount(file: string, dir: string, announce?: Announce): Promis
 
 async function commit(file: string, target: string, mode: number): Promise<void> {
   const handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try { await handle.chmod(mode); } finally { await handle.close(); }
+  try {
+    await handle.chmod(mode);
+  } finally {
+    await handle.close();
+  }
   await fsp.rename(file, target);
   await fsyncDir(dirname(target));
 }
@@ -139,7 +143,7 @@ async function copyRange(part: PartFile, out: fsp.FileHandle, position: number, 
     while (copied < part.size) {
       const { bytesRead } = await src.read(buffer, 0, Math.min(buffer.length, part.size - copied), part.offset + copied);
       if (bytesRead === 0) break;
-      for (let written = 0; written < bytesRead; ) {
+      for (let written = 0; written < bytesRead;) {
         written += (await out.write(buffer, written, bytesRead - written, position + copied + written)).bytesWritten;
       }
       copied += bytesRead;

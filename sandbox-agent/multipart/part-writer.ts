@@ -56,7 +56,10 @@ abstract class PartSink extends Writable {
   }
 
   override _writev(entries: { chunk: Buffer }[], done: (err?: Error | null) => void): void {
-    this.#take(entries.map((e) => e.chunk), done);
+    this.#take(
+      entries.map((e) => e.chunk),
+      done,
+    );
   }
 
   #take(chunks: Buffer[], done: (err?: Error | null) => void): void {
@@ -78,7 +81,12 @@ abstract class PartSink extends Writable {
   }
 
   override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
-    this.#storing.then(() => this.close()).then(() => done(err), () => done(err));
+    this.#storing
+      .then(() => this.close())
+      .then(
+        () => done(err),
+        () => done(err),
+      );
   }
 }
 
@@ -120,7 +128,13 @@ class InPlaceSink extends PartSink {
   spilled?: string;
   #spill?: fsp.FileHandle;
 
-  constructor(private readonly data: fsp.FileHandle, private readonly dir: string, private readonly partNumber: number, private readonly offset: number, private readonly stride: number) {
+  constructor(
+    private readonly data: fsp.FileHandle,
+    private readonly dir: string,
+    private readonly partNumber: number,
+    private readonly offset: number,
+    private readonly stride: number,
+  ) {
     super();
   }
 
@@ -134,7 +148,7 @@ class InPlaceSink extends PartSink {
     this.spilled = `part-${this.partNumber}.${randomBytes(6).toString("hex")}`;
     this.#spill = await fsp.open(join(this.dir, this.spilled), "wx", 0o600);
     const buffer = Buffer.allocUnsafe(Math.min(written, 4 * 1024 * 1024));
-    for (let copied = 0; copied < written; ) {
+    for (let copied = 0; copied < written;) {
       const { bytesRead } = await this.data.read(buffer, 0, Math.min(buffer.length, written - copied), this.offset + copied);
       await writeAll(this.#spill, [buffer.subarray(0, bytesRead)], bytesRead, null);
       copied += bytesRead;

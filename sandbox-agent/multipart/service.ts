@@ -128,7 +128,9 @@ export class MultipartService {
     if (listed.length === 0) throw errors.badRequest("parts: at least one part is required");
     for (let i = 1; i < listed.length; i++) {
       if (listed[i]!.partNumber <= listed[i - 1]!.partNumber) {
-        throw errors.badRequest(`parts: must be in ascending partNumber order without duplicates (part ${listed[i]!.partNumber} follows part ${listed[i - 1]!.partNumber})`);
+        throw errors.badRequest(
+          `parts: must be in ascending partNumber order without duplicates (part ${listed[i]!.partNumber} follows part ${listed[i - 1]!.partNumber})`,
+        );
       }
     }
     await this.claims.claim(id, "complete");

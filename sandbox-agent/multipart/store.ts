@@ -75,7 +75,9 @@ export class UploadStore {
   constructor(db: Db) {
     const cols = "id, path, permissions, initiated_at AS initiatedAt, last_activity_at AS lastActivityAt, stride";
     const partCols = "part_number AS partNumber, etag, size, file, offset, uploaded_at AS uploadedAt";
-    this.#insertUpload = db.prepare("INSERT INTO multipart_uploads (id, path, permissions, initiated_at, last_activity_at) VALUES (@id, @path, @permissions, @initiatedAt, @initiatedAt)");
+    this.#insertUpload = db.prepare(
+      "INSERT INTO multipart_uploads (id, path, permissions, initiated_at, last_activity_at) VALUES (@id, @path, @permissions, @initiatedAt, @initiatedAt)",
+    );
     this.#getUpload = db.prepare(`SELECT ${cols} FROM multipart_uploads WHERE id = ?`);
     this.#listUploads = db.prepare(`SELECT ${cols} FROM multipart_uploads ORDER BY initiated_at, id`);
     this.#countUploads = db.prepare("SELECT count(*) AS n FROM multipart_uploads").pluck();

@@ -41,7 +41,12 @@ export class PortMonitors {
       existing.callbacks.add(callback);
       return;
     }
-    const monitor: Monitor = { callbacks: new Set([callback]), previous: new Set(), busy: false, timer: setInterval(() => void this.#poll(pid, monitor), POLL_MS) };
+    const monitor: Monitor = {
+      callbacks: new Set([callback]),
+      previous: new Set(),
+      busy: false,
+      timer: setInterval(() => void this.#poll(pid, monitor), POLL_MS),
+    };
     monitor.timer.unref();
     this.#monitors.set(pid, monitor);
     void this.#poll(pid, monitor);
@@ -85,7 +90,9 @@ export class PortMonitors {
 
   #send(url: string, body: { pid: number; port: number }): void {
     const deliver = this.#o.deliver ?? postJson;
-    deliver(url, body).catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message, pid: body.pid, port: body.port }, "port monitor callback failed"));
+    deliver(url, body).catch((err: unknown) =>
+      this.#o.logger.warn({ err: (err as Error).message, pid: body.pid, port: body.port }, "port monitor callback failed"),
+    );
   }
 }
 

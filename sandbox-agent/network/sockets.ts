@@ -17,10 +17,24 @@ export interface PortInfo {
 
 /** Kernel TCP states (include/net/tcp_states.h) in `ss`'s spelling; UDP sockets show 07 (CLOSE) when unconnected. */
 const TCP_STATES: Record<string, string> = {
-  "01": "ESTAB", "02": "SYN-SENT", "03": "SYN-RECV", "04": "FIN-WAIT-1", "05": "FIN-WAIT-2", "06": "TIME-WAIT",
-  "07": "UNCONN", "08": "CLOSE-WAIT", "09": "LAST-ACK", "0A": "LISTEN", "0B": "CLOSING",
+  "01": "ESTAB",
+  "02": "SYN-SENT",
+  "03": "SYN-RECV",
+  "04": "FIN-WAIT-1",
+  "05": "FIN-WAIT-2",
+  "06": "TIME-WAIT",
+  "07": "UNCONN",
+  "08": "CLOSE-WAIT",
+  "09": "LAST-ACK",
+  "0A": "LISTEN",
+  "0B": "CLOSING",
 };
-const TABLES = [["tcp", "tcp"], ["tcp6", "tcp"], ["udp", "udp"], ["udp6", "udp"]] as const;
+const TABLES = [
+  ["tcp", "tcp"],
+  ["tcp6", "tcp"],
+  ["udp", "udp"],
+  ["udp6", "udp"],
+] as const;
 
 /** A row of /proc/net/{tcp,udp}[6]: a socket, not yet tied to a process. */
 type SocketRow = Omit<PortInfo, "pid" | "processName"> & { inode: string };
@@ -35,17 +49,19 @@ export async function processTree(root: number): Promise<number[]> {
   const children = new Map<number, number[]>();
   const tree = new Set<number>([root]);
   await Promise.all(
-    entries.filter((e) => /^\d+$/.test(e)).map(async (e) => {
-      const stat = await fsp.readFile(`/proc/${e}/stat`, "utf8").catch(() => "");
-      if (!stat) return;
-      // Fields after the command name (which may hold spaces and parentheses): state ppid pgrp ...
-      const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const pid = Number(e);
-      if (Number(pgrp) === root) tree.add(pid);
-      const list = children.get(Number(ppid)) ?? [];
-      list.push(pid);
-      children.set(Number(ppid), list);
-    }),
+    entries
+      .filter((e) => /^\d+$/.test(e))
+      .map(async (e) => {
+        const stat = await fsp.readFile(`/proc/${e}/stat`, "utf8").catch(() => "");
+        if (!stat) return;
+        // Fields after the command name (which may hold spaces and parentheses): state ppid pgrp ...
+        const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        const pid = Number(e);
+        if (Number(pgrp) === root) tree.add(pid);
+        const list = children.get(Number(ppid)) ?? [];
+        list.push(pid);
+        children.set(Number(ppid), list);
+      }),
   );
   const stack = [...tree];
   while (stack.length > 0) {
@@ -83,7 +99,7 @@ function formatIpv6(bytes: number[]): string {
   for (let i = 0; i < 16; i += 2) groups.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
   // Compress the longest run of zero groups, as inet_ntop does.
   let best = [-1, 0];
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     let j = i;
     while (j < 8 && groups[j] === "0") j++;
     if (j - i > best[1]!) best = [i, j - i];
@@ -103,7 +119,15 @@ export async function socketTable(): Promise<SocketRow[]> {
       if (f.length < 10) continue;
       const local = decodeAddress(f[1]!);
       const remote = decodeAddress(f[2]!);
-      rows.push({ protocol, localAddr: local.addr, localPort: local.port, remoteAddr: remote.addr, remotePort: remote.port, state: TCP_STATES[f[3]!] ?? f[3]!, inode: f[9]! });
+      rows.push({
+        protocol,
+        localAddr: local.addr,
+        localPort: local.port,
+        remoteAddr: remote.addr,
+        remotePort: remote.port,
+        state: TCP_STATES[f[3]!] ?? f[3]!,
+        inode: f[9]!,
+      });
     }
   }
   return rows;
@@ -113,9 +137,11 @@ export async function socketTable(): Promise<SocketRow[]> {
 export async function socketsOfTree(root: number): Promise<PortInfo[]> {
   const pids = await processTree(root);
   const owner = new Map<string, number>();
-  await Promise.all(pids.map(async (pid) => {
-    for (const inode of await socketInodes(pid)) if (!owner.has(inode)) owner.set(inode, pid);
-  }));
+  await Promise.all(
+    pids.map(async (pid) => {
+      for (const inode of await socketInodes(pid)) if (!owner.has(inode)) owner.set(inode, pid);
+    }),
+  );
   if (owner.size === 0) return [];
   const names = new Map<number, string>();
   const sockets: PortInfo[] = [];
@@ -153,8 +179,14 @@ const HAS_SOCKET_TABLES = existsSync("/proc/net/tcp");
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: "127.0.0.1", port, timeout: 1_000 });
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
-    socket.once("connect", () => done(true)).once("error", () => done(false)).once("timeout", () => done(false));
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket
+      .once("connect", () => done(true))
+      .once("error", () => done(false))
+      .once("timeout", () => done(false));
   });
 }
 

@@ -68,7 +68,9 @@ function components(path: string): string[] {
 export async function walkBeneath(b: Beneath, sandboxPath: string, options: WalkOptions): Promise<Walked> {
   const stack: fsp.FileHandle[] = [];
   const current = () => stack[stack.length - 1] ?? b.root;
-  const closeAll = async () => { for (const h of stack.splice(0)) await h.close().catch(() => undefined); };
+  const closeAll = async () => {
+    for (const h of stack.splice(0)) await h.close().catch(() => undefined);
+  };
   const queue = components(sandboxPath);
   let links = 0;
   const outside = () => errors.forbidden(`${sandboxPath} resolves outside the sandbox root`);
@@ -85,7 +87,9 @@ export async function walkBeneath(b: Beneath, sandboxPath: string, options: Walk
       if (last && !options.follow) return await finish(dir, segment, await openEntry(dir, segment, sandboxPath), []);
       let entry = await openEntry(dir, segment, sandboxPath);
       if (!entry && !last && options.createParents) {
-        await fsp.mkdir(`${fdPath(dir)}/${segment}`, { mode: 0o755 }).catch((e: unknown) => { if (!isErrno(e, "EEXIST")) throw e; });
+        await fsp.mkdir(`${fdPath(dir)}/${segment}`, { mode: 0o755 }).catch((e: unknown) => {
+          if (!isErrno(e, "EEXIST")) throw e;
+        });
         entry = await openEntry(dir, segment, sandboxPath);
       }
       if (!entry) return await finish(dir, segment, undefined, queue.splice(0));
@@ -127,7 +131,12 @@ export async function walkBeneath(b: Beneath, sandboxPath: string, options: Walk
     throw fromFsError(err, "cannot resolve", sandboxPath);
   }
 
-  async function finish(dir: fsp.FileHandle, name: string, entry: { handle: fsp.FileHandle; stat: Stats } | undefined, missingBelow: string[]): Promise<Walked> {
+  async function finish(
+    dir: fsp.FileHandle,
+    name: string,
+    entry: { handle: fsp.FileHandle; stat: Stats } | undefined,
+    missingBelow: string[],
+  ): Promise<Walked> {
     if (entry && b.hidden.has(inodeKey(entry.stat))) {
       await entry.handle.close();
       throw errors.forbidden(`${sandboxPath}: the agent's own state is not reachable through the API`);

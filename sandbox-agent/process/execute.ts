@@ -44,7 +44,9 @@ export async function execute(manager: ProcessManager, clock: Clock, request: St
   const signal = waits.signal ?? new AbortController().signal;
   if (waits.waitForPorts?.length) {
     const ports = [...new Set(waits.waitForPorts)];
-    await bounded(clock, deadline, `process timed out waiting for ports after ${waits.timeout} seconds`, signal, (s) => portsServed(manager, Number(started.pid), ports, s));
+    await bounded(clock, deadline, `process timed out waiting for ports after ${waits.timeout} seconds`, signal, (s) =>
+      portsServed(manager, Number(started.pid), ports, s),
+    );
   }
   if (waits.waitForCompletion) {
     return bounded(clock, deadline, `process timed out after ${waits.timeout} seconds`, signal, () => manager.waitForExit(started.pid));
@@ -53,7 +55,13 @@ export async function execute(manager: ProcessManager, clock: Clock, request: St
 }
 
 /** Runs `work` until `deadline` (epoch ms on the clock): past it, a 422 with `message`; the work is told to stop. */
-async function bounded<T>(clock: Clock, deadline: number | undefined, message: string, outer: AbortSignal, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function bounded<T>(
+  clock: Clock,
+  deadline: number | undefined,
+  message: string,
+  outer: AbortSignal,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const controller = new AbortController();
   const stop = () => controller.abort();
   outer.addEventListener("abort", stop);
@@ -61,9 +69,11 @@ async function bounded<T>(clock: Clock, deadline: number | undefined, message: s
   try {
     const racers = [work(controller.signal)];
     if (deadline !== undefined) {
-      racers.push(new Promise<never>((_, reject) => {
-        timer = clock.setTimer(Math.max(0, deadline - clock.now()), () => reject(errors.unprocessable(message)));
-      }));
+      racers.push(
+        new Promise<never>((_, reject) => {
+          timer = clock.setTimer(Math.max(0, deadline - clock.now()), () => reject(errors.unprocessable(message)));
+        }),
+      );
     }
     return await Promise.race(racers);
   } finally {
@@ -84,13 +94,21 @@ async function portsServed(manager: ProcessManager, pid: number, ports: number[]
     const run = manager.runOf(pid);
     if (!run?.alive) {
       const record = manager.get(String(pid));
-      throw errors.unprocessable(`process ended (${record?.status ?? "unknown"}, exit code ${record?.exitCode ?? -1}) before listening on port${ports.length > 1 ? "s" : ""} ${ports.join(", ")}`);
+      throw errors.unprocessable(
+        `process ended (${record?.status ?? "unknown"}, exit code ${record?.exitCode ?? -1}) before listening on port${ports.length > 1 ? "s" : ""} ${ports.join(", ")}`,
+      );
     }
     const served = await servedPorts(run.runPid, ports);
     if (ports.every((p) => served.has(p))) return;
     await new Promise<void>((resolve) => {
-      const wake = () => { clearTimeout(t); resolve(); };
-      const t = setTimeout(() => { signal.removeEventListener("abort", wake); resolve(); }, PORT_POLL_MS);
+      const wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+      const t = setTimeout(() => {
+        signal.removeEventListener("abort", wake);
+        resolve();
+      }, PORT_POLL_MS);
       signal.addEventListener("abort", wake, { once: true });
     });
   }

@@ -179,7 +179,10 @@ export async function follow(res: Response, manager: ProcessManager, pid: string
     }
     inbox.prepend(head);
   }
-  const gone = () => { unsubscribe(); inbox.close(); };
+  const gone = () => {
+    unsubscribe();
+    inbox.close();
+  };
   res.once("close", gone);
   try {
     await drain(res, inbox, sink);

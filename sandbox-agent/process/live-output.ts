@@ -77,7 +77,12 @@ export class LiveOutput {
       if (this.#ended) listener.end();
       else this.#listeners.add(listener);
       this.#reschedule();
-      return { backlog, unsubscribe: () => { this.#listeners.delete(listener); } };
+      return {
+        backlog,
+        unsubscribe: () => {
+          this.#listeners.delete(listener);
+        },
+      };
     });
   }
 
@@ -118,23 +123,31 @@ export class LiveOutput {
 
   #enqueue<T>(task: () => Promise<T>): Promise<T> {
     const run = this.#queue.then(task);
-    this.#queue = run.then(() => undefined, () => undefined);
+    this.#queue = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
   #schedule(): void {
     if (this.#ended) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#enqueue(async () => {
-        this.#grown = 0;
-        await this.#pumpAll();
-        this.#fastWriter = this.#grown > this.#options.capBytes / 4;
-        await this.#capAll();
-      })
-        .catch(() => undefined) // a vanished file (process pruned) ends nothing; the next tick retries
-        .finally(() => { if (!this.#ended && !this.#timer) this.#schedule(); });
-    }, this.#listeners.size > 0 || this.#fastWriter ? FAST_POLL_MS : SLOW_POLL_MS);
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#enqueue(async () => {
+          this.#grown = 0;
+          await this.#pumpAll();
+          this.#fastWriter = this.#grown > this.#options.capBytes / 4;
+          await this.#capAll();
+        })
+          .catch(() => undefined) // a vanished file (process pruned) ends nothing; the next tick retries
+          .finally(() => {
+            if (!this.#ended && !this.#timer) this.#schedule();
+          });
+      },
+      this.#listeners.size > 0 || this.#fastWriter ? FAST_POLL_MS : SLOW_POLL_MS,
+    );
     this.#timer.unref();
   }
 

@@ -197,7 +197,6 @@ export class ProcessManager {
     return row;
   }
 
-
   /**
    * An ended process whose group lives on (`sh -c 'server &'`): stop and kill
    * reach the group, as the reference's signal to `-pid` does; its record
@@ -215,7 +214,9 @@ export class ProcessManager {
 
   /** SIGKILL to what is left of the group when the stop's grace period ends. Not a run timer: it must outlive the leader, for members that ignore SIGTERM. */
   #killAfterGrace(group: number): void {
-    this.#o.clock.setTimer(this.#o.stopGraceMs, () => { if (groupAlive(group)) signalGroup(group, "SIGKILL"); });
+    this.#o.clock.setTimer(this.#o.stopGraceMs, () => {
+      if (groupAlive(group)) signalGroup(group, "SIGKILL");
+    });
   }
 
   #requireStdin(pidOrName: string): { running?: Running; name: string } {

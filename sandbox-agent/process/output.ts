@@ -13,7 +13,10 @@ export const STREAMS: readonly StreamName[] = ["stdout", "stderr"];
  * reader sees old + live, cut to the cap, tail kept.
  */
 export class LogFiles {
-  constructor(readonly dir: string, readonly id: string) {}
+  constructor(
+    readonly dir: string,
+    readonly id: string,
+  ) {}
 
   live(stream: StreamName): string {
     return join(this.dir, `${this.id}.${stream}.log`);
@@ -60,9 +63,7 @@ export class LogFiles {
   }
 
   async remove(): Promise<void> {
-    await Promise.all(
-      STREAMS.flatMap((s) => [this.live(s), this.old(s)]).map((p) => fsp.rm(p, { force: true })),
-    );
+    await Promise.all(STREAMS.flatMap((s) => [this.live(s), this.old(s)]).map((p) => fsp.rm(p, { force: true })));
   }
 }
 

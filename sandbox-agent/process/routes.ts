@@ -24,8 +24,16 @@ const ExecBody = StartProcessSchema.omit({ killAfter: true }).extend({
 function startRequest(body: z.infer<typeof ExecBody>): StartProcessRequest {
   const { timeout, killAfter } = timeoutsOf(body.timeout, body.keepAlive);
   return {
-    command: body.command, name: body.name, workingDir: body.workingDir, env: body.env, keepAlive: body.keepAlive,
-    timeout, killAfter, restartOnFailure: body.restartOnFailure, maxRestarts: body.maxRestarts, stdin: body.stdin,
+    command: body.command,
+    name: body.name,
+    workingDir: body.workingDir,
+    env: body.env,
+    keepAlive: body.keepAlive,
+    timeout,
+    killAfter,
+    restartOnFailure: body.restartOnFailure,
+    maxRestarts: body.maxRestarts,
+    stdin: body.stdin,
   };
 }
 
@@ -37,7 +45,9 @@ function wantsStream(req: Request): boolean {
 /** Aborted when the client goes away before the answer: a pending wait stops polling. */
 function clientGone(res: Response): AbortSignal {
   const controller = new AbortController();
-  res.once("close", () => { if (!res.writableFinished) controller.abort(); });
+  res.once("close", () => {
+    if (!res.writableFinished) controller.abort();
+  });
   return controller.signal;
 }
 
@@ -52,7 +62,12 @@ export function processRouter(manager: ProcessManager, clock: Clock, options: { 
     if (parsed.keepAlive && options.keepAliveDisabled) throw errors.badRequest(KEEP_ALIVE_DISABLED);
     const request = startRequest(parsed);
     if (wantsStream(req)) return execStream(req, res, manager, request, logMaxBytes);
-    const waits = { waitForCompletion: parsed.waitForCompletion, waitForPorts: parsed.waitForPorts ?? undefined, timeout: request.timeout ?? 0, signal: clientGone(res) };
+    const waits = {
+      waitForCompletion: parsed.waitForCompletion,
+      waitForPorts: parsed.waitForPorts ?? undefined,
+      timeout: request.timeout ?? 0,
+      signal: clientGone(res),
+    };
     const record = await execute(manager, clock, request, waits);
     if (parsed.waitForCompletion) {
       res.json(toProcessResponse(await manager.describe(record.pid, logMaxBytes)));

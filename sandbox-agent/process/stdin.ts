@@ -23,8 +23,12 @@ export class StdinPipe {
     this.#clock = clock;
     this.#stallMs = stallMs;
     // EPIPE when the process closed its end or exited: later writes are 409s, never a crash.
-    stream.on("error", (err: NodeJS.ErrnoException) => { this.#lost = err.code ?? err.message; });
-    stream.on("close", () => { this.#lost ??= "closed"; });
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      this.#lost = err.code ?? err.message;
+    });
+    stream.on("close", () => {
+      this.#lost ??= "closed";
+    });
   }
 
   get closed(): boolean {
@@ -34,7 +38,10 @@ export class StdinPipe {
   /** Writes `data`; resolves once the kernel took it. 409 when closed or lost; 503 when the process stopped reading. */
   write(id: string, data: Buffer): Promise<void> {
     const run = this.#queue.then(() => this.#writeNow(id, data));
-    this.#queue = run.then(() => undefined, () => undefined);
+    this.#queue = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -53,7 +60,8 @@ export class StdinPipe {
       const stall = this.#clock.setTimer(this.#stallMs, () => reject(errors.serviceUnavailable(`process '${id}' stopped reading its stdin`)));
       this.#stream.write(data, (err) => {
         stall.cancel();
-        if (err) reject(errors.conflict(`stdin of process '${id}' is gone (${(err as NodeJS.ErrnoException).code ?? err.message}): the process closed it or ended`));
+        if (err)
+          reject(errors.conflict(`stdin of process '${id}' is gone (${(err as NodeJS.ErrnoException).code ?? err.message}): the process closed it or ended`));
         else resolve();
       });
     });

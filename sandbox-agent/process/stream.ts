@@ -42,7 +42,9 @@ function batched(res: Response, format: Format): FollowSink {
 }
 
 function keepAlive(res: Response, ms: number, write: () => void): void {
-  const timer = setInterval(() => { if (!res.destroyed) write(); }, ms);
+  const timer = setInterval(() => {
+    if (!res.destroyed) write();
+  }, ms);
   timer.unref();
   res.once("close", () => clearInterval(timer));
   res.once("finish", () => clearInterval(timer));
@@ -65,11 +67,17 @@ export async function execStream(_req: Request, res: Response, manager: ProcessM
   const send = (type: string, data?: string) => void (!res.destroyed && res.write(event(type, data)));
   keepAlive(res, EXEC_KEEPALIVE_MS, () => send("keepalive"));
   try {
-    await follow(res, manager, started.pid, logMaxBytes, batched(res, {
-      line: (stream, line) => event(stream, line),
-      marker: () => undefined, // stop/kill notices and a dropped head are for the text stream; here the result says it
-      dropped: (_s, bytes, reason) => event("dropped", `${bytes} bytes of output dropped: ${dropReason(reason)}`),
-    }));
+    await follow(
+      res,
+      manager,
+      started.pid,
+      logMaxBytes,
+      batched(res, {
+        line: (stream, line) => event(stream, line),
+        marker: () => undefined, // stop/kill notices and a dropped head are for the text stream; here the result says it
+        dropped: (_s, bytes, reason) => event("dropped", `${bytes} bytes of output dropped: ${dropReason(reason)}`),
+      }),
+    );
     const final = await manager.describe(started.pid, logMaxBytes);
     send("result", JSON.stringify(toProcessResponse(final)));
   } catch (err) {
@@ -110,11 +118,17 @@ export async function followLogs(_req: Request, res: Response, manager: ProcessM
   const write = (text: string) => void (!res.destroyed && res.write(text));
   keepAlive(res, LOGS_KEEPALIVE_MS, () => write("[keepalive]\n"));
   try {
-    await follow(res, manager, record.pid, logMaxBytes, batched(res, {
-      line: (s, line) => (s === "stdout" && isAgentNotice(line) ? `${line}\n` : `${s}:${line}\n`),
-      marker: (_s, text) => text,
-      dropped: (_s, bytes, reason) => `[output dropped: ${bytes} bytes, ${dropReason(reason)}]\n`,
-    }));
+    await follow(
+      res,
+      manager,
+      record.pid,
+      logMaxBytes,
+      batched(res, {
+        line: (s, line) => (s === "stdout" && isAgentNotice(line) ? `${line}\n` : `${s}:${line}\n`),
+        marker: (_s, text) => text,
+        dropped: (_s, bytes, reason) => `[output dropped: ${bytes} bytes, ${dropReason(reason)}]\n`,
+      }),
+    );
   } catch (err) {
     write(`[error: ${(err as Error).message}]\n`);
   }

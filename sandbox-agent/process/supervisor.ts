@@ -97,7 +97,6 @@ export class Supervisor {
     this.#lingering.clear();
   }
 
-
   /**
    * Node forks synchronously (a few ms for a process of the agent's size), so
    * a burst of starts — a thousand `at` schedules due the same second — would
@@ -111,7 +110,7 @@ export class Supervisor {
   }
 
   #env(custom: Record<string, string> | undefined): NodeJS.ProcessEnv {
-    const base = typeof this.#o.baseEnv === "function" ? this.#o.baseEnv() : this.#o.baseEnv ?? process.env;
+    const base = typeof this.#o.baseEnv === "function" ? this.#o.baseEnv() : (this.#o.baseEnv ?? process.env);
     return { ...inheritedEnv(base), ...custom };
   }
 
@@ -191,7 +190,9 @@ export class Supervisor {
       capBytes: this.#o.logMaxBytes,
       dropped: { stdout: row.stdoutDropped, stderr: row.stderrDropped },
       offsets: adopted ? undefined : { stdout: 0, stderr: 0 },
-      onDropped: (d) => { if (!this.#closed) this.#store.setDropped(row.id, d.stdout, d.stderr); },
+      onDropped: (d) => {
+        if (!this.#closed) this.#store.setDropped(row.id, d.stdout, d.stderr);
+      },
     });
     const running: Running = { row, output, timers: [], waiters: [] };
     this.#running.set(row.id, running);
@@ -220,7 +221,8 @@ export class Supervisor {
     running.child?.stdin?.destroy(); // the run is over: free the pipe's descriptor (later writes are 409s)
     running.child = undefined;
     running.stdin = undefined;
-    const end = running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined && !exitKnown));
+    const end =
+      running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined && !exitKnown));
     // An adopted process (no spec: not our child, exit status unknown) is not restarted.
     if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);

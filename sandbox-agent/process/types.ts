@@ -79,4 +79,3 @@ export interface ProcessManagerOptions {
   /** Reads the sandbox's OOM-kill counter (cgroup `oom_kill`); undefined where there is none. */
   oomKills?: () => number | undefined;
 }
-

@@ -9,7 +9,10 @@ import type { StartProcessRequest } from "./types.js";
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 export const StartProcessSchema = z.object({
-  command: z.string().min(1, "is required and must not be empty").refine((c) => !c.includes("\0"), "must not contain NUL bytes"),
+  command: z
+    .string()
+    .min(1, "is required and must not be empty")
+    .refine((c) => !c.includes("\0"), "must not contain NUL bytes"),
   name: z
     .string()
     .min(1, "must not be empty")
@@ -22,7 +25,10 @@ export const StartProcessSchema = z.object({
   workingDir: z.string().optional(),
   env: z
     .record(
-      z.string().min(1).refine((k) => !k.includes("=") && !k.includes("\0"), "environment variable names must not contain '=' or NUL"),
+      z
+        .string()
+        .min(1)
+        .refine((k) => !k.includes("=") && !k.includes("\0"), "environment variable names must not contain '=' or NUL"),
       z.string().refine((v) => !v.includes("\0"), "must not contain NUL bytes"),
     )
     .optional(),

@@ -60,7 +60,7 @@ export function parseCron(expression: string): CronSpec {
   }
   if (!result.valid || !result.fields) {
     const first = result.errors[0];
-    const field = first ? NODE_CRON_FIELD[first.field] ?? first.field : "expression";
+    const field = first ? (NODE_CRON_FIELD[first.field] ?? first.field) : "expression";
     throw new CronError(`"${expression}": invalid ${field} field${first?.value !== undefined ? ` "${first.value}"` : ""}`);
   }
   const f = result.fields;

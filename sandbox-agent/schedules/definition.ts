@@ -19,7 +19,12 @@ export const ScheduleInputSchema = z.object(
     env: z.record(z.string(), z.string({ error: "values must be strings" })).optional(),
     keepAlive: z.boolean({ error: "must be a boolean" }).default(true),
     name: z.string().regex(PROCESS_NAME, "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit").optional(),
-    timeout: z.number({ error: "must be a number of seconds" }).int("must be a whole number of seconds").min(0, "must be >= 0 (0 = none)").max(30 * 86_400, "must be at most 30 days").default(DEFAULT_TIMEOUT_SECONDS),
+    timeout: z
+      .number({ error: "must be a number of seconds" })
+      .int("must be a whole number of seconds")
+      .min(0, "must be >= 0 (0 = none)")
+      .max(30 * 86_400, "must be at most 30 days")
+      .default(DEFAULT_TIMEOUT_SECONDS),
     workingDir: z.string().min(1, "must not be empty").optional(),
   },
   { error: "is required: an object with at least a command" },
@@ -55,7 +60,10 @@ export const ListSchedulesQuery = z.object({
   cursor: z.string().optional(),
   sort: SORT,
   // The SDK documents other values as ignored, not rejected.
-  type: z.string().optional().transform((t) => (t === "cron" || t === "at" ? t : undefined)),
+  type: z
+    .string()
+    .optional()
+    .transform((t) => (t === "cron" || t === "at" ? t : undefined)),
 });
 
 export const ListExecutionsQuery = z.object({

@@ -47,7 +47,15 @@ export function schedulesRouter(service: ScheduleService, options: ScheduleRoute
     const q = parse(ListSchedulesQuery, req.query, "query");
     const secrets = showSecrets(req, options.tokenRequired);
     const binding = { list: "schedules", type: q.type, sort: q.sort };
-    res.json(page(options.cursors, binding, q, (lq) => service.list({ type: q.type }, lq), (row) => presentSchedule(row, secrets)));
+    res.json(
+      page(
+        options.cursors,
+        binding,
+        q,
+        (lq) => service.list({ type: q.type }, lq),
+        (row) => presentSchedule(row, secrets),
+      ),
+    );
   });
 
   router.post("/", body, (req, res) => {

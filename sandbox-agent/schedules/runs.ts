@@ -76,7 +76,9 @@ export class Runs {
   kill(runs: Run[]): void {
     for (const run of runs) {
       this.#forget(run);
-      this.#o.runner.kill(run.processName).catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message, executionId: run.id }, "could not kill a replaced run"));
+      this.#o.runner
+        .kill(run.processName)
+        .catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message, executionId: run.id }, "could not kill a replaced run"));
     }
   }
 
@@ -86,10 +88,23 @@ export class Runs {
     try {
       // A scheduled run is killed at input.timeout whatever keepAlive says (documented): the kill timer is
       // explicit here, since a process's own timeout only bounds an HTTP caller's waits (reference §4.2).
-      await runner.start({ command: input.command, name: run.processName, workingDir: input.workingDir, env: input.env, timeout: input.timeout, killAfter: input.timeout, keepAlive: input.keepAlive });
+      await runner.start({
+        command: input.command,
+        name: run.processName,
+        workingDir: input.workingDir,
+        env: input.env,
+        timeout: input.timeout,
+        killAfter: input.timeout,
+        keepAlive: input.keepAlive,
+      });
     } catch (err) {
       const status = (err as { status?: number }).status;
-      this.#settle(run, { status: "failed", status_code: typeof status === "number" ? status : 500, error: `could not start the process: ${(err as Error).message}`, completed_at: clock.now() });
+      this.#settle(run, {
+        status: "failed",
+        status_code: typeof status === "number" ? status : 500,
+        error: `could not start the process: ${(err as Error).message}`,
+        completed_at: clock.now(),
+      });
       logger.warn({ scheduleId: run.scheduleId, executionId: run.id, err: (err as Error).message }, "scheduled run failed to start");
       return;
     }
@@ -101,7 +116,10 @@ export class Runs {
     const { runner, clock, logger } = this.#o;
     try {
       const process = await runner.waitForExit(run.processName);
-      const output = await runner.logs(run.processName).then((l) => tail(l.logs), () => "");
+      const output = await runner.logs(run.processName).then(
+        (l) => tail(l.logs),
+        () => "",
+      );
       const outcome = outcomeOf(process, run.timeout);
       this.#settle(run, { status: outcome.status, exit_code: outcome.exitCode, error: outcome.error, output, completed_at: clock.now() });
       logger.info({ scheduleId: run.scheduleId, executionId: run.id, status: outcome.status, exitCode: outcome.exitCode }, "scheduled run finished");

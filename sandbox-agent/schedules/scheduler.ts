@@ -145,7 +145,10 @@ export class Scheduler {
     const due = this.#queue.popDue(now);
     if (due.length > 0) {
       try {
-        this.#fire(due.map((d) => d.id), now);
+        this.#fire(
+          due.map((d) => d.id),
+          now,
+        );
       } catch (err) {
         // Nothing was recorded (the transaction rolled back): try again shortly.
         this.#o.logger.error({ err, schedules: due.length }, "firing schedules failed; retrying in 5 s");
@@ -168,7 +171,7 @@ export class Scheduler {
         const at = armed?.row.next_due_at;
         if (!armed || at === null || at === undefined) continue;
         const { row: schedule, input } = armed;
-        const trigger: ExecutionTrigger =  at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
+        const trigger: ExecutionTrigger = at < this.#startedAt || now - at > CATCH_UP_AFTER_MS ? "catch-up" : "schedule";
         const decision = decideOverlap(schedule.concurrency_policy as ConcurrencyPolicy, this.#runs.of(id).length);
         const execution = this.#newExecution(schedule, input, trigger, at, now, decision === "skip" ? "skipped" : "running");
         if (decision === "replace") kills.push(...this.#runs.replaceAll(id, now));
@@ -179,7 +182,11 @@ export class Scheduler {
         else store.setDue(id, next, at);
         rearm.push({ id, next, at });
         if (run) launches.push({ run, input });
-        if (logFires) this.#o.logger.info({ scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() }, "schedule fired");
+        if (logFires)
+          this.#o.logger.info(
+            { scheduleId: id, executionId: execution.id, trigger, status: execution.status, dueAt: new Date(at).toISOString() },
+            "schedule fired",
+          );
       }
     });
     // Committed: now the in-memory state may follow.
@@ -194,7 +201,14 @@ export class Scheduler {
     for (const { run, input } of launches) void this.#runs.launch(run, input);
   }
 
-  #newExecution(schedule: ScheduleRow, input: ScheduleInput, trigger: ExecutionTrigger, dueAt: number | null, now: number, status: "running" | "skipped"): NewExecution {
+  #newExecution(
+    schedule: ScheduleRow,
+    input: ScheduleInput,
+    trigger: ExecutionTrigger,
+    dueAt: number | null,
+    now: number,
+    status: "running" | "skipped",
+  ): NewExecution {
     const id = this.#o.ids();
     const skipped = status === "skipped";
     return {

@@ -116,7 +116,8 @@ export interface ListQuery {
 }
 
 const SCHEDULE_COLUMNS = "id, sandbox, type, value, timezone, concurrency_policy, input, max_executions, created_at, updated_at, next_due_at, last_due_at";
-const EXECUTION_COLUMNS = "id, schedule_id, sandbox, trigger, due_at, created_at, executed_at, completed_at, status, status_code, exit_code, process_name, timeout, error, output";
+const EXECUTION_COLUMNS =
+  "id, schedule_id, sandbox, trigger, due_at, created_at, executed_at, completed_at, status, status_code, exit_code, process_name, timeout, error, output";
 const PATCHABLE = ["executed_at", "completed_at", "status", "status_code", "exit_code", "error", "output"] as const;
 
 export class ScheduleStore {
@@ -132,7 +133,11 @@ export class ScheduleStore {
   constructor(db: Db, box?: SecretBox) {
     this.#db = db;
     this.#box = box;
-    const named = (cols: string) => cols.split(", ").map((c) => `@${c}`).join(", ");
+    const named = (cols: string) =>
+      cols
+        .split(", ")
+        .map((c) => `@${c}`)
+        .join(", ");
     this.#s = {
       insertSchedule: db.prepare(`INSERT INTO schedules (${SCHEDULE_COLUMNS}) VALUES (${named(SCHEDULE_COLUMNS)})`),
       replaceSchedule: db.prepare(
@@ -150,9 +155,7 @@ export class ScheduleStore {
       setDue: db.prepare("UPDATE schedules SET next_due_at = ?, last_due_at = ? WHERE id = ?"),
       insertExecution: db.prepare(`INSERT INTO schedule_executions (${EXECUTION_COLUMNS}) VALUES (${named(EXECUTION_COLUMNS)})`),
       countExecutions: db.prepare("SELECT COUNT(*) AS n FROM schedule_executions WHERE schedule_id = ?"),
-      deleteOldest: db.prepare(
-        "DELETE FROM schedule_executions WHERE seq IN (SELECT seq FROM schedule_executions WHERE schedule_id = ? ORDER BY seq LIMIT ?)",
-      ),
+      deleteOldest: db.prepare("DELETE FROM schedule_executions WHERE seq IN (SELECT seq FROM schedule_executions WHERE schedule_id = ? ORDER BY seq LIMIT ?)"),
       getExecution: db.prepare("SELECT * FROM schedule_executions WHERE seq = ?"),
       failRunning: db.prepare("UPDATE schedule_executions SET status = 'failed', error = ?, completed_at = ? WHERE status = 'running'"),
     };

@@ -65,7 +65,14 @@ export function canonicalTimeZone(timeZone: string): string {
 export function localTime(ms: number, timeZone: string): LocalTime {
   if (isUtc(timeZone)) {
     const d = new Date(ms);
-    return { year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), hour: d.getUTCHours(), minute: d.getUTCMinutes(), second: d.getUTCSeconds() };
+    return {
+      year: d.getUTCFullYear(),
+      month: d.getUTCMonth() + 1,
+      day: d.getUTCDate(),
+      hour: d.getUTCHours(),
+      minute: d.getUTCMinutes(),
+      second: d.getUTCSeconds(),
+    };
   }
   const out: Record<string, number> = {};
   for (const part of formatterFor(timeZone).formatToParts(new Date(ms))) {

@@ -83,7 +83,8 @@ export function resolveTiming(type: "cron" | "at" | "sleep", value: string, time
     return { type: "at", value: new Date(now + ms).toISOString() };
   }
   const at = parseRfc3339(text) ?? parseNaturalDate(text, timeZone, now);
-  if (at === null) throw new TimingError(`"${value}" is neither an RFC 3339 date-time (2026-07-01T09:00:00Z) nor a date chrono understands ("tomorrow at 9am", "in 2 hours")`);
+  if (at === null)
+    throw new TimingError(`"${value}" is neither an RFC 3339 date-time (2026-07-01T09:00:00Z) nor a date chrono understands ("tomorrow at 9am", "in 2 hours")`);
   if (at <= now) throw new TimingError(`"${value}" (${new Date(at).toISOString()}) is in the past`);
   return { type: "at", value: new Date(at).toISOString() };
 }

@@ -63,7 +63,13 @@ type Match = { path: string; score?: number };
 
 /** The answers of every worker that took part in a walk, in share order, as one reply. */
 export function joinShares(job: SearchJob, parts: ShareAnswer[][]): string {
-  return joinAnswers(job, parts.flat().sort((a, b) => a.share - b.share).map((a) => a.answer));
+  return joinAnswers(
+    job,
+    parts
+      .flat()
+      .sort((a, b) => a.share - b.share)
+      .map((a) => a.answer),
+  );
 }
 
 /**

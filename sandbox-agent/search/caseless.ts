@@ -33,7 +33,15 @@ function isLetter(byte: number): boolean {
 /** Every spelling of `bytes` (already folded) with each letter in either case. */
 function spellings(bytes: Uint8Array): Buffer[] {
   let out: number[][] = [[]];
-  for (const byte of bytes) out = out.flatMap((prefix) => (isLetter(byte) ? [[...prefix, byte], [...prefix, byte - 32]] : [[...prefix, byte]]));
+  for (const byte of bytes)
+    out = out.flatMap((prefix) =>
+      isLetter(byte)
+        ? [
+            [...prefix, byte],
+            [...prefix, byte - 32],
+          ]
+        : [[...prefix, byte]],
+    );
   return out.map((b) => Buffer.from(b));
 }
 

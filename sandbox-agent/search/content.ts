@@ -204,7 +204,7 @@ export class ContentSearcher {
       to = next < 0 ? window.length : next;
     }
     const lines: string[] = [];
-    for (let s = from; ; ) {
+    for (let s = from; ;) {
       let e = window.indexOf(NEWLINE, s);
       if (e < 0 || e > to) e = Math.min(to, window.length);
       lines.push(lineText(window, s, e));

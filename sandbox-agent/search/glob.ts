@@ -134,7 +134,8 @@ export function compilePatterns(patterns: readonly string[]): EntryMatcher | und
     const pattern = raw.trim().replace(/^\.\//, "");
     if (!pattern) continue;
     if (pattern.includes("/")) byPath.push(globToRegExp(pattern.replace(/\/+$/, "")));
-    else if (/^\*[^*?[{\\]+$/.test(pattern)) suffixes.push(pattern.slice(1)); // `*.md`: a suffix test, the common case
+    else if (/^\*[^*?[{\\]+$/.test(pattern))
+      suffixes.push(pattern.slice(1)); // `*.md`: a suffix test, the common case
     else if (hasGlobSyntax(pattern)) byName.push(globToRegExp(pattern));
     else names.add(pattern);
   }

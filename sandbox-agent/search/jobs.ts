@@ -47,7 +47,13 @@ function stopper(deadline: number, cancelled: () => boolean): { shouldStop: () =
 
 function walkOptions(job: SearchJob, shouldStop: () => boolean): WalkOptions {
   const o = job.options;
-  return { excludeDirs: compilePatterns(o.excludeDirs), excludeHidden: o.excludeHidden, maxDepth: o.maxDepth, shouldStop, topLevel: job.topLevel && new Set(job.topLevel) };
+  return {
+    excludeDirs: compilePatterns(o.excludeDirs),
+    excludeHidden: o.excludeHidden,
+    maxDepth: o.maxDepth,
+    shouldStop,
+    topLevel: job.topLevel && new Set(job.topLevel),
+  };
 }
 
 function meta(total: number, truncated: boolean, unreadable: number): SearchMeta {

@@ -92,10 +92,13 @@ export class SearchPool {
     const onAbort = () => Atomics.store(flag, 0, 1);
     signal.addEventListener("abort", onAbort, { once: true });
     const id = this.#nextId++;
-    const stuck = setTimeout(() => {
-      this.#logger.warn({ kind: job.kind }, "search did not stop at its deadline: terminating its worker");
-      void worker.worker.terminate();
-    }, Math.max(0, job.deadline - Date.now()) + STUCK_GRACE_MS);
+    const stuck = setTimeout(
+      () => {
+        this.#logger.warn({ kind: job.kind }, "search did not stop at its deadline: terminating its worker");
+        void worker.worker.terminate();
+      },
+      Math.max(0, job.deadline - Date.now()) + STUCK_GRACE_MS,
+    );
     try {
       return await new Promise<ShareAnswer[]>((resolve, reject) => {
         worker.pending.set(id, { resolve, reject });

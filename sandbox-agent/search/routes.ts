@@ -89,7 +89,9 @@ export function findRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = 
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
     const options = parseFindQuery(req.query);
-    const json = await inSearchDir(paths, req, notFound, (hostDir) => runShared(pool, { kind: "find", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const json = await inSearchDir(paths, req, notFound, (hostDir) =>
+      runShared(pool, { kind: "find", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
+    );
     sendJson(res, json);
   });
   return router;
@@ -100,7 +102,9 @@ export function fuzzySearchRouter(paths: SandboxPaths, pool: SearchPool, timeLim
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
     const options = parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path)));
-    const json = await inSearchDir(paths, req, notFound, (hostDir) => runShared(pool, { kind: "fuzzy", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const json = await inSearchDir(paths, req, notFound, (hostDir) =>
+      runShared(pool, { kind: "fuzzy", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
+    );
     sendJson(res, json);
   });
   return router;
@@ -112,7 +116,9 @@ export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeL
   router.get("/{*rest}", async (req, res) => {
     const options = parseGrepQuery(req.query);
     const missing = (path: string) => errors.badRequest(`specified directory does not exist: ${path}`);
-    const json = await inSearchDir(paths, req, missing, (hostDir) => runShared(pool, { kind: "grep", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res));
+    const json = await inSearchDir(paths, req, missing, (hostDir) =>
+      runShared(pool, { kind: "grep", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
+    );
     sendJson(res, json);
   });
   return router;

@@ -61,7 +61,8 @@ export function systemRouter(deps: SystemDeps): Router {
     const body = UpgradeBody.safeParse(req.body ?? {});
     if (!body.success) throw errors.badRequest(`invalid request body: ${body.error.issues[0]?.message ?? "not an object"}`);
     const trigger = deps.upgrades.trigger;
-    if (!trigger) throw new ApiError("not_implemented", "POST /upgrade: this agent was not started by sandbox-agent's entry point, so it cannot replace itself");
+    if (!trigger)
+      throw new ApiError("not_implemented", "POST /upgrade: this agent was not started by sandbox-agent's entry point, so it cannot replace itself");
     if (deps.upgrades.last.status === "running") throw errors.conflict("an upgrade is already in progress");
     res.json({ path: "", message: "Upgrade initiated" });
     res.once("finish", () => trigger(body.data.version ?? "latest"));

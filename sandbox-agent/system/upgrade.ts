@@ -96,7 +96,9 @@ export function successorArgv(argv: string[], port: number, hasToken: boolean): 
 function message(child: ChildProcess, expected: string, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => done(new Error(`the new agent did not say "${expected}" within ${timeoutMs / 1000} s`)), timeoutMs);
-    const onMessage = (m: unknown) => { if (m === expected) done(); };
+    const onMessage = (m: unknown) => {
+      if (m === expected) done();
+    };
     const onExit = (code: number | null, signal: NodeJS.Signals | null) => done(new Error(`the new agent exited (code ${code}, signal ${signal})`));
     const done = (err?: Error) => {
       clearTimeout(timer);

@@ -98,7 +98,7 @@ export function bridge(ws: WebSocket, pty: IPty, logger: Logger, flow: FlowLimit
       frame = ClientFrame.parse(JSON.parse(isBinary ? Buffer.from(raw as Buffer).toString("utf8") : String(raw)));
     } catch {
       // The reference logs and ignores a frame it cannot read; saying so lets a client see its mistake.
-      ws.send(JSON.stringify({ type: "error", data: "unreadable frame: send {type:\"input\",data} or {type:\"resize\",cols,rows}" }));
+      ws.send(JSON.stringify({ type: "error", data: 'unreadable frame: send {type:"input",data} or {type:"resize",cols,rows}' }));
       return;
     }
     if (frame.type === "input") {

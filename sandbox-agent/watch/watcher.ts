@@ -103,7 +103,9 @@ export class DirectoryWatcher {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOENT" || code === "ENOTDIR" || code === "EACCES") return []; // gone or unreadable meanwhile
-      this.#o.onError(code === "ENOSPC" ? new Error(`cannot watch ${sandbox}: the inotify watch limit is reached (fs.inotify.max_user_watches)`) : (err as Error));
+      this.#o.onError(
+        code === "ENOSPC" ? new Error(`cannot watch ${sandbox}: the inotify watch limit is reached (fs.inotify.max_user_watches)`) : (err as Error),
+      );
       return [];
     }
     watcher.on("error", () => this.#remove(host));

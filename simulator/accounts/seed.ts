@@ -31,7 +31,10 @@ export const SeedSchema = z.strictObject({
 });
 export type Seed = z.infer<typeof SeedSchema>;
 
-export function createWorkspace(deps: SimCore, input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string }): Record<string, unknown> {
+export function createWorkspace(
+  deps: SimCore,
+  input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string },
+): Record<string, unknown> {
   const now = deps.clock.now();
   if (deps.accounts.workspace(input.name)) throw errors.conflict(`workspace "${input.name}" already exists`);
   if (!deps.accounts.account(input.accountId)) throw errors.badRequest(`accountId: account "${input.accountId}" does not exist`);
@@ -71,10 +74,26 @@ export function applySeed(deps: SimCore, seed: Seed): { accounts: number; worksp
         deps.accounts.setMembership(user.sub, ws, u.role);
       }
       if (u.apiKey && !deps.credentials.apiKeyBySecret(u.apiKey)) {
-        deps.credentials.insertApiKey({ id: deps.ids(), key_hash: digest(u.apiKey), name: "seed", sub: user.sub, sub_type: "user", expires_in: null, expires_ms: null, created_at: iso(now), created_by: user.sub });
+        deps.credentials.insertApiKey({
+          id: deps.ids(),
+          key_hash: digest(u.apiKey),
+          name: "seed",
+          sub: user.sub,
+          sub_type: "user",
+          expires_in: null,
+          expires_ms: null,
+          created_at: iso(now),
+          created_by: user.sub,
+        });
       }
     }
-    for (const c of seed.oauthClients) deps.credentials.putOAuthClient({ client_id: c.clientId, name: c.name ?? c.clientId, redirect_uris: JSON.stringify(c.redirectUris), created_at: iso(now) });
+    for (const c of seed.oauthClients)
+      deps.credentials.putOAuthClient({
+        client_id: c.clientId,
+        name: c.name ?? c.clientId,
+        redirect_uris: JSON.stringify(c.redirectUris),
+        created_at: iso(now),
+      });
   });
   run();
   return { accounts: seed.accounts.length, workspaces: seed.workspaces.length, users: seed.users.length, oauthClients: seed.oauthClients.length };

@@ -16,7 +16,13 @@ const SaBody = z.strictObject({ name: z.string().min(1).max(63), description: z.
 const SaUpdate = z.strictObject({ name: z.string().min(1).max(63).optional(), description: z.string().max(500).optional() });
 const KeyBody = z.strictObject({ name: z.string().max(63).optional(), expires_in: z.string().optional() });
 
-const renderSa = (sa: ServiceAccountRow) => ({ client_id: sa.client_id, name: sa.name, description: sa.description, created_at: sa.created_at, updated_at: sa.updated_at });
+const renderSa = (sa: ServiceAccountRow) => ({
+  client_id: sa.client_id,
+  name: sa.name,
+  description: sa.description,
+  created_at: sa.created_at,
+  updated_at: sa.updated_at,
+});
 
 export function renderApiKey(key: ApiKeyRow, value?: string) {
   return {
@@ -75,21 +81,41 @@ export function createApiKey(ctx: OpContext, sub: string, subType: ApiKeyRow["su
 }
 
 export const serviceAccountOperations: Operation[] = [
-  { id: "getWorkspaceServiceAccounts", method: "get", path: "/service_accounts", scope: "apiKey:list", handler: (ctx) => ctx.deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa) },
   {
-    id: "createWorkspaceServiceAccount", method: "post", path: "/service_accounts", scope: "admin",
+    id: "getWorkspaceServiceAccounts",
+    method: "get",
+    path: "/service_accounts",
+    scope: "apiKey:list",
+    handler: (ctx) => ctx.deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa),
+  },
+  {
+    id: "createWorkspaceServiceAccount",
+    method: "post",
+    path: "/service_accounts",
+    scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const body = parse(SaBody, ctx.body ?? {}, "body");
       const now = iso(ctx.deps.clock.now());
       const secret = randomToken(32);
-      const row: ServiceAccountRow = { client_id: ctx.deps.ids(), workspace: ctx.workspace, name: body.name, description: body.description ?? "", secret_hash: digest(secret), created_at: now, updated_at: now };
+      const row: ServiceAccountRow = {
+        client_id: ctx.deps.ids(),
+        workspace: ctx.workspace,
+        name: body.name,
+        description: body.description ?? "",
+        secret_hash: digest(secret),
+        created_at: now,
+        updated_at: now,
+      };
       ctx.deps.credentials.insertServiceAccount(row);
       return { ...renderSa(row), client_secret: secret };
     },
   },
   {
-    id: "updateWorkspaceServiceAccount", method: "put", path: "/service_accounts/:clientId", scope: "admin",
+    id: "updateWorkspaceServiceAccount",
+    method: "put",
+    path: "/service_accounts/:clientId",
+    scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const sa = loadSa(ctx);
@@ -100,7 +126,10 @@ export const serviceAccountOperations: Operation[] = [
     },
   },
   {
-    id: "deleteWorkspaceServiceAccount", method: "delete", path: "/service_accounts/:clientId", scope: "admin",
+    id: "deleteWorkspaceServiceAccount",
+    method: "delete",
+    path: "/service_accounts/:clientId",
+    scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       const sa = loadSa(ctx);
@@ -109,16 +138,28 @@ export const serviceAccountOperations: Operation[] = [
       return renderSa(sa);
     },
   },
-  { id: "listApiKeysForServiceAccount", method: "get", path: "/service_accounts/:clientId/api_keys", scope: "apiKey:list", handler: (ctx) => ctx.deps.credentials.apiKeysOf(loadSa(ctx).client_id).map((k) => renderApiKey(k)) },
   {
-    id: "createApiKeyForServiceAccount", method: "post", path: "/service_accounts/:clientId/api_keys", scope: "admin",
+    id: "listApiKeysForServiceAccount",
+    method: "get",
+    path: "/service_accounts/:clientId/api_keys",
+    scope: "apiKey:list",
+    handler: (ctx) => ctx.deps.credentials.apiKeysOf(loadSa(ctx).client_id).map((k) => renderApiKey(k)),
+  },
+  {
+    id: "createApiKeyForServiceAccount",
+    method: "post",
+    path: "/service_accounts/:clientId/api_keys",
+    scope: "admin",
     handler: (ctx) => {
       requireAdmin(ctx);
       return createApiKey(ctx, loadSa(ctx).client_id, "service_account", parse(KeyBody, ctx.body ?? {}, "body"));
     },
   },
   {
-    id: "deleteApiKeyForServiceAccount", method: "delete", path: "/service_accounts/:clientId/api_keys/:apiKeyId", scope: "apiKey:write",
+    id: "deleteApiKeyForServiceAccount",
+    method: "delete",
+    path: "/service_accounts/:clientId/api_keys/:apiKeyId",
+    scope: "apiKey:write",
     handler: (ctx) => {
       requireAdmin(ctx);
       const sa = loadSa(ctx);

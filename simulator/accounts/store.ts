@@ -4,8 +4,18 @@ import { toIso as iso } from "../../src/clock.js";
 
 export type Role = "admin" | "member";
 
-export interface AccountRow { id: string; name: string; created_at: string }
-export interface UserRow { sub: string; email: string; account_id: string; role: Role; created_at: string }
+export interface AccountRow {
+  id: string;
+  name: string;
+  created_at: string;
+}
+export interface UserRow {
+  sub: string;
+  email: string;
+  account_id: string;
+  role: Role;
+  created_at: string;
+}
 export interface WorkspaceRecord {
   name: string;
   accountId: string;
@@ -37,7 +47,9 @@ export class AccountStore {
       insertUser: db.prepare("INSERT INTO users (sub, email, account_id, role, created_at) VALUES (?, ?, ?, ?, ?)"),
       user: db.prepare("SELECT * FROM users WHERE sub = ?"),
       userByEmail: db.prepare("SELECT * FROM users WHERE email = ?"),
-      upsertMembership: db.prepare("INSERT INTO memberships (sub, workspace, role) VALUES (?, ?, ?) ON CONFLICT(sub, workspace) DO UPDATE SET role = excluded.role"),
+      upsertMembership: db.prepare(
+        "INSERT INTO memberships (sub, workspace, role) VALUES (?, ?, ?) ON CONFLICT(sub, workspace) DO UPDATE SET role = excluded.role",
+      ),
       deleteMembership: db.prepare("DELETE FROM memberships WHERE sub = ? AND workspace = ?"),
       membershipsOfUser: db.prepare("SELECT workspace, role FROM memberships WHERE sub = ?"),
       membersOfWorkspace: db.prepare("SELECT u.*, m.role AS ws_role FROM memberships m JOIN users u ON u.sub = m.sub WHERE m.workspace = ? ORDER BY u.email"),

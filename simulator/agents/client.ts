@@ -16,7 +16,11 @@ export interface AgentCall {
   body?: unknown;
 }
 
-const CODE_OF_STATUS = new Map<number, ErrorCode>(Object.entries(ERROR_CODES).filter(([code]) => code !== "invalid_api_version").map(([code, status]) => [status, code as ErrorCode]));
+const CODE_OF_STATUS = new Map<number, ErrorCode>(
+  Object.entries(ERROR_CODES)
+    .filter(([code]) => code !== "invalid_api_version")
+    .map(([code, status]) => [status, code as ErrorCode]),
+);
 
 function unavailable(workspace: string, sandbox: string, why: string): ApiError {
   return errors.serviceUnavailable(`sandbox "${sandbox}" in workspace "${workspace}" is unavailable: ${why}`);

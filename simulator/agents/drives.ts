@@ -52,10 +52,12 @@ function writeAccessFile(path: string, content: unknown): void {
  */
 export async function retireDrive(agents: SandboxAgents, workspace: string, sandboxes: string[], drive: string): Promise<void> {
   const running = sandboxes.filter((s) => agents.get(workspace, s) !== undefined);
-  const answers = await Promise.all(running.map(async (sandbox) => {
-    const { mounts } = await callAgent<{ mounts: { driveName: string; mountPath: string }[] }>(agents, workspace, sandbox, { path: "/drives/mount" });
-    return mounts.filter((m) => m.driveName === drive).map((m) => `sandbox "${sandbox}" at ${m.mountPath}`);
-  }));
+  const answers = await Promise.all(
+    running.map(async (sandbox) => {
+      const { mounts } = await callAgent<{ mounts: { driveName: string; mountPath: string }[] }>(agents, workspace, sandbox, { path: "/drives/mount" });
+      return mounts.filter((m) => m.driveName === drive).map((m) => `sandbox "${sandbox}" at ${m.mountPath}`);
+    }),
+  );
   const users = answers.flat();
   if (users.length > 0) throw errors.conflict(`drive "${drive}" is mounted in ${users.join(", ")}: unmount it first`);
   rmSync(driveDir(agents, workspace, drive), { recursive: true, force: true });

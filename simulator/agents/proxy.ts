@@ -43,14 +43,16 @@ export async function sandboxUpstream(deps: Sources, agents: SandboxAgents, targ
   }
   expireDueSandboxes(deps as SimDeps, { workspace: target.workspace, sandbox: target.sandbox });
   const status = deps.resources.get(target.workspace, "sandbox", target.sandbox)?.status;
-  const gone = (why: string) => edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}"${why}`));
+  const gone = (why: string) =>
+    edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}"${why}`));
   if (status === "TERMINATED" || status === "DELETING") throw gone(` (${status})`);
   try {
     return await agents.upstream(target);
   } catch (err) {
     if (!(err instanceof ApiError) || (err.status !== 404 && err.status !== 503)) throw err;
     if (status === undefined && err.status === 404) throw gone("");
-    const why = status && STOPPED.has(status) ? `it is ${status}` : err.status === 503 ? err.message.replace(/^.*is unavailable: /, "") : "its agent is not running";
+    const why =
+      status && STOPPED.has(status) ? `it is ${status}` : err.status === 503 ? err.message.replace(/^.*is unavailable: /, "") : "its agent is not running";
     throw edgeError("WORKLOAD_UNAVAILABLE", errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: ${why}`));
   }
 }
@@ -112,15 +114,18 @@ function workspaceIdIndex(accounts: AccountStore): (id: string) => string | unde
 export function withoutQueryParameter(path: string, name: string): string {
   const q = path.indexOf("?");
   if (q < 0) return path;
-  const kept = path.slice(q + 1).split("&").filter((pair) => {
-    const rawName = pair.split("=", 1)[0]!.replace(/\+/g, " ");
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(rawName);
-    } catch {
-      decoded = rawName;
-    }
-    return decoded !== name && !decoded.startsWith(`${name}[`);
-  });
+  const kept = path
+    .slice(q + 1)
+    .split("&")
+    .filter((pair) => {
+      const rawName = pair.split("=", 1)[0]!.replace(/\+/g, " ");
+      let decoded: string;
+      try {
+        decoded = decodeURIComponent(rawName);
+      } catch {
+        decoded = rawName;
+      }
+      return decoded !== name && !decoded.startsWith(`${name}[`);
+    });
   return kept.length ? `${path.slice(0, q)}?${kept.join("&")}` : path.slice(0, q);
 }

@@ -103,7 +103,11 @@ export class SandboxAgents {
   constructor(private readonly options: SandboxAgentsOptions) {
     this.startQueue = options.startQueue ?? new StartQueue();
     const launcher = options.launcher;
-    this.snapshots = new SnapshotFiles(options.dir, (path) => removeTree(path, launcher), launcher?.copyTree ? (source, target) => launcher.copyTree!(source, target) : undefined);
+    this.snapshots = new SnapshotFiles(
+      options.dir,
+      (path) => removeTree(path, launcher),
+      launcher?.copyTree ? (source, target) => launcher.copyTree!(source, target) : undefined,
+    );
     this.retired = new RetiredSandboxes(options.dir, options.now ?? Date.now, options.logger, options.launcher);
     this.retired.sweep(); // what came due while a --data simulator was down
     if ((options.sweepEveryMs ?? 60_000) > 0) this.retired.startSweeping(options.sweepEveryMs ?? 60_000);
@@ -174,7 +178,16 @@ export class SandboxAgents {
   prepare(workspace: string): void {
     const dir = this.sandboxDir(workspace, "prepared");
     const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, "prepared").spec : undefined;
-    this.options.launcher.prepare?.({ workspace, sandbox: "prepared", rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token: "", drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, egress });
+    this.options.launcher.prepare?.({
+      workspace,
+      sandbox: "prepared",
+      rootDir: join(dir, "root"),
+      dataDir: join(dir, "agent"),
+      token: "",
+      drivesDir: this.drivesDir(workspace),
+      logLevel: this.options.logLevel,
+      egress,
+    });
   }
 
   /**
@@ -185,7 +198,9 @@ export class SandboxAgents {
   async applyNetwork(workspace: string, sandbox: string): Promise<void> {
     const set = this.running.get(key(workspace, sandbox))?.supervisor.setDirectOutbound;
     if (!set || !this.options.egress) return;
-    await set(this.options.egress.directAllowed(workspace, sandbox)).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "applying the sandbox's network failed"));
+    await set(this.options.egress.directAllowed(workspace, sandbox)).catch((err: Error) =>
+      this.options.logger?.warn({ workspace, sandbox, err: err.message }, "applying the sandbox's network failed"),
+    );
   }
 
   /** Starts (or returns the already running) agent of a sandbox; resolves once it is healthy. */
@@ -200,18 +215,43 @@ export class SandboxAgents {
     const image = { services: [] as ImageService[] }; // the image's processes (its entrypoint's), started with each agent
     const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, sandbox) : undefined;
     if (!this.options.launcher.egress && this.options.egress?.hasPolicy(workspace, sandbox)) {
-      this.options.logger?.warn({ workspace, sandbox, launcher: this.options.launcher.name }, "this launcher cannot enforce spec.network (no network of the sandbox's own): its policy and routing rules are not applied");
+      this.options.logger?.warn(
+        { workspace, sandbox, launcher: this.options.launcher.name },
+        "this launcher cannot enforce spec.network (no network of the sandbox's own): its policy and routing rules are not applied",
+      );
     }
     const supervisor = new AgentSupervisor(
       this.options.launcher,
-      { workspace, sandbox, rootDir: join(dir, "root"), dataDir: join(dir, "agent"), token, env: egress ? { ...egress.env, ...opts.env } : opts.env, egress: egress?.spec, image: opts.image, memoryMb: opts.memoryMb, drivesDir: this.drivesDir(workspace), logLevel: this.options.logLevel, mounts: mounts.length > 0 ? mounts : undefined },
-      { ...this.options.supervisor, onEvent: (event) => {
-        if (event.type === "started" || event.type === "restarted") this.standby?.add(key(workspace, sandbox));
-        else if (event.type !== "queued") this.standby?.remove(key(workspace, sandbox));
-        this.options.onEvent?.(workspace, sandbox, event);
-        if (event.type === "restarted") void this.applyNetwork(workspace, sandbox);
-        if (event.type === "restarted") void startImageServices({ url: event.url, socketPath: event.socketPath }, token, image.services, this.options.logger?.child({ workspace, sandbox }));
-      } },
+      {
+        workspace,
+        sandbox,
+        rootDir: join(dir, "root"),
+        dataDir: join(dir, "agent"),
+        token,
+        env: egress ? { ...egress.env, ...opts.env } : opts.env,
+        egress: egress?.spec,
+        image: opts.image,
+        memoryMb: opts.memoryMb,
+        drivesDir: this.drivesDir(workspace),
+        logLevel: this.options.logLevel,
+        mounts: mounts.length > 0 ? mounts : undefined,
+      },
+      {
+        ...this.options.supervisor,
+        onEvent: (event) => {
+          if (event.type === "started" || event.type === "restarted") this.standby?.add(key(workspace, sandbox));
+          else if (event.type !== "queued") this.standby?.remove(key(workspace, sandbox));
+          this.options.onEvent?.(workspace, sandbox, event);
+          if (event.type === "restarted") void this.applyNetwork(workspace, sandbox);
+          if (event.type === "restarted")
+            void startImageServices(
+              { url: event.url, socketPath: event.socketPath },
+              token,
+              image.services,
+              this.options.logger?.child({ workspace, sandbox }),
+            );
+        },
+      },
     );
     // A sandbox of the same name being deleted: its agent stops and its files move aside first.
     const ready = (this.retiring.get(key(workspace, sandbox)) ?? Promise.resolve()).then(async () => {
@@ -220,7 +260,11 @@ export class SandboxAgents {
       if (opts.volumes?.length && this.options.prepareVolumes) {
         // A deleted sandbox of the workspace still stopping may hold one of these volumes: an offline growth waits for it.
         await Promise.allSettled([...this.retiring].filter(([k]) => k.startsWith(`${workspace}/`)).map(([, done]) => done));
-        this.options.prepareVolumes(workspace, sandbox, opts.volumes.map((v) => v.name!));
+        this.options.prepareVolumes(
+          workspace,
+          sandbox,
+          opts.volumes.map((v) => v.name!),
+        );
       }
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
@@ -296,7 +340,9 @@ export class SandboxAgents {
         if (entry) {
           await this.standby?.wake(k, entry.supervisor); // its agent unmounts the drives: it runs again first
           this.standby?.remove(k);
-          await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
+          await unmountDrives(entry).catch((err: Error) =>
+            this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"),
+          );
           await entry.supervisor.stop();
         }
         const dir = this.sandboxDir(workspace, sandbox);
@@ -357,7 +403,9 @@ export class SandboxAgents {
     await entry.ready;
     await this.standby?.wake(key(workspace, sandbox), entry.supervisor); // its agent unmounts the drives: it runs again first
     this.standby?.remove(key(workspace, sandbox));
-    await unmountDrives(entry).catch((err: Error) => this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"));
+    await unmountDrives(entry).catch((err: Error) =>
+      this.options.logger?.warn({ workspace, sandbox, err: err.message }, "could not unmount the sandbox's drives"),
+    );
     await entry.supervisor.stop();
   }
 
@@ -369,7 +417,10 @@ export class SandboxAgents {
   exclusive<T>(workspace: string, sandbox: string, change: () => Promise<T>): Promise<T> {
     const k = key(workspace, sandbox);
     const run = (this.changing.get(k) ?? Promise.resolve()).then(change);
-    const settled = run.then(() => {}, () => {});
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
     this.changing.set(k, settled);
     void settled.then(() => {
       if (this.changing.get(k) === settled) this.changing.delete(k);
@@ -418,7 +469,8 @@ export class SandboxAgents {
     if (entry) await this.standby?.wake(key(target.workspace, target.sandbox));
     if (!entry) throw errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}" (or not running)`);
     const endpoint = entry.supervisor.endpoint;
-    if (!endpoint) throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
+    if (!endpoint)
+      throw errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is ${entry.supervisor.state}`);
     return { ...endpoint, token: entry.token, openPort: entry.supervisor.openPort };
   }
 
@@ -436,11 +488,14 @@ export class SandboxAgents {
     this.running.clear();
     this.shuttingDown = entries.map(([, entry]) => entry.supervisor);
     const stops = entries.map(async ([k, entry]) => {
-      await unmountDrives(entry, 2_000).catch((err: Error) => this.options.logger?.warn({ sandbox: k, err: err.message }, "could not unmount the sandbox's drives"));
+      await unmountDrives(entry, 2_000).catch((err: Error) =>
+        this.options.logger?.warn({ sandbox: k, err: err.message }, "could not unmount the sandbox's drives"),
+      );
       await entry.supervisor.stop(graceMs);
     });
     const late = await settledWithin([...stops, ...this.retiring.values()], deadlineMs);
-    if (late > 0) this.options.logger?.warn({ sandboxes: late, deadlineMs }, "shutdown: sandboxes still stopping or starting are left to end with the simulator");
+    if (late > 0)
+      this.options.logger?.warn({ sandboxes: late, deadlineMs }, "shutdown: sandboxes still stopping or starting are left to end with the simulator");
     await settledWithin([this.options.launcher.close?.()], 2_000);
   }
 
@@ -471,6 +526,11 @@ async function unmountDrives(entry: Entry, timeoutMs = 5_000): Promise<void> {
   if (res.status !== 200) throw new Error(`GET /drives/mount answered ${res.status}`);
   const { mounts } = JSON.parse(res.text) as { mounts: { mountPath: string }[] };
   for (const m of mounts) {
-    await agentFetch(endpoint, { method: "DELETE", path: `/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`, headers, timeoutMs: 10_000 });
+    await agentFetch(endpoint, {
+      method: "DELETE",
+      path: `/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\/+/, ""))}?force=true`,
+      headers,
+      timeoutMs: 10_000,
+    });
   }
 }

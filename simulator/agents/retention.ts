@@ -20,7 +20,10 @@ export function mountsUnder(dir: string): string[] {
   } catch {
     return [];
   }
-  return text.split("\n").map((l) => (l.split(" ")[4] ?? "").replace(/\\040/g, " ")).filter((m) => m === dir || m.startsWith(`${dir}/`));
+  return text
+    .split("\n")
+    .map((l) => (l.split(" ")[4] ?? "").replace(/\\040/g, " "))
+    .filter((m) => m === dir || m.startsWith(`${dir}/`));
 }
 
 export interface RetiredSandbox {

@@ -66,7 +66,12 @@ function copyAll(source: string, target: string): Promise<void> {
 }
 
 /** Makes `target` an exact copy of `source` (empty when source is absent), mount points left out. */
-async function copyTree(source: string, target: string, copy: (source: string, target: string) => Promise<void>, removeTree: (path: string) => void): Promise<void> {
+async function copyTree(
+  source: string,
+  target: string,
+  copy: (source: string, target: string) => Promise<void>,
+  removeTree: (path: string) => void,
+): Promise<void> {
   const staging = `${target}.tmp-${randomBytes(4).toString("hex")}`;
   mkdirSync(dirname(target), { recursive: true });
   try {

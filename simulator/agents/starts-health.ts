@@ -5,7 +5,10 @@ import type { SandboxAgents } from "./registry.js";
  * What /health says about sandbox starts: admission (how many start at once, are starting, wait their turn)
  * and the warm pool (kept, ready now, what its idle sandboxes cost the machine: PSS of their process trees).
  */
-export function startsHealth(agents: SandboxAgents): { starts: { concurrency: number; starting: number; queued: number }; warm?: { size: number; idle: number; memoryMiB: number } } {
+export function startsHealth(agents: SandboxAgents): {
+  starts: { concurrency: number; starting: number; queued: number };
+  warm?: { size: number; idle: number; memoryMiB: number };
+} {
   const queue = agents.startQueue;
   const warm = agents.warmPool();
   return {

@@ -37,7 +37,9 @@ export function isSessionToken(deps: { resources: ResourceStore; clock: Clock },
     if (preview.parent !== target.sandbox || preview.doc.spec.public || !API_PORTS.has(preview.doc.spec.port ?? 80)) continue;
     const expires = preview.doc.spec.expires ? Date.parse(preview.doc.spec.expires) : NaN;
     if (Number.isFinite(expires) && expires <= now) continue;
-    const tokens = deps.resources.list<TokenDoc>({ workspace: target.workspace, kind: "preview-token", parent: `${target.sandbox}/${preview.name}`, sort: "createdAt:asc" }).map((t) => t.doc);
+    const tokens = deps.resources
+      .list<TokenDoc>({ workspace: target.workspace, kind: "preview-token", parent: `${target.sandbox}/${preview.name}`, sort: "createdAt:asc" })
+      .map((t) => t.doc);
     if (matchingToken(tokens, value, now)) return true;
   }
   return false;

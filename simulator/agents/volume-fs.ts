@@ -65,7 +65,11 @@ export function mountVolumeImage(simDir: string, workspace: string, volume: stri
       closeSync(fd);
     }
     const owner = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
-    execFileSync("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner}`, "-L", volume.slice(0, 16), `${image}.tmp`], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync(
+      "mkfs.ext4",
+      ["-q", "-F", "-m", "0", "-E", `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner}`, "-L", volume.slice(0, 16), `${image}.tmp`],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
     execFileSync("mv", [`${image}.tmp`, image]);
   }
   execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
@@ -156,7 +160,10 @@ function loopDevicesAfterUnmount(image: string): string[] {
 /** The loop devices backed by the image (`losetup -j`): the mounts of it that are still alive, in any mount namespace. */
 export function loopDevicesOf(image: string): string[] {
   const out = execFileSync("losetup", ["-n", "-O", "NAME", "-j", image], { encoding: "utf8" });
-  return out.split("\n").map((l) => l.trim()).filter(Boolean);
+  return out
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
 }
 
 function extend(image: string, sizeMb: number): void {

@@ -58,21 +58,29 @@ export class CredentialStore {
   constructor(db: Db, changed: () => void = () => {}) {
     this.#changed = changed;
     this.#s = {
-      insertSa: db.prepare("INSERT INTO service_accounts (client_id, workspace, name, description, secret_hash, created_at, updated_at) VALUES (@client_id, @workspace, @name, @description, @secret_hash, @created_at, @updated_at)"),
+      insertSa: db.prepare(
+        "INSERT INTO service_accounts (client_id, workspace, name, description, secret_hash, created_at, updated_at) VALUES (@client_id, @workspace, @name, @description, @secret_hash, @created_at, @updated_at)",
+      ),
       sa: db.prepare("SELECT * FROM service_accounts WHERE client_id = ?"),
       sasOf: db.prepare("SELECT * FROM service_accounts WHERE workspace = ? ORDER BY created_at, client_id"),
       updateSa: db.prepare("UPDATE service_accounts SET name = @name, description = @description, updated_at = @updated_at WHERE client_id = @client_id"),
       deleteSa: db.prepare("DELETE FROM service_accounts WHERE client_id = ?"),
-      insertKey: db.prepare("INSERT INTO api_keys (id, key_hash, name, sub, sub_type, expires_in, expires_ms, created_at, created_by) VALUES (@id, @key_hash, @name, @sub, @sub_type, @expires_in, @expires_ms, @created_at, @created_by)"),
+      insertKey: db.prepare(
+        "INSERT INTO api_keys (id, key_hash, name, sub, sub_type, expires_in, expires_ms, created_at, created_by) VALUES (@id, @key_hash, @name, @sub, @sub_type, @expires_in, @expires_ms, @created_at, @created_by)",
+      ),
       keyByHash: db.prepare("SELECT * FROM api_keys WHERE key_hash = ?"),
       keysOf: db.prepare("SELECT * FROM api_keys WHERE sub = ? ORDER BY created_at, id"),
       deleteKey: db.prepare("DELETE FROM api_keys WHERE sub = ? AND id = ?"),
       deleteKeysOf: db.prepare("DELETE FROM api_keys WHERE sub = ?"),
-      insertGrant: db.prepare("INSERT INTO oauth_grants (token_hash, kind, sub, sub_type, client_id, redirect_uri, scope, expires_ms) VALUES (@token_hash, @kind, @sub, @sub_type, @client_id, @redirect_uri, @scope, @expires_ms)"),
+      insertGrant: db.prepare(
+        "INSERT INTO oauth_grants (token_hash, kind, sub, sub_type, client_id, redirect_uri, scope, expires_ms) VALUES (@token_hash, @kind, @sub, @sub_type, @client_id, @redirect_uri, @scope, @expires_ms)",
+      ),
       grant: db.prepare("SELECT * FROM oauth_grants WHERE token_hash = ? AND kind = ?"),
       deleteGrant: db.prepare("DELETE FROM oauth_grants WHERE token_hash = ?"),
       deleteGrantsOf: db.prepare("DELETE FROM oauth_grants WHERE sub = ?"),
-      putClient: db.prepare("INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at) VALUES (@client_id, @name, @redirect_uris, @created_at) ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, redirect_uris = excluded.redirect_uris"),
+      putClient: db.prepare(
+        "INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at) VALUES (@client_id, @name, @redirect_uris, @created_at) ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, redirect_uris = excluded.redirect_uris",
+      ),
       client: db.prepare("SELECT * FROM oauth_clients WHERE client_id = ?"),
     };
     // Deleting a service account takes its secret, keys and grants in one

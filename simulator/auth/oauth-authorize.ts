@@ -27,7 +27,7 @@ import { redirectUriProblem } from "./redirect-uri.js";
 const CODE_TTL_MS = 10 * 60_000;
 
 const AuthorizeFields = z.object({
-  response_type: z.literal("code", { error: "expected \"code\"" }),
+  response_type: z.literal("code", { error: 'expected "code"' }),
   client_id: z.string().min(1, "required"),
   redirect_uri: z.string().optional(),
   scope: z.string().optional(),
@@ -38,7 +38,8 @@ type AuthorizeFields = z.infer<typeof AuthorizeFields>;
 
 const LoginForm = AuthorizeFields.extend({ api_key: z.string().optional() });
 
-const HOW_TO_LOG_IN = "log in with a user credential: Authorization: Bearer <your API key> on GET /oauth/authorize, or POST /oauth/authorize with the form field api_key";
+const HOW_TO_LOG_IN =
+  "log in with a user credential: Authorization: Bearer <your API key> on GET /oauth/authorize, or POST /oauth/authorize with the form field api_key";
 
 export function authorizeRouter(deps: SimDeps): Router {
   const router = express.Router();
@@ -70,7 +71,8 @@ function registeredRedirect(deps: SimDeps, fields: AuthorizeFields): string {
   }
   const problem = redirectUriProblem(fields.redirect_uri);
   if (problem) throw oauthError(400, "invalid_request", `redirect_uri: ${problem}`);
-  if (!client.redirectUris.includes(fields.redirect_uri)) throw oauthError(400, "invalid_request", "redirect_uri: not one of the client's registered redirect URIs");
+  if (!client.redirectUris.includes(fields.redirect_uri))
+    throw oauthError(400, "invalid_request", "redirect_uri: not one of the client's registered redirect URIs");
   return fields.redirect_uri;
 }
 
@@ -83,14 +85,27 @@ function authorize(deps: SimDeps, fields: AuthorizeFields, redirectUri: string, 
     throw err;
   }
   if (user.type !== "user") throw oauthError(403, "access_denied", "a service account cannot authorize a client: it uses client_credentials");
-  if (fields.login_hint && fields.login_hint.toLowerCase() !== user.email) throw oauthError(403, "access_denied", "login_hint: names another user than the credential's");
+  if (fields.login_hint && fields.login_hint.toLowerCase() !== user.email)
+    throw oauthError(403, "access_denied", "login_hint: names another user than the credential's");
   const scope = grantedScope(user, fields.scope);
   const code = randomToken(24);
-  deps.credentials.insertGrant({ token_hash: digest(code), kind: "code", sub: user.sub, sub_type: "user", client_id: fields.client_id, redirect_uri: fields.redirect_uri ?? "", scope, expires_ms: deps.clock.now() + CODE_TTL_MS });
+  deps.credentials.insertGrant({
+    token_hash: digest(code),
+    kind: "code",
+    sub: user.sub,
+    sub_type: "user",
+    client_id: fields.client_id,
+    redirect_uri: fields.redirect_uri ?? "",
+    scope,
+    expires_ms: deps.clock.now() + CODE_TTL_MS,
+  });
   const target = new URL(redirectUri);
   target.searchParams.set("code", code);
   if (fields.state !== undefined) target.searchParams.set("state", fields.state);
-  res.status(302).set("Location", target.toString()).send(JSON.stringify({ code, state: fields.state }));
+  res
+    .status(302)
+    .set("Location", target.toString())
+    .send(JSON.stringify({ code, state: fields.state }));
 }
 
 /** The requested scopes, each held by the credential (`admin` holds all); none requested: the credential's own. */

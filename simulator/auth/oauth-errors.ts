@@ -6,7 +6,10 @@ export const OAUTH_BODY_LIMIT = 16 * 1024;
 
 /** OAuth names in `error` (the SDK throws `new Error(body.error)`), inside the simulator's {error, code, message}. */
 export const oauthError = (status: number, error: string, description: string) =>
-  new ApiError(status === 401 ? "unauthorized" : status === 403 ? "forbidden" : "bad_request", description, { status, details: { error, error_description: description } });
+  new ApiError(status === 401 ? "unauthorized" : status === 403 ? "forbidden" : "bad_request", description, {
+    status,
+    details: { error, error_description: description },
+  });
 
 /** A space-separated scope request: unknown values are a 400 naming them; none means `admin`. */
 export function requestedScope(value: string | undefined): string {

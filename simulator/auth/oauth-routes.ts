@@ -41,7 +41,16 @@ export function oauthRouter(deps: SimDeps): Router {
     const body: Record<string, unknown> = { access_token: access, token_type: "Bearer", expires_in: ACCESS_TOKEN_TTL_S, scope };
     if (withRefresh) {
       const refresh = randomToken(32);
-      deps.credentials.insertGrant({ token_hash: digest(refresh), kind: "refresh", sub, sub_type: type, client_id: clientId, redirect_uri: "", scope, expires_ms: now + REFRESH_TTL_MS });
+      deps.credentials.insertGrant({
+        token_hash: digest(refresh),
+        kind: "refresh",
+        sub,
+        sub_type: type,
+        client_id: clientId,
+        redirect_uri: "",
+        scope,
+        expires_ms: now + REFRESH_TTL_MS,
+      });
       body.refresh_token = refresh;
     }
     return body;
@@ -71,7 +80,8 @@ export function oauthRouter(deps: SimDeps): Router {
         if (!body.code) throw oauthError(400, "invalid_request", "code: required");
         const grant = deps.credentials.takeGrant(body.code, "code");
         if (!grant || grant.expires_ms <= deps.clock.now()) throw oauthError(400, "invalid_grant", "code: unknown, used or expired");
-        if (grant.redirect_uri && grant.redirect_uri !== body.redirect_uri) throw oauthError(400, "invalid_grant", "redirect_uri: does not match the authorization request");
+        if (grant.redirect_uri && grant.redirect_uri !== body.redirect_uri)
+          throw oauthError(400, "invalid_grant", "redirect_uri: does not match the authorization request");
         if (body.client_id !== grant.client_id) throw oauthError(400, "invalid_grant", "client_id: does not match the authorization request");
         if (!principalOf(deps, grant.sub_type, grant.sub)) throw oauthError(400, "invalid_grant", "the user no longer exists");
         reply = issue(grant.sub_type, grant.sub, grant.scope, grant.client_id, true);

@@ -15,7 +15,10 @@ import forge from "node-forge";
  * signature, not a key (an RSA key takes up to a second on a busy machine).
  */
 
-const CA_SUBJECT = [{ name: "commonName", value: "sandbox-kit egress CA" }, { name: "organizationName", value: "sandbox-kit simulator" }];
+const CA_SUBJECT = [
+  { name: "commonName", value: "sandbox-kit egress CA" },
+  { name: "organizationName", value: "sandbox-kit simulator" },
+];
 const HOST_CACHE = 1_000;
 const DAY_MS = 86_400_000;
 
@@ -27,7 +30,10 @@ export class EgressCa {
   private readonly leafPublic: forge.pki.rsa.PublicKey;
   private readonly contexts = new Map<string, SecureContext>();
 
-  constructor(dir: string | undefined, private readonly now: () => number = Date.now) {
+  constructor(
+    dir: string | undefined,
+    private readonly now: () => number = Date.now,
+  ) {
     const stored = dir ? loadCa(dir) : undefined;
     const ca = stored ?? (dir ? makeCa(now()) : (processCa ??= makeCa(now())));
     if (dir && !stored) saveCa(dir, ca);
@@ -118,7 +124,10 @@ function loadCa(dir: string): CaFiles | undefined {
 /** Atomic: each file is written beside and renamed, the key first (a certificate without its key is never left). */
 function saveCa(dir: string, ca: CaFiles): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  for (const [name, text, mode] of [["ca.key", ca.keyPem, 0o600], ["ca.crt", ca.certPem, 0o644]] as const) {
+  for (const [name, text, mode] of [
+    ["ca.key", ca.keyPem, 0o600],
+    ["ca.crt", ca.certPem, 0o644],
+  ] as const) {
     const tmp = join(dir, `.${name}.${process.pid}`);
     writeFileSync(tmp, text, { mode });
     renameSync(tmp, join(dir, name));

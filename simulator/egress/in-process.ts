@@ -15,7 +15,26 @@ export interface SimulatorHandler {
 }
 
 /** Headers Node's parser keeps the first of when repeated (IncomingMessage.headers); others it joins. */
-const SINGLE = new Set(["age", "authorization", "content-length", "content-type", "etag", "expires", "from", "host", "if-modified-since", "if-unmodified-since", "last-modified", "location", "max-forwards", "proxy-authorization", "referer", "retry-after", "server", "user-agent"]);
+const SINGLE = new Set([
+  "age",
+  "authorization",
+  "content-length",
+  "content-type",
+  "etag",
+  "expires",
+  "from",
+  "host",
+  "if-modified-since",
+  "if-unmodified-since",
+  "last-modified",
+  "location",
+  "max-forwards",
+  "proxy-authorization",
+  "referer",
+  "retry-after",
+  "server",
+  "user-agent",
+]);
 
 /**
  * Rewrites the request as the simulator's listener would have received it
@@ -29,7 +48,11 @@ export function asSimulatorRequest(req: IncomingMessage, headers: OutgoingHttpHe
     if (value === undefined) continue;
     const values = Array.isArray(value) ? value.map(String) : [String(value)];
     for (const v of values) raw.push(name, v);
-    (parsed as Record<string, string | string[]>)[name] = SINGLE.has(name) ? values[0]! : name === "set-cookie" ? values : values.join(name === "cookie" ? "; " : ", ");
+    (parsed as Record<string, string | string[]>)[name] = SINGLE.has(name)
+      ? values[0]!
+      : name === "set-cookie"
+        ? values
+        : values.join(name === "cookie" ? "; " : ", ");
   }
   // The body is still framed as the client sent it (the proxy's parser reads it): its Transfer-Encoding stays so the handler sees a body.
   const framing = req.headers["transfer-encoding"];

@@ -75,7 +75,10 @@ export class SimulatorEgress {
     const noProxy = [...ALWAYS_BYPASSED, ...bypass].join(",");
     return {
       spec: {
-        listen: [{ host: "127.0.0.1", port }, { host: "::1", port }],
+        listen: [
+          { host: "127.0.0.1", port },
+          { host: "::1", port },
+        ],
         accept: (socket) => this.proxy.accept(socket, client),
         caPem: this.ca.certPem,
         direct: this.directAllowed(client),
@@ -83,8 +86,12 @@ export class SimulatorEgress {
         watchHosts: (write) => this.watchHosts(write),
       },
       env: {
-        HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl,
-        NO_PROXY: noProxy, no_proxy: noProxy,
+        HTTP_PROXY: proxyUrl,
+        HTTPS_PROXY: proxyUrl,
+        http_proxy: proxyUrl,
+        https_proxy: proxyUrl,
+        NO_PROXY: noProxy,
+        no_proxy: noProxy,
         ...EGRESS_TRUST_ENV,
       },
     };

@@ -4,7 +4,17 @@ import { STATUS_CODES } from "node:http";
 /** What the egress proxy changes in the messages it forwards (proxy.ts). */
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's own: never forwarded. */
-const HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]);
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
 
 /**
  * Node's raw header list (name/value pairs as received) as headers to send on,
@@ -74,6 +84,7 @@ export function refusal(res: ServerResponse, status: number, text: string): void
 export function rawResponseHead(status: number, text?: string, raw?: string[], message?: string): string {
   const lines = [`HTTP/1.1 ${status} ${message || STATUS_CODES[status] || ""}`];
   if (raw) for (let i = 0; i < raw.length; i += 2) lines.push(`${raw[i]}: ${raw[i + 1]}`);
-  if (text !== undefined) lines.push("content-type: text/plain; charset=utf-8", `content-length: ${Buffer.byteLength(text)}`, "x-sandbox-egress: refused", "connection: close");
+  if (text !== undefined)
+    lines.push("content-type: text/plain; charset=utf-8", `content-length: ${Buffer.byteLength(text)}`, "x-sandbox-egress: refused", "connection: close");
   return `${lines.join("\r\n")}\r\n\r\n`;
 }

@@ -46,10 +46,14 @@ export function parseNetwork(network: unknown): EgressPolicy | undefined {
   if (typeof network !== "object" || Array.isArray(network)) throw new NetworkSpecError("spec.network: must be an object");
   const top = network as Raw;
   const proxy = top!.proxy as Raw;
-  if (proxy !== undefined && (typeof proxy !== "object" || proxy === null || Array.isArray(proxy))) throw new NetworkSpecError("spec.network.proxy: must be an object");
+  if (proxy !== undefined && (typeof proxy !== "object" || proxy === null || Array.isArray(proxy)))
+    throw new NetworkSpecError("spec.network.proxy: must be an object");
   const policy: EgressPolicy = {
     allowedDomains: [...domains(top!.allowedDomains, "spec.network.allowedDomains"), ...domains(proxy?.allowedDomains, "spec.network.proxy.allowedDomains")],
-    forbiddenDomains: [...domains(top!.forbiddenDomains, "spec.network.forbiddenDomains"), ...domains(proxy?.forbiddenDomains, "spec.network.proxy.forbiddenDomains")],
+    forbiddenDomains: [
+      ...domains(top!.forbiddenDomains, "spec.network.forbiddenDomains"),
+      ...domains(proxy?.forbiddenDomains, "spec.network.proxy.forbiddenDomains"),
+    ],
     routing: rules(proxy?.routing),
     bypass: domains(proxy?.bypass, "spec.network.proxy.bypass"),
   };
@@ -86,11 +90,16 @@ function rules(value: unknown): RoutingRule[] {
       secrets: stringMap(r.secrets, `${at}.secrets`),
     };
     if (rule.destinations.length === 0) throw new NetworkSpecError(`${at}.destinations: name at least one destination (["*"] for all)`);
-    for (const name of Object.keys(rule.headers)) if (!HEADER_NAME.test(name)) throw new NetworkSpecError(`${at}.headers: "${name.slice(0, 100)}" is not a header name`);
-    for (const [where, map] of [["headers", rule.headers], ["body", rule.body]] as const) {
+    for (const name of Object.keys(rule.headers))
+      if (!HEADER_NAME.test(name)) throw new NetworkSpecError(`${at}.headers: "${name.slice(0, 100)}" is not a header name`);
+    for (const [where, map] of [
+      ["headers", rule.headers],
+      ["body", rule.body],
+    ] as const) {
       for (const [key, text] of Object.entries(map)) {
         for (const ref of text.matchAll(SECRET_REF)) {
-          if (!(ref[1]! in rule.secrets)) throw new NetworkSpecError(`${at}.${where}.${key}: {{SECRET:${ref[1]}}} names no secret of this rule (${at}.secrets)`);
+          if (!(ref[1]! in rule.secrets))
+            throw new NetworkSpecError(`${at}.${where}.${key}: {{SECRET:${ref[1]}}} names no secret of this rule (${at}.secrets)`);
         }
       }
     }
@@ -111,7 +120,11 @@ function stringMap(value: unknown, field: string): Record<string, string> {
 }
 
 function normalise(host: string): string {
-  return host.trim().toLowerCase().replace(/\.$/, "").replace(/^\[(.*)\]$/, "$1");
+  return host
+    .trim()
+    .toLowerCase()
+    .replace(/\.$/, "")
+    .replace(/^\[(.*)\]$/, "$1");
 }
 
 export function matches(pattern: string, host: string): boolean {

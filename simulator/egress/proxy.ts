@@ -103,7 +103,13 @@ export class EgressProxy {
       const parsed = new URL(url);
       if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return undefined;
       const secure = parsed.protocol === "https:";
-      return { secure, host: parsed.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase(), port: Number(parsed.port) || (secure ? 443 : 80), path: `${parsed.pathname}${parsed.search}`, authority: parsed.host };
+      return {
+        secure,
+        host: parsed.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase(),
+        port: Number(parsed.port) || (secure ? 443 : 80),
+        path: `${parsed.pathname}${parsed.search}`,
+        authority: parsed.host,
+      };
     } catch {
       return undefined;
     }
@@ -125,7 +131,8 @@ export class EgressProxy {
       this.deps.logger.info(log, "egress to the simulator's host refused");
       return { status: 403, text: `${host}:${port} is the simulator's host, not reachable from a sandbox\n` };
     }
-    if (!this.deps.outbound) return { status: 403, text: "Sandboxes have no outbound network here (--sandbox-network none): only the simulator is reachable\n" };
+    if (!this.deps.outbound)
+      return { status: 403, text: "Sandboxes have no outbound network here (--sandbox-network none): only the simulator is reachable\n" };
     return undefined;
   }
 
@@ -155,15 +162,30 @@ export class EgressProxy {
     const sim = this.deps.simulatorAddress();
     const options = toSimulator
       ? { host: sim.host, port: sim.port, method: req.method, path: target.path, headers }
-      : { host: target.host, port: target.port, method: req.method, path: target.path, headers, lookup: guardedLookup, servername: isIP(target.host) ? undefined : target.host };
+      : {
+          host: target.host,
+          port: target.port,
+          method: req.method,
+          path: target.path,
+          headers,
+          lookup: guardedLookup,
+          servername: isIP(target.host) ? undefined : target.host,
+        };
     const upstream = (target.secure && !toSimulator ? httpsRequest : httpRequest)(options, (reply) => {
       res.writeHead(reply.statusCode ?? 502, reply.statusMessage, forwardHeaders(reply.rawHeaders));
       reply.pipe(res);
     });
     upstream.on("error", (err: NodeJS.ErrnoException) => {
-      this.deps.logger.debug({ workspace: origin.client.workspace, sandbox: origin.client.sandbox, host: target.host, err: err.code ?? err.message }, "egress upstream failed");
+      this.deps.logger.debug(
+        { workspace: origin.client.workspace, sandbox: origin.client.sandbox, host: target.host, err: err.code ?? err.message },
+        "egress upstream failed",
+      );
       if (res.headersSent) return void res.destroy();
-      refusal(res, err instanceof HostOnlyDestination ? 403 : 502, err instanceof HostOnlyDestination ? `${err.message}\n` : `Cannot reach ${target.host}:${target.port}: ${err.code ?? err.message}\n`);
+      refusal(
+        res,
+        err instanceof HostOnlyDestination ? 403 : 502,
+        err instanceof HostOnlyDestination ? `${err.message}\n` : `Cannot reach ${target.host}:${target.port}: ${err.code ?? err.message}\n`,
+      );
     });
     res.on("close", () => upstream.destroy());
     if (body) upstream.end(body);

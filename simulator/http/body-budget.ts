@@ -30,7 +30,9 @@ export function unauthenticatedBodyBudget(options: BodyBudgetOptions = UNAUTHENT
     }
     const size = chunked ? options.perRequest : declared;
     if (reserved + size > options.total) {
-      return next(new ApiError("service_unavailable", "too many unauthenticated request bodies in flight; retry shortly", { headers: { ...close, "Retry-After": "1" } }));
+      return next(
+        new ApiError("service_unavailable", "too many unauthenticated request bodies in flight; retry shortly", { headers: { ...close, "Retry-After": "1" } }),
+      );
     }
     reserved += size;
     res.once("close", () => (reserved -= size));

@@ -39,7 +39,8 @@ export function createFront(deps: SimDeps, dispatcher: Dispatcher, fallback: Lis
     const search = q < 0 ? "" : url.slice(q + 1);
     const failed = (err: unknown) => {
       let apiError = toApiError(deps, err, req);
-      if (match.op.errorShape) apiError = match.op.errorShape(apiError, { method: req.method ?? "GET", headers: req.headers, body: (req as { parsedBody?: unknown }).parsedBody });
+      if (match.op.errorShape)
+        apiError = match.op.errorShape(apiError, { method: req.method ?? "GET", headers: req.headers, body: (req as { parsedBody?: unknown }).parsedBody });
       // A large body left unread (refused before it was read): close rather than drain it.
       if (closeRatherThanDrain(req)) res.setHeader("Connection", "close");
       fail(res, apiError, true);
@@ -87,7 +88,15 @@ function requestVersion(req: IncomingMessage) {
 }
 
 /** The version is checked before the body is read (an invalid version is a 400 whatever the body). */
-function run(dispatcher: Dispatcher, match: Match, req: IncomingMessage, res: ServerResponse, search: string, body: unknown, version = requestVersion(req)): void | Promise<void> {
+function run(
+  dispatcher: Dispatcher,
+  match: Match,
+  req: IncomingMessage,
+  res: ServerResponse,
+  search: string,
+  body: unknown,
+  version = requestVersion(req),
+): void | Promise<void> {
   (req as { parsedBody?: unknown }).parsedBody = body;
   const view: RequestView = { method: req.method ?? "GET", headers: req.headers, body };
   return dispatcher.run(match, view, res, parseQuery(search), version);

@@ -106,12 +106,29 @@ export class Dispatcher {
   }
 
   /** Runs a matched operation and writes its reply; throws ApiErrors for the caller to render (and shape). */
-  run(match: Match, req: RequestView, res: ServerResponse, query: Record<string, unknown>, version: ApiVersion, caller = this.authorize(match, req.headers, query)): void | Promise<void> {
+  run(
+    match: Match,
+    req: RequestView,
+    res: ServerResponse,
+    query: Record<string, unknown>,
+    version: ApiVersion,
+    caller = this.authorize(match, req.headers, query),
+  ): void | Promise<void> {
     const { op, params } = match;
     const { principal, workspace, role } = caller;
     const ctx: OpContext = {
-      deps: this.#deps, req, params, query, body: req.body, version, paginated: paginates(version),
-      principal, workspace, role, isAdmin: role === "admin", actor: principal.email ?? principal.sub,
+      deps: this.#deps,
+      req,
+      params,
+      query,
+      body: req.body,
+      version,
+      paginated: paginates(version),
+      principal,
+      workspace,
+      role,
+      isAdmin: role === "admin",
+      actor: principal.email ?? principal.sub,
     };
     const result = op.handler(ctx);
     // Handlers that wait on a sandbox's agent (create returns once it is healthy) return a promise.

@@ -57,7 +57,10 @@ async function inspect(docker: string, names: string[]): Promise<Inspected[]> {
     return viaSocket as Inspected[];
   }
   const out = await runTool(docker, ["image", "inspect", "--format", "{{json .}}", ...names], { timeoutMs: 30_000 });
-  return out.split("\n").filter(Boolean).map((line) => JSON.parse(line) as Inspected);
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Inspected);
 }
 
 const readable = (dir: string) => {
@@ -126,6 +129,7 @@ export async function exportOntoBase(docker: string, tag: string, bases: StoredB
   progress.phase(`storing ${tag} as its ${own.length} new layer${own.length === 1 ? "" : "s"} over ${chosen.base.name}`);
   let bytes = 0;
   const below = chosen.base.layers;
-  for (const dir of own) await tarOfLayer(dir, async (stdout) => (bytes += (await applyLayer(rootfs, stdout as AsyncIterable<Buffer>, { whiteouts: "overlay", below })).bytes));
+  for (const dir of own)
+    await tarOfLayer(dir, async (stdout) => (bytes += (await applyLayer(rootfs, stdout as AsyncIterable<Buffer>, { whiteouts: "overlay", below })).bytes));
   return { digest: built.Id, config: imageConfigOf(built.Config), size: chosen.base.size + bytes, base: chosen.base.digest };
 }

@@ -99,7 +99,11 @@ export class DockerBuilder implements Builder {
   }
 
   async importRootfs(rootfs: string, name: string, config: Pick<ImageConfig, "env" | "workingDir">, digest: string) {
-    const changes = [...config.env.map(envChange).filter((c): c is string => Boolean(c)), `WORKDIR ${config.workingDir || "/"}`, `LABEL ${DIGEST_LABEL}=${digest}`];
+    const changes = [
+      ...config.env.map(envChange).filter((c): c is string => Boolean(c)),
+      `WORKDIR ${config.workingDir || "/"}`,
+      `LABEL ${DIGEST_LABEL}=${digest}`,
+    ];
     await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000);
   }
 
@@ -110,7 +114,11 @@ export class DockerBuilder implements Builder {
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
     // The classic builder: it takes FROM and COPY --from images from the daemon's own store (where the
     // simulator put them) and needs no buildx plugin (Debian's docker.io has none).
-    await runTool(this.docker, ["build", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], { onLine, timeoutMs: 60 * 60_000, env: { ...process.env, DOCKER_BUILDKIT: "0" } });
+    await runTool(this.docker, ["build", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], {
+      onLine,
+      timeoutMs: 60 * 60_000,
+      env: { ...process.env, DOCKER_BUILDKIT: "0" },
+    });
   }
 
   async remove(name: string) {
@@ -136,7 +144,9 @@ export class BuildahBuilder implements Builder {
 
   async localImage(name: string) {
     try {
-      const out = await runTool(this.buildah, ["inspect", "--type", "image", "--format", `{{index .OCIv1.Config.Labels "${DIGEST_LABEL}"}}`, name], { timeoutMs: 30_000 });
+      const out = await runTool(this.buildah, ["inspect", "--type", "image", "--format", `{{index .OCIv1.Config.Labels "${DIGEST_LABEL}"}}`, name], {
+        timeoutMs: 30_000,
+      });
       return { label: out.trim().replace(/^<no value>$/, "") };
     } catch {
       return undefined;
@@ -147,7 +157,11 @@ export class BuildahBuilder implements Builder {
     const container = (await runTool(this.buildah, ["from", "scratch"], { timeoutMs: 60_000 })).trim();
     try {
       await runTool(this.buildah, ["copy", container, `${rootfs}/.`, "/"], { timeoutMs: 30 * 60_000 });
-      await runTool(this.buildah, ["config", ...config.env.flatMap((e) => ["--env", e]), "--workingdir", config.workingDir || "/", "--label", `${DIGEST_LABEL}=${digest}`, container], { timeoutMs: 60_000 });
+      await runTool(
+        this.buildah,
+        ["config", ...config.env.flatMap((e) => ["--env", e]), "--workingdir", config.workingDir || "/", "--label", `${DIGEST_LABEL}=${digest}`, container],
+        { timeoutMs: 60_000 },
+      );
       await runTool(this.buildah, ["commit", "--quiet", container, name], { timeoutMs: 30 * 60_000 });
     } finally {
       await runTool(this.buildah, ["rm", container], { timeoutMs: 60_000 }).catch(() => undefined);
@@ -160,7 +174,11 @@ export class BuildahBuilder implements Builder {
 
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
     // --pull=never: every base is local by now (the simulator provided or pulled it first).
-    await runTool(this.buildah, ["bud", "--pull=never", "--layers", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], { onLine, timeoutMs: 60 * 60_000 });
+    await runTool(
+      this.buildah,
+      ["bud", "--pull=never", "--layers", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context],
+      { onLine, timeoutMs: 60 * 60_000 },
+    );
   }
 
   async remove(name: string) {

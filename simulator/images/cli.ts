@@ -38,10 +38,28 @@ function human(bytes: number): string {
 }
 
 /** Runs the command; returns the process exit code. */
-export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: NodeJS.WritableStream, err: NodeJS.WritableStream & { isTTY?: boolean }): Promise<number> {
+export async function imagesCli(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream & { isTTY?: boolean },
+): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { "image-cache": { type: "string" }, name: { type: "string" }, file: { type: "string", short: "f" }, "build-arg": { type: "string", multiple: true }, builder: { type: "string" }, force: { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        "image-cache": { type: "string" },
+        name: { type: "string" },
+        file: { type: "string", short: "f" },
+        "build-arg": { type: "string", multiple: true },
+        builder: { type: "string" },
+        force: { type: "boolean" },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
   } catch (e) {
     err.write(`sandbox-sim images: ${(e as Error).message}\n\n${IMAGES_USAGE}`);
     return 2;
@@ -56,9 +74,20 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
     switch (command) {
       case "list": {
         const images = store.list();
-        if (parsed.values.json) out.write(JSON.stringify(images.map((i) => ({ name: i.ref, ...i.manifest, rootfs: i.rootfs, layers: i.layers })), null, 2) + "\n");
+        if (parsed.values.json)
+          out.write(
+            JSON.stringify(
+              images.map((i) => ({ name: i.ref, ...i.manifest, rootfs: i.rootfs, layers: i.layers })),
+              null,
+              2,
+            ) + "\n",
+          );
         else if (images.length === 0) out.write(`no images in ${store.dir}\n`);
-        else for (const i of images) out.write(`${i.ref.padEnd(40)} ${i.manifest.source.padEnd(7)} ${human(i.manifest.size).padStart(10)}  ${i.manifest.digest.slice(0, 19)}  ${i.manifest.created}\n`);
+        else
+          for (const i of images)
+            out.write(
+              `${i.ref.padEnd(40)} ${i.manifest.source.padEnd(7)} ${human(i.manifest.size).padStart(10)}  ${i.manifest.digest.slice(0, 19)}  ${i.manifest.created}\n`,
+            );
         return 0;
       }
       case "hub":
@@ -66,11 +95,17 @@ export async function imagesCli(argv: string[], env: NodeJS.ProcessEnv, out: Nod
         return 0;
       case "build": {
         if (parsed.values.file !== undefined) {
-          if (names.length !== 2) throw new UsageError("build --file needs a name and a context directory: build <name[:tag]> --file <Dockerfile> <context dir>");
+          if (names.length !== 2)
+            throw new UsageError("build --file needs a name and a context directory: build <name[:tag]> --file <Dockerfile> <context dir>");
           const chosen = parsed.values.builder;
           if (chosen !== undefined && chosen !== "docker" && chosen !== "buildah") throw new UsageError(`--builder must be docker or buildah, not "${chosen}"`);
           const builder = chosen === "docker" ? new DockerBuilder() : chosen === "buildah" ? new BuildahBuilder() : undefined;
-          const image = await buildTemplate(store, names[0]!, names[1]!, { dockerfile: resolve(parsed.values.file), buildArgs: parsed.values["build-arg"], builder, progress: streamProgress(err, names[0]!) });
+          const image = await buildTemplate(store, names[0]!, names[1]!, {
+            dockerfile: resolve(parsed.values.file),
+            buildArgs: parsed.values["build-arg"],
+            builder,
+            progress: streamProgress(err, names[0]!),
+          });
           out.write(`${image.ref} ${image.manifest.source} ${human(image.manifest.size)} ${image.rootfs}\n`);
           return 0;
         }

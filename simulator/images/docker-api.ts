@@ -33,20 +33,23 @@ export function localDockerSocket(env: NodeJS.ProcessEnv = process.env): string 
 /** One image's inspect JSON; null when the daemon has no such image; undefined when the socket cannot answer (ask the CLI). */
 function inspectOne(socket: string, name: string, timeoutMs: number): Promise<unknown | null | undefined> {
   return new Promise((resolve) => {
-    const req = request({ socketPath: socket, path: `/images/${encodeURI(name)}/json`, method: "GET", headers: { host: "docker" }, timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("error", () => resolve(undefined));
-      res.on("end", () => {
-        if (res.statusCode === 404) return resolve(null);
-        if (res.statusCode !== 200) return resolve(undefined);
-        try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
-        } catch {
-          resolve(undefined);
-        }
-      });
-    });
+    const req = request(
+      { socketPath: socket, path: `/images/${encodeURI(name)}/json`, method: "GET", headers: { host: "docker" }, timeout: timeoutMs },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", () => resolve(undefined));
+        res.on("end", () => {
+          if (res.statusCode === 404) return resolve(null);
+          if (res.statusCode !== 200) return resolve(undefined);
+          try {
+            resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
+          } catch {
+            resolve(undefined);
+          }
+        });
+      },
+    );
     req.on("timeout", () => req.destroy());
     req.on("error", () => resolve(undefined));
     req.end();
@@ -57,7 +60,11 @@ function inspectOne(socket: string, name: string, timeoutMs: number): Promise<un
  * `docker image inspect` of each name through the socket, in order (null: no such image); undefined when the
  * CLI must be asked instead (no local socket here, or it did not answer).
  */
-export async function inspectImagesViaSocket(names: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 30_000): Promise<(unknown | null)[] | undefined> {
+export async function inspectImagesViaSocket(
+  names: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  timeoutMs = 30_000,
+): Promise<(unknown | null)[] | undefined> {
   const socket = localDockerSocket(env);
   if (!socket) return undefined;
   const answers = await Promise.all(names.map((name) => inspectOne(socket, name, timeoutMs)));

@@ -33,7 +33,13 @@ interface InspectedConfig {
 }
 
 export function imageConfigOf(config: InspectedConfig | undefined): ImageConfig {
-  return { env: config?.Env ?? [], workingDir: config?.WorkingDir || "/", entrypoint: config?.Entrypoint ?? [], cmd: config?.Cmd ?? [], user: config?.User ?? "" };
+  return {
+    env: config?.Env ?? [],
+    workingDir: config?.WorkingDir || "/",
+    entrypoint: config?.Entrypoint ?? [],
+    cmd: config?.Cmd ?? [],
+    user: config?.User ?? "",
+  };
 }
 
 /** The daemon's image of that name, or undefined when it has none (or no daemon runs). */

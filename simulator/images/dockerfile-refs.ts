@@ -28,19 +28,25 @@ function instructions(text: string): string[] {
 }
 
 function substitute(word: string, vars: Map<string, string>): string {
-  return word.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
-    const value = vars.get((braced ?? bare)!);
-    return value !== undefined && value !== "" ? value : (fallback ?? "");
-  });
+  return word.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (_m, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
+      const value = vars.get((braced ?? bare)!);
+      return value !== undefined && value !== "" ? value : (fallback ?? "");
+    },
+  );
 }
 
 /** `NAME=value` pairs of an ARG instruction (quotes removed). */
 function argDefaults(rest: string): [string, string | undefined][] {
-  return rest.split(/\s+/).filter(Boolean).map((pair) => {
-    const eq = pair.indexOf("=");
-    if (eq < 0) return [pair, undefined];
-    return [pair.slice(0, eq), pair.slice(eq + 1).replace(/^(["'])(.*)\1$/, "$2")];
-  });
+  return rest
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      if (eq < 0) return [pair, undefined];
+      return [pair.slice(0, eq), pair.slice(eq + 1).replace(/^(["'])(.*)\1$/, "$2")];
+    });
 }
 
 /** External image names the Dockerfile uses, in order of first use. */

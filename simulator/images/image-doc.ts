@@ -13,7 +13,18 @@ export interface Tag {
 }
 
 export interface ImageDoc {
-  metadata: { name: string; displayName: string; resourceType: ResourceType; workspace: string; sourceWorkspace?: string; status: string; events: unknown[]; createdAt: string; updatedAt: string; lastDeployedAt: string };
+  metadata: {
+    name: string;
+    displayName: string;
+    resourceType: ResourceType;
+    workspace: string;
+    sourceWorkspace?: string;
+    status: string;
+    events: unknown[];
+    createdAt: string;
+    updatedAt: string;
+    lastDeployedAt: string;
+  };
   spec: { size: number; tags: Tag[] };
   __layerSizes: Record<string, number>;
 }

@@ -43,7 +43,8 @@ export function parseImageRef(input: string): ImageRef {
   let registry: string | undefined;
   // A first component with a dot, a colon or "localhost" is a registry host (Docker's rule).
   if (parts.length > 1 && (/[.:]/.test(parts[0]!) || parts[0] === "localhost")) registry = parts.shift();
-  if (parts.length === 0 || !parts.every((p) => COMPONENT.test(p))) throw new ImageRefError(`"${input}": invalid repository name (lowercase letters, digits and . _ - separators)`);
+  if (parts.length === 0 || !parts.every((p) => COMPONENT.test(p)))
+    throw new ImageRefError(`"${input}": invalid repository name (lowercase letters, digits and . _ - separators)`);
   return { registry, repository: parts.join("/"), tag, digest };
 }
 

@@ -60,7 +60,8 @@ export class ImageStore {
   private removeAbandonedWork(): void {
     for (const name of readdirSync(join(this.dir, "tmp"))) {
       const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
-      if (pid && pid !== process.pid && !alive(pid) && releaseMounts(join(this.dir, "tmp", name))) rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
+      if (pid && pid !== process.pid && !alive(pid) && releaseMounts(join(this.dir, "tmp", name)))
+        rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
     }
   }
 
@@ -72,7 +73,9 @@ export class ImageStore {
   /** Every name in the store with its image. */
   list(): StoredImage[] {
     const out: StoredImage[] = [];
-    for (const file of readdirSync(join(this.dir, "refs")).filter((f) => f.endsWith(".json")).sort()) {
+    for (const file of readdirSync(join(this.dir, "refs"))
+      .filter((f) => f.endsWith(".json"))
+      .sort()) {
       const image = this.readRef(join(this.dir, "refs", file));
       if (image) out.push(image);
     }
@@ -110,8 +113,17 @@ export class ImageStore {
     if (bare && isHubTag(ref.tag)) return this.recipePlan(bare);
     const hub = recipe ?? bare;
     // A hub image under a tag the hub never published (blaxel/base-image:notexistingtag): not an image, as on the platform.
-    if (hub) throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: the hub publishes blaxel/${hub.name} as "latest" and as release versions ("X.Y.Z"), not as "${ref.tag}"; use blaxel/${hub.name}:latest`);
-    throw new ImageNotFoundError(name, this.supported(), `image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${this.dir})${this.docker ? ", and the local Docker daemon does not have it" : ""}; import it with: sandbox-sim images import <oci-dir-or-tar> --name ${canonical}`);
+    if (hub)
+      throw new ImageNotFoundError(
+        name,
+        this.supported(),
+        `image "${name}" not found: the hub publishes blaxel/${hub.name} as "latest" and as release versions ("X.Y.Z"), not as "${ref.tag}"; use blaxel/${hub.name}:latest`,
+      );
+    throw new ImageNotFoundError(
+      name,
+      this.supported(),
+      `image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${this.dir})${this.docker ? ", and the local Docker daemon does not have it" : ""}; import it with: sandbox-sim images import <oci-dir-or-tar> --name ${canonical}`,
+    );
   }
 
   /**
@@ -145,23 +157,34 @@ export class ImageStore {
   }
 
   private make(plan: Exclude<ImagePlan, { kind: "stored" }>, digest: string, progress: Progress): Promise<StoredImage> {
-    return withLock(join(this.dir, "locks"), hexOf(digest), async () => {
-      // Another process may have made it while this one waited.
-      const again = this.readRef(this.refPath(plan.ref));
-      if (again?.manifest.digest === digest) return again;
-      if (!this.hasImage(digest)) {
-        await this.install(digest, progress, async (rootfs) => {
-          if (plan.kind === "recipe") {
-            await buildRecipe(plan.recipe, rootfs, join(rootfs, ".."), this.buildTools(), progress);
-            const r = plan.recipe;
-            return { source: "recipe", origin: r.name, config: { env: r.env, workingDir: r.workingDir, entrypoint: [], cmd: [], user: "" }, services: r.services, ports: r.ports };
-          }
-          await exportDockerImage(this.docker!, plan.name, rootfs, progress, plan.size);
-          return { source: "docker", origin: plan.id, config: plan.config, services: [], ports: [] };
-        });
-      }
-      return this.point(plan.ref, digest);
-    }, { onWait: (holder) => progress.note(`waiting for another build of ${plan.ref}${holder ? ` (pid ${holder.pid})` : ""}`) });
+    return withLock(
+      join(this.dir, "locks"),
+      hexOf(digest),
+      async () => {
+        // Another process may have made it while this one waited.
+        const again = this.readRef(this.refPath(plan.ref));
+        if (again?.manifest.digest === digest) return again;
+        if (!this.hasImage(digest)) {
+          await this.install(digest, progress, async (rootfs) => {
+            if (plan.kind === "recipe") {
+              await buildRecipe(plan.recipe, rootfs, join(rootfs, ".."), this.buildTools(), progress);
+              const r = plan.recipe;
+              return {
+                source: "recipe",
+                origin: r.name,
+                config: { env: r.env, workingDir: r.workingDir, entrypoint: [], cmd: [], user: "" },
+                services: r.services,
+                ports: r.ports,
+              };
+            }
+            await exportDockerImage(this.docker!, plan.name, rootfs, progress, plan.size);
+            return { source: "docker", origin: plan.id, config: plan.config, services: [], ports: [] };
+          });
+        }
+        return this.point(plan.ref, digest);
+      },
+      { onWait: (holder) => progress.note(`waiting for another build of ${plan.ref}${holder ? ` (pid ${holder.pid})` : ""}`) },
+    );
   }
 
   private buildTools(): BuildTools {
@@ -182,8 +205,10 @@ export class ImageStore {
   async rebuild(name: string, progress: Progress = silentProgress): Promise<StoredImage> {
     const plan = await this.locate(name);
     if (plan.kind === "stored") {
-      if (plan.image.manifest.source === "import") throw new ImageNotFoundError(name, this.supported(), `image "${name}" was imported: import it again instead`);
-      if (plan.image.manifest.source === "build") throw new ImageNotFoundError(name, this.supported(), `image "${name}" was built from ${plan.image.manifest.origin}: build it again with --file`);
+      if (plan.image.manifest.source === "import")
+        throw new ImageNotFoundError(name, this.supported(), `image "${name}" was imported: import it again instead`);
+      if (plan.image.manifest.source === "build")
+        throw new ImageNotFoundError(name, this.supported(), `image "${name}" was built from ${plan.image.manifest.origin}: build it again with --file`);
       this.removeImageDir(plan.image.manifest.digest);
     } else if (plan.kind === "recipe" || plan.kind === "docker") this.removeImageDir(plan.kind === "recipe" ? plan.digest : plan.id);
     return this.ensure(name, progress);
@@ -222,7 +247,12 @@ export class ImageStore {
    * directory for the builder's own output) and says the image's digest and config. Built in a temp
    * dir and renamed into place, so a failure leaves nothing in the store.
    */
-  async installBuilt(name: string, origin: string, progress: Progress, produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"]; size?: number; base?: string }>): Promise<StoredImage> {
+  async installBuilt(
+    name: string,
+    origin: string,
+    progress: Progress,
+    produce: (rootfs: string, scratch: string) => Promise<{ digest: string; config: ImageManifest["config"]; size?: number; base?: string }>,
+  ): Promise<StoredImage> {
     const canonical = formatImageRef(parseImageRef(name));
     return withLock(join(this.dir, "locks"), storeKey(canonical), async () => {
       const work = this.workDir("build");
@@ -231,8 +261,15 @@ export class ImageStore {
       try {
         const built = await produce(join(work, "rootfs"), join(work, "scratch"));
         await rm(join(work, "scratch"), { recursive: true, force: true });
-        if (built.base && !this.hasImage(built.base)) throw new Error(`the image ${name} is built on (${built.base}) was removed from the store while it was built: build it again`);
-        if (!this.hasImage(built.digest)) await this.finish(work, built.digest, { source: "build", origin, config: built.config, services: [], ports: [], ...(built.base ? { base: built.base } : {}) }, built.size);
+        if (built.base && !this.hasImage(built.base))
+          throw new Error(`the image ${name} is built on (${built.base}) was removed from the store while it was built: build it again`);
+        if (!this.hasImage(built.digest))
+          await this.finish(
+            work,
+            built.digest,
+            { source: "build", origin, config: built.config, services: [], ports: [], ...(built.base ? { base: built.base } : {}) },
+            built.size,
+          );
         progress.phase("done");
         return this.point(canonical, built.digest);
       } finally {
@@ -248,7 +285,7 @@ export class ImageStore {
     if (!image) return false;
     rmSync(this.refPath(canonical), { force: true });
     // The image goes when no name points at it and no image is stacked on it; then its base may go too.
-    for (let digest: string | undefined = image.manifest.digest; digest && !this.inUse().has(hexOf(digest)); ) {
+    for (let digest: string | undefined = image.manifest.digest; digest && !this.inUse().has(hexOf(digest));) {
       const base: string | undefined = this.manifestOf(digest)?.base;
       this.removeImageDir(digest);
       digest = base;
@@ -268,7 +305,8 @@ export class ImageStore {
   private inUse(): Set<string> {
     const used = new Set<string>();
     for (const image of this.list()) {
-      for (let digest: string | undefined = image.manifest.digest; digest && !used.has(hexOf(digest)); digest = this.manifestOf(digest)?.base) used.add(hexOf(digest));
+      for (let digest: string | undefined = image.manifest.digest; digest && !used.has(hexOf(digest)); digest = this.manifestOf(digest)?.base)
+        used.add(hexOf(digest));
     }
     return used;
   }
@@ -348,7 +386,11 @@ export class ImageStore {
   }
 
   /** Builds into a temp dir, then renames it into place: a half-built image is never visible. */
-  private async install(digest: string, progress: Progress, populate: (rootfs: string) => Promise<Omit<ImageManifest, "refs" | "digest" | "size" | "created">>): Promise<void> {
+  private async install(
+    digest: string,
+    progress: Progress,
+    populate: (rootfs: string) => Promise<Omit<ImageManifest, "refs" | "digest" | "size" | "created">>,
+  ): Promise<void> {
     const work = this.workDir("build");
     mkdirSync(join(work, "rootfs"), { recursive: true });
     try {
@@ -363,7 +405,12 @@ export class ImageStore {
   }
 
   /** `knownSize`: the builder's count (a template over its base), sparing a walk of the whole tree. */
-  private async finish(work: string, digest: string, described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">, knownSize?: number): Promise<void> {
+  private async finish(
+    work: string,
+    digest: string,
+    described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">,
+    knownSize?: number,
+  ): Promise<void> {
     const size = knownSize ?? (Number((await runTool("du", ["-sb", join(work, "rootfs")])).split("\t")[0]) || 0);
     const manifest: ImageManifest = { refs: [], ...described, digest, size, created: new Date().toISOString() };
     writeAtomic(join(work, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");

@@ -24,8 +24,17 @@ export interface ImageUser {
 
 export class ImageUserError extends Error {}
 
-interface PasswdEntry { name: string; uid: number; gid: number; home: string }
-interface GroupEntry { name: string; gid: number; members: string[] }
+interface PasswdEntry {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
+interface GroupEntry {
+  name: string;
+  gid: number;
+  members: string[];
+}
 
 const NUMERIC = /^\d+$/;
 
@@ -41,7 +50,16 @@ export function parseGroup(text: string): GroupEntry[] {
   return text.split("\n").flatMap((line) => {
     const [name, , gid, members] = line.split(":");
     if (!name || line.startsWith("#") || !NUMERIC.test(gid ?? "")) return [];
-    return [{ name, gid: Number(gid), members: (members ?? "").split(",").map((m) => m.trim()).filter(Boolean) }];
+    return [
+      {
+        name,
+        gid: Number(gid),
+        members: (members ?? "")
+          .split(",")
+          .map((m) => m.trim())
+          .filter(Boolean),
+      },
+    ];
   });
 }
 

@@ -1,4 +1,23 @@
-import { chmodSync, closeSync, constants, fchmodSync, fchownSync, futimesSync, lchownSync, linkSync, lstatSync, lutimesSync, mkdirSync, openSync, readdirSync, readlinkSync, rmSync, symlinkSync, utimesSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fchownSync,
+  futimesSync,
+  lchownSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeSync,
+} from "node:fs";
 import { execFileSync } from "node:child_process";
 import { posix } from "node:path";
 import { readTar, type TarEntry } from "./tar-reader.js";
@@ -114,7 +133,9 @@ export interface LayerOptions {
 function writeWhiteouts(paths: string[]): void {
   for (const path of paths) rmSync(path, { recursive: true, force: true });
   for (let i = 0; i < paths.length; i += 500) {
-    execFileSync("sh", ["-c", 'for p; do mknod -m 0 "$p" c 0 0 || exit 1; done', "whiteouts", ...paths.slice(i, i + 500)], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync("sh", ["-c", 'for p; do mknod -m 0 "$p" c 0 0 || exit 1; done', "whiteouts", ...paths.slice(i, i + 500)], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
   }
 }
 

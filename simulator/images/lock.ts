@@ -94,7 +94,10 @@ export function withLock<T>(dir: string, key: string, fn: () => Promise<T>, opti
       }
     }
   });
-  const settled = run.then(() => undefined, () => undefined);
+  const settled = run.then(
+    () => undefined,
+    () => undefined,
+  );
   inProcess.set(path, settled);
   void settled.then(() => {
     if (inProcess.get(path) === settled) inProcess.delete(path);

@@ -52,7 +52,8 @@ function startsWith(path: string, magic: number[]): boolean {
  * the file is read: the build happens in a temp dir, thrown away on error.
  */
 async function applyFile(root: string, path: string, digest?: string): Promise<string> {
-  if (startsWith(path, ZSTD)) throw new ImportError(`${posix.basename(path)}: zstd-compressed layers are not supported (re-save the image with gzip or uncompressed layers)`);
+  if (startsWith(path, ZSTD))
+    throw new ImportError(`${posix.basename(path)}: zstd-compressed layers are not supported (re-save the image with gzip or uncompressed layers)`);
   const hash = createHash("sha256");
   const raw = createReadStream(path);
   raw.on("data", (chunk) => hash.update(chunk as Buffer));
@@ -104,8 +105,19 @@ function pickOciManifest(dir: string, wanted: string | undefined): { manifest: D
   for (let depth = 0; depth < 4; depth++) {
     const entries = index.manifests ?? [];
     if (entries.length === 0) throw new ImportError("the OCI layout's index lists no image");
-    names = [...names, ...entries.map((m) => m.annotations?.["io.containerd.image.name"] ?? m.annotations?.["org.opencontainers.image.ref.name"]).filter((n): n is string => Boolean(n))];
-    const named = wanted ? entries.find((m) => [m.annotations?.["io.containerd.image.name"], m.annotations?.["org.opencontainers.image.ref.name"]].some((n) => n && (n === wanted || wanted.endsWith(`:${n}`)))) : undefined;
+    names = [
+      ...names,
+      ...entries
+        .map((m) => m.annotations?.["io.containerd.image.name"] ?? m.annotations?.["org.opencontainers.image.ref.name"])
+        .filter((n): n is string => Boolean(n)),
+    ];
+    const named = wanted
+      ? entries.find((m) =>
+          [m.annotations?.["io.containerd.image.name"], m.annotations?.["org.opencontainers.image.ref.name"]].some(
+            (n) => n && (n === wanted || wanted.endsWith(`:${n}`)),
+          ),
+        )
+      : undefined;
     const chosen = named ?? entries.find((m) => !m.platform || (m.platform.os === "linux" && m.platform.architecture === "amd64")) ?? entries[0]!;
     if (!chosen.mediaType?.includes("index") && !chosen.mediaType?.includes("manifest.list")) return { manifest: chosen, names };
     index = json(blobPath(dir, chosen.digest));

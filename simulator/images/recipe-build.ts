@@ -32,7 +32,8 @@ export interface BuildTools {
 /** Why a recipe cannot be built here, or undefined. */
 export async function recipeBuildUnavailable(tools: BuildTools): Promise<string | undefined> {
   if (!(await hasTool(tools.mmdebstrap))) return "mmdebstrap is not installed (apt-get install mmdebstrap)";
-  if (process.getuid?.() !== 0 && !(await hasTool("newuidmap"))) return "building as a normal user needs mmdebstrap's unshare mode: apt-get install uidmap, and subordinate ids for the user in /etc/subuid and /etc/subgid";
+  if (process.getuid?.() !== 0 && !(await hasTool("newuidmap")))
+    return "building as a normal user needs mmdebstrap's unshare mode: apt-get install uidmap, and subordinate ids for the user in /etc/subuid and /etc/subgid";
   return undefined;
 }
 
@@ -53,7 +54,12 @@ const EATMYDATA_HOOKS = "/usr/share/mmdebstrap/hooks/eatmydata";
 /** Where an apt-based host keeps the packages it downloaded: reused when its files are the image's versions (a trixie host). */
 export const HOST_APT_ARCHIVES = "/var/cache/apt/archives";
 /** Manuals and translations are not what a sandbox runs; copyright files stay. */
-const NO_DOCS = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/locale/*", "path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright"];
+const NO_DOCS = [
+  "path-exclude=/usr/share/man/*",
+  "path-exclude=/usr/share/locale/*",
+  "path-exclude=/usr/share/doc/*",
+  "path-include=/usr/share/doc/*/copyright",
+];
 const NO_DOCS_FILE = "/etc/dpkg/dpkg.cfg.d/99sandbox-kit-nodoc";
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -83,9 +89,13 @@ export function buildHooks(aptCache: string | undefined, hostArchives: string | 
   hooks.push(`--setup-hook=mkdir -p "$1"/etc/dpkg/dpkg.cfg.d && printf '%s\\n' ${NO_DOCS.map(quote).join(" ")} > "$1"${NO_DOCS_FILE}`);
   if (aptCache) {
     const notHosts = hostArchives ? ` && [ ! -e ${quote(hostArchives)}/"$n" ]` : "";
-    hooks.push(`--customize-hook=for f in ${archives}/*.deb; do n=\${f##*/}; if [ -f "$f" ] && [ ! -e ${quote(aptCache)}/"$n" ]${notHosts}; then cp -l "$f" ${quote(aptCache)}/ 2>/dev/null || cp "$f" ${quote(aptCache)}/; fi; done; true`);
+    hooks.push(
+      `--customize-hook=for f in ${archives}/*.deb; do n=\${f##*/}; if [ -f "$f" ] && [ ! -e ${quote(aptCache)}/"$n" ]${notHosts}; then cp -l "$f" ${quote(aptCache)}/ 2>/dev/null || cp "$f" ${quote(aptCache)}/; fi; done; true`,
+    );
   }
-  hooks.push(`--customize-hook=rm -f "$1"${NO_DOCS_FILE} && rm -rf "$1"/usr/share/man/* "$1"/usr/share/locale/* && find "$1"/usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete && find "$1"/usr/share/doc -mindepth 1 -type d -empty -delete; true`);
+  hooks.push(
+    `--customize-hook=rm -f "$1"${NO_DOCS_FILE} && rm -rf "$1"/usr/share/man/* "$1"/usr/share/locale/* && find "$1"/usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete && find "$1"/usr/share/doc -mindepth 1 -type d -empty -delete; true`,
+  );
   return hooks;
 }
 
@@ -105,7 +115,7 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
     `--include=${packages.join(",")}`,
     asRoot ? "--mode=root" : "--mode=unshare",
     ...(asRoot ? ["--format=directory"] : ["--format=tar"]),
-    "--aptopt=Acquire::Retries \"3\"",
+    '--aptopt=Acquire::Retries "3"',
     ...(existsSync(EATMYDATA_HOOKS) ? [`--hook-dir=${EATMYDATA_HOOKS}`] : []),
     // The essential packages stay in the chroot's cache until the customize hook has kept them.
     "--skip=essential/unlink",
@@ -115,7 +125,12 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
     ...(tools.mirror ? [tools.mirror] : []),
   ];
   const started = Date.now();
-  await runTool(tools.mmdebstrap, args, { onLine: (line) => line.startsWith("I: ") && progress.note(`${line.slice(3).replace(/^(running --[a-z]+-hook).*/, "$1")} (${((Date.now() - started) / 1000).toFixed(1)} s)`), timeoutMs: 30 * 60_000, signal: tools.signal });
+  await runTool(tools.mmdebstrap, args, {
+    onLine: (line) =>
+      line.startsWith("I: ") && progress.note(`${line.slice(3).replace(/^(running --[a-z]+-hook).*/, "$1")} (${((Date.now() - started) / 1000).toFixed(1)} s)`),
+    timeoutMs: 30 * 60_000,
+    signal: tools.signal,
+  });
   if (asRoot) return finishSteps(recipe, rootfs, tools, hostNpm, progress);
   progress.phase("unpacking the root filesystem");
   await applyLayer(rootfs, createReadStream(target).pipe(counter(statSync(target).size, progress)));
@@ -126,8 +141,24 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
 /** The recipe's own steps, on the host against the unpacked root filesystem. */
 async function finishSteps(recipe: Recipe, rootfs: string, tools: BuildTools, hostNpm: boolean, progress: Progress): Promise<void> {
   mkdirSync(posix.join(rootfs, recipe.workingDir), { recursive: true });
-  const env = { ...process.env, CI: "1", npm_config_cache: tools.npmCache, npm_config_update_notifier: "false", npm_config_yes: "true", npm_config_loglevel: "warn", npm_config_audit: "false", npm_config_fund: "false" };
-  const npm = (args: string[], cwd: string) => runTool(tools.npm, args, { cwd, env, onLine: (line) => line.trim() && progress.note(line.trim().slice(0, 200)), timeoutMs: 20 * 60_000, signal: tools.signal });
+  const env = {
+    ...process.env,
+    CI: "1",
+    npm_config_cache: tools.npmCache,
+    npm_config_update_notifier: "false",
+    npm_config_yes: "true",
+    npm_config_loglevel: "warn",
+    npm_config_audit: "false",
+    npm_config_fund: "false",
+  };
+  const npm = (args: string[], cwd: string) =>
+    runTool(tools.npm, args, {
+      cwd,
+      env,
+      onLine: (line) => line.trim() && progress.note(line.trim().slice(0, 200)),
+      timeoutMs: 20 * 60_000,
+      signal: tools.signal,
+    });
   for (const step of recipe.steps) {
     if (step.kind === "file") {
       const parts = entryComponents(step.path);

@@ -77,7 +77,12 @@ const nextConfig: NextConfig = { allowedDevOrigins: ["*", "**"] };
 export default nextConfig;
 `;
 
-const tsPackage = JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module", scripts: { dev: "tsx watch src/index.ts", build: "tsc", start: "node dist/index.js" } }, null, 2) + "\n";
+const tsPackage =
+  JSON.stringify(
+    { name: "app", version: "1.0.0", private: true, type: "module", scripts: { dev: "tsx watch src/index.ts", build: "tsc", start: "node dist/index.js" } },
+    null,
+    2,
+  ) + "\n";
 const tsIndex = `import { createServer } from "node:http";
 
 const port = Number(process.env.PORT ?? 3000);
@@ -86,7 +91,23 @@ createServer((_req, res) => {
   res.end("Hello from the ts-app sandbox\\n");
 }).listen(port, "0.0.0.0", () => console.log(\`listening on \${port}\`));
 `;
-const tsConfig = JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", outDir: "dist", strict: true, esModuleInterop: true, skipLibCheck: true }, include: ["src"] }, null, 2) + "\n";
+const tsConfig =
+  JSON.stringify(
+    {
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        outDir: "dist",
+        strict: true,
+        esModuleInterop: true,
+        skipLibCheck: true,
+      },
+      include: ["src"],
+    },
+    null,
+    2,
+  ) + "\n";
 
 export const RECIPES: Recipe[] = [
   {
@@ -100,7 +121,16 @@ export const RECIPES: Recipe[] = [
     services: [],
   },
   { name: "node", description: "Node.js with npm and git", packages: NODE, steps: [NPM], env: HOME_ENV, workingDir: "/blaxel", ports: [3000], services: [] },
-  { name: "py-app", description: "Python 3 with pip and venv, git", packages: PYTHON, steps: [], env: HOME_ENV, workingDir: "/blaxel", ports: [8000], services: [] },
+  {
+    name: "py-app",
+    description: "Python 3 with pip and venv, git",
+    packages: PYTHON,
+    steps: [],
+    env: HOME_ENV,
+    workingDir: "/blaxel",
+    ports: [8000],
+    services: [],
+  },
   {
     name: "ts-app",
     description: "Node.js with a TypeScript app at /blaxel/app (npm run dev: tsx watch on port 3000)",
@@ -110,7 +140,12 @@ export const RECIPES: Recipe[] = [
       { kind: "file", path: "/blaxel/app/package.json", content: tsPackage },
       { kind: "file", path: "/blaxel/app/tsconfig.json", content: tsConfig },
       { kind: "file", path: "/blaxel/app/src/index.ts", content: tsIndex },
-      { kind: "npm", label: "installing typescript and tsx", cwd: "/blaxel/app", args: ["install", "--save-dev", "--no-audit", "--no-fund", "typescript", "tsx", "@types/node"] },
+      {
+        kind: "npm",
+        label: "installing typescript and tsx",
+        cwd: "/blaxel/app",
+        args: ["install", "--save-dev", "--no-audit", "--no-fund", "typescript", "tsx", "@types/node"],
+      },
     ],
     env: HOME_ENV,
     workingDir: "/blaxel",
@@ -124,7 +159,28 @@ export const RECIPES: Recipe[] = [
     packages: NODE,
     steps: [
       NPM,
-      { kind: "npm", label: "creating the Next.js app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-next-app@16", "app", "--use-npm", "--typescript", "--eslint", "--tailwind", "--src-dir", "--app", "--import-alias", "@/*", "--disable-git", "--yes"] },
+      {
+        kind: "npm",
+        label: "creating the Next.js app",
+        cwd: "/blaxel",
+        args: [
+          "exec",
+          "--yes",
+          "--",
+          "create-next-app@16",
+          "app",
+          "--use-npm",
+          "--typescript",
+          "--eslint",
+          "--tailwind",
+          "--src-dir",
+          "--app",
+          "--import-alias",
+          "@/*",
+          "--disable-git",
+          "--yes",
+        ],
+      },
       { kind: "file", path: "/blaxel/app/next.config.ts", content: nextConfig },
     ],
     env: HOME_ENV,
@@ -138,7 +194,12 @@ export const RECIPES: Recipe[] = [
     packages: NODE,
     steps: [
       NPM,
-      { kind: "npm", label: "creating the Vite app", cwd: "/blaxel", args: ["exec", "--yes", "--", "create-vite@9", "app", "--template", "react-ts", "--no-interactive"] },
+      {
+        kind: "npm",
+        label: "creating the Vite app",
+        cwd: "/blaxel",
+        args: ["exec", "--yes", "--", "create-vite@9", "app", "--template", "react-ts", "--no-interactive"],
+      },
       { kind: "file", path: "/blaxel/app/vite.config.ts", content: viteConfig },
       { kind: "npm", label: "installing the Vite app's dependencies", cwd: "/blaxel/app", args: ["install", "--no-audit", "--no-fund"] },
     ],
@@ -150,18 +211,47 @@ export const RECIPES: Recipe[] = [
   {
     name: "jupyter-server",
     description: "Python 3 with Jupyter Server, an IPython kernel, numpy, pandas and matplotlib; the code interpreter's server on port 8888, Jupyter on 12345",
-    packages: [...PYTHON, "jupyter-server", "python3-ipykernel", "python3-jupyter-client", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-requests", "gcc", "g++", "python3-dev"],
+    packages: [
+      ...PYTHON,
+      "jupyter-server",
+      "python3-ipykernel",
+      "python3-jupyter-client",
+      "python3-numpy",
+      "python3-pandas",
+      "python3-matplotlib",
+      "python3-requests",
+      "gcc",
+      "g++",
+      "python3-dev",
+    ],
     steps: [
       { kind: "file", path: "/opt/sandbox-kit/interpreter.py", content: INTERPRETER_SERVER_PY, mode: 0o755 },
       { kind: "file", path: "/app/.config/matplotlib/matplotlibrc", content: "backend: Agg\n" },
     ],
-    env: ["HOME=/app", "MPLCONFIGDIR=/app/.config/matplotlib", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+    env: [
+      "HOME=/app",
+      "MPLCONFIGDIR=/app/.config/matplotlib",
+      "PIP_DISABLE_PIP_VERSION_CHECK=1",
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ],
     workingDir: "/app",
     ports: [8888, 12345],
     // hub/jupyter-server/entrypoint.sh: Jupyter on 12345, the interpreter's own server on 8888.
     services: [
-      { name: "jupyter", command: "python3 -m jupyter_server --no-browser --ip=0.0.0.0 --port=12345 --ServerApp.token= --ServerApp.password= --allow-root --ServerApp.root_dir=/app", workingDir: "/app", env: { HOME: "/app" } },
-      { name: "interpreter", command: "python3 /opt/sandbox-kit/interpreter.py", workingDir: "/app", env: { HOME: "/app", INTERPRETER_PORT: "8888", INTERPRETER_ROOT: "/app" }, waitForPorts: [8888] },
+      {
+        name: "jupyter",
+        command:
+          "python3 -m jupyter_server --no-browser --ip=0.0.0.0 --port=12345 --ServerApp.token= --ServerApp.password= --allow-root --ServerApp.root_dir=/app",
+        workingDir: "/app",
+        env: { HOME: "/app" },
+      },
+      {
+        name: "interpreter",
+        command: "python3 /opt/sandbox-kit/interpreter.py",
+        workingDir: "/app",
+        env: { HOME: "/app", INTERPRETER_PORT: "8888", INTERPRETER_ROOT: "/app" },
+        waitForPorts: [8888],
+      },
     ],
   },
 ];

@@ -53,7 +53,10 @@ function copyInto(ctx: OpContext, doc: ImageDoc, target: string, source: string,
   let result = copy;
   if (existing) {
     const clashing = existing.doc.spec.tags.filter((t) => doc.spec.tags.some((s) => s.name === t.name)).map((t) => t.name);
-    if (clashing.length && !force) throw errors.conflict(`workspace "${target}" already has image ${doc.metadata.name} with tag${clashing.length > 1 ? "s" : ""} ${clashing.join(", ")}: an existing image is never replaced (a pending share accepted with force=true replaces those tags)`);
+    if (clashing.length && !force)
+      throw errors.conflict(
+        `workspace "${target}" already has image ${doc.metadata.name} with tag${clashing.length > 1 ? "s" : ""} ${clashing.join(", ")}: an existing image is never replaced (a pending share accepted with force=true replaces those tags)`,
+      );
     result = structuredClone(existing.doc);
     result.spec.tags = [...result.spec.tags.filter((t) => !clashing.includes(t.name)), ...copy.spec.tags];
     result.__layerSizes = { ...result.__layerSizes, ...copy.__layerSizes };
@@ -61,7 +64,16 @@ function copyInto(ctx: OpContext, doc: ImageDoc, target: string, source: string,
     result.metadata.updatedAt = copy.metadata.updatedAt;
     existing.doc = result;
     ctx.deps.resources.update(existing as never);
-  } else ctx.deps.resources.insert({ workspace: target, kind: IMAGE_KIND, parent: doc.metadata.resourceType, name: doc.metadata.name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: copy as never });
+  } else
+    ctx.deps.resources.insert({
+      workspace: target,
+      kind: IMAGE_KIND,
+      parent: doc.metadata.resourceType,
+      name: doc.metadata.name,
+      createdMs: ctx.deps.clock.now(),
+      status: "DEPLOYED",
+      doc: copy as never,
+    });
   meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(target, IMAGE_KIND, doc.metadata.name, doc.metadata.resourceType)!);
   return result;
 }
@@ -70,7 +82,8 @@ function pendingShare(ctx: OpContext): { item: NonNullable<ReturnType<OpContext[
   const item = ctx.deps.resources.get<PendingShare>(PENDING_BUCKET, PENDING_KIND, ctx.params.pendingShareId!);
   if (!item) throw errors.notFound(`pending share "${ctx.params.pendingShareId}" not found`);
   const share = item.doc;
-  if (ctx.principal.workspaces.get(share.targetWorkspace) !== "admin") throw errors.forbidden(`only an admin of workspace "${share.targetWorkspace}" may answer this share`);
+  if (ctx.principal.workspaces.get(share.targetWorkspace) !== "admin")
+    throw errors.forbidden(`only an admin of workspace "${share.targetWorkspace}" may answer this share`);
   return { item: item as never, share };
 }
 
@@ -88,12 +101,23 @@ function closePending(ctx: OpContext, share: PendingShare, accepted: boolean): v
 
 export const imageOperations: Operation[] = [
   {
-    id: "listImages", method: "get", path: "/images", scope: "admin",
+    id: "listImages",
+    method: "get",
+    path: "/images",
+    scope: "admin",
     // The workspace's records, then the images users brought into the image store (store-view.ts).
-    handler: (ctx) => withStoreImages(ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => i.doc), ctx.deps.images?.store, ctx.workspace).map(renderImage),
+    handler: (ctx) =>
+      withStoreImages(
+        ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => i.doc),
+        ctx.deps.images?.store,
+        ctx.workspace,
+      ).map(renderImage),
   },
   {
-    id: "createImage", method: "post", path: "/images", scope: "admin",
+    id: "createImage",
+    method: "post",
+    path: "/images",
+    scope: "admin",
     handler: (ctx) => {
       const body = parse(CreateBody, ctx.body ?? {}, "body");
       const type = parseResourceType(body.resourceType);
@@ -105,7 +129,10 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "cleanupImages", method: "delete", path: "/images", scope: "admin",
+    id: "cleanupImages",
+    method: "delete",
+    path: "/images",
+    scope: "admin",
     handler: (ctx) => {
       let deleted = 0;
       for (const item of ctx.deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:asc" })) {
@@ -118,17 +145,24 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "getImage", method: "get", path: "/images/:resourceType/:imageName", scope: "admin",
+    id: "getImage",
+    method: "get",
+    path: "/images/:resourceType/:imageName",
+    scope: "admin",
     handler: (ctx) => {
       const type = parseResourceType(ctx.params.resourceType);
-      const fromStore = !ctx.deps.resources.get(ctx.workspace, IMAGE_KIND, ctx.params.imageName!, type) && type === "sandboxes" && ctx.deps.images
-        ? storeImageDocs(ctx.deps.images.store, ctx.workspace).find((d) => d.metadata.name === ctx.params.imageName)
-        : undefined;
+      const fromStore =
+        !ctx.deps.resources.get(ctx.workspace, IMAGE_KIND, ctx.params.imageName!, type) && type === "sandboxes" && ctx.deps.images
+          ? storeImageDocs(ctx.deps.images.store, ctx.workspace).find((d) => d.metadata.name === ctx.params.imageName)
+          : undefined;
       return renderImage(fromStore ?? loadImage(ctx).doc);
     },
   },
   {
-    id: "deleteImage", method: "delete", path: "/images/:resourceType/:imageName", scope: "admin",
+    id: "deleteImage",
+    method: "delete",
+    path: "/images/:resourceType/:imageName",
+    scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const users = item.doc.spec.tags.flatMap((t) => tagUsers(ctx, item.name, t.name));
@@ -139,7 +173,10 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "deleteImageTag", method: "delete", path: "/images/:resourceType/:imageName/tags/:tagName", scope: "admin",
+    id: "deleteImageTag",
+    method: "delete",
+    path: "/images/:resourceType/:imageName/tags/:tagName",
+    scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const tag = ctx.params.tagName!;
@@ -155,14 +192,20 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "listImageShares", method: "get", path: "/images/:resourceType/:imageName/share", scope: "admin",
+    id: "listImageShares",
+    method: "get",
+    path: "/images/:resourceType/:imageName/share",
+    scope: "admin",
     handler: (ctx) => {
       loadImage(ctx);
       return ctx.deps.resources.list({ workspace: ctx.workspace, kind: SHARE_KIND, parent: shareKey(ctx), sort: "createdAt:asc" }).map((s) => s.doc);
     },
   },
   {
-    id: "shareImage", method: "post", path: "/images/:resourceType/:imageName/share", scope: "admin",
+    id: "shareImage",
+    method: "post",
+    path: "/images/:resourceType/:imageName/share",
+    scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const body = parse(ShareBody, ctx.body ?? {}, "body");
@@ -173,27 +216,62 @@ export const imageOperations: Operation[] = [
       if (ctx.deps.resources.get(ctx.workspace, SHARE_KIND, target.name, key)) throw errors.conflict(`already shared with "${target.name}"`);
       const sourceAccount = ctx.deps.accounts.workspace(ctx.workspace)!.accountId;
       const now = ctx.deps.clock.now();
-      const entry = { workspace: target.name, accountId: target.accountId, status: "active", workspaceDisplayName: String(target.doc.displayName ?? target.name) };
+      const entry = {
+        workspace: target.name,
+        accountId: target.accountId,
+        status: "active",
+        workspaceDisplayName: String(target.doc.displayName ?? target.name),
+      };
       if (target.accountId === sourceAccount) {
         // Applied at once, so the sharer must administer the target too (a member of the source only gets 403).
-        if (ctx.principal.workspaces.get(target.name) !== "admin") throw errors.forbidden(`sharing into workspace "${target.name}" at once needs an admin of it`);
+        if (ctx.principal.workspaces.get(target.name) !== "admin")
+          throw errors.forbidden(`sharing into workspace "${target.name}" at once needs an admin of it`);
         const copy = copyInto(ctx, item.doc, target.name, ctx.workspace, false);
         ctx.deps.resources.insert({ workspace: ctx.workspace, kind: SHARE_KIND, parent: key, name: target.name, createdMs: now, status: "active", doc: entry });
         return renderImage(copy);
       }
       if (body.targetAccountId !== target.accountId) throw errors.badRequest("targetAccountId: does not match the target workspace's account");
       const share: PendingShare = {
-        id: ctx.deps.ids(), imageName: item.name, resourceType: item.parent, sourceWorkspace: ctx.workspace, sourceAccountId: sourceAccount,
-        targetWorkspace: target.name, targetAccountId: target.accountId, sharedBy: ctx.actor, expiresAt: iso(now + PENDING_TTL_MS),
-        createdAt: iso(now), updatedAt: iso(now), createdBy: ctx.actor, updatedBy: ctx.actor,
+        id: ctx.deps.ids(),
+        imageName: item.name,
+        resourceType: item.parent,
+        sourceWorkspace: ctx.workspace,
+        sourceAccountId: sourceAccount,
+        targetWorkspace: target.name,
+        targetAccountId: target.accountId,
+        sharedBy: ctx.actor,
+        expiresAt: iso(now + PENDING_TTL_MS),
+        createdAt: iso(now),
+        updatedAt: iso(now),
+        createdBy: ctx.actor,
+        updatedBy: ctx.actor,
       };
-      ctx.deps.resources.insert({ workspace: PENDING_BUCKET, kind: PENDING_KIND, parent: "", name: share.id, createdMs: now, status: "pending", doc: share as never });
-      ctx.deps.resources.insert({ workspace: ctx.workspace, kind: SHARE_KIND, parent: key, name: target.name, createdMs: now, status: "pending", doc: { ...entry, status: "pending", pendingShareId: share.id } });
+      ctx.deps.resources.insert({
+        workspace: PENDING_BUCKET,
+        kind: PENDING_KIND,
+        parent: "",
+        name: share.id,
+        createdMs: now,
+        status: "pending",
+        doc: share as never,
+      });
+      ctx.deps.resources.insert({
+        workspace: ctx.workspace,
+        kind: SHARE_KIND,
+        parent: key,
+        name: target.name,
+        createdMs: now,
+        status: "pending",
+        doc: { ...entry, status: "pending", pendingShareId: share.id },
+      });
       return new Reply(202, share);
     },
   },
   {
-    id: "unshareImage", method: "delete", path: "/images/:resourceType/:imageName/share/:targetWorkspace", scope: "admin",
+    id: "unshareImage",
+    method: "delete",
+    path: "/images/:resourceType/:imageName/share/:targetWorkspace",
+    scope: "admin",
     handler: (ctx) => {
       const item = loadImage(ctx);
       const entry = ctx.deps.resources.get<{ status: string; pendingShareId?: string }>(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, shareKey(ctx));
@@ -208,10 +286,14 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "listPendingImageShares", method: "get", path: "/pending-image-shares", scope: "admin",
+    id: "listPendingImageShares",
+    method: "get",
+    path: "/pending-image-shares",
+    scope: "admin",
     handler: (ctx) => {
       const outgoing = ctx.query.direction === "outgoing";
-      if (ctx.query.direction !== undefined && !outgoing && ctx.query.direction !== "incoming") throw errors.badRequest("query.direction: expected incoming or outgoing");
+      if (ctx.query.direction !== undefined && !outgoing && ctx.query.direction !== "incoming")
+        throw errors.badRequest("query.direction: expected incoming or outgoing");
       return ctx.deps.resources
         .list<PendingShare>({ workspace: PENDING_BUCKET, kind: PENDING_KIND, sort: "createdAt:desc" })
         .map((p) => p.doc)
@@ -219,12 +301,22 @@ export const imageOperations: Operation[] = [
         .map((s) => {
           const { updatedAt: _u, createdBy: _c, updatedBy: _b, ...rest } = s;
           const conflict = ctx.deps.resources.get<ImageDoc>(s.targetWorkspace, IMAGE_KIND, s.imageName, s.resourceType);
-          return { ...rest, hasConflict: Boolean(conflict), sharedByEmail: s.sharedBy, sourceWorkspaceDisplayName: s.sourceWorkspace, targetWorkspaceDisplayName: s.targetWorkspace };
+          return {
+            ...rest,
+            hasConflict: Boolean(conflict),
+            sharedByEmail: s.sharedBy,
+            sourceWorkspaceDisplayName: s.sourceWorkspace,
+            targetWorkspaceDisplayName: s.targetWorkspace,
+          };
         });
     },
   },
   {
-    id: "acceptImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/accept", scope: "admin", level: "account",
+    id: "acceptImageShare",
+    method: "post",
+    path: "/pending-image-shares/:pendingShareId/accept",
+    scope: "admin",
+    level: "account",
     handler: (ctx) => {
       const { share } = pendingShare(ctx);
       if (Date.parse(share.expiresAt) <= ctx.deps.clock.now()) throw new ApiError("gone", `pending share "${share.id}" expired at ${share.expiresAt}`);
@@ -236,7 +328,11 @@ export const imageOperations: Operation[] = [
     },
   },
   {
-    id: "declineImageShare", method: "post", path: "/pending-image-shares/:pendingShareId/decline", scope: "admin", level: "account",
+    id: "declineImageShare",
+    method: "post",
+    path: "/pending-image-shares/:pendingShareId/decline",
+    scope: "admin",
+    level: "account",
     handler: (ctx) => {
       closePending(ctx, pendingShare(ctx).share, false);
       return new Reply(204);

@@ -51,7 +51,14 @@ export function resolvedOf(image: StoredImage): ResolvedImage {
   const m = image.manifest;
   // The image's ENTRYPOINT/CMD starts after its services, as a process of the sandbox (entrypoint.ts).
   const entrypoint = entrypointService(m.config);
-  return { ref: image.ref, layers: image.layers, env: envOfImage(m.config.env), workingDir: m.config.workingDir, user: m.config.user ?? "", services: entrypoint ? [...m.services, entrypoint] : m.services };
+  return {
+    ref: image.ref,
+    layers: image.layers,
+    env: envOfImage(m.config.env),
+    workingDir: m.config.workingDir,
+    user: m.config.user ?? "",
+    services: entrypoint ? [...m.services, entrypoint] : m.services,
+  };
 }
 
 /** GET /health's `defaultImage`: the build a simulator starts with (--prebuild), so a person knows why the first create waits. */
@@ -87,7 +94,15 @@ export class SandboxImages {
    */
   async prebuild(image: string, progress: Progress = callbackProgress(() => {})): Promise<PrebuildStatus | undefined> {
     if (!this.buildForLaunch) return undefined;
-    const state = (this.prebuilt = { image, state: "building" as PrebuildStatus["state"], started: Date.now(), phase: undefined as string | undefined, step: undefined as string | undefined, error: undefined as string | undefined, finished: undefined as number | undefined });
+    const state = (this.prebuilt = {
+      image,
+      state: "building" as PrebuildStatus["state"],
+      started: Date.now(),
+      phase: undefined as string | undefined,
+      step: undefined as string | undefined,
+      error: undefined as string | undefined,
+      finished: undefined as number | undefined,
+    });
     const tracking: Progress = {
       phase: (label) => {
         state.phase = label;
@@ -137,7 +152,10 @@ export class SandboxImages {
    * Env, WorkingDir and User (image-config.ts). Returns the processes the image starts beside the agent.
    */
   async prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]> {
-    const resolved = await this.resolve(image, callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)));
+    const resolved = await this.resolve(
+      image,
+      callbackProgress((text) => this.onProgress?.(spec.workspace, spec.sandbox, text)),
+    );
     if (!resolved) return [];
     spec.imageRootDir = resolved.layers[0];
     spec.imageLowerDirs = resolved.layers.length > 1 ? resolved.layers.slice(1) : undefined;
@@ -191,7 +209,15 @@ export async function startImageServices(endpoint: AgentEndpoint, token: string,
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         // Services restart on failure as the hub entrypoints ask; the image's own entrypoint runs once, as a
         // container's PID 1 does (its end is reported, not retried).
-        body: JSON.stringify({ name: service.name, command: service.command, workingDir: service.workingDir, env: service.env, waitForCompletion: false, ...(service.name === ENTRYPOINT_PROCESS ? {} : { restartOnFailure: true, maxRestarts: SERVICE_RESTARTS }), ...waits }),
+        body: JSON.stringify({
+          name: service.name,
+          command: service.command,
+          workingDir: service.workingDir,
+          env: service.env,
+          waitForCompletion: false,
+          ...(service.name === ENTRYPOINT_PROCESS ? {} : { restartOnFailure: true, maxRestarts: SERVICE_RESTARTS }),
+          ...waits,
+        }),
         timeoutMs: waits.waitForPorts ? (SERVICE_PORT_WAIT_S + 10) * 1000 : 10_000,
       });
       if (res.status === 409) continue; // its name is running: started before this agent (re)started
@@ -215,11 +241,16 @@ function followEntrypoint(endpoint: AgentEndpoint, token: string, logger?: Logge
     res.once("error", () => {});
     res.resume();
     res.once("end", () => {
-      agentFetch(endpoint, { path: `/process/${ENTRYPOINT_PROCESS}`, headers, timeoutMs: 5_000 }).then((reply) => {
-        const record = JSON.parse(reply.text) as { status?: string; exitCode?: number };
-        if (reply.status !== 200 || record.status === "running") return;
-        logger?.warn({ status: record.status, exitCode: record.exitCode }, `the image's entrypoint ended (its output: sandbox.process.logs("${ENTRYPOINT_PROCESS}")); the sandbox keeps running here, while on the platform a template whose entrypoint ends fails: end it with \`wait\``);
-      }).catch(() => {}); // the agent stopped with the sandbox: nothing to say
+      agentFetch(endpoint, { path: `/process/${ENTRYPOINT_PROCESS}`, headers, timeoutMs: 5_000 })
+        .then((reply) => {
+          const record = JSON.parse(reply.text) as { status?: string; exitCode?: number };
+          if (reply.status !== 200 || record.status === "running") return;
+          logger?.warn(
+            { status: record.status, exitCode: record.exitCode },
+            `the image's entrypoint ended (its output: sandbox.process.logs("${ENTRYPOINT_PROCESS}")); the sandbox keeps running here, while on the platform a template whose entrypoint ends fails: end it with \`wait\``,
+          );
+        })
+        .catch(() => {}); // the agent stopped with the sandbox: nothing to say
     });
   });
   req.end();

@@ -48,7 +48,11 @@ export type ImagePlan =
 
 /** No source can provide the image (the platform's INVALID_IMAGE). */
 export class ImageNotFoundError extends Error {
-  constructor(readonly requested: string, readonly supported: string[], reason: string) {
+  constructor(
+    readonly requested: string,
+    readonly supported: string[],
+    reason: string,
+  ) {
     super(reason);
   }
 }
@@ -71,4 +75,3 @@ export function writeAtomic(path: string, text: string): void {
   }
   renameSync(tmp, path);
 }
-

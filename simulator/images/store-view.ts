@@ -22,11 +22,22 @@ export function storeImageDocs(store: ImageStore, workspace: string): ImageDoc[]
     const name = repoName(image.ref);
     const created = image.manifest.created;
     const doc = byName.get(name) ?? {
-      metadata: { name, displayName: name, resourceType: "sandboxes", workspace, status: "DEPLOYED", events: [], createdAt: created, updatedAt: created, lastDeployedAt: created },
+      metadata: {
+        name,
+        displayName: name,
+        resourceType: "sandboxes",
+        workspace,
+        status: "DEPLOYED",
+        events: [],
+        createdAt: created,
+        updatedAt: created,
+        lastDeployedAt: created,
+      },
       spec: { size: 0, tags: [] },
       __layerSizes: {},
     };
-    if (!doc.spec.tags.some((t) => t.name === ref.tag)) doc.spec.tags.push({ name: ref.tag, size: image.manifest.size, createdAt: created, updatedAt: created, __layers: [image.manifest.digest] });
+    if (!doc.spec.tags.some((t) => t.name === ref.tag))
+      doc.spec.tags.push({ name: ref.tag, size: image.manifest.size, createdAt: created, updatedAt: created, __layers: [image.manifest.digest] });
     doc.__layerSizes[image.manifest.digest] = image.manifest.size;
     doc.spec.size = Object.values(doc.__layerSizes).reduce((a, b) => a + b, 0);
     if (created > doc.metadata.updatedAt) doc.metadata.updatedAt = doc.metadata.lastDeployedAt = created;

@@ -45,7 +45,17 @@ export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: s
   const now = iso(ctx.deps.clock.now());
   const existing = ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type);
   const doc: ImageDoc = existing?.doc ?? {
-    metadata: { name, displayName: name, resourceType: type, workspace: ctx.workspace, status: "DEPLOYED", events: [], createdAt: now, updatedAt: now, lastDeployedAt: now },
+    metadata: {
+      name,
+      displayName: name,
+      resourceType: type,
+      workspace: ctx.workspace,
+      status: "DEPLOYED",
+      events: [],
+      createdAt: now,
+      updatedAt: now,
+      lastDeployedAt: now,
+    },
     spec: { size: 0, tags: [] },
     __layerSizes: {},
   };
@@ -63,14 +73,25 @@ export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: s
   if (existing) {
     existing.doc = doc;
     ctx.deps.resources.update(existing as never);
-  } else ctx.deps.resources.insert({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: type, name, createdMs: ctx.deps.clock.now(), status: "DEPLOYED", doc: doc as never });
+  } else
+    ctx.deps.resources.insert({
+      workspace: ctx.workspace,
+      kind: IMAGE_KIND,
+      parent: type,
+      name,
+      createdMs: ctx.deps.clock.now(),
+      status: "DEPLOYED",
+      doc: doc as never,
+    });
   meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
   return doc;
 }
 
 /** Resources whose runtime image is this repository at this tag ("name:tag", optionally with a registry prefix). */
 export function tagUsers(ctx: OpContext, name: string, tag: string): string[] {
-  const matches = (image: unknown) => typeof image === "string" && (image === `${name}:${tag}` || image.endsWith(`/${name}:${tag}`) || (tag === "latest" && (image === name || image.endsWith(`/${name}`))));
+  const matches = (image: unknown) =>
+    typeof image === "string" &&
+    (image === `${name}:${tag}` || image.endsWith(`/${name}:${tag}`) || (tag === "latest" && (image === name || image.endsWith(`/${name}`))));
   return ctx.deps.resources
     .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "sandbox", "job"])
     .filter((r) => matches((r.doc.spec?.runtime as { image?: unknown } | undefined)?.image))
@@ -85,5 +106,8 @@ export function renderImage(doc: ImageDoc): unknown {
 /** A metadata-only copy for another workspace: same layer digests, so storage is not duplicated. */
 export function copyFor(doc: ImageDoc, targetWorkspace: string, sourceWorkspace: string, nowMs: number): ImageDoc {
   const now = iso(nowMs);
-  return { ...structuredClone(doc), metadata: { ...structuredClone(doc.metadata), workspace: targetWorkspace, sourceWorkspace, createdAt: now, updatedAt: now } };
+  return {
+    ...structuredClone(doc),
+    metadata: { ...structuredClone(doc.metadata), workspace: targetWorkspace, sourceWorkspace, createdAt: now, updatedAt: now },
+  };
 }

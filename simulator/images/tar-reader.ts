@@ -34,7 +34,17 @@ export class TarFormatError extends Error {}
 
 const BLOCK = 512;
 const XATTR = "SCHILY.xattr.";
-const TYPES: Record<string, EntryType> = { "0": "file", "\0": "file", "7": "file", "1": "hardlink", "2": "symlink", "5": "directory", "3": "char", "4": "block", "6": "fifo" };
+const TYPES: Record<string, EntryType> = {
+  "0": "file",
+  "\0": "file",
+  "7": "file",
+  "1": "hardlink",
+  "2": "symlink",
+  "5": "directory",
+  "3": "char",
+  "4": "block",
+  "6": "fifo",
+};
 
 function text(buf: Buffer, start: number, length: number): string {
   const field = buf.subarray(start, start + length);

@@ -48,8 +48,10 @@ function checkInputs(name: string, context: string, dockerfile: string): string 
   const ref = parseImageRef(name);
   const canonical = formatImageRef(ref);
   const hub = recipeFor(ref, false) ?? (ref.registry ? undefined : recipeFor(ref, true));
-  if (hub) throw new TemplateBuildError(`"${name}" is the hub image blaxel/${hub.name}: give the template a name of its own (hub images: ${HUB_IMAGES.join(", ")})`);
-  if (!existsSync(context) || !statSync(context).isDirectory()) throw new TemplateBuildError(`the build context ${context} is not a directory (images build <name> --file <Dockerfile> <context dir>)`);
+  if (hub)
+    throw new TemplateBuildError(`"${name}" is the hub image blaxel/${hub.name}: give the template a name of its own (hub images: ${HUB_IMAGES.join(", ")})`);
+  if (!existsSync(context) || !statSync(context).isDirectory())
+    throw new TemplateBuildError(`the build context ${context} is not a directory (images build <name> --file <Dockerfile> <context dir>)`);
   if (!existsSync(dockerfile) || !statSync(dockerfile).isFile()) throw new TemplateBuildError(`the Dockerfile ${dockerfile} does not exist`);
   return canonical;
 }
@@ -63,7 +65,10 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
   let builder = options.builder;
   if (!builder) {
     const found = await findBuilder();
-    if (!found.builder) throw new TemplateBuildError(`no image builder answers here (${found.unavailable.join("; ")}): start a Docker daemon, or install buildah (apt-get install -y buildah)`);
+    if (!found.builder)
+      throw new TemplateBuildError(
+        `no image builder answers here (${found.unavailable.join("; ")}): start a Docker daemon, or install buildah (apt-get install -y buildah)`,
+      );
     builder = found.builder;
   }
   const buildArgs = options.buildArgs ?? [];
@@ -87,7 +92,12 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
     const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
     throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
   }
-  return await store.installBuilt(canonical, dockerfile, progress, async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress)) ?? builder.exportImage(tag, rootfs, work, progress));
+  return await store.installBuilt(
+    canonical,
+    dockerfile,
+    progress,
+    async (rootfs, work) => (await builder.exportOntoBase?.(tag, bases, rootfs, progress)) ?? builder.exportImage(tag, rootfs, work, progress),
+  );
 }
 
 /**

@@ -72,7 +72,12 @@ export function runTool(command: string, args: string[], options: RunOptions = {
         () => {
           if (options.signal?.aborted) reject(new ToolError(`${command} ${args[0] ?? ""} stopped: the image store was closed`));
           else if (code === 0) resolve(stdout);
-          else reject(new ToolError(`${command} ${args[0] ?? ""} failed (${signal ? `signal ${signal}` : `exit code ${code}`})${tail.length ? `:\n${tail.join("\n")}` : ""}`));
+          else
+            reject(
+              new ToolError(
+                `${command} ${args[0] ?? ""} failed (${signal ? `signal ${signal}` : `exit code ${code}`})${tail.length ? `:\n${tail.join("\n")}` : ""}`,
+              ),
+            );
         },
         () => reject(failed),
       );

@@ -44,8 +44,19 @@ interface ExecutionDoc {
 
 /** A task that ran: why it failed, as the platform's conditions say it. */
 function conditionsOf(task: RunTask | undefined, timedOut: boolean) {
-  if (timedOut) return [{ type: "Completed", state: "False", reason: "Timeout", message: task?.error ?? "task exceeded the job timeout", severity: "error", executionReason: "timeout" }];
-  if (task?.status === "failed") return [{ type: "Completed", state: "False", reason: "Failed", message: task.error ?? "failed", severity: "error", executionReason: "error" }];
+  if (timedOut)
+    return [
+      {
+        type: "Completed",
+        state: "False",
+        reason: "Timeout",
+        message: task?.error ?? "task exceeded the job timeout",
+        severity: "error",
+        executionReason: "timeout",
+      },
+    ];
+  if (task?.status === "failed")
+    return [{ type: "Completed", state: "False", reason: "Failed", message: task.error ?? "failed", severity: "error", executionReason: "error" }];
   return [];
 }
 
@@ -77,16 +88,38 @@ function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
   const stamp = (ms?: number) => (ms === undefined ? undefined : iso(ms));
   const jobTimeout = doc.__plan.timeoutMs / 1000;
   const tasks = state.tasks.map((t) => ({
-    metadata: { name: `${doc.id}-task-${t.index}`, createdAt: iso(doc.__plan.createdMs), scheduledAt: iso(doc.__plan.createdMs), startedAt: stamp(t.startMs), completedAt: stamp(t.endMs), updatedAt: stamp(t.endMs ?? t.startMs ?? doc.__plan.createdMs) },
+    metadata: {
+      name: `${doc.id}-task-${t.index}`,
+      createdAt: iso(doc.__plan.createdMs),
+      scheduledAt: iso(doc.__plan.createdMs),
+      startedAt: stamp(t.startMs),
+      completedAt: stamp(t.endMs),
+      updatedAt: stamp(t.endMs ?? t.startMs ?? doc.__plan.createdMs),
+    },
     spec: { maxRetries: doc.__run?.maxRetries ?? 0, timeout: jobTimeout ? `${jobTimeout}s` : "0s" },
     status: t.status,
     conditions: conditionsOf(doc.__run?.tasks[t.index], t.timedOut),
     result: resultOf(doc.__run?.tasks[t.index]),
   }));
   return {
-    metadata: { id: doc.id, job: doc.job, workspace: ctx.workspace, cluster: "sim-local", createdAt: iso(doc.__plan.createdMs), updatedAt: iso(now), startedAt: stamp(state.startedMs), completedAt: stamp(state.completedMs) },
+    metadata: {
+      id: doc.id,
+      job: doc.job,
+      workspace: ctx.workspace,
+      cluster: "sim-local",
+      createdAt: iso(doc.__plan.createdMs),
+      updatedAt: iso(now),
+      startedAt: stamp(state.startedMs),
+      completedAt: stamp(state.completedMs),
+    },
     // Overridden env values are masked in responses (seed).
-    spec: { envOverride: maskMap(doc.env, showSecrets(ctx)), memoryOverride: doc.memory, parallelism: doc.__plan.parallelism, tasks: doc.taskInputs, timeout: jobTimeout },
+    spec: {
+      envOverride: maskMap(doc.env, showSecrets(ctx)),
+      memoryOverride: doc.memory,
+      parallelism: doc.__plan.parallelism,
+      tasks: doc.taskInputs,
+      timeout: jobTimeout,
+    },
     stats: state.stats,
     status: state.status,
     tasks,
@@ -102,40 +135,87 @@ function loadExecution(ctx: OpContext): StoredResource<ExecutionDoc> {
 
 export const jobExecutionOperations: Operation[] = [
   {
-    id: "listJobExecutions", method: "get", path: "/jobs/:jobId/executions", scope: "jobs:get",
+    id: "listJobExecutions",
+    method: "get",
+    path: "/jobs/:jobId/executions",
+    scope: "jobs:get",
     handler: (ctx) => {
       loadItem(jobKind, ctx, ctx.params.jobId!, "");
-      return listResources(ctx, { kind: EXECUTION_KIND, parent: ctx.params.jobId!, shape: "versioned", limits: { ...SCHEDULE_PAGE, sorts: undefined } }, (row) => render(ctx, row as unknown as StoredResource<ExecutionDoc>));
+      return listResources(
+        ctx,
+        { kind: EXECUTION_KIND, parent: ctx.params.jobId!, shape: "versioned", limits: { ...SCHEDULE_PAGE, sorts: undefined } },
+        (row) => render(ctx, row as unknown as StoredResource<ExecutionDoc>),
+      );
     },
   },
   {
-    id: "createJobExecution", method: "post", path: "/jobs/:jobId/executions", scope: "jobs:update",
+    id: "createJobExecution",
+    method: "post",
+    path: "/jobs/:jobId/executions",
+    scope: "jobs:update",
     handler: (ctx) => {
       const job = loadItem(jobKind, ctx, ctx.params.jobId!, "");
       if (job.status === "DEACTIVATED" || job.status === "DEACTIVATING") throw errors.conflict(`job "${job.name}" is ${job.status}`);
       const body = parse(CreateBody, ctx.body ?? {}, "body");
-      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as { memory?: number; timeout?: number; maxConcurrentTasks?: number; maxRetries?: number; command?: unknown; args?: unknown };
-      if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory) throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
+      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as {
+        memory?: number;
+        timeout?: number;
+        maxConcurrentTasks?: number;
+        maxRetries?: number;
+        command?: unknown;
+        args?: unknown;
+      };
+      if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory)
+        throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
       const inputs = body.tasks?.length ? body.tasks : [{}];
       const id = body.executionId ?? body.id ?? ctx.deps.ids();
       const doc: ExecutionDoc = {
-        id, job: job.name, env: body.env ?? {}, memory: body.memory, taskInputs: inputs,
-        __plan: { createdMs: ctx.deps.clock.now(), tasks: inputs.map(taskPlan), parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length), timeoutMs: (runtime.timeout ?? 0) * 1000 },
+        id,
+        job: job.name,
+        env: body.env ?? {},
+        memory: body.memory,
+        taskInputs: inputs,
+        __plan: {
+          createdMs: ctx.deps.clock.now(),
+          tasks: inputs.map(taskPlan),
+          parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length),
+          timeoutMs: (runtime.timeout ?? 0) * 1000,
+        },
       };
       // With a launcher (serveSimulator) and a command, the tasks run for real (jobs/runner.ts); else they follow the plan.
       const command = jobCommand(runtime);
       if (ctx.deps.jobs.runsTasks && command) {
         const by = { sub: ctx.principal.sub, type: ctx.principal.type, scopes: [...ctx.principal.scopes] };
-        doc.__run = { dataToken: randomBytes(24).toString("base64url"), command, maxRetries: Math.max(0, runtime.maxRetries ?? 0), by, tasks: newRunTasks(inputs.length) };
+        doc.__run = {
+          dataToken: randomBytes(24).toString("base64url"),
+          command,
+          maxRetries: Math.max(0, runtime.maxRetries ?? 0),
+          by,
+          tasks: newRunTasks(inputs.length),
+        };
       }
-      if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc: doc as never })) throw errors.conflict(`execution "${id}" already exists`);
+      if (
+        !ctx.deps.resources.tryInsert({
+          workspace: ctx.workspace,
+          kind: EXECUTION_KIND,
+          parent: job.name,
+          name: id,
+          createdMs: doc.__plan.createdMs,
+          status: "queued",
+          doc: doc as never,
+        })
+      )
+        throw errors.conflict(`execution "${id}" already exists`);
       if (doc.__run) ctx.deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
       return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
     },
   },
   { id: "getJobExecution", method: "get", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:get", handler: (ctx) => render(ctx, loadExecution(ctx)) },
   {
-    id: "deleteJobExecution", method: "delete", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:update",
+    id: "deleteJobExecution",
+    method: "delete",
+    path: "/jobs/:jobId/executions/:executionId",
+    scope: "jobs:update",
     handler: (ctx) => {
       const item = loadExecution(ctx);
       const state = executionState(item.doc, ctx.deps.clock.now());
@@ -150,7 +230,10 @@ export const jobExecutionOperations: Operation[] = [
     },
   },
   {
-    id: "listJobExecutionTasks", method: "get", path: "/jobs/:jobId/executions/:executionId/tasks", scope: "jobs:get",
+    id: "listJobExecutionTasks",
+    method: "get",
+    path: "/jobs/:jobId/executions/:executionId/tasks",
+    scope: "jobs:get",
     handler: (ctx) => {
       const tasks = render(ctx, loadExecution(ctx)).tasks;
       if (!ctx.paginated) return tasks;

@@ -51,7 +51,14 @@ const ENDED: readonly TaskStatus[] = ["succeeded", "failed", "cancelled"];
 export function runState(plan: ExecutionPlan, run: RunRecord): ExecutionState {
   const tasks: TaskState[] = run.tasks.map((t) => ({ index: t.index, status: t.status, startMs: t.startMs, endMs: t.endMs, timedOut: t.timedOut === true }));
   const count = (status: TaskStatus) => tasks.filter((t) => t.status === status).length;
-  const stats = { total: tasks.length, running: count("running"), success: count("succeeded"), failure: count("failed"), cancelled: count("cancelled"), retried: run.tasks.reduce((n, t) => n + Math.max(0, t.attempts - 1), 0) };
+  const stats = {
+    total: tasks.length,
+    running: count("running"),
+    success: count("succeeded"),
+    failure: count("failed"),
+    cancelled: count("cancelled"),
+    retried: run.tasks.reduce((n, t) => n + Math.max(0, t.attempts - 1), 0),
+  };
   const done = tasks.every((t) => ENDED.includes(t.status));
   const completedMs = done ? Math.max(run.startedMs ?? plan.createdMs, plan.cancelMs ?? 0, ...tasks.map((t) => t.endMs ?? 0)) : undefined;
   let status: ExecutionStatus;

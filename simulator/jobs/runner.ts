@@ -140,7 +140,8 @@ export class JobRunner implements JobExecutor {
         if (!run || run.tasks.every((t) => ["succeeded", "failed", "cancelled"].includes(t.status))) continue;
         for (const t of run.tasks) {
           if (t.status === "running") Object.assign(t, { status: "failed", endMs: now, error: "the simulator stopped while the task ran" });
-          if (t.status === "pending") Object.assign(t, { status: item.doc.__plan.cancelMs === undefined ? "failed" : "cancelled", error: "the simulator stopped before the task ran" });
+          if (t.status === "pending")
+            Object.assign(t, { status: item.doc.__plan.cancelMs === undefined ? "failed" : "cancelled", error: "the simulator stopped before the task ran" });
         }
         run.startedMs ??= now;
         this.options.deps.resources.update(item as never);
@@ -235,7 +236,13 @@ export class JobRunner implements JobExecutor {
       const timeout = runtime.timeout && runtime.timeout > 0 ? runtime.timeout : undefined;
       // The agent's timeout bounds the wait (422 when it expires, as the reference daemon); keepAlive with a
       // timeout is what kills the process group. A task past the job's timeout is killed either way.
-      const { status, body } = await postJson(current.handle, "/process", current.token, { command: run.command, name: TASK_PROCESS, waitForCompletion: true, timeout, keepAlive: timeout !== undefined });
+      const { status, body } = await postJson(current.handle, "/process", current.token, {
+        command: run.command,
+        name: TASK_PROCESS,
+        waitForCompletion: true,
+        timeout,
+        keepAlive: timeout !== undefined,
+      });
       if (status === 422 && timeout !== undefined && /timed out/.test(String(body.error ?? ""))) {
         await postJson(current.handle, `/process/${TASK_PROCESS}/kill`, current.token, {}).catch(() => undefined);
         return { ok: false, exitCode: -1, timedOut: true, error: `timed out after ${timeout} s: killed` };
@@ -244,7 +251,13 @@ export class JobRunner implements JobExecutor {
       const exitCode = typeof body.exitCode === "number" ? body.exitCode : -1;
       const timedOut = body.status === "killed" && /timed out|timeout/.test(String(body.error ?? ""));
       const ok = body.status === "completed" && exitCode === 0;
-      const error = ok ? undefined : timedOut ? `timed out after ${timeout} s: killed` : body.status === "killed" || body.status === "stopped" ? String(body.error ?? body.status) : `exited with code ${exitCode}`;
+      const error = ok
+        ? undefined
+        : timedOut
+          ? `timed out after ${timeout} s: killed`
+          : body.status === "killed" || body.status === "stopped"
+            ? String(body.error ?? body.status)
+            : `exited with code ${exitCode}`;
       return { ok, exitCode, timedOut, error, stdout: tail(body.stdout as string), stderr: tail(body.stderr as string) };
     } catch (err) {
       return { ok: false, error: `the task's environment did not start: ${(err as Error).message}` };
@@ -257,11 +270,29 @@ export class JobRunner implements JobExecutor {
   }
 
   /** The task's environment: the job's envs, the execution's overrides, then what blStartJob and @blaxel/core read. */
-  private taskEnv(ref: ExecutionRef, item: ExecutionItem, jobEnvs: { name?: string; value?: string }[], index: number, attempt: number): Record<string, string> {
+  private taskEnv(
+    ref: ExecutionRef,
+    item: ExecutionItem,
+    jobEnvs: { name?: string; value?: string }[],
+    index: number,
+    attempt: number,
+  ): Record<string, string> {
     const run = item.doc.__run!;
     const base = this.options.deps.urls.base;
     const iat = Math.floor(this.options.deps.clock.now() / 1000);
-    const apiKey = signJwt({ iss: "sandbox-sim", sub: run.by.sub, sub_type: run.by.type, scope: run.by.scopes.join(" "), iat, exp: iat + 86_400, jti: randomBytes(12).toString("base64url"), workspace: ref.workspace }, this.options.deps.jwtSecret);
+    const apiKey = signJwt(
+      {
+        iss: "sandbox-sim",
+        sub: run.by.sub,
+        sub_type: run.by.type,
+        scope: run.by.scopes.join(" "),
+        iat,
+        exp: iat + 86_400,
+        jti: randomBytes(12).toString("base64url"),
+        workspace: ref.workspace,
+      },
+      this.options.deps.jwtSecret,
+    );
     const fromJob = Object.fromEntries(jobEnvs.filter((e) => e.name).map((e) => [e.name!, e.value ?? ""]));
     return {
       ...fromJob,
@@ -300,6 +331,11 @@ export class JobRunner implements JobExecutor {
  */
 /** A JSON POST to a task's agent, through its endpoint (a TCP URL, or the Unix socket of an isolated one). */
 async function postJson(agent: AgentEndpoint, path: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const reply = await agentFetch(agent, { method: "POST", path, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const reply = await agentFetch(agent, {
+    method: "POST",
+    path,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return { status: reply.status, body: JSON.parse(reply.text || "{}") as Record<string, unknown> };
 }

@@ -29,7 +29,12 @@ export interface MeteredExecution {
  * meter): a job's concurrent executions would share one meter span.
  * Returns whether the document changed (the caller saves it).
  */
-export function meterExecution(deps: { resources: ResourceStore; usage: UsageStore }, workspace: string, doc: MeteredExecution, state: ExecutionState): boolean {
+export function meterExecution(
+  deps: { resources: ResourceStore; usage: UsageStore },
+  workspace: string,
+  doc: MeteredExecution,
+  state: ExecutionState,
+): boolean {
   if (doc.__metered || !TERMINAL.includes(state.status)) return false;
   doc.__metered = true;
   const job = deps.resources.get<ResourceDoc>(workspace, "job", doc.job);
@@ -38,7 +43,8 @@ export function meterExecution(deps: { resources: ResourceStore; usage: UsageSto
   const gb = (doc.memory ?? jobMemory ?? DEFAULT_MEMORY_MB) / 1024;
   const ref = refOf(job, "job");
   deps.usage.db.transaction(() => {
-    for (const task of state.tasks) if (task.startMs !== undefined && task.endMs !== undefined) recordSpan(deps.usage, ref, JOB_COMPUTE, { from: task.startMs, to: task.endMs, gb });
+    for (const task of state.tasks)
+      if (task.startMs !== undefined && task.endMs !== undefined) recordSpan(deps.usage, ref, JOB_COMPUTE, { from: task.startMs, to: task.endMs, gb });
   })();
   return true;
 }
@@ -49,7 +55,13 @@ export function meterExecution(deps: { resources: ResourceStore; usage: UsageSto
  */
 export function settleJobUsage(deps: { resources: ResourceStore; usage: UsageStore; accounts: AccountStore }, now: number): void {
   for (const ws of deps.accounts.allWorkspaces()) {
-    const open = deps.resources.list<MeteredExecution>({ workspace: ws.name, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc", excludeStatuses: [...TERMINAL] });
+    const open = deps.resources.list<MeteredExecution>({
+      workspace: ws.name,
+      kind: EXECUTION_KIND,
+      parent: null,
+      sort: "createdAt:asc",
+      excludeStatuses: [...TERMINAL],
+    });
     for (const item of open) settleExecution(deps, item, now);
   }
 }

@@ -24,7 +24,20 @@ export function packageRootOf(agentMain: string): string {
 
 /** The agent's command-line arguments, the same under every launcher but for paths. */
 export function agentArgs(opts: { root: string; dataDir: string; sandbox: string; logLevel?: string; drivesDir?: string }): string[] {
-  const args = ["--host", "127.0.0.1", "--port", "0", "--root", opts.root, "--data-dir", opts.dataDir, "--sandbox-name", opts.sandbox, "--log-level", opts.logLevel ?? "warn"];
+  const args = [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "--root",
+    opts.root,
+    "--data-dir",
+    opts.dataDir,
+    "--sandbox-name",
+    opts.sandbox,
+    "--log-level",
+    opts.logLevel ?? "warn",
+  ];
   // The workspace's drives are control-plane resources: the agent mounts those that exist, never creates one.
   if (opts.drivesDir) args.push("--drives-dir", opts.drivesDir, "--drives-existing-only");
   return args;

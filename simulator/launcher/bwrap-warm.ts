@@ -76,7 +76,10 @@ export class WarmPool {
   private readonly dirs = new Set<string>();
   private readonly removals = new Set<Promise<void>>();
 
-  constructor(private readonly size: number, private readonly spawn: (spec: LaunchSpec) => SpawnedSandbox) {}
+  constructor(
+    private readonly size: number,
+    private readonly spawn: (spec: LaunchSpec) => SpawnedSandbox,
+  ) {}
 
   /** A warm sandbox for this spec, waiting for it to finish warming if need be (still sooner than a cold start). */
   async take(spec: LaunchSpec): Promise<WarmSandbox | undefined> {
@@ -114,7 +117,14 @@ export class WarmPool {
         child.once("message", () => resolve(true));
         child.once("exit", () => resolve(false));
       });
-      const ready = loaded.then(async (ok) => ok && (await sandbox.network().then(() => true, () => false)));
+      const ready = loaded.then(
+        async (ok) =>
+          ok &&
+          (await sandbox.network().then(
+            () => true,
+            () => false,
+          )),
+      );
       const warm: WarmSandbox = { sandbox, rootDir, dataDir, key, ready };
       child.once("exit", () => {
         const at = this.idle.indexOf(warm);
@@ -138,17 +148,19 @@ export class WarmPool {
   async close(): Promise<void> {
     this.closed = true;
     const idle = this.idle.splice(0);
-    await Promise.all(idle.map(async ({ sandbox }) => {
-      const { child } = sandbox;
-      await new Promise<void>((resolve) => {
-        if (!alive(child)) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGKILL"); // bwrap ends, and with it the whole namespace
-      });
-      // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
-      const init = sandbox.sandboxPid();
-      for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
-    }));
+    await Promise.all(
+      idle.map(async ({ sandbox }) => {
+        const { child } = sandbox;
+        await new Promise<void>((resolve) => {
+          if (!alive(child)) return resolve();
+          child.once("exit", () => resolve());
+          child.kill("SIGKILL"); // bwrap ends, and with it the whole namespace
+        });
+        // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
+        const init = sandbox.sandboxPid();
+        for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
+      }),
+    );
     await Promise.all([...this.removals]);
     for (const dir of this.dirs) {
       try {

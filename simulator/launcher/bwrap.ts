@@ -19,7 +19,18 @@ import { wrapperAs } from "./process-user.js";
 import { portHandoff } from "./port-handoff.js";
 import { openGateways, type SandboxEgressSpec } from "./gateway.js";
 import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
-import { addHostCertificates, hostExtraCertificates, hostsFile, imageFile, imageLayers, keepHostsCurrent, readInfo, SANDBOX_CA_BUNDLE, setHostname, unlockWorkDir } from "./sandbox-setup.js";
+import {
+  addHostCertificates,
+  hostExtraCertificates,
+  hostsFile,
+  imageFile,
+  imageLayers,
+  keepHostsCurrent,
+  readInfo,
+  SANDBOX_CA_BUNDLE,
+  setHostname,
+  unlockWorkDir,
+} from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 /** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
@@ -131,11 +142,19 @@ export class BwrapLauncher implements Launcher {
    */
   mapIds(owner?: string): IdMapping {
     if (this.ids) return this.ids;
-    if ((this.options.ids ?? "auto") === "single") return (this.ids = { kind: "single", reason: "the launcher was asked for one id (ids: \"single\")" });
+    if ((this.options.ids ?? "auto") === "single") return (this.ids = { kind: "single", reason: 'the launcher was asked for one id (ids: "single")' });
     const mapping = resolveIdMapping({ owner, helpers: { newuidmap: which("newuidmap"), newgidmap: which("newgidmap") } });
     if (mapping.kind === "range") {
-      const check = spawnSync(this.tools.unshare, [...unshareIdArgs(mapping), "true"], { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000, encoding: "utf8" });
-      if (check.status !== 0) return (this.ids = { kind: "single", reason: `newuidmap refused the mapping: ${(check.stderr || check.error?.message || "").trim().split("\n").pop()}` });
+      const check = spawnSync(this.tools.unshare, [...unshareIdArgs(mapping), "true"], {
+        stdio: ["ignore", "ignore", "pipe"],
+        timeout: 10_000,
+        encoding: "utf8",
+      });
+      if (check.status !== 0)
+        return (this.ids = {
+          kind: "single",
+          reason: `newuidmap refused the mapping: ${(check.stderr || check.error?.message || "").trim().split("\n").pop()}`,
+        });
     }
     return (this.ids = mapping);
   }
@@ -230,7 +249,10 @@ export class BwrapLauncher implements Launcher {
   /** A warm sandbox becomes this one: its directories take the spec's paths, its agent gets the spec's argv and env. */
   private async activate(warm: WarmSandbox, spec: LaunchSpec): Promise<AgentHandle> {
     // The sandbox's binds follow the directories' inodes: renamed, they stay mounted where they were.
-    for (const [from, to] of [[warm.rootDir, spec.rootDir], [warm.dataDir, spec.dataDir]] as const) {
+    for (const [from, to] of [
+      [warm.rootDir, spec.rootDir],
+      [warm.dataDir, spec.dataDir],
+    ] as const) {
       mkdirSync(dirname(to), { recursive: true });
       renameSync(from, to);
     }
@@ -252,14 +274,19 @@ export class BwrapLauncher implements Launcher {
   private agentArgv(spec: LaunchSpec, memoryEvents: boolean): string[] {
     return [
       ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
-      "--socket", AGENT_SOCKET,
+      "--socket",
+      AGENT_SOCKET,
       // The sandbox's own processes (a template's entrypoint: curl localhost:8080/process) reach it as on the platform.
-      "--in-sandbox-port", String(IN_SANDBOX_API_PORT),
+      "--in-sandbox-port",
+      String(IN_SANDBOX_API_PORT),
       "--port-handoff",
-      "--process-wrapper", JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
+      "--process-wrapper",
+      JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
       ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
-      "--mount-program", JSON.stringify(this.sandboxKit().mountProgram),
-      "--umount-program", JSON.stringify(this.sandboxKit().umountProgram),
+      "--mount-program",
+      JSON.stringify(this.sandboxKit().mountProgram),
+      "--umount-program",
+      JSON.stringify(this.sandboxKit().umountProgram),
       ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
     ];
   }
@@ -288,41 +315,85 @@ export class BwrapLauncher implements Launcher {
     if (spec.egress) this.trustEgress(spec, spec.egress, overlay !== undefined);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
     const bwrapArgs = [
-      "--die-with-parent", "--new-session",
-      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-      "--hostname", spec.sandbox.slice(0, 63),
-      "--info-fd", "3",
+      "--die-with-parent",
+      "--new-session",
+      "--unshare-pid",
+      "--unshare-ipc",
+      "--unshare-uts",
+      "--unshare-net",
+      "--unshare-cgroup-try",
+      "--hostname",
+      spec.sandbox.slice(0, 63),
+      "--info-fd",
+      "3",
       ...this.rootBinds(spec),
-      "--ro-bind", etc.resolv, "/etc/resolv.conf",
-      "--ro-bind", etc.hosts, "/etc/hosts",
+      "--ro-bind",
+      etc.resolv,
+      "/etc/resolv.conf",
+      "--ro-bind",
+      etc.hosts,
+      "/etc/hosts",
       ...kit.binds,
-      "--proc", "/proc", "--dev", "/dev",
-      "--bind", spec.dataDir, AGENT_DATA,
+      "--proc",
+      "/proc",
+      "--dev",
+      "/dev",
+      "--bind",
+      spec.dataDir,
+      AGENT_DATA,
       ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
       ...(cgroup ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
       ...(spec.mounts ?? []).flatMap((m) => {
         if (!existsSync(m.source)) throw new LaunchError(`mount source ${m.source} (for ${m.target}) does not exist`);
         return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
       }),
-      "--chdir", "/",
-      "--", ...kit.loader, ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined), ...this.tokenHandoff(spec)]),
+      "--chdir",
+      "/",
+      "--",
+      ...kit.loader,
+      ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined), ...this.tokenHandoff(spec)]),
     ];
-    const stage1 = [this.tools.unshare, ...unshareIdArgs(this.mapIds()), "--mount", "--propagation", "private", "/bin/sh", "-c", STAGE1, "sandbox-stage1", overlay?.options ?? "", overlay?.mountAt ?? "", this.tools.bwrap, ...bwrapArgs];
+    const stage1 = [
+      this.tools.unshare,
+      ...unshareIdArgs(this.mapIds()),
+      "--mount",
+      "--propagation",
+      "private",
+      "/bin/sh",
+      "-c",
+      STAGE1,
+      "sandbox-stage1",
+      overlay?.options ?? "",
+      overlay?.mountAt ?? "",
+      this.tools.bwrap,
+      ...bwrapArgs,
+    ];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
     // fd 3: bwrap's --info-fd; fd 4: the agent's IPC channel (warm activation, then --port-handoff).
     const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "ipc"];
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
-    const child = spawn(argv[0]!, argv.slice(1), { env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH }, stdio });
+    const child = spawn(argv[0]!, argv.slice(1), {
+      env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
+      stdio,
+    });
     child.on("error", () => {});
     if (!warm) keepHostsCurrent(etc.hosts, spec, child);
 
     let sandboxPid: number | undefined;
     const info = readInfo(child.stdio[3] as Readable);
-    void info.then((pid) => (sandboxPid = pid), () => {});
+    void info.then(
+      (pid) => (sandboxPid = pid),
+      () => {},
+    );
     // slirp4netns attaches once bwrap has finished setting the namespace up (it configures loopback over netlink too);
     // a sandbox whose policy restricts destinations has none: its egress proxy is its only way out (simulator/egress).
-    const direct = new DirectOutbound(outbound ? this.tools.slirp4netns : undefined, info, spec.egress?.direct ?? true, () => child.exitCode === null && child.signalCode === null);
+    const direct = new DirectOutbound(
+      outbound ? this.tools.slirp4netns : undefined,
+      info,
+      spec.egress?.direct ?? true,
+      () => child.exitCode === null && child.signalCode === null,
+    );
     const network = () => direct.attach();
     const setDirect = (on: boolean) => direct.set(on);
     child.once("exit", () => {

@@ -116,7 +116,12 @@ export function cgroupSupport(): CgroupSupport {
   }
   if (typeof found === "string") {
     const why = found;
-    return { unavailable: why, create: () => { throw new Error(`memory limits unavailable: ${why}`); } };
+    return {
+      unavailable: why,
+      create: () => {
+        throw new Error(`memory limits unavailable: ${why}`);
+      },
+    };
   }
   const { version, parent } = found;
   sweepStale(parent);

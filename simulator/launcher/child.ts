@@ -83,7 +83,11 @@ function removePidFile(dataDir: string): void {
  * Polls the agent's /health until it answers 2xx or `deadline` passes. `gone`
  * lets a launcher stop waiting as soon as it knows the agent died.
  */
-export async function waitHealthy(endpoint: AgentEndpoint, deadline: number, options: { gone?: () => string | undefined; pollMs?: number } = {}): Promise<void> {
+export async function waitHealthy(
+  endpoint: AgentEndpoint,
+  deadline: number,
+  options: { gone?: () => string | undefined; pollMs?: number } = {},
+): Promise<void> {
   let last = "";
   while (Date.now() < deadline) {
     const gone = options.gone?.();
@@ -114,7 +118,14 @@ export async function startChild(spec: ChildSpec): Promise<AgentHandle> {
  * Waits for an already spawned agent to report its address and answer
  * /health; `activate` (warm agents) is called once the listeners are in place.
  */
-export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort" | "setDirectOutbound" | "freeze" | "thaw">, activate?: () => void): Promise<AgentHandle> {
+export async function adoptChild(
+  child: ChildProcess,
+  spec: Pick<
+    ChildSpec,
+    "command" | "dataDir" | "readyTimeoutMs" | "termTargets" | "endpointOf" | "alsoReady" | "sandboxPid" | "openPort" | "setDirectOutbound" | "freeze" | "thaw"
+  >,
+  activate?: () => void,
+): Promise<AgentHandle> {
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     stderr = (stderr + d).slice(-STDERR_TAIL);
@@ -133,7 +144,10 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     let out = "";
     // A timer that fires late (a simulator starved of CPU) must not kill an agent whose address is already in
     // the pipe: the poll phase that runs before setImmediate's reads it first, and onData resolves.
-    const timer = setTimeout(() => setImmediate(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`))), deadline - Date.now());
+    const timer = setTimeout(
+      () => setImmediate(() => reject(new LaunchError(`agent did not report its address within ${spec.readyTimeoutMs ?? 20_000} ms: ${stderr.trim()}`))),
+      deadline - Date.now(),
+    );
     const onData = (d: string) => {
       out = (out + d).slice(-1024);
       const match = READY_LINE.exec(out);
@@ -144,7 +158,10 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
       resolve(match[1]);
     };
     child.stdout!.setEncoding("utf8").on("data", onData);
-    child.once("error", (err) => { clearTimeout(timer); reject(new LaunchError(`cannot start ${spec.command}: ${err.message}`)); });
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      reject(new LaunchError(`cannot start ${spec.command}: ${err.message}`));
+    });
     void exited.then((exit) => {
       clearTimeout(timer);
       reject(new LaunchError(`agent exited before it was ready (code ${exit.code}, signal ${exit.signal}): ${exit.stderr.trim()}`));
@@ -175,14 +192,18 @@ export async function adoptChild(child: ChildProcess, spec: Pick<ChildSpec, "com
     sandboxPid: spec.sandboxPid?.(),
     openPort: spec.openPort,
     setDirectOutbound: spec.setDirectOutbound,
-    freeze: spec.freeze && (async () => {
-      frozen = true;
-      await spec.freeze!();
-    }),
-    thaw: spec.thaw && (async () => {
-      await spec.thaw!();
-      frozen = false;
-    }),
+    freeze:
+      spec.freeze &&
+      (async () => {
+        frozen = true;
+        await spec.freeze!();
+      }),
+    thaw:
+      spec.thaw &&
+      (async () => {
+        await spec.thaw!();
+        frozen = false;
+      }),
     exited,
     stop(graceMs = DEFAULT_STOP_GRACE_MS) {
       stopping ??= (async () => {

@@ -72,7 +72,13 @@ export function containerEnvNames(spec: Pick<LaunchSpec, "env">): string[] {
 /** The agent's command inside the container: its script under /opt/sandbox-kit, listening on 0.0.0.0:AGENT_PORT, the token from the hand-off file. */
 export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
   const agentPath = `${IN_CONTAINER.pkg}/${relative(packageRootOf(agentMain), agentMain)}`;
-  const args = agentArgs({ root: IN_CONTAINER.root, dataDir: IN_CONTAINER.data, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? IN_CONTAINER.drives : undefined });
+  const args = agentArgs({
+    root: IN_CONTAINER.root,
+    dataDir: IN_CONTAINER.data,
+    sandbox: spec.sandbox,
+    logLevel: spec.logLevel,
+    drivesDir: spec.drivesDir ? IN_CONTAINER.drives : undefined,
+  });
   // Inside the container the agent listens on every interface of its own network namespace, on a fixed port.
   args.splice(args.indexOf("--host"), 4, "--host", "0.0.0.0", "--port", String(AGENT_PORT));
   return [agentPath, ...args, "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove"];
@@ -98,17 +104,26 @@ export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, 
 
 export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string[] {
   return [
-    "run", "--detach", "--init",
-    "--name", inputs.name,
-    "--label", `${DATA_DIR_LABEL}=${spec.dataDir}`,
-    "--label", `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
-    "--hostname", spec.sandbox.slice(0, 63),
-    "--user", inputs.user,
+    "run",
+    "--detach",
+    "--init",
+    "--name",
+    inputs.name,
+    "--label",
+    `${DATA_DIR_LABEL}=${spec.dataDir}`,
+    "--label",
+    `sandbox-kit.sandbox=${spec.workspace}/${spec.sandbox}`,
+    "--hostname",
+    spec.sandbox.slice(0, 63),
+    "--user",
+    inputs.user,
     ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...containerMounts(spec, inputs),
-    "--workdir", IN_CONTAINER.root,
+    "--workdir",
+    IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
-    "--entrypoint", IN_CONTAINER.node,
+    "--entrypoint",
+    IN_CONTAINER.node,
     spec.image ?? inputs.image ?? FALLBACK_IMAGE,
     ...agentCommand(spec, inputs.agentMain),
     ...(inputs.network ? ["--egress-relay", inputs.network.relay] : []),

@@ -49,7 +49,8 @@ export async function createSandboxNetwork(run: DockerRun, name: string, labels:
 export async function containerAddress(run: DockerRun, container: string, network: string): Promise<string> {
   const inspected = await run(["inspect", "--format", `{{(index .NetworkSettings.Networks "${network}").IPAddress}}`, container]);
   const address = inspected.stdout.trim();
-  if (inspected.code !== 0 || !/^\d+\.\d+\.\d+\.\d+$/.test(address)) throw new LaunchError(`container ${container} has no address on ${network}: ${inspected.stderr.trim() || address}`);
+  if (inspected.code !== 0 || !/^\d+\.\d+\.\d+\.\d+$/.test(address))
+    throw new LaunchError(`container ${container} has no address on ${network}: ${inspected.stderr.trim() || address}`);
   return address;
 }
 
@@ -57,7 +58,8 @@ export async function containerAddress(run: DockerRun, container: string, networ
 export async function setOutbound(run: DockerRun, container: string, on: boolean): Promise<void> {
   const done = await run(["network", on ? "connect" : "disconnect", ...(on ? [] : ["--force"]), OUTBOUND_NETWORK, container]);
   const already = /already exists|is not connected|not connected to/i.test(done.stderr);
-  if (done.code !== 0 && !already) throw new LaunchError(`docker network ${on ? "connect" : "disconnect"} ${OUTBOUND_NETWORK} ${container}: ${done.stderr.trim().slice(-300)}`);
+  if (done.code !== 0 && !already)
+    throw new LaunchError(`docker network ${on ? "connect" : "disconnect"} ${OUTBOUND_NETWORK} ${container}: ${done.stderr.trim().slice(-300)}`);
 }
 
 /**

@@ -7,7 +7,15 @@ import { agentMainPath } from "./agent-main.js";
 import { hostsFile } from "./sandbox-setup.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF, type DockerRunInputs } from "./docker-args.js";
-import { closeHostToNetwork, containerAddress, openHostToNetwork, createSandboxNetwork, openEgressListener, setOutbound, writeContainerTrust } from "./docker-network.js";
+import {
+  closeHostToNetwork,
+  containerAddress,
+  openHostToNetwork,
+  createSandboxNetwork,
+  openEgressListener,
+  setOutbound,
+  writeContainerTrust,
+} from "./docker-network.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
 /**
@@ -97,10 +105,16 @@ export class DockerLauncher implements Launcher {
   /** A container a previous simulator run left for this data dir holds its database: remove it first. */
   private async reapOrphans(dataDir: string): Promise<void> {
     const found = await this.run(["ps", "--all", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
-    const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    const ids = found.stdout
+      .split("\n")
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (ids.length > 0) await this.run(["rm", "--force", ...ids]);
     const networks = await this.run(["network", "ls", "--quiet", "--filter", `label=${DATA_DIR_LABEL}=${dataDir}`]);
-    const netIds = networks.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    const netIds = networks.stdout
+      .split("\n")
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (netIds.length > 0) await this.run(["network", "rm", ...netIds]);
     for (const id of netIds) await openHostToNetwork(`br-${id.slice(0, 12)}`);
   }
@@ -118,14 +132,20 @@ export class DockerLauncher implements Launcher {
     mkdirSync(join(spec.dataDir, "etc"), { recursive: true });
     writeFileSync(hostsPath, hostsFile(spec.sandbox, egress.hosts));
     const stopHosts = egress.watchHosts?.((names) => writeFileSync(hostsPath, hostsFile(spec.sandbox, names)));
-    const inputs: NonNullable<DockerRunInputs["network"]> = { name: network.name, relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`, caBundle: writeContainerTrust(spec.dataDir, egress.caPem), hostsFile: hostsPath };
+    const inputs: NonNullable<DockerRunInputs["network"]> = {
+      name: network.name,
+      relay: `${egress.listen[0]!.port}=${network.gateway}:${listener.port}`,
+      caBundle: writeContainerTrust(spec.dataDir, egress.caPem),
+      hostsFile: hostsPath,
+    };
     let released: Promise<void> | undefined;
-    const release = () => (released ??= (async () => {
-      stopHosts?.();
-      listener.server.close();
-      await guard?.undo();
-      await this.run(["network", "rm", network.name]);
-    })());
+    const release = () =>
+      (released ??= (async () => {
+        stopHosts?.();
+        listener.server.close();
+        await guard?.undo();
+        await this.run(["network", "rm", network.name]);
+      })());
     return { network, listener, inputs, release };
   }
 
@@ -135,7 +155,14 @@ export class DockerLauncher implements Launcher {
     const name = `sbx-${`${spec.workspace}-${spec.sandbox}`.replace(/[^a-zA-Z0-9_.-]/g, "-").slice(0, 80)}-${randomBytes(4).toString("hex")}`;
     const user = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
     const net = spec.egress ? await this.egressNetwork(spec, name) : undefined;
-    const args = dockerRunArgs(spec, { name, agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user, image: this.options.image, network: net?.inputs });
+    const args = dockerRunArgs(spec, {
+      name,
+      agentMain: realpathSync(this.options.agentMain ?? agentMainPath()),
+      node: realpathSync(process.execPath),
+      user,
+      image: this.options.image,
+      network: net?.inputs,
+    });
     // The token's hand-off: the agent (same uid) reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000); // a first run may pull the image
@@ -181,8 +208,12 @@ export class DockerLauncher implements Launcher {
 
   private async publishedUrl(name: string): Promise<string> {
     const port = await this.run(["port", name, `${AGENT_PORT}/tcp`]);
-    const hostPort = port.stdout.split("\n").map((l) => /^127\.0\.0\.1:(\d+)$/.exec(l.trim())?.[1]).find(Boolean);
-    if (port.code !== 0 || !hostPort) throw new LaunchError(`container ${name} publishes no loopback port for ${AGENT_PORT}: ${port.stderr.trim() || port.stdout.trim()}`);
+    const hostPort = port.stdout
+      .split("\n")
+      .map((l) => /^127\.0\.0\.1:(\d+)$/.exec(l.trim())?.[1])
+      .find(Boolean);
+    if (port.code !== 0 || !hostPort)
+      throw new LaunchError(`container ${name} publishes no loopback port for ${AGENT_PORT}: ${port.stderr.trim() || port.stdout.trim()}`);
     return `http://127.0.0.1:${hostPort}`;
   }
 
@@ -203,14 +234,15 @@ export class DockerLauncher implements Launcher {
         if (ran.code !== 0 && !/is not paused/.test(ran.stderr)) throw new LaunchError(`docker unpause ${name} failed: ${ran.stderr.trim()}`);
         paused = false;
       },
-      stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
-        // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
-        if (paused) await this.run(["unpause", name]);
-        // docker stop sends SIGTERM (the agent closes its database), then SIGKILL once the grace is over.
-        const stopped = await this.run(["stop", "-t", String(Math.max(1, Math.ceil(graceMs / 1000))), name], process.env, graceMs + 30_000);
-        if (stopped.code !== 0) await this.run(["kill", name]);
-        return exited;
-      })()),
+      stop: (graceMs = DEFAULT_STOP_GRACE_MS) =>
+        (stopping ??= (async () => {
+          // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
+          if (paused) await this.run(["unpause", name]);
+          // docker stop sends SIGTERM (the agent closes its database), then SIGKILL once the grace is over.
+          const stopped = await this.run(["stop", "-t", String(Math.max(1, Math.ceil(graceMs / 1000))), name], process.env, graceMs + 30_000);
+          if (stopped.code !== 0) await this.run(["kill", name]);
+          return exited;
+        })()),
     };
   }
 }

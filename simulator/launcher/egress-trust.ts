@@ -39,7 +39,9 @@ export function writeTrustFiles(dataDir: string, caPem: string, systemBundle: st
 /** Before the overlay is mounted: the sandbox's layer gets its image's bundle (or the one it already has) plus the CA. */
 export function trustInImage(imageLayers: string[], upper: string, caPem: string): void {
   const target = join(upper, SANDBOX_CA_BUNDLE);
-  const current = existsSync(target) ? readBundle(target) : withCertificate(readBundle(imageFile(imageLayers, SANDBOX_CA_BUNDLE) ?? ""), hostExtraCertificates());
+  const current = existsSync(target)
+    ? readBundle(target)
+    : withCertificate(readBundle(imageFile(imageLayers, SANDBOX_CA_BUNDLE) ?? ""), hostExtraCertificates());
   if (current.includes(caPem.trim())) return;
   mkdirSync(dirname(target), { recursive: true });
   writeFileSync(target, withCertificate(current, caPem), { mode: 0o644 });

@@ -19,9 +19,7 @@ export interface IdRange {
   count: number;
 }
 
-export type IdMapping =
-  | { kind: "range"; uid: IdRange; gid: IdRange; source: string }
-  | { kind: "single"; reason: string };
+export type IdMapping = { kind: "range"; uid: IdRange; gid: IdRange; source: string } | { kind: "single"; reason: string };
 
 /** The size of a block: ids 0..65536 inside, `nobody` (65534) included, as a machine has. */
 export const RANGE_SIZE = 65536;
@@ -128,15 +126,17 @@ function withLock<T>(dir: string, fn: () => T): T {
 export function rootRange(owner: string | undefined, files: IdFiles = SYSTEM_ID_FILES): IdRange {
   mkdirSync(files.leases, { recursive: true, mode: 0o755 });
   return withLock(files.leases, () => {
-    const leases = readdirSync(files.leases).filter((n) => /^\d+$/.test(n)).map((n) => {
-      let lease: Lease | undefined;
-      try {
-        lease = JSON.parse(read(join(files.leases, n))) as Lease;
-      } catch {
-        lease = undefined;
-      }
-      return { start: Number(n), lease };
-    });
+    const leases = readdirSync(files.leases)
+      .filter((n) => /^\d+$/.test(n))
+      .map((n) => {
+        let lease: Lease | undefined;
+        try {
+          lease = JSON.parse(read(join(files.leases, n))) as Lease;
+        } catch {
+          lease = undefined;
+        }
+        return { start: Number(n), lease };
+      });
     const mine = owner !== undefined ? leases.find((l) => l.lease?.owner === owner) : undefined;
     const gone = leases.find((l) => !l.lease || ((l.lease.owner === undefined || !existsSync(l.lease.owner)) && !alive(l.lease.pid)));
     const entries = [...parseSubordinateIds(read(files.subuid)), ...parseSubordinateIds(read(files.subgid))];
@@ -144,7 +144,8 @@ export function rootRange(owner: string | undefined, files: IdFiles = SYSTEM_ID_
     const range = { start, count: RANGE_SIZE };
     for (const file of [files.subuid, files.subgid]) {
       const text = read(file);
-      if (!covered(parseSubordinateIds(text), ["root", "0"], range)) appendFileSync(file, `${text === "" || text.endsWith("\n") ? "" : "\n"}root:${start}:${RANGE_SIZE}\n`);
+      if (!covered(parseSubordinateIds(text), ["root", "0"], range))
+        appendFileSync(file, `${text === "" || text.endsWith("\n") ? "" : "\n"}root:${start}:${RANGE_SIZE}\n`);
     }
     const tmp = join(files.leases, `.${start}.${process.pid}`);
     writeFileSync(tmp, JSON.stringify({ owner, pid: process.pid } satisfies Lease));
@@ -173,7 +174,12 @@ export function resolveIdMapping(options: IdMappingOptions): IdMapping {
   if (uid === 0) {
     try {
       const range = rootRange(options.owner, files);
-      return { kind: "range", uid: range, gid: range, source: `root's block ${range.start}-${range.start + range.count - 1} of ${files.subuid} and ${files.subgid}, this simulator's own` };
+      return {
+        kind: "range",
+        uid: range,
+        gid: range,
+        source: `root's block ${range.start}-${range.start + range.count - 1} of ${files.subuid} and ${files.subgid}, this simulator's own`,
+      };
     } catch (err) {
       return { kind: "single", reason: `could not reserve subordinate ids in ${files.subuid} and ${files.subgid}: ${(err as Error).message}` };
     }
@@ -189,7 +195,12 @@ export function resolveIdMapping(options: IdMappingOptions): IdMapping {
     };
   }
   const count = Math.min(uidRange.count, gidRange.count);
-  return { kind: "range", uid: { ...uidRange, count }, gid: { ...gidRange, count }, source: `${user.name}'s subordinate ids in ${files.subuid} and ${files.subgid}` };
+  return {
+    kind: "range",
+    uid: { ...uidRange, count },
+    gid: { ...gidRange, count },
+    source: `${user.name}'s subordinate ids in ${files.subuid} and ${files.subgid}`,
+  };
 }
 
 /** unshare(1) options that create the sandbox's user namespace with this mapping. */
@@ -214,7 +225,11 @@ export function removeMappedTree(path: string, mapping: IdMapping, unshare: stri
     const code = (err as NodeJS.ErrnoException).code;
     if (mapping.kind === "single" || (code !== "EACCES" && code !== "EPERM")) throw err;
   }
-  const result = spawnSync(unshare, [...unshareIdArgs(mapping), "rm", "-rf", "--", path], { stdio: ["ignore", "ignore", "pipe"], encoding: "utf8", timeout: 120_000 });
+  const result = spawnSync(unshare, [...unshareIdArgs(mapping), "rm", "-rf", "--", path], {
+    stdio: ["ignore", "ignore", "pipe"],
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   if (result.status !== 0) throw new Error(`could not remove ${path}: ${(result.stderr || result.error?.message || "").trim()}`);
 }
 
@@ -225,10 +240,15 @@ export function removeMappedTree(path: string, mapping: IdMapping, unshare: stri
  */
 export function copyMappedTree(source: string, target: string, mapping: IdMapping, unshare: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile(unshare, [...unshareIdArgs(mapping), "cp", "-a", "-T", "--", source, target], { timeout: 30 * 60_000, maxBuffer: 1 << 20 }, (err, _out, stderr) => {
-      if (err) reject(new Error(`could not copy ${source}: ${String(stderr).trim() || err.message}`));
-      else resolve();
-    });
+    execFile(
+      unshare,
+      [...unshareIdArgs(mapping), "cp", "-a", "-T", "--", source, target],
+      { timeout: 30 * 60_000, maxBuffer: 1 << 20 },
+      (err, _out, stderr) => {
+        if (err) reject(new Error(`could not copy ${source}: ${String(stderr).trim() || err.message}`));
+        else resolve();
+      },
+    );
   });
 }
 

@@ -24,7 +24,10 @@ export const LAUNCHER_NAMES = ["process", "bwrap", "docker", "swarm"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
 /** The launcher `--launcher <name>` selects. */
-export function createLauncher(name: string, options: { agentMain?: string; network?: "outbound" | "none"; warm?: number; swarm?: { constraints?: string[]; registry?: string } } = {}): Launcher {
+export function createLauncher(
+  name: string,
+  options: { agentMain?: string; network?: "outbound" | "none"; warm?: number; swarm?: { constraints?: string[]; registry?: string } } = {},
+): Launcher {
   switch (name) {
     case "process":
       return new ProcessLauncher({ agentMain: options.agentMain });

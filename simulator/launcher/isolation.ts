@@ -40,20 +40,49 @@ export function probeIsolation(): IsolationProbe {
 }
 
 function probe(): IsolationProbe {
-  if (process.platform !== "linux") return { unavailable: `sandbox isolation needs Linux namespaces (this is ${process.platform}): pass --launcher process (no isolation) or --launcher docker` };
+  if (process.platform !== "linux")
+    return {
+      unavailable: `sandbox isolation needs Linux namespaces (this is ${process.platform}): pass --launcher process (no isolation) or --launcher docker`,
+    };
   const bwrap = which("bwrap");
   const unshare = which("unshare");
   const setpriv = which("setpriv");
   const mount = which("mount");
   const umount = which("umount");
   const missing = [!bwrap && "bubblewrap", !(unshare && setpriv && mount && umount) && "util-linux (unshare, setpriv, mount, umount)"].filter(Boolean);
-  if (missing.length > 0) return { unavailable: `sandbox isolation needs ${missing.join(" and ")}: apt-get install -y ${missing.map((m) => (m === "bubblewrap" ? "bubblewrap" : "util-linux mount")).join(" ")}, ${FALLBACK}` };
+  if (missing.length > 0)
+    return {
+      unavailable: `sandbox isolation needs ${missing.join(" and ")}: apt-get install -y ${missing.map((m) => (m === "bubblewrap" ? "bubblewrap" : "util-linux mount")).join(" ")}, ${FALLBACK}`,
+    };
   try {
     // The whole chain once: a user and mount namespace, then bwrap's PID and network namespaces inside it.
-    execFileSync(unshare!, ["--user", "--map-root-user", "--mount", bwrap!, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--proc", "/proc", "--dev", "/dev", "true"], { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000 });
+    execFileSync(
+      unshare!,
+      [
+        "--user",
+        "--map-root-user",
+        "--mount",
+        bwrap!,
+        "--ro-bind",
+        "/",
+        "/",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "true",
+      ],
+      { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000 },
+    );
   } catch (err) {
     const why = ((err as { stderr?: Buffer }).stderr?.toString() ?? (err as Error).message).trim().split("\n").pop();
-    return { unavailable: `user namespaces are not usable here (${why}): allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap), ${FALLBACK}` };
+    return {
+      unavailable: `user namespaces are not usable here (${why}): allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap), ${FALLBACK}`,
+    };
   }
   return { tools: { bwrap: bwrap!, unshare: unshare!, setpriv: setpriv!, mount: mount!, umount: umount!, slirp4netns: which("slirp4netns") } };
 }

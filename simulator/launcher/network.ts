@@ -31,7 +31,9 @@ export function startOutbound(slirp4netns: string, sandboxPid: number): Outbound
   child.on("error", () => {});
   const ready = new Promise<void>((resolve, reject) => {
     (child.stdio[4] as Readable).once("data", () => resolve());
-    child.once("exit", (code, signal) => reject(new LaunchError(`slirp4netns exited before the sandbox's network was up (code ${code}, signal ${signal}): ${stderr.trim()}`)));
+    child.once("exit", (code, signal) =>
+      reject(new LaunchError(`slirp4netns exited before the sandbox's network was up (code ${code}, signal ${signal}): ${stderr.trim()}`)),
+    );
     child.once("error", (err) => reject(new LaunchError(`cannot start slirp4netns: ${err.message}`)));
   });
   ready.catch(() => {}); // awaited by the launcher; an early failure must not be an unhandled rejection
@@ -57,7 +59,12 @@ export class DirectOutbound {
   private up: Promise<void> | undefined;
   private changing = Promise.resolve();
 
-  constructor(private readonly slirp4netns: string | undefined, private readonly sandboxPid: Promise<number>, private enabled: boolean, private readonly alive: () => boolean) {}
+  constructor(
+    private readonly slirp4netns: string | undefined,
+    private readonly sandboxPid: Promise<number>,
+    private enabled: boolean,
+    private readonly alive: () => boolean,
+  ) {}
 
   /** The first attachment (once: later calls return the same promise); nothing without slirp4netns or while disabled. */
   attach(): Promise<void> {

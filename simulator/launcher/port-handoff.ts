@@ -10,7 +10,10 @@ import { OPEN_PORT, OpenPortReply, PORT_FAILED, type OpenPortRequest } from "../
 
 /** Nothing accepted the connection inside the sandbox: the caller gets the 502 the agent's /port/{n} gives. */
 export class PortRefused extends Error {
-  constructor(message: string, readonly code: string | undefined) {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
     super(message);
   }
 }
@@ -63,16 +66,17 @@ function handoffOver(child: ChildProcess, timeoutMs: number): (port: number) => 
   child.once("disconnect", () => {
     for (const id of [...waiting.keys()]) settle(id)!.reject(new Error("the agent's channel closed (it exited or is restarting)"));
   });
-  return (port) => new Promise<Socket>((resolve, reject) => {
-    if (!child.connected) return reject(new Error("the agent's channel is closed (it exited or is restarting)"));
-    const id = nextId++;
-    const timer = setTimeout(() => settle(id)?.reject(new Error(`the agent did not hand over port ${port} within ${timeoutMs} ms`)), timeoutMs);
-    waiting.set(id, { resolve, reject, timer });
-    const request: OpenPortRequest = { type: OPEN_PORT, id, port };
-    child.send(request, (err) => {
-      if (err) settle(id)?.reject(err);
+  return (port) =>
+    new Promise<Socket>((resolve, reject) => {
+      if (!child.connected) return reject(new Error("the agent's channel is closed (it exited or is restarting)"));
+      const id = nextId++;
+      const timer = setTimeout(() => settle(id)?.reject(new Error(`the agent did not hand over port ${port} within ${timeoutMs} ms`)), timeoutMs);
+      waiting.set(id, { resolve, reject, timer });
+      const request: OpenPortRequest = { type: OPEN_PORT, id, port };
+      child.send(request, (err) => {
+        if (err) settle(id)?.reject(err);
+      });
     });
-  });
 }
 
 /**

@@ -35,7 +35,11 @@ export class ProcessLauncher implements Launcher {
   readonly standby = "the process launcher has no sandbox of its own to stop (no isolation): its sandboxes never go to standby";
 
   describe(): LauncherDescription {
-    return { launcher: this.name, isolated: false, detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined" };
+    return {
+      launcher: this.name,
+      isolated: false,
+      detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined",
+    };
   }
   private readonly idle: WarmChild[] = [];
   private closed = false;
@@ -46,7 +50,10 @@ export class ProcessLauncher implements Launcher {
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
     // Without a mount namespace there is nowhere to put a volume: its mountPath would be the host's own path.
-    if (spec.mounts?.length) throw new LaunchError(`the process launcher cannot mount volumes (spec.volumes: ${spec.mounts.map((m) => m.target).join(", ")}): use an isolating launcher (--launcher bwrap or docker)`);
+    if (spec.mounts?.length)
+      throw new LaunchError(
+        `the process launcher cannot mount volumes (spec.volumes: ${spec.mounts.map((m) => m.target).join(", ")}): use an isolating launcher (--launcher bwrap or docker)`,
+      );
     mkdirSync(spec.rootDir, { recursive: true });
     mkdirSync(spec.dataDir, { recursive: true });
     const args = agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir });
@@ -56,7 +63,11 @@ export class ProcessLauncher implements Launcher {
       await reapOrphan(spec.dataDir);
       const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
       try {
-        return await adoptChild(warm, { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs, openPort: connectOnHost }, () => warm.send(activation));
+        return await adoptChild(
+          warm,
+          { command: "warm sandbox-agent", dataDir: spec.dataDir, readyTimeoutMs: this.options.readyTimeoutMs, openPort: connectOnHost },
+          () => warm.send(activation),
+        );
       } finally {
         this.refill(); // after, not during: on a small machine the next warm-up would slow this start
       }
@@ -75,7 +86,11 @@ export class ProcessLauncher implements Launcher {
   }
 
   warmPool(): WarmPoolState {
-    return { size: this.options.agentMain ? 0 : (this.options.warm ?? 0), idle: this.idle.length, pids: this.idle.flatMap((w) => (w.child.pid ? [w.child.pid] : [])) };
+    return {
+      size: this.options.agentMain ? 0 : (this.options.warm ?? 0),
+      idle: this.idle.length,
+      pids: this.idle.flatMap((w) => (w.child.pid ? [w.child.pid] : [])),
+    };
   }
 
   /** Resolves once every idle warm agent has loaded its modules. */
@@ -87,11 +102,16 @@ export class ProcessLauncher implements Launcher {
   async close(): Promise<void> {
     this.closed = true;
     const idle = this.idle.splice(0);
-    await Promise.all(idle.map(({ child }) => new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once("exit", () => resolve());
-      child.kill("SIGTERM");
-    })));
+    await Promise.all(
+      idle.map(
+        ({ child }) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once("exit", () => resolve());
+            child.kill("SIGTERM");
+          }),
+      ),
+    );
   }
 
   /** The oldest warm agent, waiting for it to finish loading if need be (still sooner than a cold start). */

@@ -24,7 +24,22 @@ export const KIT = "/opt/sandbox-kit";
  * a machine; no CAP_SYS_ADMIN (no mounts: the agent's drives and the
  * sandbox's binds stay as they are), NET_ADMIN, SYS_PTRACE or SYS_MODULE.
  */
-export const COMMAND_CAPABILITIES = ["chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap", "setfcap", "net_bind_service", "net_raw", "sys_chroot", "mknod", "audit_write"] as const;
+export const COMMAND_CAPABILITIES = [
+  "chown",
+  "dac_override",
+  "fowner",
+  "fsetid",
+  "kill",
+  "setgid",
+  "setuid",
+  "setpcap",
+  "setfcap",
+  "net_bind_service",
+  "net_raw",
+  "sys_chroot",
+  "mknod",
+  "audit_write",
+] as const;
 const KIT_LIB = `${KIT}/lib`;
 
 export interface SandboxKit {
@@ -97,7 +112,12 @@ export function dependencyRoots(pkg: string): { source: string; target: string }
   const roots: { source: string; target: string }[] = [];
   if (existsSync(join(pkg, "node_modules"))) roots.push({ source: join(pkg, "node_modules"), target: `${KIT}/node_modules` });
   const parent = dirname(pkg);
-  const hoisted = basename(parent) === "node_modules" ? parent : basename(dirname(parent)) === "node_modules" && basename(parent).startsWith("@") ? dirname(parent) : undefined;
+  const hoisted =
+    basename(parent) === "node_modules"
+      ? parent
+      : basename(dirname(parent)) === "node_modules" && basename(parent).startsWith("@")
+        ? dirname(parent)
+        : undefined;
   if (hoisted) roots.push({ source: hoisted, target: "/opt/node_modules" });
   return roots;
 }

@@ -42,7 +42,11 @@ export class AgentSupervisor {
   private starting: Promise<void> | undefined;
   private readonly opts: Required<Omit<SupervisorOptions, "onEvent">> & Pick<SupervisorOptions, "onEvent">;
 
-  constructor(private readonly launcher: Launcher, readonly spec: LaunchSpec, options: SupervisorOptions = {}) {
+  constructor(
+    private readonly launcher: Launcher,
+    readonly spec: LaunchSpec,
+    options: SupervisorOptions = {},
+  ) {
     this.opts = {
       initialDelayMs: 200,
       maxDelayMs: 30_000,

@@ -1,5 +1,14 @@
 import { createHash } from "node:crypto";
-import { AGENT_PORT, agentCommand, containerEnvNames, containerMounts, FALLBACK_IMAGE, IN_CONTAINER, DATA_DIR_LABEL, type DockerRunInputs } from "./docker-args.js";
+import {
+  AGENT_PORT,
+  agentCommand,
+  containerEnvNames,
+  containerMounts,
+  FALLBACK_IMAGE,
+  IN_CONTAINER,
+  DATA_DIR_LABEL,
+  type DockerRunInputs,
+} from "./docker-args.js";
 import type { LaunchSpec } from "./types.js";
 
 /**
@@ -46,7 +55,10 @@ export interface SwarmServiceInputs extends Pick<DockerRunInputs, "agentMain" | 
 
 /** A name Docker accepts (services and networks: [a-zA-Z0-9_.-], at most 63), unique for distinct inputs. */
 export function swarmName(prefix: string, ...parts: string[]): string {
-  const readable = parts.join("-").replace(/[^a-zA-Z0-9_.-]/g, "-").replace(/^[^a-zA-Z0-9]+/, "");
+  const readable = parts
+    .join("-")
+    .replace(/[^a-zA-Z0-9_.-]/g, "-")
+    .replace(/^[^a-zA-Z0-9]+/, "");
   const hash = createHash("sha256").update(parts.join("\0")).digest("hex").slice(0, 8);
   return `${prefix}-${readable.slice(0, 63 - prefix.length - 10)}-${hash}`;
 }
@@ -63,28 +75,48 @@ export function specImage(spec: Pick<LaunchSpec, "image">, fallback?: string): s
 
 export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): string[] {
   return [
-    "service", "create", "--detach", "--quiet", "--init",
-    "--name", inputs.name,
-    "--replicas", "1",
-    "--restart-condition", "none",
-    "--stop-grace-period", `${inputs.stopGraceSeconds}s`,
+    "service",
+    "create",
+    "--detach",
+    "--quiet",
+    "--init",
+    "--name",
+    inputs.name,
+    "--replicas",
+    "1",
+    "--restart-condition",
+    "none",
+    "--stop-grace-period",
+    `${inputs.stopGraceSeconds}s`,
     ...(inputs.resolveImage ? [] : ["--no-resolve-image"]),
-    "--label", `${SWARM_LABELS.kind}=${SWARM_KIND}`,
-    "--label", `${SWARM_LABELS.workspace}=${spec.workspace}`,
-    "--label", `${SWARM_LABELS.sandbox}=${spec.sandbox}`,
-    "--label", `${SWARM_LABELS.dataDir}=${spec.dataDir}`,
-    "--label", `${SWARM_LABELS.owner}=${inputs.owner}`,
-    "--container-label", `${SWARM_LABELS.sandbox}=${spec.workspace}/${spec.sandbox}`,
+    "--label",
+    `${SWARM_LABELS.kind}=${SWARM_KIND}`,
+    "--label",
+    `${SWARM_LABELS.workspace}=${spec.workspace}`,
+    "--label",
+    `${SWARM_LABELS.sandbox}=${spec.sandbox}`,
+    "--label",
+    `${SWARM_LABELS.dataDir}=${spec.dataDir}`,
+    "--label",
+    `${SWARM_LABELS.owner}=${inputs.owner}`,
+    "--container-label",
+    `${SWARM_LABELS.sandbox}=${spec.workspace}/${spec.sandbox}`,
     ...(spec.memoryMb ? ["--limit-memory", `${spec.memoryMb}M`] : []),
     ...inputs.constraints.flatMap((c) => ["--constraint", c]),
-    "--network", inputs.network,
-    "--publish", `mode=host,target=${AGENT_PORT},protocol=tcp`,
-    "--hostname", spec.sandbox.slice(0, 63),
-    "--user", inputs.user,
+    "--network",
+    inputs.network,
+    "--publish",
+    `mode=host,target=${AGENT_PORT},protocol=tcp`,
+    "--hostname",
+    spec.sandbox.slice(0, 63),
+    "--user",
+    inputs.user,
     ...containerMounts(spec, { agentMain: inputs.agentMain, node: inputs.node }),
-    "--workdir", IN_CONTAINER.root,
+    "--workdir",
+    IN_CONTAINER.root,
     ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
-    "--entrypoint", IN_CONTAINER.node,
+    "--entrypoint",
+    IN_CONTAINER.node,
     inputs.image,
     ...agentCommand(spec, inputs.agentMain),
   ];

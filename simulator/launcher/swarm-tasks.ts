@@ -35,7 +35,12 @@ export const TERMINAL_STATES = new Set(["complete", "shutdown", "failed", "rejec
 interface InspectedTask {
   ID: string;
   NodeID?: string;
-  Status?: { State?: string; Err?: string; ContainerStatus?: { ExitCode?: number }; PortStatus?: { Ports?: { TargetPort?: number; PublishedPort?: number }[] } };
+  Status?: {
+    State?: string;
+    Err?: string;
+    ContainerStatus?: { ExitCode?: number };
+    PortStatus?: { Ports?: { TargetPort?: number; PublishedPort?: number }[] };
+  };
 }
 
 export function parseTasks(json: string, targetPort: number): TaskStatus[] {
@@ -65,12 +70,21 @@ export async function inspectTasks(run: DockerRun, ids: string[], targetPort: nu
 export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus> | undefined> {
   const ran = await run(["node", "ls", "--format", "{{.ID}}"], 30_000);
   if (ran.code !== 0) return undefined;
-  const ids = ran.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+  const ids = ran.stdout
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (ids.length === 0) return new Map();
-  const inspected = await run(["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}}", ...ids], 30_000);
+  const inspected = await run(
+    ["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}}", ...ids],
+    30_000,
+  );
   const nodes = new Map<string, NodeStatus>();
   for (const line of inspected.stdout.split("\n")) {
-    const fields = line.trim().match(/"(?:[^"\\]|\\.)*"/g)?.map((f) => JSON.parse(f) as string);
+    const fields = line
+      .trim()
+      .match(/"(?:[^"\\]|\\.)*"/g)
+      ?.map((f) => JSON.parse(f) as string);
     if (fields?.length === 4) nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]! });
   }
   return nodes;
@@ -97,7 +111,11 @@ export class TaskWatcher {
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
 
-  constructor(private readonly run: DockerRun, private readonly targetPort: number, private readonly pollMs: number) {}
+  constructor(
+    private readonly run: DockerRun,
+    private readonly targetPort: number,
+    private readonly pollMs: number,
+  ) {}
 
   watch(taskId: string, settle: Watched["settle"]): void {
     this.watched.set(taskId, { taskId, settle });
@@ -117,7 +135,8 @@ export class TaskWatcher {
         const task = byId.get(id);
         const gone = nodes ? nodeGone(task?.nodeId, nodes) : undefined;
         let reason: string | undefined;
-        if (!task) reason = nodes ? "its service was removed" : undefined; // a manager that cannot answer says nothing about the task
+        if (!task)
+          reason = nodes ? "its service was removed" : undefined; // a manager that cannot answer says nothing about the task
         else if (TERMINAL_STATES.has(task.state)) reason = `the task ${task.state}${task.err ? `: ${task.err}` : ""}`;
         else if (gone) reason = gone;
         if (reason === undefined) continue;

@@ -108,7 +108,11 @@ export class SwarmLauncher implements Launcher {
       ? `images pushed to ${this.options.registry}, which every node pulls from`
       : "no --swarm-registry: images stay in the manager's local image store, so a node runs a sandbox only if it has the image itself (fine on one node)";
     const constraints = this.options.constraints?.length ? `; placement: ${this.options.constraints.join(", ")}` : "";
-    return { launcher: this.name, isolated: true, detail: `a swarm service per sandbox (the Docker daemon's isolation on whichever node the swarm picks); ${images}${constraints}` };
+    return {
+      launcher: this.name,
+      isolated: true,
+      detail: `a swarm service per sandbox (the Docker daemon's isolation on whichever node the swarm picks); ${images}${constraints}`,
+    };
   }
 
   private run(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Ran> {
@@ -130,7 +134,10 @@ export class SwarmLauncher implements Launcher {
   /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
   private async reapServices(filter: string, pick: (labels: Record<string, string> | null) => boolean = () => true): Promise<void> {
     const found = await this.run(["service", "ls", "--quiet", "--filter", filter]);
-    const ids = found.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    const ids = found.stdout
+      .split("\n")
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (ids.length === 0) return;
     const labels = await this.run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
     const chosen = labels.stdout.split("\n").flatMap((line) => {
@@ -146,7 +153,12 @@ export class SwarmLauncher implements Launcher {
    * has stopped; resolves with the task's last status (its exit code) when it was seen.
    */
   private async removeService(service: string, graceMs: number, taskIds?: string[]): Promise<TaskStatus | undefined> {
-    const ids = taskIds ?? (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+    const ids =
+      taskIds ??
+      (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout
+        .split("\n")
+        .map((s) => s.trim())
+        .filter(Boolean);
     await this.run(["service", "update", "--detach", "--replicas", "0", service]);
     const deadline = Date.now() + graceMs + 15_000;
     let last: TaskStatus[] = [];
@@ -212,9 +224,16 @@ export class SwarmLauncher implements Launcher {
     const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
     const graceMs = DEFAULT_STOP_GRACE_MS;
     const args = swarmServiceArgs(spec, {
-      name, image, network: workspaceNetwork(spec.workspace), owner: this.owner, constraints: this.options.constraints ?? [],
-      resolveImage: this.options.registry !== undefined, stopGraceSeconds: Math.ceil(graceMs / 1000),
-      agentMain: realpathSync(this.options.agentMain ?? agentMainPath()), node: realpathSync(process.execPath), user: `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+      name,
+      image,
+      network: workspaceNetwork(spec.workspace),
+      owner: this.owner,
+      constraints: this.options.constraints ?? [],
+      resolveImage: this.options.registry !== undefined,
+      stopGraceSeconds: Math.ceil(graceMs / 1000),
+      agentMain: realpathSync(this.options.agentMain ?? agentMainPath()),
+      node: realpathSync(process.execPath),
+      user: `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
     });
     // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
@@ -247,9 +266,13 @@ export class SwarmLauncher implements Launcher {
   private async placed(service: string, deadline: number): Promise<{ task: TaskStatus; url: string }> {
     let last: TaskStatus | undefined;
     while (Date.now() < deadline) {
-      const ids = (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+      const ids = (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout
+        .split("\n")
+        .map((s) => s.trim())
+        .filter(Boolean);
       last = (await inspectTasks((a, t) => this.run(a, process.env, t), ids.slice(0, 1), AGENT_PORT))[0];
-      if (last && TERMINAL_STATES.has(last.state)) throw new LaunchError(`the swarm could not run service ${service}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      if (last && TERMINAL_STATES.has(last.state))
+        throw new LaunchError(`the swarm could not run service ${service}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
       if (last?.state === "running" && last.publishedPort && last.nodeId) {
         const node = (await listNodes((a, t) => this.run(a, process.env, t)))?.get(last.nodeId);
         if (!node) throw new LaunchError(`service ${service} runs on node ${last.nodeId}, which the manager does not list`);
@@ -272,7 +295,10 @@ export class SwarmLauncher implements Launcher {
     return new Promise<AgentExit>((resolve) => {
       this.watcher.watch(taskId, (task, reason, removed) => {
         void (async () => {
-          const logs = task && !removed && task.state !== "shutdown" ? (await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)) : undefined;
+          const logs =
+            task && !removed && task.state !== "shutdown"
+              ? await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)
+              : undefined;
           if (!removed) await this.run(["service", "rm", service]);
           liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
@@ -287,12 +313,13 @@ export class SwarmLauncher implements Launcher {
     return {
       url,
       exited,
-      stop: (graceMs = DEFAULT_STOP_GRACE_MS) => (stopping ??= (async () => {
-        const last = await this.removeService(service, graceMs, [taskId]);
-        // Settled here rather than at the watcher's next round: the task is known to have ended.
-        this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
-        return exited;
-      })()),
+      stop: (graceMs = DEFAULT_STOP_GRACE_MS) =>
+        (stopping ??= (async () => {
+          const last = await this.removeService(service, graceMs, [taskId]);
+          // Settled here rather than at the watcher's next round: the task is known to have ended.
+          this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
+          return exited;
+        })()),
     };
   }
 

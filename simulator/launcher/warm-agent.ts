@@ -39,10 +39,18 @@ async function activate(message: WarmActivation): Promise<void> {
   } else process.disconnect?.();
   const runtime = await openAgent(config, { logger, upgrades: UpgradeState.fromEnv(process.env) });
   const app = createApp(runtime.deps);
-  const serving = await withInSandboxPort(config.socket
-    ? await listenSocket(app, config.socket, { maxConnections: config.maxConnections })
-    : await listen(app, config.host, config.port, { maxConnections: config.maxConnections }), app, config.inSandboxPort, config.maxConnections);
-  logger.info({ url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true }, "sandbox-agent listening");
+  const serving = await withInSandboxPort(
+    config.socket
+      ? await listenSocket(app, config.socket, { maxConnections: config.maxConnections })
+      : await listen(app, config.host, config.port, { maxConnections: config.maxConnections }),
+    app,
+    config.inSandboxPort,
+    config.maxConnections,
+  );
+  logger.info(
+    { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none", warm: true },
+    "sandbox-agent listening",
+  );
   process.stdout.write(`sandbox-agent listening on ${serving.url}\n`);
   enableUpgrade(serving, runtime, message.argv, logger);
   onShutdownSignal(logger, () => shutdownAgent(serving, runtime));

@@ -57,7 +57,7 @@ function readSliced(text: string, sliceChars: number): UsageColumns | undefined 
   let usage = new Float64Array(cap);
   const events: UsageFields[] = [];
   try {
-    for (let start = from; start < close; ) {
+    for (let start = from; start < close;) {
       const cut = close - start > sliceChars ? text.indexOf("},{", start + sliceChars) : -1;
       const stop = cut < 0 || cut >= close ? close : cut + 1;
       const slice: unknown = JSON.parse(`[${text.slice(start, stop)}]`);
@@ -90,7 +90,14 @@ function grow(a: Float64Array, cap: number): Float64Array<ArrayBuffer> {
 }
 
 /** The shared fields object of (workspace, resourceType, resourceName, resourceUuid, billingDimension). */
-function tuple(tuples: Map<string, UsageFields[]>, workspace: string, type: string, resourceName: string, resourceUuid: string, billingDimension: string): UsageFields {
+function tuple(
+  tuples: Map<string, UsageFields[]>,
+  workspace: string,
+  type: string,
+  resourceName: string,
+  resourceUuid: string,
+  billingDimension: string,
+): UsageFields {
   const resourceType = type as UsageFields["resourceType"];
   let list = tuples.get(resourceUuid);
   if (!list) tuples.set(resourceUuid, (list = []));
@@ -119,7 +126,10 @@ export function parseJsonLikeExpress(text: string): unknown {
       try {
         JSON.parse(partial);
       } catch (e) {
-        throw Object.assign(new SyntaxError((e as Error).message.replace(/#+/g, (m) => text.substring(index, index + m.length))), { status: 400, type: "entity.parse.failed" });
+        throw Object.assign(new SyntaxError((e as Error).message.replace(/#+/g, (m) => text.substring(index, index + m.length))), {
+          status: 400,
+          type: "entity.parse.failed",
+        });
       }
       throw Object.assign(new SyntaxError("strict violation"), { status: 400, type: "entity.parse.failed" });
     }

@@ -48,7 +48,9 @@ export class UsageMeter {
     this.#store = store;
     this.#clock = clock;
     const db = store.db;
-    this.#put = db.prepare("INSERT OR REPLACE INTO metrics_open_spans (uuid, dimension, workspace, resource_type, resource_name, gb, from_ms) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    this.#put = db.prepare(
+      "INSERT OR REPLACE INTO metrics_open_spans (uuid, dimension, workspace, resource_type, resource_name, gb, from_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    );
     this.#remove = db.prepare("DELETE FROM metrics_open_spans WHERE uuid = ? AND dimension = ?");
     this.#advance = db.prepare("UPDATE metrics_open_spans SET from_ms = ? WHERE from_ms < ?");
     for (const row of db.prepare("SELECT * FROM metrics_open_spans").all() as SpanRow[]) {

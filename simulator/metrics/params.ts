@@ -43,7 +43,14 @@ export function parseRfc3339(value: string): number | undefined {
   const minute = two(value, 14);
   const second = two(value, 17);
   const t = value.charCodeAt(10);
-  if (value.charCodeAt(4) !== DASH || value.charCodeAt(7) !== DASH || (t !== UPPER_T && t !== LOWER_T) || value.charCodeAt(13) !== COLON || value.charCodeAt(16) !== COLON) return undefined;
+  if (
+    value.charCodeAt(4) !== DASH ||
+    value.charCodeAt(7) !== DASH ||
+    (t !== UPPER_T && t !== LOWER_T) ||
+    value.charCodeAt(13) !== COLON ||
+    value.charCodeAt(16) !== COLON
+  )
+    return undefined;
   if (!(year >= 1970 && month >= 1 && month <= 12 && day >= 1 && hour <= 23 && minute <= 59 && second <= 59)) return undefined;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   if (day > DAYS_IN_MONTH[month - 1]! + (month === 2 && leap ? 1 : 0)) return undefined;
@@ -54,7 +61,8 @@ export function parseRfc3339(value: string): number | undefined {
     while (i < n && digit(value, i) >= 0) i++;
     if (i === from || i - from > 9) return undefined;
     // Three digits (what toISOString writes) are the milliseconds as they stand: the same value the general rule gives.
-    ms = i - from === 3 ? digit(value, from) * 100 + digit(value, from + 1) * 10 + digit(value, from + 2) : Math.floor(Number(`0.${value.slice(from, i)}`) * 1000);
+    ms =
+      i - from === 3 ? digit(value, from) * 100 + digit(value, from + 1) * 10 + digit(value, from + 2) : Math.floor(Number(`0.${value.slice(from, i)}`) * 1000);
   }
   let offsetMin = 0;
   const z = value.charCodeAt(i);
@@ -72,7 +80,16 @@ export function parseRfc3339(value: string): number | undefined {
   return result >= 0 ? result : undefined;
 }
 
-const [DASH, COLON, DOT, PLUS, UPPER_T, LOWER_T, UPPER_Z, LOWER_Z] = [..."-:.+TtZz"].map((c) => c.charCodeAt(0)) as [number, number, number, number, number, number, number, number];
+const [DASH, COLON, DOT, PLUS, UPPER_T, LOWER_T, UPPER_Z, LOWER_Z] = [..."-:.+TtZz"].map((c) => c.charCodeAt(0)) as [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+];
 
 /** The decimal digit at `i`, or NaN (which fails every range check after it). */
 function digit(value: string, i: number): number {
@@ -94,8 +111,7 @@ function daysFromCivil(year: number, month: number, day: number): number {
   return era * 146_097 + doe - 719_468;
 }
 
-const single = (name: string) =>
-  z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be given once`) });
+const single = (name: string) => z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be given once`) });
 const optionalSingle = (name: string) => z.string({ error: `${name} must be given once` }).optional();
 
 const querySchema = z.object({

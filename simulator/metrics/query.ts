@@ -173,7 +173,8 @@ export class MetricsQueries {
 
   /** UNION ALL of raw edges and rollup days, filtered; see the module comment. */
   #source(q: MetricsQuery, extraFilter?: string): string {
-    const perResource = q.groupBy.includes("resource_name") || q.groupBy.includes("resource_uuid") || q.resourceName !== undefined || q.resourceUuid !== undefined;
+    const perResource =
+      q.groupBy.includes("resource_name") || q.groupBy.includes("resource_uuid") || q.resourceName !== undefined || q.resourceUuid !== undefined;
     const filters = ["ws_id IN (SELECT value FROM json_each(@ws))"];
     if (q.resourceType) filters.push("type_id = @type");
     if (q.billingDimension) filters.push("dim_id = @dim");

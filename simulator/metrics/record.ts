@@ -37,7 +37,7 @@ export function recordSpan(store: UsageStore, resource: ResourceRef, billingDime
   const dim = DIMENSION_BY_NAME.get(billingDimension);
   if (!dim || dim.unit === "count") throw new Error(`recordSpan: ${billingDimension} is not a gbs or hours dimension`);
   const events: UsageEvent[] = [];
-  for (let t = span.from; t < span.to; ) {
+  for (let t = span.from; t < span.to;) {
     const next = Math.min(span.to, (Math.floor(t / HOUR_MS) + 1) * HOUR_MS);
     const seconds = (next - t) / 1000;
     const usage = dim.unit === "hours" ? seconds / 3600 : seconds * (span.gb ?? 0);

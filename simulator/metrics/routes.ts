@@ -64,7 +64,9 @@ export function createMetricsRouter(deps: MetricsRouterDeps): Router {
       startTime: new Date(q.start).toISOString(),
       endTime: new Date(q.end).toISOString(),
       resolution: q.resolution,
-      summary: withUsage ? { totalCost: usd(page.totalCostNanos), totalUsage: Math.round(page.totalUsage * 1e6) / 1e6 } : { totalCost: usd(page.totalCostNanos) },
+      summary: withUsage
+        ? { totalCost: usd(page.totalCostNanos), totalUsage: Math.round(page.totalUsage * 1e6) / 1e6 }
+        : { totalCost: usd(page.totalCostNanos) },
       data: page.entries,
       meta: {
         hasMore: page.nextPosition !== undefined,

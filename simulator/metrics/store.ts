@@ -136,7 +136,11 @@ export class UsageStore {
    * naming the event (`${label}[i]`), checked before anything is written.
    */
   record(events: readonly UsageEvent[], label = "events"): number {
-    return this.recordAt(events, Float64Array.from(events, (e) => e.ts), label);
+    return this.recordAt(
+      events,
+      Float64Array.from(events, (e) => e.ts),
+      label,
+    );
   }
 
   /**
@@ -191,7 +195,14 @@ export class UsageStore {
     return n;
   }
 
-  #write(events: readonly UsageFields[], ts: Float64Array, usage: Float64Array, dimIds: Uint8Array, costs: Float64Array, refs: Array<Resource | undefined>): void {
+  #write(
+    events: readonly UsageFields[],
+    ts: Float64Array,
+    usage: Float64Array,
+    dimIds: Uint8Array,
+    costs: Float64Array,
+    refs: Array<Resource | undefined>,
+  ): void {
     const s = this.#stmt;
     const sums = new DailySums();
     for (let i = 0; i < events.length; i++) {
@@ -236,7 +247,8 @@ export class UsageStore {
   /** Forgets all usage, resources and price overrides (the simulator's POST /_sim/reset). */
   clear(): void {
     this.db.transaction(() => {
-      for (const t of ["usage_events", "daily_resource", "daily_workspace", "resources", "resource_names", "workspaces", "price_overrides"]) this.db.exec(`DELETE FROM metrics_${t}`);
+      for (const t of ["usage_events", "daily_resource", "daily_workspace", "resources", "resource_names", "workspaces", "price_overrides"])
+        this.db.exec(`DELETE FROM metrics_${t}`);
     })();
     this.#loadCaches();
   }
@@ -279,7 +291,12 @@ export class UsageStore {
 
   #loadCaches(): void {
     this.#workspaces = new Map((this.db.prepare("SELECT name, id FROM metrics_workspaces").all() as { name: string; id: number }[]).map((r) => [r.name, r.id]));
-    const names = this.db.prepare("SELECT id, ws_id, type_id, name FROM metrics_resource_names").all() as { id: number; ws_id: number; type_id: number; name: string }[];
+    const names = this.db.prepare("SELECT id, ws_id, type_id, name FROM metrics_resource_names").all() as {
+      id: number;
+      ws_id: number;
+      type_id: number;
+      name: string;
+    }[];
     this.#names = new Map(names.map((r) => [`${r.ws_id}:${r.type_id}:${r.name}`, r.id]));
     const byId = new Map(names.map((r) => [r.id, r]));
     const wsNames = new Map([...this.#workspaces].map(([name, id]) => [id, name]));
@@ -287,7 +304,15 @@ export class UsageStore {
     this.#resources = new Map(
       resources.map((r) => {
         const n = byId.get(r.rn_id)!;
-        const resource: Resource = { id: r.id, rnId: r.rn_id, wsId: n.ws_id, typeId: n.type_id, workspace: wsNames.get(n.ws_id)!, type: RESOURCE_TYPES[n.type_id - 1]!, name: n.name };
+        const resource: Resource = {
+          id: r.id,
+          rnId: r.rn_id,
+          wsId: n.ws_id,
+          typeId: n.type_id,
+          workspace: wsNames.get(n.ws_id)!,
+          type: RESOURCE_TYPES[n.type_id - 1]!,
+          name: n.name,
+        };
         return [r.uuid, resource];
       }),
     );
@@ -295,7 +320,12 @@ export class UsageStore {
   }
 
   #loadPrices(): void {
-    const overrides = new Map((this.db.prepare("SELECT dim_id, usd_per_unit FROM metrics_price_overrides").all() as { dim_id: number; usd_per_unit: number }[]).map((r) => [r.dim_id, r.usd_per_unit]));
+    const overrides = new Map(
+      (this.db.prepare("SELECT dim_id, usd_per_unit FROM metrics_price_overrides").all() as { dim_id: number; usd_per_unit: number }[]).map((r) => [
+        r.dim_id,
+        r.usd_per_unit,
+      ]),
+    );
     this.#prices = new Map(BILLING_DIMENSIONS.map((d) => [d.id, overrides.get(d.id) ?? d.defaultUsdPerUnit]));
   }
 }

@@ -60,7 +60,9 @@ export function createPreviewRouter(deps: Deps): PreviewRouter {
     for (const candidate of labelCandidates(label, workspaces)) {
       const hit =
         deps.resources.allOfKind<PreviewDoc>(candidate.workspace, ["preview"]).find((p) => p.doc.spec.prefixUrl === candidate.prefix) ??
-        candidate.splits.map((s) => deps.resources.get<PreviewDoc>(candidate.workspace, "preview", s.preview, s.sandbox)).find((p) => p && !p.doc.spec.prefixUrl);
+        candidate.splits
+          .map((s) => deps.resources.get<PreviewDoc>(candidate.workspace, "preview", s.preview, s.sandbox))
+          .find((p) => p && !p.doc.spec.prefixUrl);
       if (!hit) continue;
       const address = { workspace: candidate.workspace, sandbox: hit.parent, preview: hit.name, rest: "/", cookiePath: "/" };
       byLabel.set(label, address);
@@ -85,9 +87,14 @@ export function createPreviewRouter(deps: Deps): PreviewRouter {
   function checkToken(req: IncomingMessage, at: PreviewAddress): string | undefined {
     const presented = presentedToken(req);
     if (!presented) {
-      throw edgeError("AUTHENTICATION_REQUIRED", errors.unauthorized(`preview "${at.preview}" is private: send its token in the X-Blaxel-Preview-Token header or the ${TOKEN_PARAM} query parameter`));
+      throw edgeError(
+        "AUTHENTICATION_REQUIRED",
+        errors.unauthorized(`preview "${at.preview}" is private: send its token in the X-Blaxel-Preview-Token header or the ${TOKEN_PARAM} query parameter`),
+      );
     }
-    const tokens = deps.resources.list<TokenDoc>({ workspace: at.workspace, kind: "preview-token", parent: `${at.sandbox}/${at.preview}`, sort: "createdAt:asc" }).map((t) => t.doc);
+    const tokens = deps.resources
+      .list<TokenDoc>({ workspace: at.workspace, kind: "preview-token", parent: `${at.sandbox}/${at.preview}`, sort: "createdAt:asc" })
+      .map((t) => t.doc);
     const valid = matchingToken(tokens, presented.value, deps.clock.now());
     if (!valid) throw edgeError("AUTHENTICATION_FAILED", errors.unauthorized(`preview "${at.preview}": the preview token is unknown, deleted or expired`));
     if (presented.from !== "query") return undefined;
@@ -97,17 +104,27 @@ export function createPreviewRouter(deps: Deps): PreviewRouter {
   }
 
   return {
-    matches: (req) => previewHostLabel(req.headers.host) !== undefined || previewFromPath(req.url ?? "/") !== undefined || prefixedPreviewFromPath(req.url ?? "/") !== undefined,
+    matches: (req) =>
+      previewHostLabel(req.headers.host) !== undefined ||
+      previewFromPath(req.url ?? "/") !== undefined ||
+      prefixedPreviewFromPath(req.url ?? "/") !== undefined,
     plan(req): ForwardPlan {
       const at = locate(req);
       const item: StoredResource<PreviewDoc> | undefined = at && deps.resources.get<PreviewDoc>(at.workspace, "preview", at.preview, at.sandbox);
       if (!at || !item) throw edgeError("ROUTE_NOT_FOUND", errors.notFound(`no preview answers at ${req.headers.host ?? ""}${req.url ?? ""}`));
       const spec = item.doc.spec;
       const expires = spec.expires ? Date.parse(spec.expires) : NaN;
-      if (Number.isFinite(expires) && expires <= deps.clock.now()) throw edgeError("ROUTE_NOT_FOUND", errors.notFound(`preview "${at.preview}" expired at ${spec.expires}`));
+      if (Number.isFinite(expires) && expires <= deps.clock.now())
+        throw edgeError("ROUTE_NOT_FOUND", errors.notFound(`preview "${at.preview}" expired at ${spec.expires}`));
       const replyHeaders: Record<string, string | string[]> = lowerCased(spec.responseHeaders);
       const cors = Object.keys(replyHeaders).some((h) => h.toLowerCase().startsWith("access-control-"));
-      if (isPreflight(req) && cors) return { target: { workspace: at.workspace, sandbox: at.sandbox, path: "/" }, audience: "app", platformCredential: false, answer: { status: 204, headers: spec.responseHeaders ?? {} } };
+      if (isPreflight(req) && cors)
+        return {
+          target: { workspace: at.workspace, sandbox: at.sandbox, path: "/" },
+          audience: "app",
+          platformCredential: false,
+          answer: { status: 204, headers: spec.responseHeaders ?? {} },
+        };
       const cookie = spec.public || isPreflight(req) ? undefined : checkToken(req, at);
       if (cookie) replyHeaders["set-cookie"] = cookie;
       const port = spec.port ?? 80;

@@ -27,7 +27,10 @@ export function cookieValue(cookie: string | undefined, name: string): string | 
 
 /** The Cookie header without the preview token's pair; undefined when nothing else is left. */
 export function cookieWithout(cookie: string | undefined, name: string): string | undefined {
-  const kept = (cookie ?? "").split(";").map((p) => p.trim()).filter((p) => p && p.slice(0, p.indexOf("=")).trim() !== name);
+  const kept = (cookie ?? "")
+    .split(";")
+    .map((p) => p.trim())
+    .filter((p) => p && p.slice(0, p.indexOf("=")).trim() !== name);
   return kept.length > 0 ? kept.join("; ") : undefined;
 }
 

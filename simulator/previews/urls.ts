@@ -103,6 +103,9 @@ export function previewUrl(base: string, form: PreviewUrlForm, workspace: string
 export function withoutTokenParam(rest: string): string {
   const queryAt = rest.indexOf("?");
   if (queryAt === -1 || !rest.includes("bl_preview_token")) return rest;
-  const kept = rest.slice(queryAt + 1).split("&").filter((p) => p.split("=")[0] !== "bl_preview_token");
+  const kept = rest
+    .slice(queryAt + 1)
+    .split("&")
+    .filter((p) => p.split("=")[0] !== "bl_preview_token");
   return kept.length > 0 ? `${rest.slice(0, queryAt)}?${kept.join("&")}` : rest.slice(0, queryAt);
 }

@@ -27,10 +27,22 @@ export function directRequest(socket: Socket, method: string | undefined, path: 
   return request({ createConnection: () => socket, method, path, headers });
 }
 
-function agentStyleError(res: ServerResponse, status: number, message: string, replyHeaders: Record<string, string | string[]> | undefined, close: boolean): void {
+function agentStyleError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  replyHeaders: Record<string, string | string[]> | undefined,
+  close: boolean,
+): void {
   if (res.headersSent) return void res.destroy();
   const body = JSON.stringify({ error: message });
-  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store", ...replyHeaders, "content-length": Buffer.byteLength(body), ...(close ? { connection: "close" } : {}) });
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "cache-control": "no-store",
+    ...replyHeaders,
+    "content-length": Buffer.byteLength(body),
+    ...(close ? { connection: "close" } : {}),
+  });
   res.end(body);
 }
 

@@ -90,7 +90,10 @@ export interface SandboxProxy {
 }
 
 function agentDown(target: SandboxTarget, reason: string): ApiError {
-  return edgeError("WORKLOAD_UNAVAILABLE", errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is not answering (${reason})`));
+  return edgeError(
+    "WORKLOAD_UNAVAILABLE",
+    errors.serviceUnavailable(`sandbox "${target.sandbox}" in workspace "${target.workspace}" is unavailable: its agent is not answering (${reason})`),
+  );
 }
 
 /** A CORS preflight carries no credentials by design; the proxy answers it as the agent would. */
@@ -121,7 +124,12 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   }
 
   function headersFor(req: IncomingMessage, plan: ForwardPlan, upstream: Upstream): OutgoingHttpHeaders {
-    const ctx: ForwardContext = { token: upstream.token, upstreamHost: endpointHost(upstream), clientAddress: req.socket.remoteAddress, originalHost: req.headers.host };
+    const ctx: ForwardContext = {
+      token: upstream.token,
+      upstreamHost: endpointHost(upstream),
+      clientAddress: req.socket.remoteAddress,
+      originalHost: req.headers.host,
+    };
     const headers = plan.audience === "app" ? appRequestHeaders(req.headers, ctx, plan.platformCredential) : requestHeaders(req.headers, ctx);
     plan.editRequest?.(headers);
     return headers;
@@ -144,7 +152,8 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
       const audience = isPortPath(found.path) ? "app" : "api";
       // Answered here, the same for every sandbox URL: forwarding it would tell an anonymous
       // caller which sandboxes exist (204 from an agent, 404 without one).
-      if (isPreflight(req)) return { target: found, audience, platformCredential: true, answer: { status: 204, headers: SANDBOX_CORS_HEADERS as Record<string, string> } };
+      if (isPreflight(req))
+        return { target: found, audience, platformCredential: true, answer: { status: 204, headers: SANDBOX_CORS_HEADERS as Record<string, string> } };
       await options.authorize(req, found);
       return { target: found, audience, platformCredential: true };
     })();
@@ -169,7 +178,12 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
    * opened (port-direct.ts, one hop), else the agent. Rejects with PortRefused (nothing listens
    * on the port) or an ApiError 503 (the sandbox cannot be asked).
    */
-  async function openUpstream(req: IncomingMessage, plan: ForwardPlan, upstream: Upstream, extraHeaders: OutgoingHttpHeaders = {}): Promise<{ upReq: ClientRequest; direct?: { port: number } }> {
+  async function openUpstream(
+    req: IncomingMessage,
+    plan: ForwardPlan,
+    upstream: Upstream,
+    extraHeaders: OutgoingHttpHeaders = {},
+  ): Promise<{ upReq: ClientRequest; direct?: { port: number } }> {
     const headers = Object.assign(headersFor(req, plan, upstream), extraHeaders);
     const direct = directTarget(plan.audience, plan.target.path, upstream.openPort !== undefined);
     if (!direct) return { upReq: upstreamRequest(upstream, req.method, plan.target.path, headers) };
@@ -242,7 +256,9 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
   function refuse(req: IncomingMessage, socket: Duplex, err: ApiError): void {
     if (socket.destroyed) return;
     const reply = edgeErrorReply(err, req, now());
-    const head = Object.entries({ ...reply.headers, "content-length": String(Buffer.byteLength(reply.body)), connection: "close" }).map(([k, v]) => `${k}: ${v}`);
+    const head = Object.entries({ ...reply.headers, "content-length": String(Buffer.byteLength(reply.body)), connection: "close" }).map(
+      ([k, v]) => `${k}: ${v}`,
+    );
     socket.end(`HTTP/1.1 ${reply.status} ${err.code}\r\n${head.join("\r\n")}\r\n\r\n${reply.body}`);
   }
 

@@ -42,7 +42,11 @@ function target(workspace: string | undefined, sandbox: string | undefined, rest
   if (!workspace || !sandbox) return undefined;
   const queryAt = url.indexOf("?");
   try {
-    return { workspace: decodeURIComponent(workspace), sandbox: decodeURIComponent(sandbox), path: `/${rest.join("/")}${queryAt === -1 ? "" : url.slice(queryAt)}` };
+    return {
+      workspace: decodeURIComponent(workspace),
+      sandbox: decodeURIComponent(sandbox),
+      path: `/${rest.join("/")}${queryAt === -1 ? "" : url.slice(queryAt)}`,
+    };
   } catch {
     return undefined; // malformed percent-encoding: not a sandbox URL
   }

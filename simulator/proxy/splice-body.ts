@@ -39,7 +39,7 @@ export function spliceBody(req: IncomingMessage, res: ServerResponse, upReq: Cli
   res.shouldKeepAlive = false; // the parser still waits for the body: no next request on this connection
   const head: Buffer[] = [];
   let taken = 0;
-  for (let chunk: Buffer | null; (chunk = req.read() as Buffer | null) !== null; ) {
+  for (let chunk: Buffer | null; (chunk = req.read() as Buffer | null) !== null;) {
     head.push(chunk);
     taken += chunk.length;
   }

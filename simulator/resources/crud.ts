@@ -11,7 +11,17 @@ import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
 import { keepMaskedSecrets, listJson, publicView, withLiveFields } from "./render.js";
 
 /** Read-only top-level fields the SDK may send back on update; accepted and dropped. */
-const READ_ONLY = { status: z.unknown().optional(), events: z.unknown().optional(), state: z.unknown().optional(), usage: z.unknown().optional(), lastUsedAt: z.unknown().optional(), expiresIn: z.unknown().optional(), nodeGeneration: z.unknown().optional(), errors: z.unknown().optional(), terminatedAt: z.unknown().optional() };
+const READ_ONLY = {
+  status: z.unknown().optional(),
+  events: z.unknown().optional(),
+  state: z.unknown().optional(),
+  usage: z.unknown().optional(),
+  lastUsedAt: z.unknown().optional(),
+  expiresIn: z.unknown().optional(),
+  nodeGeneration: z.unknown().optional(),
+  errors: z.unknown().optional(),
+  terminatedAt: z.unknown().optional(),
+};
 
 const bodySchemas = new WeakMap<ResourceKind, ReturnType<typeof buildBodySchema>>();
 
@@ -33,7 +43,8 @@ export function parentKey(kind: ResourceKind, ctx: OpContext): string {
   // The direct parent (the last param) must exist: /vpcs/x/egressgateways needs VPC x.
   const parentName = parts[parts.length - 1]!;
   const grandParent = parts.slice(0, -1).join("/");
-  if (!ctx.deps.resources.get(ctx.workspace, kind.parent.kind, parentName, grandParent)) throw errors.notFound(`${kind.parent.label} "${parentName}" not found`);
+  if (!ctx.deps.resources.get(ctx.workspace, kind.parent.kind, parentName, grandParent))
+    throw errors.notFound(`${kind.parent.label} "${parentName}" not found`);
   return parts.join("/");
 }
 
@@ -72,11 +83,17 @@ export function buildNew(kind: ResourceKind, ctx: OpContext, parent: string): Re
   const name = body.metadata.name ?? kind.generateName?.(ctx);
   if (!name) throw errors.badRequest("metadata.name: required");
   const now = ctx.deps.clock.now();
-  const doc: ResourceDoc = { metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now), spec: (body.spec ?? {}) as Record<string, unknown>, __uid: ctx.deps.ids() };
+  const doc: ResourceDoc = {
+    metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now),
+    spec: (body.spec ?? {}) as Record<string, unknown>,
+    __uid: ctx.deps.ids(),
+  };
   for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
   kind.prepare?.(doc, ctx);
-  if (kind.lifecycle === "deployment") startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
-  if (kind.lifecycle === "synchronous") startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? ctx.deps.testHooks.transitions : "immediate");
+  if (kind.lifecycle === "deployment")
+    startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
+  if (kind.lifecycle === "synchronous")
+    startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? ctx.deps.testHooks.transitions : "immediate");
   return doc;
 }
 
@@ -95,7 +112,10 @@ export function crudOperations(kind: ResourceKind): Operation[] {
   const { list, create, get, update, delete: del } = kind.ops;
   if (list) {
     ops.push({
-      id: list, method: "get", path: kind.collection, scope: scopeFor(kind.scope, "list"),
+      id: list,
+      method: "get",
+      path: kind.collection,
+      scope: scopeFor(kind.scope, "list"),
       handler: (ctx) => {
         kind.beforeRead?.(ctx);
         const parent = parentKey(kind, ctx);
@@ -108,26 +128,33 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const variant = show ? "secrets-shown" : "secrets-masked";
         // One instant for the whole page (settleItem reads the clock per item).
         const now = ctx.deps.clock.now();
-        const list = listResources(ctx, { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } }, (row) => {
-          // Due status moves first: settling saves the item, which drops its cached texts.
-          if (settle(row.doc as Deployable, now)) save(ctx, row as StoredResource<ResourceDoc>);
-          const render = () => {
-            const doc = renderDoc(kind, row.doc as ResourceDoc, show);
-            return kind.listItem ? kind.listItem(doc) : doc;
-          };
-          // The item's JSON is kept until its next save (it depends only on the document and `show`);
-          // read-time fields (they follow the clock) are added to it on each read.
-          const live = kind.readFields?.(row.doc as ResourceDoc, ctx);
-          const text = withLiveFields(ctx.deps.resources.renderedJson(row, variant, render), row.doc as ResourceDoc, live);
-          return text ?? JSON.stringify({ ...(render() as object), ...live });
-        });
+        const list = listResources(
+          ctx,
+          { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } },
+          (row) => {
+            // Due status moves first: settling saves the item, which drops its cached texts.
+            if (settle(row.doc as Deployable, now)) save(ctx, row as StoredResource<ResourceDoc>);
+            const render = () => {
+              const doc = renderDoc(kind, row.doc as ResourceDoc, show);
+              return kind.listItem ? kind.listItem(doc) : doc;
+            };
+            // The item's JSON is kept until its next save (it depends only on the document and `show`);
+            // read-time fields (they follow the clock) are added to it on each read.
+            const live = kind.readFields?.(row.doc as ResourceDoc, ctx);
+            const text = withLiveFields(ctx.deps.resources.renderedJson(row, variant, render), row.doc as ResourceDoc, live);
+            return text ?? JSON.stringify({ ...(render() as object), ...live });
+          },
+        );
         return listJson(list);
       },
     });
   }
   if (create) {
     ops.push({
-      id: create, method: "post", path: kind.collection, scope: scopeFor(kind.scope, "create"),
+      id: create,
+      method: "post",
+      path: kind.collection,
+      scope: scopeFor(kind.scope, "create"),
       handler: (ctx) => {
         const parent = parentKey(kind, ctx);
         const doc = buildNew(kind, ctx, parent);
@@ -138,7 +165,10 @@ export function crudOperations(kind: ResourceKind): Operation[] {
   }
   if (get) {
     ops.push({
-      id: get, method: "get", path: item, scope: scopeFor(kind.scope, "get"),
+      id: get,
+      method: "get",
+      path: item,
+      scope: scopeFor(kind.scope, "get"),
       alsoGrantedBy: kind.itemTokenScope ? (params) => `${kind.itemTokenScope}:${params[kind.param]}` : undefined,
       handler: (ctx) => {
         kind.beforeRead?.(ctx, ctx.params[kind.param]!);
@@ -155,15 +185,24 @@ export function crudOperations(kind: ResourceKind): Operation[] {
   }
   if (update) {
     ops.push({
-      id: update, method: "put", path: item, scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
+      id: update,
+      method: "put",
+      path: item,
+      scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
       handler: (ctx) => {
         const found = loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx));
         const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
-        if (body.metadata.name !== undefined && body.metadata.name !== found.name) throw errors.badRequest("metadata.name: cannot be changed (names are immutable)");
+        if (body.metadata.name !== undefined && body.metadata.name !== found.name)
+          throw errors.badRequest("metadata.name: cannot be changed (names are immutable)");
         const now = ctx.deps.clock.now();
         const previous = found.doc;
-        const doc: ResourceDoc = { ...previous, metadata: updatedMetadata(previous.metadata, body.metadata, ctx.actor, now), spec: (body.spec ?? previous.spec) as Record<string, unknown> };
-        for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
+        const doc: ResourceDoc = {
+          ...previous,
+          metadata: updatedMetadata(previous.metadata, body.metadata, ctx.actor, now),
+          spec: (body.spec ?? previous.spec) as Record<string, unknown>,
+        };
+        for (const key of Object.keys(kind.extra ?? {}))
+          if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
         keepMaskedSecrets(doc.spec, previous.spec);
         kind.prepare?.(doc, ctx, previous);
         if (kind.lifecycle === "deployment") {
@@ -178,7 +217,10 @@ export function crudOperations(kind: ResourceKind): Operation[] {
   }
   if (del) {
     ops.push({
-      id: del, method: "delete", path: item, scope: scopeFor(kind.scope, "delete"),
+      id: del,
+      method: "delete",
+      path: item,
+      scope: scopeFor(kind.scope, "delete"),
       handler: (ctx) => {
         const parent = parentKey(kind, ctx);
         const found = loadItem(kind, ctx, ctx.params[kind.param]!, parent);

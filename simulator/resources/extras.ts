@@ -20,17 +20,29 @@ function revisions(kind: ResourceKind, ctx: OpContext) {
   const byRevision = new Map<string, CoreEvent>();
   for (const e of events) if (!byRevision.has(e.revision)) byRevision.set(e.revision, e);
   const current = `rev-${(item.doc as { __revision?: number }).__revision ?? 1}`;
-  return [...byRevision.values()].reverse().map((e) => ({ id: e.revision, active: e.revision === current, canary: false, status: e.revision === current ? item.doc.status : "ARCHIVED", trafficPercent: e.revision === current ? 100 : 0, createdAt: e.time, createdBy: item.doc.metadata.createdBy }));
+  return [...byRevision.values()].reverse().map((e) => ({
+    id: e.revision,
+    active: e.revision === current,
+    canary: false,
+    status: e.revision === current ? item.doc.status : "ARCHIVED",
+    trafficPercent: e.revision === current ? 100 : 0,
+    createdAt: e.time,
+    createdBy: item.doc.metadata.createdBy,
+  }));
 }
 
 function byExternalId(kind: ResourceKind, ctx: OpContext) {
-  const found = ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, sort: "createdAt:desc" }).find((i) => i.doc.metadata.externalId === ctx.params.externalId);
+  const found = ctx.deps.resources
+    .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, sort: "createdAt:desc" })
+    .find((i) => i.doc.metadata.externalId === ctx.params.externalId);
   if (!found) throw errors.notFound(`no ${kind.kind} with externalId "${ctx.params.externalId}"`);
   return renderDoc(kind, loadItem(kind, ctx, found.name, "").doc, showSecrets(ctx));
 }
 
 function allUnderParents(kind: ResourceKind, ctx: OpContext) {
-  return ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, parent: null, sort: "createdAt:desc" }).map((i) => renderDoc(kind, i.doc, false));
+  return ctx.deps.resources
+    .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, parent: null, sort: "createdAt:desc" })
+    .map((i) => renderDoc(kind, i.doc, false));
 }
 
 /** Verify: the TXT records the domain was given must be published in the simulated DNS (set with PUT /_sim/dns/{domain}). */
@@ -38,7 +50,9 @@ function verifyDomain(ctx: OpContext) {
   const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
   const spec = item.doc.spec as { txtRecords?: Record<string, string>; status?: string; lastVerifiedAt?: string; verificationError?: string };
   const published = ctx.deps.testHooks.dns.get(item.name)?.txt ?? {};
-  const missing = Object.entries(spec.txtRecords ?? {}).filter(([name, value]) => published[name] !== value).map(([name]) => name);
+  const missing = Object.entries(spec.txtRecords ?? {})
+    .filter(([name, value]) => published[name] !== value)
+    .map(([name]) => name);
   spec.lastVerifiedAt = iso(ctx.deps.clock.now());
   if (missing.length) {
     spec.status = "failed";
@@ -55,17 +69,36 @@ function verifyDomain(ctx: OpContext) {
 const SHARE_KIND = "custom-domain-share";
 
 function domainShares(ctx: OpContext, domain: string) {
-  return ctx.deps.resources.list<{ workspace: string; status: string; workspaceDisplayName?: string }>({ workspace: ctx.workspace, kind: SHARE_KIND, parent: domain, sort: "createdAt:asc" }).map((s) => s.doc);
+  return ctx.deps.resources
+    .list<{ workspace: string; status: string; workspaceDisplayName?: string }>({
+      workspace: ctx.workspace,
+      kind: SHARE_KIND,
+      parent: domain,
+      sort: "createdAt:asc",
+    })
+    .map((s) => s.doc);
 }
 
 function shareDomain(ctx: OpContext) {
   const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
   const { targetWorkspace } = parse(z.strictObject({ targetWorkspace: z.string().min(1, "required") }), ctx.body ?? {}, "body");
   const target = targetWorkspace === "account" ? undefined : ctx.deps.accounts.workspace(targetWorkspace);
-  if (targetWorkspace !== "account" && (!target || target.accountId !== ctx.principal.accountId)) throw errors.badRequest(`targetWorkspace: "${targetWorkspace}" is not a workspace of this account`);
+  if (targetWorkspace !== "account" && (!target || target.accountId !== ctx.principal.accountId))
+    throw errors.badRequest(`targetWorkspace: "${targetWorkspace}" is not a workspace of this account`);
   if (targetWorkspace === ctx.workspace) throw errors.badRequest("targetWorkspace: cannot share a domain with its own workspace");
   const share = { workspace: targetWorkspace, status: "active", workspaceDisplayName: String(target?.doc.displayName ?? "account") };
-  if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SHARE_KIND, parent: item.name, name: targetWorkspace, createdMs: ctx.deps.clock.now(), status: "active", doc: share })) throw errors.conflict(`domain already shared with "${targetWorkspace}"`);
+  if (
+    !ctx.deps.resources.tryInsert({
+      workspace: ctx.workspace,
+      kind: SHARE_KIND,
+      parent: item.name,
+      name: targetWorkspace,
+      createdMs: ctx.deps.clock.now(),
+      status: "active",
+      doc: share,
+    })
+  )
+    throw errors.conflict(`domain already shared with "${targetWorkspace}"`);
   return renderDoc(customDomainKind, item.doc, false);
 }
 
@@ -73,11 +106,24 @@ const AccessTokenTtlS = 3600;
 
 export const extraOperations: Operation[] = [
   ...([agentKind, functionKind, jobKind, modelKind] as const).map((kind): Operation => ({
-    id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`, method: "get", path: `${kind.collection}/:${kind.param}/revisions`, scope: `${kind.scope}:get` as never, handler: (ctx) => revisions(kind, ctx),
+    id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`,
+    method: "get",
+    path: `${kind.collection}/:${kind.param}/revisions`,
+    scope: `${kind.scope}:get` as never,
+    handler: (ctx) => revisions(kind, ctx),
   })),
-  { id: "listApplicationRevisions", method: "get", path: "/applications/:applicationName/revisions", scope: "applications:get", handler: (ctx) => revisions(applicationKind, ctx) },
   {
-    id: "createApplicationCustomDomain", method: "post", path: "/applications/:applicationName/customdomains", scope: "customdomains:create",
+    id: "listApplicationRevisions",
+    method: "get",
+    path: "/applications/:applicationName/revisions",
+    scope: "applications:get",
+    handler: (ctx) => revisions(applicationKind, ctx),
+  },
+  {
+    id: "createApplicationCustomDomain",
+    method: "post",
+    path: "/applications/:applicationName/customdomains",
+    scope: "customdomains:create",
     handler: (ctx) => {
       loadItem(applicationKind, ctx, ctx.params.applicationName!, "");
       const doc = buildNew(customDomainKind, ctx, "");
@@ -87,57 +133,111 @@ export const extraOperations: Operation[] = [
       return renderDoc(customDomainKind, doc, false);
     },
   },
-  { id: "getVolumeByExternalId", method: "get", path: "/volumes/by-external-id/:externalId", scope: "volumes:get", handler: (ctx) => byExternalId(volumeKind, ctx) },
+  {
+    id: "getVolumeByExternalId",
+    method: "get",
+    path: "/volumes/by-external-id/:externalId",
+    scope: "volumes:get",
+    handler: (ctx) => byExternalId(volumeKind, ctx),
+  },
   { id: "getDriveByExternalId", method: "get", path: "/drives/by-external-id/:externalId", scope: "admin", handler: (ctx) => byExternalId(driveKind, ctx) },
   // HS256 tokens have no public key to publish; the set names the key id and algorithm.
-  { id: "getDriveJwks", method: "get", path: "/drives/jwks.json", scope: "admin", level: "account", handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }) },
   {
-    id: "createDriveAccessToken", method: "post", path: "/drives/:driveName/access-token", scope: "admin",
+    id: "getDriveJwks",
+    method: "get",
+    path: "/drives/jwks.json",
+    scope: "admin",
+    level: "account",
+    handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }),
+  },
+  {
+    id: "createDriveAccessToken",
+    method: "post",
+    path: "/drives/:driveName/access-token",
+    scope: "admin",
     handler: (ctx) => {
       const drive = loadItem(driveKind, ctx, ctx.params.driveName!, "");
       const iat = Math.floor(ctx.deps.clock.now() / 1000);
-      const token = signJwt({ iss: "sandbox-sim", sub: ctx.principal.sub, sub_type: ctx.principal.type, scope: `drive:${drive.name}`, iat, exp: iat + AccessTokenTtlS, jti: ctx.deps.ids(), workspace: ctx.workspace }, ctx.deps.jwtSecret);
+      const token = signJwt(
+        {
+          iss: "sandbox-sim",
+          sub: ctx.principal.sub,
+          sub_type: ctx.principal.type,
+          scope: `drive:${drive.name}`,
+          iat,
+          exp: iat + AccessTokenTtlS,
+          jti: ctx.deps.ids(),
+          workspace: ctx.workspace,
+        },
+        ctx.deps.jwtSecret,
+      );
       return { access_token: token, expires_in: AccessTokenTtlS, token_type: "Bearer" };
     },
   },
   {
-    id: "deleteVolumeTemplateVersion", method: "delete", path: "/volume_templates/:volumeTemplateName/versions/:versionName", scope: "volumeTemplates:delete",
+    id: "deleteVolumeTemplateVersion",
+    method: "delete",
+    path: "/volume_templates/:volumeTemplateName/versions/:versionName",
+    scope: "volumeTemplates:delete",
     handler: (ctx) => {
       const item = loadItem(volumeTemplateKind, ctx, ctx.params.volumeTemplateName!, "");
       const versions = (item.doc.versions ?? []) as { name?: string }[];
       if (!versions.some((v) => v.name === ctx.params.versionName)) throw errors.notFound(`version "${ctx.params.versionName}" not found`);
       item.doc.versions = versions.filter((v) => v.name !== ctx.params.versionName);
-      item.doc.state = { ...(item.doc.state as object), versionCount: (item.doc.versions as unknown[]).length, latestVersion: (item.doc.versions as { name?: string }[]).at(-1)?.name };
+      item.doc.state = {
+        ...(item.doc.state as object),
+        versionCount: (item.doc.versions as unknown[]).length,
+        latestVersion: (item.doc.versions as { name?: string }[]).at(-1)?.name,
+      };
       save(ctx, item);
       return { message: `version ${ctx.params.versionName} deleted`, template: renderDoc(volumeTemplateKind, item.doc, false) };
     },
   },
   { id: "verifyCustomDomain", method: "post", path: "/customdomains/:domainName/verify", scope: "customdomains:update", handler: verifyDomain },
-  { id: "listCustomDomainShares", method: "get", path: "/customdomains/:domainName/share", scope: "customdomains:get", handler: (ctx) => domainShares(ctx, loadItem(customDomainKind, ctx, ctx.params.domainName!, "").name) },
+  {
+    id: "listCustomDomainShares",
+    method: "get",
+    path: "/customdomains/:domainName/share",
+    scope: "customdomains:get",
+    handler: (ctx) => domainShares(ctx, loadItem(customDomainKind, ctx, ctx.params.domainName!, "").name),
+  },
   { id: "shareCustomDomain", method: "post", path: "/customdomains/:domainName/share", scope: "customdomains:update", handler: shareDomain },
   {
-    id: "unshareCustomDomain", method: "delete", path: "/customdomains/:domainName/share/:targetWorkspace", scope: "customdomains:update",
+    id: "unshareCustomDomain",
+    method: "delete",
+    path: "/customdomains/:domainName/share/:targetWorkspace",
+    scope: "customdomains:update",
     handler: (ctx) => {
       const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
-      if (!ctx.deps.resources.delete(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, item.name)) throw errors.notFound(`domain not shared with "${ctx.params.targetWorkspace}"`);
+      if (!ctx.deps.resources.delete(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, item.name))
+        throw errors.notFound(`domain not shared with "${ctx.params.targetWorkspace}"`);
       return renderDoc(customDomainKind, item.doc, false);
     },
   },
   {
-    id: "getPolicyUsages", method: "get", path: "/policies/:policyName/usages", scope: "policies:get",
+    id: "getPolicyUsages",
+    method: "get",
+    path: "/policies/:policyName/usages",
+    scope: "policies:get",
     handler: (ctx) => {
       const policy = loadItem(policyKind, ctx, ctx.params.policyName!, "");
-      const users = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "job", "model", "sandbox"]).filter((r) => Array.isArray(r.doc.spec?.policies) && (r.doc.spec.policies as string[]).includes(policy.name));
+      const users = ctx.deps.resources
+        .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "job", "model", "sandbox"])
+        .filter((r) => Array.isArray(r.doc.spec?.policies) && (r.doc.spec.policies as string[]).includes(policy.name));
       const of = (kind: string) => users.filter((u) => u.kind === kind).map((u) => ({ name: u.name, type: kind }));
       return { agents: of("agent"), functions: of("function"), jobs: of("job"), models: of("model"), sandboxes: of("sandbox") };
     },
   },
   { id: "listAllEgressGateways", method: "get", path: "/egressgateways", scope: "admin", handler: (ctx) => allUnderParents(egressGatewayKind, ctx) },
   {
-    id: "getEgressGatewayUsage", method: "get", path: "/egressgateways/usage", scope: "admin",
+    id: "getEgressGatewayUsage",
+    method: "get",
+    path: "/egressgateways/usage",
+    scope: "admin",
     handler: (ctx) => {
       const usage: Record<string, string[]> = {};
-      for (const g of ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: egressGatewayKind.kind, parent: null, sort: "name:asc" })) usage[g.name] = [];
+      for (const g of ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: egressGatewayKind.kind, parent: null, sort: "name:asc" }))
+        usage[g.name] = [];
       for (const s of ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"])) {
         const gateway = (s.doc.spec?.network as { egress?: { gateway?: string } } | undefined)?.egress?.gateway;
         if (gateway) (usage[gateway] ??= []).push(s.name);
@@ -149,7 +249,10 @@ export const extraOperations: Operation[] = [
   ...["getIntegrationConnectionModelEndpointConfigurations:/endpointConfigurations", "listIntegrationConnectionModels:/models"].map((entry): Operation => {
     const [id, suffix] = entry.split(":") as [string, string];
     return {
-      id, method: "get", path: `/integrations/connections/:connectionName${suffix}`, scope: "admin",
+      id,
+      method: "get",
+      path: `/integrations/connections/:connectionName${suffix}`,
+      scope: "admin",
       handler: (ctx) => {
         const c = loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
         return suffix === "/models" ? [] : { integration: (c.doc.spec as { integration?: string }).integration ?? "", endpoints: {} };
@@ -157,7 +260,10 @@ export const extraOperations: Operation[] = [
     };
   }),
   {
-    id: "getIntegrationConnectionModel", method: "get", path: "/integrations/connections/:connectionName/models/:modelId", scope: "admin",
+    id: "getIntegrationConnectionModel",
+    method: "get",
+    path: "/integrations/connections/:connectionName/models/:modelId",
+    scope: "admin",
     handler: (ctx) => {
       loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
       throw errors.notFound(`model "${ctx.params.modelId}" not found on this connection`);

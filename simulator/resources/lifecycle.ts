@@ -8,12 +8,34 @@ import type { TransitionMode } from "../test-hooks/state.js";
  * leave them for an explicit step (mode "manual").
  */
 export type DeploymentStatus =
-  | "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING"
-  | "DEPLOYING" | "DEPLOYED" | "BUILT" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
+  | "DELETING"
+  | "TERMINATED"
+  | "FAILED"
+  | "DEACTIVATED"
+  | "DEACTIVATING"
+  | "UPLOADING"
+  | "BUILDING"
+  | "DEPLOYING"
+  | "DEPLOYED"
+  | "BUILT"
+  | "ARCHIVING"
+  | "ARCHIVED"
+  | "UNARCHIVING";
 
 export const DEPLOYMENT_STATUSES: readonly DeploymentStatus[] = [
-  "DELETING", "TERMINATED", "FAILED", "DEACTIVATED", "DEACTIVATING", "UPLOADING", "BUILDING",
-  "DEPLOYING", "DEPLOYED", "BUILT", "ARCHIVING", "ARCHIVED", "UNARCHIVING",
+  "DELETING",
+  "TERMINATED",
+  "FAILED",
+  "DEACTIVATED",
+  "DEACTIVATING",
+  "UPLOADING",
+  "BUILDING",
+  "DEPLOYING",
+  "DEPLOYED",
+  "BUILT",
+  "ARCHIVING",
+  "ARCHIVED",
+  "UNARCHIVING",
 ];
 
 export interface CoreEvent {

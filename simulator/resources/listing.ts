@@ -43,7 +43,11 @@ export function listResources<T>(ctx: OpContext, request: ListRequest, render: (
   // anchor=end jumps to the tail page of a createdAt order (the oldest items for createdAt:desc).
   if (ctx.query.anchor === "end" && !page.cursor && page.sort.startsWith("createdAt")) {
     const reversed = page.sort === "createdAt:desc" ? "createdAt:asc" : "createdAt:desc";
-    const tail = store.list({ ...base, sort: reversed, q: page.q, statuses: request.statuses, excludeStatuses: request.excludeStatuses }).filter((i) => request.keep?.(i) ?? true).slice(0, page.limit).reverse();
+    const tail = store
+      .list({ ...base, sort: reversed, q: page.q, statuses: request.statuses, excludeStatuses: request.excludeStatuses })
+      .filter((i) => request.keep?.(i) ?? true)
+      .slice(0, page.limit)
+      .reverse();
     return { data: tail.map(render), meta: { hasMore: false, nextCursor: "", total: store.count(workspace, request.kind, base.parent) } };
   }
   const after = page.cursor ? deps.cursors.decode<Position>(page.cursor, binding) : undefined;
@@ -53,7 +57,15 @@ export function listResources<T>(ctx: OpContext, request: ListRequest, render: (
   let hasMore = false;
   // Read limit+1 to learn whether another page exists; loop only when `keep` drops rows.
   for (;;) {
-    const rows = store.list({ ...base, sort: page.sort, after: cursorAt, q: page.q, statuses: request.statuses, excludeStatuses: request.excludeStatuses, limit: page.limit + 1 });
+    const rows = store.list({
+      ...base,
+      sort: page.sort,
+      after: cursorAt,
+      q: page.q,
+      statuses: request.statuses,
+      excludeStatuses: request.excludeStatuses,
+      limit: page.limit + 1,
+    });
     for (const row of rows) {
       if (items.length === page.limit) {
         hasMore = true;

@@ -3,7 +3,9 @@ import { toIso as iso } from "../../src/clock.js";
 
 /** Resource names: lowercase alphanumerics and '-', at most 49 characters (control-plane.md §3.1). */
 export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,47}[a-z0-9])?$/;
-export const nameSchema = z.string().regex(NAME_PATTERN, "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 49 characters");
+export const nameSchema = z
+  .string()
+  .regex(NAME_PATTERN, "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 49 characters");
 
 const labels = z.record(z.string(), z.string());
 
@@ -15,7 +17,10 @@ export const metadataInput = z.strictObject({
   name: nameSchema.optional(),
   displayName: z.string().max(63).optional(),
   labels: labels.optional(),
-  externalId: z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "letters, digits and '-', at most 64").optional(),
+  externalId: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,64}$/, "letters, digits and '-', at most 64")
+    .optional(),
   plan: z.unknown().optional(),
   url: z.string().optional(),
   workspace: z.string().optional(),
@@ -51,7 +56,16 @@ export interface Metadata {
 const WRITABLE = ["displayName", "labels", "externalId", "plan"] as const;
 
 export function newMetadata(input: MetadataInput, name: string, workspace: string, actor: string, nowMs: number): Metadata {
-  const meta: Metadata = { name, displayName: input.displayName ?? name, labels: input.labels ?? {}, workspace, createdAt: iso(nowMs), updatedAt: iso(nowMs), createdBy: actor, updatedBy: actor };
+  const meta: Metadata = {
+    name,
+    displayName: input.displayName ?? name,
+    labels: input.labels ?? {},
+    workspace,
+    createdAt: iso(nowMs),
+    updatedAt: iso(nowMs),
+    createdBy: actor,
+    updatedBy: actor,
+  };
   if (input.externalId !== undefined) meta.externalId = input.externalId;
   if (input.plan !== undefined) meta.plan = input.plan;
   return meta;

@@ -12,7 +12,8 @@ export function checkReferences(doc: ResourceDoc, ctx: OpContext): void {
     const names = doc.spec[field];
     if (!Array.isArray(names)) continue;
     names.forEach((name, i) => {
-      if (typeof name !== "string" || !ctx.deps.resources.get(ctx.workspace, kind, name)) throw errors.badRequest(`${label}[${i}]: ${kind.replace("-", " ")} "${String(name)}" does not exist`);
+      if (typeof name !== "string" || !ctx.deps.resources.get(ctx.workspace, kind, name))
+        throw errors.badRequest(`${label}[${i}]: ${kind.replace("-", " ")} "${String(name)}" does not exist`);
     });
   }
 }

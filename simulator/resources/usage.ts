@@ -29,7 +29,9 @@ type Meterable = Pick<StoredResource<ResourceDoc>, "workspace" | "kind" | "paren
 export function resourceUid(item: Meterable): string {
   const uid = item.doc.__uid;
   if (typeof uid === "string") return uid;
-  const hex = createHash("sha256").update(`${item.workspace}/${item.kind}/${item.parent}/${item.name}/${item.doc.metadata?.createdAt ?? ""}`).digest("hex");
+  const hex = createHash("sha256")
+    .update(`${item.workspace}/${item.kind}/${item.parent}/${item.name}/${item.doc.metadata?.createdAt ?? ""}`)
+    .digest("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 

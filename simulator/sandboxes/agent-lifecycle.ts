@@ -45,7 +45,13 @@ async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, d
 
 /** A new sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
 export function markDeploying(ctx: OpContext, doc: ResourceDoc): void {
-  const event = { type: "deployment", status: "DEPLOYING", message: "deploying: starting the sandbox agent", revision: `rev-${(doc.__revision as number | undefined) ?? 1}`, time: iso(ctx.deps.clock.now()) };
+  const event = {
+    type: "deployment",
+    status: "DEPLOYING",
+    message: "deploying: starting the sandbox agent",
+    revision: `rev-${(doc.__revision as number | undefined) ?? 1}`,
+    time: iso(ctx.deps.clock.now()),
+  };
   doc.status = "DEPLOYING";
   doc.events = [event];
 }
@@ -61,7 +67,8 @@ export async function awaitCreated(ctx: OpContext, agents: SandboxAgents, name: 
 export function archive(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
     const item = loadItem(sandboxKind, ctx, name, "");
-    if (!["DEPLOYED", "DEACTIVATED", "FAILED"].includes(item.status)) throw errors.conflict(`sandbox "${name}" is ${item.status}; archive needs DEPLOYED, DEACTIVATED or FAILED`);
+    if (!["DEPLOYED", "DEACTIVATED", "FAILED"].includes(item.status))
+      throw errors.conflict(`sandbox "${name}" is ${item.status}; archive needs DEPLOYED, DEACTIVATED or FAILED`);
     recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVING", "archiving: stopping the sandbox agent");
     await agents.stop(ctx.workspace, name);
     recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVED", "archived: the sandbox agent is stopped, its files are kept");

@@ -23,7 +23,16 @@ export const CREATE_WAIT_MS = 240_000;
 export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = CREATE_WAIT_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ApiError("service_unavailable", `sandbox "${name}" is still deploying (its image is being built): GET it until it is DEPLOYED`, { status: 504, details: { code: "GATEWAY_TIMEOUT" } })), waitMs);
+    timer = setTimeout(
+      () =>
+        reject(
+          new ApiError("service_unavailable", `sandbox "${name}" is still deploying (its image is being built): GET it until it is DEPLOYED`, {
+            status: 504,
+            details: { code: "GATEWAY_TIMEOUT" },
+          }),
+        ),
+      waitMs,
+    );
     timer.unref();
   });
   created.catch(() => {}); // settled after the 504: its outcome is in the sandbox's status and events

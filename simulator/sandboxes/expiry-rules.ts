@@ -119,7 +119,13 @@ export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefi
   }
   if (!due) return undefined;
   const why = due.reason;
-  return { dueMs: due.dueMs, action: "delete", get reason() { return why(); } };
+  return {
+    dueMs: due.dueMs,
+    action: "delete",
+    get reason() {
+      return why();
+    },
+  };
 }
 
 /** A sandbox's earliest expiry, its last use being the latest of the proxy's record (this process) and the stored lastUsedAt. */

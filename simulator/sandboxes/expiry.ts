@@ -16,7 +16,10 @@ import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "
  * goes too. A new sandbox may take the name at once (dropTerminated).
  * Returns what expired.
  */
-export function expireDueSandboxes(deps: SimDeps, scope: { workspace?: string; sandbox?: string } = {}): { workspace: string; sandbox: string; reason: string }[] {
+export function expireDueSandboxes(
+  deps: SimDeps,
+  scope: { workspace?: string; sandbox?: string } = {},
+): { workspace: string; sandbox: string; reason: string }[] {
   const now = deps.clock.now();
   const expired: { workspace: string; sandbox: string; reason: string }[] = [];
   const workspaces = scope.workspace ? [scope.workspace] : deps.accounts.allWorkspaces().map((w) => w.name);
@@ -48,7 +51,9 @@ function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: numbe
   if (!expiry || expiry.dueMs > now) return undefined;
   if (deps.sandboxes.isStarting(ws, item.name)) return undefined;
   recordStatus(deps, ws, item.name, "DELETING", `expired: ${expiry.reason}; deleting the sandbox`);
-  deps.sandboxes.retire(ws, item.name, (err) => deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"));
+  deps.sandboxes.retire(ws, item.name, (err) =>
+    deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"),
+  );
   deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
   unmeterResource(deps, item as never);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");

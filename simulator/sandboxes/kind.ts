@@ -46,7 +46,8 @@ export const sandboxKind: ResourceKind = {
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
     // A null clears the field (the SDK's way): it is not kept as null.
-    for (const field of ["ttl", "expires"]) if ((doc.spec.runtime as Record<string, unknown>)[field] === null) delete (doc.spec.runtime as Record<string, unknown>)[field];
+    for (const field of ["ttl", "expires"])
+      if ((doc.spec.runtime as Record<string, unknown>)[field] === null) delete (doc.spec.runtime as Record<string, unknown>)[field];
     if (doc.spec.lifecycle === null) delete doc.spec.lifecycle;
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
@@ -106,7 +107,8 @@ function checkVolumeAttachments(doc: ResourceDoc, ctx: Parameters<NonNullable<Re
   attachments.forEach((a, i) => {
     const problem = attachmentProblem(a, i);
     if (problem) throw errors.badRequest(problem);
-    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!)) throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
+    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!))
+      throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
   });
   const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));
   const twice = targets.find((t, i) => targets.indexOf(t) !== i);
@@ -142,7 +144,14 @@ export const previewKind: ResourceKind = {
     doc.spec.public ??= false;
     checkPrefixUrl(ctx, doc);
     // Served by the sandbox proxy (simulator/previews): both forms answer, the config picks the one written here.
-    doc.spec.url = previewUrl(ctx.deps.urls.base, ctx.deps.config.previewUrls, ctx.workspace, ctx.params.sandboxName!, doc.metadata.name, doc.spec.prefixUrl as string | undefined);
+    doc.spec.url = previewUrl(
+      ctx.deps.urls.base,
+      ctx.deps.config.previewUrls,
+      ctx.workspace,
+      ctx.params.sandboxName!,
+      doc.metadata.name,
+      doc.spec.prefixUrl as string | undefined,
+    );
   },
 };
 
@@ -150,8 +159,11 @@ export const previewKind: ResourceKind = {
 function checkPrefixUrl(ctx: OpContext, doc: ResourceDoc): void {
   const prefix = doc.spec.prefixUrl;
   if (prefix === undefined || prefix === "") return void delete doc.spec.prefixUrl;
-  if (typeof prefix !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/.test(prefix)) throw errors.badRequest("spec.prefixUrl: lowercase letters, digits and '-', at most 32 characters");
-  const taken = ctx.deps.resources.allOfKind(ctx.workspace, ["preview"]).find((p) => (p.doc as ResourceDoc).spec.prefixUrl === prefix && !(p.parent === ctx.params.sandboxName && p.name === doc.metadata.name));
+  if (typeof prefix !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/.test(prefix))
+    throw errors.badRequest("spec.prefixUrl: lowercase letters, digits and '-', at most 32 characters");
+  const taken = ctx.deps.resources
+    .allOfKind(ctx.workspace, ["preview"])
+    .find((p) => (p.doc as ResourceDoc).spec.prefixUrl === prefix && !(p.parent === ctx.params.sandboxName && p.name === doc.metadata.name));
   if (taken) throw errors.conflict(`spec.prefixUrl "${prefix}" is already used by preview "${taken.name}" of sandbox "${taken.parent}"`);
 }
 
@@ -179,6 +191,8 @@ export const previewTokenKind: ResourceKind = {
 function maskRoutingSecrets(network: unknown): unknown {
   const proxy = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy;
   if (!Array.isArray(proxy?.routing) || !proxy.routing.some((r) => (r as { secrets?: unknown })?.secrets)) return network;
-  const routing = proxy.routing.map((r) => ((r as { secrets?: unknown })?.secrets ? { ...(r as object), secrets: maskMap((r as { secrets: unknown }).secrets, false) } : r));
+  const routing = proxy.routing.map((r) =>
+    (r as { secrets?: unknown })?.secrets ? { ...(r as object), secrets: maskMap((r as { secrets: unknown }).secrets, false) } : r,
+  );
   return { ...(network as object), proxy: { ...proxy, routing } };
 }

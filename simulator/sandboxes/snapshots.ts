@@ -33,11 +33,17 @@ interface Snapshot {
   spec: { generation?: unknown; image?: unknown; memory?: unknown; ports?: unknown; region?: unknown; volumes?: unknown };
 }
 
-const SnapshotBody = z.strictObject({ name: nameSchema.optional(), source: z.looseObject({ name: z.string().optional(), kind: z.literal("sandbox").optional() }).optional() });
+const SnapshotBody = z.strictObject({
+  name: nameSchema.optional(),
+  source: z.looseObject({ name: z.string().optional(), kind: z.literal("sandbox").optional() }).optional(),
+});
 const ForkBody = z.strictObject({
   targetName: nameSchema,
   targetType: z.enum(["sandbox", "application"]).optional(),
-  port: z.number().int().optional(), traffic: z.number().optional(), prefix: z.string().optional(), customDomain: z.string().optional(),
+  port: z.number().int().optional(),
+  traffic: z.number().optional(),
+  prefix: z.string().optional(),
+  customDomain: z.string().optional(),
   snapshotId: z.string().optional(),
   envs: z.array(z.looseObject({})).optional(),
 });
@@ -46,15 +52,38 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
   const runtime = (sandbox.spec.runtime ?? {}) as Record<string, unknown>;
   const id = `snap-${randomBytes(6).toString("hex")}`;
   const snapshot: Snapshot = {
-    id, name: name ?? id, status: "ready", workspace: ctx.workspace, createdAt: iso(ctx.deps.clock.now()), createdBy: ctx.actor, sandboxName: sandbox.metadata.name,
+    id,
+    name: name ?? id,
+    status: "ready",
+    workspace: ctx.workspace,
+    createdAt: iso(ctx.deps.clock.now()),
+    createdBy: ctx.actor,
+    sandboxName: sandbox.metadata.name,
     source: { name: sandbox.metadata.name, kind: "sandbox" },
-    spec: { generation: runtime.generation, image: runtime.image, memory: runtime.memory, ports: runtime.ports, region: sandbox.spec.region, volumes: sandbox.spec.volumes },
+    spec: {
+      generation: runtime.generation,
+      image: runtime.image,
+      memory: runtime.memory,
+      ports: runtime.ports,
+      region: sandbox.spec.region,
+      volumes: sandbox.spec.volumes,
+    },
   };
   const exists = () => errors.conflict(`snapshot "${snapshot.name}" already exists`);
   if (ctx.deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
   const agents = ctx.deps.agents;
   if (agents) await agents.snapshots.save(ctx.workspace, id, agents.rootDir(ctx.workspace, sandbox.metadata.name));
-  if (!ctx.deps.resources.tryInsert({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, createdMs: ctx.deps.clock.now(), status: "ready", doc: snapshot as never })) {
+  if (
+    !ctx.deps.resources.tryInsert({
+      workspace: ctx.workspace,
+      kind: SNAPSHOT_KIND,
+      parent: "",
+      name: snapshot.name,
+      createdMs: ctx.deps.clock.now(),
+      status: "ready",
+      doc: snapshot as never,
+    })
+  ) {
     agents?.snapshots.remove(ctx.workspace, id);
     throw exists();
   }
@@ -69,7 +98,11 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
  */
 function meterSnapshot(ctx: OpContext, snapshot: Snapshot): void {
   const memory = typeof snapshot.spec.memory === "number" && snapshot.spec.memory > 0 ? snapshot.spec.memory : 4096;
-  ctx.deps.meter.start({ workspace: ctx.workspace, resourceType: "sandbox", resourceName: snapshot.name, resourceUuid: snapshot.id }, "sandbox_snapshot_storage_gbs", memory / 1024);
+  ctx.deps.meter.start(
+    { workspace: ctx.workspace, resourceType: "sandbox", resourceName: snapshot.name, resourceUuid: snapshot.id },
+    "sandbox_snapshot_storage_gbs",
+    memory / 1024,
+  );
 }
 
 function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
@@ -108,18 +141,30 @@ function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSourc
 
 export const snapshotOperations: Operation[] = [
   {
-    id: "listSandboxSnapshots", method: "get", path: "/sandboxes/:sandboxName/snapshots", scope: "sandboxes:get",
+    id: "listSandboxSnapshots",
+    method: "get",
+    path: "/sandboxes/:sandboxName/snapshots",
+    scope: "sandboxes:get",
     handler: (ctx) => {
       const sandbox = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
-      return ctx.deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc).filter((s) => s.sandboxName === sandbox.name);
+      return ctx.deps.resources
+        .list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" })
+        .map((s) => s.doc)
+        .filter((s) => s.sandboxName === sandbox.name);
     },
   },
   {
-    id: "createSandboxSnapshot", method: "post", path: "/sandboxes/:sandboxName/snapshots", scope: "sandboxes:control",
+    id: "createSandboxSnapshot",
+    method: "post",
+    path: "/sandboxes/:sandboxName/snapshots",
+    scope: "sandboxes:control",
     handler: (ctx) => snapshotOf(ctx, loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc, parse(SnapshotBody, ctx.body ?? {}, "body").name),
   },
   {
-    id: "deleteSandboxSnapshot", method: "delete", path: "/sandboxes/:sandboxName/snapshots/:snapshotId", scope: "sandboxes:control",
+    id: "deleteSandboxSnapshot",
+    method: "delete",
+    path: "/sandboxes/:sandboxName/snapshots/:snapshotId",
+    scope: "sandboxes:control",
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
       removeSnapshot(ctx, snap);
@@ -127,7 +172,10 @@ export const snapshotOperations: Operation[] = [
     },
   },
   {
-    id: "restoreSandboxSnapshot", method: "post", path: "/sandboxes/:sandboxName/snapshots/:snapshotId/restore", scope: "sandboxes:control",
+    id: "restoreSandboxSnapshot",
+    method: "post",
+    path: "/sandboxes/:sandboxName/snapshots/:snapshotId/restore",
+    scope: "sandboxes:control",
     handler: (ctx) => {
       loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
@@ -137,15 +185,27 @@ export const snapshotOperations: Operation[] = [
     },
   },
   {
-    id: "forkSandbox", method: "post", path: "/sandboxes/:sandboxName/fork", scope: "sandboxes:create",
+    id: "forkSandbox",
+    method: "post",
+    path: "/sandboxes/:sandboxName/fork",
+    scope: "sandboxes:create",
     handler: (ctx) => {
       const source = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
       return snapshotOf(ctx, source, undefined).then((snap) => fork(ctx, source, snap.id, ctx.params.sandboxName!));
     },
   },
-  { id: "listSnapshots", method: "get", path: "/snapshots", scope: "sandboxes:list", handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc) },
   {
-    id: "createSnapshot", method: "post", path: "/snapshots", scope: "sandboxes:control",
+    id: "listSnapshots",
+    method: "get",
+    path: "/snapshots",
+    scope: "sandboxes:list",
+    handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc),
+  },
+  {
+    id: "createSnapshot",
+    method: "post",
+    path: "/snapshots",
+    scope: "sandboxes:control",
     handler: (ctx) => {
       const body = parse(SnapshotBody, ctx.body ?? {}, "body");
       if (!body.source?.name) throw errors.badRequest("source.name: required (the sandbox to snapshot)");
@@ -154,7 +214,10 @@ export const snapshotOperations: Operation[] = [
   },
   { id: "getSnapshot", method: "get", path: "/snapshots/:snapshotName", scope: "sandboxes:get", handler: (ctx) => findSnapshot(ctx, ctx.params.snapshotName!) },
   {
-    id: "deleteSnapshot", method: "delete", path: "/snapshots/:snapshotName", scope: "sandboxes:control",
+    id: "deleteSnapshot",
+    method: "delete",
+    path: "/snapshots/:snapshotName",
+    scope: "sandboxes:control",
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotName!);
       removeSnapshot(ctx, snap);
@@ -162,10 +225,17 @@ export const snapshotOperations: Operation[] = [
     },
   },
   {
-    id: "forkSnapshot", method: "post", path: "/snapshots/:snapshotName/fork", scope: "sandboxes:create",
+    id: "forkSnapshot",
+    method: "post",
+    path: "/snapshots/:snapshotName/fork",
+    scope: "sandboxes:create",
     handler: (ctx) => {
       const snap = findSnapshot(ctx, ctx.params.snapshotName!);
-      const spec = { region: snap.spec.region, runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation }, volumes: snap.spec.volumes };
+      const spec = {
+        region: snap.spec.region,
+        runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation },
+        volumes: snap.spec.volumes,
+      };
       return fork(ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id, undefined, snap.id);
     },
   },

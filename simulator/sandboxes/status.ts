@@ -20,7 +20,13 @@ interface SandboxDoc {
 function describe(event: SupervisorEvent): { status: string; message: string } | undefined {
   switch (event.type) {
     case "queued":
-      return { status: "DEPLOYING", message: event.ahead === 0 ? `waiting to start: next in line (${event.running} starting)` : `waiting to start: ${event.ahead} sandbox${event.ahead === 1 ? "" : "es"} ahead (${event.running} starting)` };
+      return {
+        status: "DEPLOYING",
+        message:
+          event.ahead === 0
+            ? `waiting to start: next in line (${event.running} starting)`
+            : `waiting to start: ${event.ahead} sandbox${event.ahead === 1 ? "" : "es"} ahead (${event.running} starting)`,
+      };
     case "started":
       return { status: "DEPLOYED", message: "sandbox agent is healthy" };
     case "crashed": {
@@ -29,7 +35,10 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
       const how = event.exit.signal ? `signal ${event.exit.signal}` : `exit code ${event.exit.code}`;
       const next = event.restartInMs === null ? "not restarting" : `restarting in ${event.restartInMs} ms`;
       const last = event.exit.stderr.trim().split("\n").pop();
-      return { status: event.restartInMs === null ? "FAILED" : "DEPLOYING", message: `sandbox agent crashed (${how}), ${next}${last ? `: ${last.slice(0, 300)}` : ""}` };
+      return {
+        status: event.restartInMs === null ? "FAILED" : "DEPLOYING",
+        message: `sandbox agent crashed (${how}), ${next}${last ? `: ${last.slice(0, 300)}` : ""}`,
+      };
     }
     case "restarted":
       return { status: "DEPLOYED", message: `sandbox agent restarted (attempt ${event.attempt})` };
@@ -49,7 +58,8 @@ export function recordAgentEvent(deps: { resources: ResourceStore; clock: Clock 
   const current = item?.status;
   // A sandbox being archived or deactivated keeps the status its operation gives it.
   if (current && STOPPING.has(current)) return;
-  const firstReady = event.type === "started" && item !== undefined && item.doc.__readyAt === undefined && !item.doc.events?.some((e) => e.status === "DEPLOYED");
+  const firstReady =
+    event.type === "started" && item !== undefined && item.doc.__readyAt === undefined && !item.doc.events?.some((e) => e.status === "DEPLOYED");
   recordStatus(deps, workspace, sandbox, change.status, change.message, "agent", event.type !== "restarted");
   if (firstReady) markReady(deps, workspace, sandbox);
 }
@@ -76,7 +86,15 @@ const STOPPING = new Set(["ARCHIVING", "ARCHIVED", "DEACTIVATING", "DEACTIVATED"
  * also drops its planned moves: a planned move (an update's DEPLOYING →
  * DEPLOYED) must not later paper over what its agent really did.
  */
-export function recordStatus(deps: { resources: ResourceStore; clock: Clock }, workspace: string, sandbox: string, status: string, message: string, type = "deployment", dropPlanned = true): void {
+export function recordStatus(
+  deps: { resources: ResourceStore; clock: Clock },
+  workspace: string,
+  sandbox: string,
+  status: string,
+  message: string,
+  type = "deployment",
+  dropPlanned = true,
+): void {
   const item = deps.resources.get<SandboxDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const doc = item.doc;

@@ -15,7 +15,12 @@ export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
  * every compute dimension (spec.runtime.memory, 4096 MB by default).
  * Called with every supervisor event of a sandbox's agent.
  */
-export function meterSandboxAgent(deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents?: SandboxAgents }, workspace: string, sandbox: string, event: SupervisorEvent): void {
+export function meterSandboxAgent(
+  deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents?: SandboxAgents },
+  workspace: string,
+  sandbox: string,
+  event: SupervisorEvent,
+): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return; // deleted: the delete closed its spans
   const ref = refOf(item, "sandbox");
@@ -34,7 +39,12 @@ export function meterSandboxAgent(deps: { resources: ResourceStore; meter: Usage
  * Standby accrues no compute (the platform bills a sleeping sandbox for its storage only): the compute span
  * closes when the sandbox goes to standby and a new one opens when it resumes.
  */
-export function meterSandboxStandby(deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock }, workspace: string, sandbox: string, state: "RUNNING" | "STANDBY"): void {
+export function meterSandboxStandby(
+  deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock },
+  workspace: string,
+  sandbox: string,
+  state: "RUNNING" | "STANDBY",
+): void {
   const item = deps.resources.get<ResourceDoc>(workspace, "sandbox", sandbox);
   if (!item) return;
   const ref = refOf(item, "sandbox");

@@ -77,7 +77,8 @@ export class AgentScheduleBackend implements ScheduleBackend {
 
   async executions(ctx: OpContext, sandbox: string | null): Promise<Page<ScheduleExecution>> {
     const status = ctx.query.status === "succeeded" || ctx.query.status === "failed" ? ctx.query.status : undefined;
-    const scheduleId = typeof ctx.query.schedule === "string" ? ctx.query.schedule : typeof ctx.query.scheduleId === "string" ? ctx.query.scheduleId : undefined;
+    const scheduleId =
+      typeof ctx.query.schedule === "string" ? ctx.query.schedule : typeof ctx.query.scheduleId === "string" ? ctx.query.scheduleId : undefined;
     const since = typeof ctx.query.since === "string" ? Date.parse(ctx.query.since) : NaN;
     const until = typeof ctx.query.until === "string" ? Date.parse(ctx.query.until) : NaN;
     const sort = parsePageQuery(ctx.query, SCHEDULE_PAGE).sort as "createdAt:desc" | "createdAt:asc";
@@ -95,25 +96,27 @@ export class AgentScheduleBackend implements ScheduleBackend {
 
   async metrics(ctx: OpContext, sinceMs: number, untilMs: number): Promise<ScheduleMetricsCounts> {
     const counts: ScheduleMetricsCounts = { sandboxes: 0, schedules: 0, executions: 0, executionsByStatus: { succeeded: 0, failed: 0 } };
-    await Promise.all(this.#sandboxes(ctx, null).map(async (name) => {
-      const schedules = await this.#fetcher<ScheduleEntry>(ctx, "/schedules", {})(name, "", 1);
-      if (schedules.meta.total > 0) counts.sandboxes++;
-      counts.schedules += schedules.meta.total;
-      // Newest first: stop at the first execution older than the window.
-      const fetch = this.#fetcher<AgentExecution>(ctx, "/schedule-executions", { sort: "createdAt:desc" });
-      for (let cursor = ""; ; ) {
-        const page = await fetch(name, cursor, 100);
-        for (const e of page.data.map(toControlPlaneExecution)) {
-          const at = Date.parse(e.createdAt);
-          if (at < sinceMs) return;
-          if (at >= untilMs) continue;
-          counts.executions++;
-          counts.executionsByStatus[e.status]++;
+    await Promise.all(
+      this.#sandboxes(ctx, null).map(async (name) => {
+        const schedules = await this.#fetcher<ScheduleEntry>(ctx, "/schedules", {})(name, "", 1);
+        if (schedules.meta.total > 0) counts.sandboxes++;
+        counts.schedules += schedules.meta.total;
+        // Newest first: stop at the first execution older than the window.
+        const fetch = this.#fetcher<AgentExecution>(ctx, "/schedule-executions", { sort: "createdAt:desc" });
+        for (let cursor = ""; ;) {
+          const page = await fetch(name, cursor, 100);
+          for (const e of page.data.map(toControlPlaneExecution)) {
+            const at = Date.parse(e.createdAt);
+            if (at < sinceMs) return;
+            if (at >= untilMs) continue;
+            counts.executions++;
+            counts.executionsByStatus[e.status]++;
+          }
+          if (!page.meta.hasMore || !page.meta.nextCursor) return;
+          cursor = page.meta.nextCursor;
         }
-        if (!page.meta.hasMore || !page.meta.nextCursor) return;
-        cursor = page.meta.nextCursor;
-      }
-    }));
+      }),
+    );
     return counts;
   }
 
@@ -122,7 +125,10 @@ export class AgentScheduleBackend implements ScheduleBackend {
   }
 
   get(ctx: OpContext, sandbox: string, id: string): Promise<ScheduleEntry> {
-    return callAgent(this.agents(ctx), ctx.workspace, sandbox, { path: `/schedules/${encodeURIComponent(id)}`, query: { show_secrets: showSecrets(ctx) || undefined } });
+    return callAgent(this.agents(ctx), ctx.workspace, sandbox, {
+      path: `/schedules/${encodeURIComponent(id)}`,
+      query: { show_secrets: showSecrets(ctx) || undefined },
+    });
   }
 
   update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): Promise<ScheduleEntry> {
@@ -134,10 +140,17 @@ export class AgentScheduleBackend implements ScheduleBackend {
   }
 
   #fetcher<T>(ctx: OpContext, path: string, query: Record<string, string | boolean | undefined>): FetchPage<T> {
-    return (sandbox, cursor, limit) => callAgent<AgentPage<T>>(this.agents(ctx), ctx.workspace, sandbox, { path, query: { ...query, limit, cursor: cursor || undefined } });
+    return (sandbox, cursor, limit) =>
+      callAgent<AgentPage<T>>(this.agents(ctx), ctx.workspace, sandbox, { path, query: { ...query, limit, cursor: cursor || undefined } });
   }
 
-  #merged<T extends { id: string; createdAt: string }>(ctx: OpContext, sandbox: string | null, fetch: FetchPage<T>, filters: Record<string, unknown>, keep?: (item: T) => boolean): Promise<Page<T>> {
+  #merged<T extends { id: string; createdAt: string }>(
+    ctx: OpContext,
+    sandbox: string | null,
+    fetch: FetchPage<T>,
+    filters: Record<string, unknown>,
+    keep?: (item: T) => boolean,
+  ): Promise<Page<T>> {
     const page = parsePageQuery(ctx.query, SCHEDULE_PAGE);
     return mergedPage({
       sandboxes: this.#sandboxes(ctx, sandbox),
@@ -154,7 +167,10 @@ export class AgentScheduleBackend implements ScheduleBackend {
   /** The sandbox asked for, or every sandbox of the workspace that should have an agent. */
   #sandboxes(ctx: OpContext, sandbox: string | null): string[] {
     if (sandbox !== null) return ctx.deps.resources.get(ctx.workspace, "sandbox", sandbox) ? [sandbox] : [];
-    return ctx.deps.resources.allOfKind(ctx.workspace, ["sandbox"]).filter((s) => s.parent === "" && !WITHOUT_AGENT.has(s.status)).map((s) => s.name);
+    return ctx.deps.resources
+      .allOfKind(ctx.workspace, ["sandbox"])
+      .filter((s) => s.parent === "" && !WITHOUT_AGENT.has(s.status))
+      .map((s) => s.name);
   }
 }
 

@@ -82,24 +82,45 @@ export class LocalScheduleBackend implements ScheduleBackend {
     this.catchUp(ctx, sandbox);
     // Only stored types filter; other values are ignored (control-plane.md §3.3).
     const type = ctx.query.type === "cron" || ctx.query.type === "at" ? [ctx.query.type] : undefined;
-    return listResources(ctx, { kind: SCHEDULE_KIND, parent: sandbox, shape, limits: SCHEDULE_PAGE, statuses: type }, (row) => row.doc as unknown as ScheduleEntry);
+    return listResources(
+      ctx,
+      { kind: SCHEDULE_KIND, parent: sandbox, shape, limits: SCHEDULE_PAGE, statuses: type },
+      (row) => row.doc as unknown as ScheduleEntry,
+    );
   }
 
   executions(ctx: OpContext, sandbox: string | null): Page<ScheduleExecution> {
     this.catchUp(ctx, sandbox);
     const status = ctx.query.status === "succeeded" || ctx.query.status === "failed" ? [ctx.query.status] : undefined;
-    return listResources(ctx, { kind: EXECUTION_KIND, parent: sandbox, shape: "paged", limits: SCHEDULE_PAGE, statuses: status, keep: windowFilter(ctx), filters: { since: ctx.query.since, until: ctx.query.until, schedule: ctx.query.schedule ?? ctx.query.scheduleId } }, (row) => row.doc as unknown as ScheduleExecution) as Page<ScheduleExecution>;
+    return listResources(
+      ctx,
+      {
+        kind: EXECUTION_KIND,
+        parent: sandbox,
+        shape: "paged",
+        limits: SCHEDULE_PAGE,
+        statuses: status,
+        keep: windowFilter(ctx),
+        filters: { since: ctx.query.since, until: ctx.query.until, schedule: ctx.query.schedule ?? ctx.query.scheduleId },
+      },
+      (row) => row.doc as unknown as ScheduleExecution,
+    ) as Page<ScheduleExecution>;
   }
 
   metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts {
     this.catchUp(ctx, null);
     const schedules = ctx.deps.resources.list({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: null, sort: "createdAt:asc" });
-    const executions = ctx.deps.resources.list({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc" }).filter((e) => e.createdMs >= sinceMs && e.createdMs < untilMs);
+    const executions = ctx.deps.resources
+      .list({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc" })
+      .filter((e) => e.createdMs >= sinceMs && e.createdMs < untilMs);
     return {
       sandboxes: new Set(schedules.map((s) => s.parent)).size,
       schedules: schedules.length,
       executions: executions.length,
-      executionsByStatus: { succeeded: executions.filter((e) => e.status === "succeeded").length, failed: executions.filter((e) => e.status === "failed").length },
+      executionsByStatus: {
+        succeeded: executions.filter((e) => e.status === "succeeded").length,
+        failed: executions.filter((e) => e.status === "failed").length,
+      },
     };
   }
 
@@ -186,9 +207,19 @@ export class LocalScheduleBackend implements ScheduleBackend {
       processName: typeof entry.input.name === "string" ? entry.input.name : `${entry.id}-${atMs}`,
       timeout: typeof entry.input.timeout === "number" ? entry.input.timeout : 600,
     };
-    resources.insert({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: entry.sandbox, name: id, createdMs: atMs, status: "succeeded", doc: execution as never });
+    resources.insert({
+      workspace: ctx.workspace,
+      kind: EXECUTION_KIND,
+      parent: entry.sandbox,
+      name: id,
+      createdMs: atMs,
+      status: "succeeded",
+      doc: execution as never,
+    });
     // maxExecutions: recording beyond the cap deletes the oldest record of this schedule.
-    const mine = resources.list<ScheduleExecution>({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: entry.sandbox, sort: "createdAt:asc" }).filter((e) => e.doc.scheduleId === entry.id);
+    const mine = resources
+      .list<ScheduleExecution>({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: entry.sandbox, sort: "createdAt:asc" })
+      .filter((e) => e.doc.scheduleId === entry.id);
     for (const old of mine.slice(0, Math.max(0, mine.length - entry.maxExecutions))) resources.delete(ctx.workspace, EXECUTION_KIND, old.name, old.parent);
   }
 
@@ -204,5 +235,8 @@ function windowFilter(ctx: OpContext): (item: StoredResource) => boolean {
   const since = typeof ctx.query.since === "string" ? Date.parse(ctx.query.since) : NaN;
   const until = typeof ctx.query.until === "string" ? Date.parse(ctx.query.until) : NaN;
   const schedule = typeof ctx.query.schedule === "string" ? ctx.query.schedule : typeof ctx.query.scheduleId === "string" ? ctx.query.scheduleId : undefined;
-  return (item) => (Number.isNaN(since) || item.createdMs >= since) && (Number.isNaN(until) || item.createdMs < until) && (!schedule || (item.doc as unknown as ScheduleExecution).scheduleId === schedule);
+  return (item) =>
+    (Number.isNaN(since) || item.createdMs >= since) &&
+    (Number.isNaN(until) || item.createdMs < until) &&
+    (!schedule || (item.doc as unknown as ScheduleExecution).scheduleId === schedule);
 }

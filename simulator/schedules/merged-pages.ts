@@ -109,7 +109,8 @@ class Stream<T extends Item> {
 
 export async function mergedPage<T extends Item>(req: MergeRequest<T>): Promise<Page<T>> {
   const position = req.cursor ? req.cursors.decode<Position>(req.cursor, req.binding) : undefined;
-  if (position !== undefined && (typeof position !== "object" || typeof position.s !== "object" || position.s === null)) throw errors.badRequest("cursor: invalid cursor");
+  if (position !== undefined && (typeof position !== "object" || typeof position.s !== "object" || position.s === null))
+    throw errors.badRequest("cursor: invalid cursor");
   const desc = req.sort === "createdAt:desc";
   // Does a sort before b?
   const before = (a: string, b: string) => (desc ? a > b : a < b);
@@ -147,7 +148,7 @@ export async function mergedPage<T extends Item>(req: MergeRequest<T>): Promise<
 /** Every item of one agent list, page after page (lists of API versions before paging). */
 export async function everything<T>(sandbox: string, fetch: FetchPage<T>): Promise<T[]> {
   const all: T[] = [];
-  for (let cursor = ""; ; ) {
+  for (let cursor = ""; ;) {
     const page = await fetch(sandbox, cursor, AGENT_PAGE);
     all.push(...page.data);
     if (!page.meta.hasMore || !page.meta.nextCursor) return all;

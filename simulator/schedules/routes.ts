@@ -20,7 +20,10 @@ const InputSchema = z.strictObject({
 });
 
 const EntryBody = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_-]{1,63}$/, "letters, digits, '_' and '-', at most 63").optional(),
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,63}$/, "letters, digits, '_' and '-', at most 63")
+    .optional(),
   type: z.enum(["cron", "at", "sleep"]),
   value: z.string().min(1),
   input: InputSchema.optional(),
@@ -65,21 +68,57 @@ export function scheduleOperations(fixed?: ScheduleBackend): Operation[] {
   const listExecutions = (ctx: OpContext, parent: string | null) => backendOf(ctx).executions(ctx, parent);
   const one = (ctx: OpContext, entry: Awaitable<ScheduleEntry>, show = false) => then(entry, (e) => renderEntry(e, show));
   return [
-    { id: "listSandboxSchedules", method: "get", path: "/sandboxes/:sandboxName/schedules", scope: "sandboxes:get", handler: (ctx) => listEntries(ctx, requireSandbox(ctx), "versioned") },
     {
-      id: "createSandboxSchedule", method: "post", path: "/sandboxes/:sandboxName/schedules", scope: "sandboxes:update",
+      id: "listSandboxSchedules",
+      method: "get",
+      path: "/sandboxes/:sandboxName/schedules",
+      scope: "sandboxes:get",
+      handler: (ctx) => listEntries(ctx, requireSandbox(ctx), "versioned"),
+    },
+    {
+      id: "createSandboxSchedule",
+      method: "post",
+      path: "/sandboxes/:sandboxName/schedules",
+      scope: "sandboxes:update",
       handler: (ctx) => one(ctx, backendOf(ctx).create(ctx, requireSandbox(ctx), parse(EntryBody, ctx.body ?? {}, "body"))),
     },
-    { id: "getSandboxSchedule", method: "get", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:get", handler: (ctx) => one(ctx, backendOf(ctx).get(ctx, requireSandbox(ctx), ctx.params.scheduleId!), showSecrets(ctx)) },
     {
-      id: "updateSandboxSchedule", method: "put", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:update",
+      id: "getSandboxSchedule",
+      method: "get",
+      path: "/sandboxes/:sandboxName/schedules/:scheduleId",
+      scope: "sandboxes:get",
+      handler: (ctx) => one(ctx, backendOf(ctx).get(ctx, requireSandbox(ctx), ctx.params.scheduleId!), showSecrets(ctx)),
+    },
+    {
+      id: "updateSandboxSchedule",
+      method: "put",
+      path: "/sandboxes/:sandboxName/schedules/:scheduleId",
+      scope: "sandboxes:update",
       handler: (ctx) => one(ctx, backendOf(ctx).update(ctx, requireSandbox(ctx), ctx.params.scheduleId!, parse(EntryBody, ctx.body ?? {}, "body"))),
     },
-    { id: "deleteSandboxSchedule", method: "delete", path: "/sandboxes/:sandboxName/schedules/:scheduleId", scope: "sandboxes:update", handler: (ctx) => one(ctx, backendOf(ctx).delete(ctx, requireSandbox(ctx), ctx.params.scheduleId!)) },
-    { id: "listSandboxScheduleExecutions", method: "get", path: "/sandboxes/:sandboxName/schedule-executions", scope: "sandboxes:get", handler: (ctx) => listExecutions(ctx, requireSandbox(ctx)) },
+    {
+      id: "deleteSandboxSchedule",
+      method: "delete",
+      path: "/sandboxes/:sandboxName/schedules/:scheduleId",
+      scope: "sandboxes:update",
+      handler: (ctx) => one(ctx, backendOf(ctx).delete(ctx, requireSandbox(ctx), ctx.params.scheduleId!)),
+    },
+    {
+      id: "listSandboxScheduleExecutions",
+      method: "get",
+      path: "/sandboxes/:sandboxName/schedule-executions",
+      scope: "sandboxes:get",
+      handler: (ctx) => listExecutions(ctx, requireSandbox(ctx)),
+    },
     { id: "getSandboxScheduleMetrics", method: "get", path: "/schedules/metrics", scope: "sandboxes:list", handler: (ctx) => metrics(backendOf(ctx))(ctx) },
     { id: "listSchedules", method: "get", path: "/schedules", scope: "sandboxes:list", handler: (ctx) => listEntries(ctx, sandboxFilter(ctx), "paged") },
-    { id: "listScheduleExecutions", method: "get", path: "/schedule-executions", scope: "sandboxes:list", handler: (ctx) => listExecutions(ctx, sandboxFilter(ctx)) },
+    {
+      id: "listScheduleExecutions",
+      method: "get",
+      path: "/schedule-executions",
+      scope: "sandboxes:list",
+      handler: (ctx) => listExecutions(ctx, sandboxFilter(ctx)),
+    },
   ];
 }
 
@@ -88,7 +127,8 @@ function metrics(backend: ScheduleBackend) {
   return (ctx: OpContext) => {
     const now = ctx.deps.clock.now();
     const minute = (ms: number) => Math.floor(ms / 60_000) * 60_000;
-    const at = (name: "since" | "until") => (typeof ctx.query[name] === "string" && !Number.isNaN(Date.parse(ctx.query[name] as string)) ? minute(Date.parse(ctx.query[name] as string)) : undefined);
+    const at = (name: "since" | "until") =>
+      typeof ctx.query[name] === "string" && !Number.isNaN(Date.parse(ctx.query[name] as string)) ? minute(Date.parse(ctx.query[name] as string)) : undefined;
     const until = at("until") ?? minute(now) + 60_000;
     const since = at("since") ?? until - 24 * 3_600_000;
     if (since < minute(now) - 7 * 24 * 3_600_000) throw errors.badRequest("since: at most 7 days back");

@@ -140,7 +140,10 @@ export class StandbyController {
   /** One pass: sleeping sandboxes with a schedule due wake, idle ones go to sleep. */
   async tick(): Promise<void> {
     const wakes = this.tracker.dueForWake().map((key) => this.wake(key));
-    const sleeps = this.tracker.dueForStandby().filter((key) => !this.busy.has(key)).map((key) => this.sleep(key));
+    const sleeps = this.tracker
+      .dueForStandby()
+      .filter((key) => !this.busy.has(key))
+      .map((key) => this.sleep(key));
     await Promise.all([...wakes, ...sleeps]);
   }
 

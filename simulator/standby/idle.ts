@@ -23,7 +23,10 @@ export class IdleTracker {
   private readonly sandboxes = new Map<string, Idle>();
 
   /** `afterMs`: idle time before standby; 0 = never. */
-  constructor(readonly afterMs: number, private readonly now: () => number) {}
+  constructor(
+    readonly afterMs: number,
+    private readonly now: () => number,
+  ) {}
 
   /** A sandbox whose agent runs now: awake, its idle time counted from now. */
   add(key: string): void {

@@ -97,13 +97,17 @@ export class ResourceStore {
     this.#insert = db.prepare(
       "INSERT INTO resources (workspace, kind, parent, name, created_ms, status, search, doc) VALUES (@workspace, @kind, @parent, @name, @createdMs, @status, @search, @doc)",
     );
-    this.#update = db.prepare(
-      "UPDATE resources SET status = @status, search = @search, doc = @doc WHERE workspace = @workspace AND kind = @kind AND parent = @parent AND name = @name RETURNING rowid",
-    ).pluck(true);
+    this.#update = db
+      .prepare(
+        "UPDATE resources SET status = @status, search = @search, doc = @doc WHERE workspace = @workspace AND kind = @kind AND parent = @parent AND name = @name RETURNING rowid",
+      )
+      .pluck(true);
     // SQLite may hand a deleted rowid to the next insert: the cache forgets it by the rowid RETURNING gives.
     this.#delete = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind = ? AND parent = ? AND name = ? RETURNING rowid").pluck(true);
     // Children of a resource live under parent = "<name>" or "<name>/<child>".
-    this.#deleteChildren = db.prepare("DELETE FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?)) AND (parent = ? OR parent LIKE ? ESCAPE '\\')");
+    this.#deleteChildren = db.prepare(
+      "DELETE FROM resources WHERE workspace = ? AND kind IN (SELECT value FROM json_each(?)) AND (parent = ? OR parent LIKE ? ESCAPE '\\')",
+    );
     this.#count = db.prepare("SELECT COUNT(*) AS n FROM resources WHERE workspace = ? AND kind = ? AND parent = ?");
     this.#countAll = db.prepare("SELECT COUNT(*) AS n FROM resources WHERE workspace = ? AND kind = ?");
   }
@@ -202,7 +206,13 @@ export class ResourceStore {
 
   /** Inserts; returns false when the key exists already. */
   insert(item: StoredResource): boolean {
-    const result = this.#insert.run({ ...keyOf(item), createdMs: item.createdMs, status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) });
+    const result = this.#insert.run({
+      ...keyOf(item),
+      createdMs: item.createdMs,
+      status: item.status,
+      search: searchText(item.doc),
+      doc: JSON.stringify(item.doc),
+    });
     if (result.changes === 1) {
       this.#remember(Number(result.lastInsertRowid), item);
       this.#forgetCounts(item.workspace, item.kind);
@@ -357,7 +367,15 @@ function keyOf(item: StoredResource) {
 }
 
 function toStored<D>(row: Row): StoredResource<D> {
-  return { workspace: row.workspace, kind: row.kind, parent: row.parent, name: row.name, createdMs: row.created_ms, status: row.status, doc: JSON.parse(row.doc) as D };
+  return {
+    workspace: row.workspace,
+    kind: row.kind,
+    parent: row.parent,
+    name: row.name,
+    createdMs: row.created_ms,
+    status: row.status,
+    doc: JSON.parse(row.doc) as D,
+  };
 }
 
 /** What `q` searches: name, displayName, label keys and values (control-plane.md §4), lower-cased. */
@@ -366,5 +384,8 @@ export function searchText(doc: unknown): string {
   const meta = d?.metadata ?? {};
   const parts = [meta.name ?? d?.name ?? d?.id, meta.displayName];
   for (const [k, v] of Object.entries(meta.labels ?? {})) parts.push(k, v);
-  return parts.filter((p) => typeof p === "string").join("\n").toLowerCase();
+  return parts
+    .filter((p) => typeof p === "string")
+    .join("\n")
+    .toLowerCase();
 }

@@ -25,7 +25,9 @@ export function injectedFault(state: TestHooksState, method: string, path: strin
     if (status >= 400 && status <= 599) return injected(status);
   }
   const rules = state.faults;
-  const index = rules.findIndex((r) => (!r.method || r.method.toUpperCase() === method) && (!r.path || (r.path.endsWith("*") ? path.startsWith(r.path.slice(0, -1)) : r.path === path)));
+  const index = rules.findIndex(
+    (r) => (!r.method || r.method.toUpperCase() === method) && (!r.path || (r.path.endsWith("*") ? path.startsWith(r.path.slice(0, -1)) : r.path === path)),
+  );
   if (index < 0) return undefined;
   const rule = rules[index]!;
   if (rule.times !== undefined) {

@@ -4,7 +4,8 @@ import type { SimDeps } from "../deps.js";
 /** Wipes every table and re-creates the start state (POST /_sim/reset). */
 export function resetState(deps: SimDeps): void {
   deps.db.transaction(() => {
-    for (const table of ["resources", "oauth_grants", "oauth_clients", "api_keys", "service_accounts", "memberships", "users", "workspaces", "accounts"]) deps.db.exec(`DELETE FROM ${table}`);
+    for (const table of ["resources", "oauth_grants", "oauth_clients", "api_keys", "service_accounts", "memberships", "users", "workspaces", "accounts"])
+      deps.db.exec(`DELETE FROM ${table}`);
     bootstrap(deps, deps.config.workspace, deps.adminApiKey);
   })();
   deps.principals.invalidate();

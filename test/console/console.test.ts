@@ -46,7 +46,10 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     sim = await serveSimulator({ port: 0, apiKey: ADMIN, testHooks: true, logLevel: "warn" }, { launcher: "process" });
     await api("POST", "/_sim/seed", {
       accounts: [{ id: "acme", name: "Acme" }],
-      workspaces: [{ name: "acme-prod", accountId: "acme" }, { name: "acme-dev", accountId: "acme" }],
+      workspaces: [
+        { name: "acme-prod", accountId: "acme" },
+        { name: "acme-dev", accountId: "acme" },
+      ],
       users: [
         { email: "boss@acme.test", accountId: "acme", role: "admin", apiKey: ACME_ADMIN },
         { email: "dev@acme.test", accountId: "acme", role: "member", workspaces: ["acme-prod"], apiKey: MEMBER },
@@ -163,7 +166,11 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     // Record every value the progress bar takes (the upload is too quick to watch by polling).
     await page.evaluate(() => {
       const seen: number[] = ((window as unknown as { progressSeen: number[] }).progressSeen = []);
-      new MutationObserver(() => document.querySelectorAll("progress").forEach((p) => seen.push(p.value / p.max))).observe(document.body, { subtree: true, childList: true, attributes: true });
+      new MutationObserver(() => document.querySelectorAll("progress").forEach((p) => seen.push(p.value / p.max))).observe(document.body, {
+        subtree: true,
+        childList: true,
+        attributes: true,
+      });
     });
     const size = 20 * 1024 * 1024;
     // A file on disk: the browser reads it itself (a buffer would cross the DevTools protocol in base64).
@@ -181,7 +188,10 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await api("PUT", "/sbx/default/console-box/filesystem/notes.txt", { content: "line one\nline two\n" });
     await page.getByRole("button", { name: "notes.txt" }).click();
     await page.locator(".viewer", { hasText: "line two" }).waitFor();
-    const [download] = await Promise.all([page.waitForEvent("download"), page.locator("tr[data-file='notes.txt']").getByRole("button", { name: "Download" }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.locator("tr[data-file='notes.txt']").getByRole("button", { name: "Download" }).click(),
+    ]);
     expect(download.suggestedFilename()).toBe("notes.txt");
     expect(readFileSync((await download.path())!, "utf8")).toBe("line one\nline two\n");
     await page.close();
@@ -206,7 +216,10 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     expect(states).toContain("true|1\n2\n");
     expect(states.at(-1)).toBe("false|1\n2\n3\n");
     // Stop (SIGTERM) and kill (SIGKILL) from the output panel.
-    for (const [how, status] of [["Stop", "stopped"], ["Kill", "killed"]] as const) {
+    for (const [how, status] of [
+      ["Stop", "stopped"],
+      ["Kill", "killed"],
+    ] as const) {
       await page.getByLabel("Command").fill("sleep 300");
       await page.getByRole("button", { name: "Run", exact: true }).click();
       await page.locator("pre.logs[data-streaming=true]").waitFor();
@@ -232,7 +245,15 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
 
   it("shows account metrics whose table adds up to exactly what was ingested", async () => {
     await api("PUT", "/_sim/prices", { sandbox_compute_runtime_gbs: 0.00001, volume_storage_gbs: 0.000001, agent_compute_runtime_gbs: 0.00002 });
-    const event = (workspace: string, resourceType: string, name: string, billingDimension: string, usage: number, timestamp: string) => ({ timestamp, workspace, resourceType, resourceName: name, resourceUuid: `uuid-${name}`, billingDimension, usage });
+    const event = (workspace: string, resourceType: string, name: string, billingDimension: string, usage: number, timestamp: string) => ({
+      timestamp,
+      workspace,
+      resourceType,
+      resourceName: name,
+      resourceUuid: `uuid-${name}`,
+      billingDimension,
+      usage,
+    });
     await api("POST", "/_sim/usage-events", [
       event("acme-prod", "sandbox", "box-a", "sandbox_compute_runtime_gbs", 7200, "2026-01-05T10:00:00Z"),
       event("acme-dev", "sandbox", "box-b", "sandbox_compute_runtime_gbs", 3600, "2026-01-12T08:30:00Z"),
@@ -244,7 +265,8 @@ describe.skipIf(missing !== undefined)("web console in Chromium", () => {
     await page.getByLabel("From").fill("2026-01-01");
     await page.getByLabel("To (exclusive)").fill("2026-02-01");
     await page.locator("tfoot [data-total]", { hasText: "$0.2144" }).waitFor();
-    const rows = async () => page.locator("table[aria-label='Cost breakdown'] tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent?.trim())));
+    const rows = async () =>
+      page.locator("table[aria-label='Cost breakdown'] tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent?.trim())));
     expect(await rows()).toEqual([
       ["agent_compute_runtime_gbs", "1,000", "$0.02", "9.3%"],
       ["sandbox_compute_runtime_gbs", "10,800", "$0.108", "50.4%"],

@@ -19,7 +19,11 @@ describe("console serving", () => {
       if (!handler(req, res)) res.writeHead(418).end();
     }).get("/console");
     expect(res.status).toBe(503);
-    expect(res.body).toEqual({ error: "service_unavailable", code: 503, message: "the console is not built: run `npm run build` (it bundles console/ into dist/console)" });
+    expect(res.body).toEqual({
+      error: "service_unavailable",
+      code: 503,
+      message: "the console is not built: run `npm run build` (it bundles console/ into dist/console)",
+    });
   });
 
   it("leaves other methods and paths to the API (404 in its shape)", async () => {
@@ -41,7 +45,9 @@ describe("console serving", () => {
   });
 
   it("is linked from the simulator's start-up lines", async () => {
-    const child = spawn(process.execPath, [join(packageRoot(), "dist", "simulator", "main.js"), "--port", "0", "--log-level", "silent"], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, [join(packageRoot(), "dist", "simulator", "main.js"), "--port", "0", "--log-level", "silent"], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     try {
       let out = "";
       const line = await new Promise<string>((resolve, reject) => {

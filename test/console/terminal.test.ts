@@ -70,7 +70,14 @@ describe.skipIf(missing !== undefined)(`the console's Terminal tab in Chromium${
     await expect.poll(() => screen(page)).toMatch(/^hi-42$/m);
     // 24-bit colour: xterm styles the cell itself, through CSSOM here (no CSP report; the file fails on any).
     await type(page, "printf '\\033[38;2;255;0;0mtrue-red\\033[0m\\n'");
-    await expect.poll(() => page.locator(".xterm-rows span", { hasText: /^true-red$/ }).last().evaluate((el) => getComputedStyle(el).color)).toBe("rgb(255, 0, 0)");
+    await expect
+      .poll(() =>
+        page
+          .locator(".xterm-rows span", { hasText: /^true-red$/ })
+          .last()
+          .evaluate((el) => getComputedStyle(el).color),
+      )
+      .toBe("rgb(255, 0, 0)");
     // The key stayed out of every URL the page loaded or opened: the socket carried a session token.
     expect(page.url()).not.toContain(ADMIN);
     await page.close();

@@ -32,13 +32,25 @@ describe.skipIf(unavailable !== undefined)(`the sandbox-agent image in a real co
     const secrets = trackedTempDir("agent-image-secret-");
     chmodSync(secrets, 0o755);
     writeFileSync(join(secrets, "token"), `${TOKEN}\n`, { mode: 0o644 });
-    await run("docker", ["run", "--detach", "--name", name, "--publish", "127.0.0.1::8080",
-      "--mount", `type=bind,source=${join(secrets, "token")},target=/run/secrets/sandbox-agent-token,readonly`, built.tag]);
+    await run("docker", [
+      "run",
+      "--detach",
+      "--name",
+      name,
+      "--publish",
+      "127.0.0.1::8080",
+      "--mount",
+      `type=bind,source=${join(secrets, "token")},target=/run/secrets/sandbox-agent-token,readonly`,
+      built.tag,
+    ]);
     const port = (await run("docker", ["port", name, "8080/tcp"])).stdout.trim().split("\n")[0]!.split(":").pop();
     url = `http://127.0.0.1:${port}`;
     for (let i = 0; i < 100; i++) {
       // docker-proxy accepts a connection before the agent listens and holds it: each try has its own deadline.
-      const answered = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false);
+      const answered = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (answered) return;
       await sleep(100);
     }

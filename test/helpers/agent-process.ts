@@ -18,7 +18,11 @@ export interface AgentProcess {
  * Runs the built agent (dist/, compiled by `npm test` before vitest starts) as
  * a real child process on a free port, so tests can SIGTERM or kill -9 it.
  */
-export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, options: { ipc?: boolean; launcher?: readonly string[]; main?: string } = {}): Promise<AgentProcess> {
+export async function spawnAgent(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: { ipc?: boolean; launcher?: readonly string[]; main?: string } = {},
+): Promise<AgentProcess> {
   if (!existsSync(AGENT_MAIN)) throw new Error(`${AGENT_MAIN} is missing: run npm run build first`);
   // `launcher`: an argv that execs the agent in turn (setpriv, unshare), so the child is still the agent.
   // `main`: another copy of the built agent (agentMainReadableBy, for a launcher that changes user).
@@ -58,8 +62,7 @@ export async function spawnAgent(args: string[], env: NodeJS.ProcessEnv = {}, op
  * out of reach of the unprivileged user a test starts the agent as. `cleanup` removes the copy.
  */
 export function agentMainReadableBy(uid: number, gid = uid): { main: string; cleanup: () => void } {
-  const canRead = (path: string) =>
-    spawnSync("setpriv", [`--reuid=${uid}`, `--regid=${gid}`, "--clear-groups", "test", "-r", path]).status === 0;
+  const canRead = (path: string) => spawnSync("setpriv", [`--reuid=${uid}`, `--regid=${gid}`, "--clear-groups", "test", "-r", path]).status === 0;
   if (canRead(AGENT_MAIN)) return { main: AGENT_MAIN, cleanup: () => {} };
   const checkout = dirname(dirname(dirname(AGENT_MAIN)));
   const copy = mkdtempSync(join(tmpdir(), "sandbox-kit-agent-copy-"));

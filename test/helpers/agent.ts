@@ -30,10 +30,7 @@ export function tempDir(prefix = "sandbox-kit-"): string {
  * Starts a real agent on 127.0.0.1:0 with its own temp root and data dir.
  * `config` overrides any option (raw, as on the command line after parsing).
  */
-export async function startTestAgent(
-  config: Partial<Record<keyof AgentConfig, unknown>> = {},
-  overrides: AgentOverrides = {},
-): Promise<TestAgent> {
+export async function startTestAgent(config: Partial<Record<keyof AgentConfig, unknown>> = {}, overrides: AgentOverrides = {}): Promise<TestAgent> {
   const base = tempDir();
   const parsed = Object.freeze(
     AgentConfigSchema.parse({

@@ -84,7 +84,11 @@ export async function ensureLocalBaseImage(): Promise<string> {
         // --format=tar: mmdebstrap picks the format from the name otherwise (".partial" wrote a directory).
         const partial = `${tar.replace(/\.tar$/, "")}.partial.tar`;
         rmSync(partial, { recursive: true, force: true });
-        await run("mmdebstrap", ["--format=tar", "--variant=minbase", "--include=ca-certificates,python3,make,g++", "bookworm", partial, "http://deb.debian.org/debian"], { timeout: 900_000, maxBuffer: 64 << 20 });
+        await run(
+          "mmdebstrap",
+          ["--format=tar", "--variant=minbase", "--include=ca-certificates,python3,make,g++", "bookworm", partial, "http://deb.debian.org/debian"],
+          { timeout: 900_000, maxBuffer: 64 << 20 },
+        );
         renameSync(partial, tar);
       }
       await run("sh", ["-c", `docker import - ${DEBIAN_BASE} < "$1"`, "sh", tar], { timeout: 300_000 });
@@ -101,17 +105,20 @@ export async function ensureLocalBaseImage(): Promise<string> {
     // The machine's trust store as well: where outbound TLS goes through an inspecting proxy with its own
     // CA (as on these machines), npm inside a build needs it just as the host's npm does.
     cpSync(process.env.NODE_EXTRA_CA_CERTS ?? "/etc/ssl/certs/ca-certificates.crt", join(context, "ca-certificates.crt"));
-    writeFileSync(join(context, "Dockerfile"), [
-      `FROM ${DEBIAN_BASE}`,
-      "COPY node /usr/local/bin/node",
-      "COPY npm /usr/local/lib/node_modules/npm",
-      "COPY include-node /usr/local/include/node",
-      "ENV npm_config_nodedir=/usr/local",
-      "COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
-      "ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt",
-      "RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx && node --version",
-      "",
-    ].join("\n"));
+    writeFileSync(
+      join(context, "Dockerfile"),
+      [
+        `FROM ${DEBIAN_BASE}`,
+        "COPY node /usr/local/bin/node",
+        "COPY npm /usr/local/lib/node_modules/npm",
+        "COPY include-node /usr/local/include/node",
+        "ENV npm_config_nodedir=/usr/local",
+        "COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
+        "ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt",
+        "RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx && node --version",
+        "",
+      ].join("\n"),
+    );
     await run("docker", ["build", "-q", "-t", LOCAL_BASE, context], { timeout: 300_000 });
     rmSync(context, { recursive: true, force: true });
     return LOCAL_BASE;
@@ -122,6 +129,8 @@ export async function ensureLocalBaseImage(): Promise<string> {
 export async function buildAgentImage(repo: string, tag: string): Promise<{ tag: string; seconds: number }> {
   const base = await ensureLocalBaseImage();
   const started = Date.now();
-  await withLock("agent-image", () => run("docker", ["build", "-q", "--build-arg", `BASE=${base}`, "-t", tag, repo], { timeout: 900_000, maxBuffer: 16 << 20 }));
+  await withLock("agent-image", () =>
+    run("docker", ["build", "-q", "--build-arg", `BASE=${base}`, "-t", tag, repo], { timeout: 900_000, maxBuffer: 16 << 20 }),
+  );
   return { tag, seconds: (Date.now() - started) / 1000 };
 }

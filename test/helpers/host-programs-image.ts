@@ -26,13 +26,18 @@ export function hostProgramsImage(programs: readonly string[], extra: readonly T
   }
   const entries: TestEntry[] = [...files].map(([inImage, host]) => ({ name: inImage.slice(1), content: readFileSync(host), mode: 0o755 }));
   // Debian's usrmerge: /bin and /lib are /usr's (ldd names /lib/x86_64-linux-gnu/...).
-  for (const dir of ["bin", "sbin", "lib"]) if (!entries.some((e) => e.name.startsWith(`${dir}/`))) entries.push({ name: dir, type: "symlink", link: `usr/${dir}` });
+  for (const dir of ["bin", "sbin", "lib"])
+    if (!entries.some((e) => e.name.startsWith(`${dir}/`))) entries.push({ name: dir, type: "symlink", link: `usr/${dir}` });
   if (existsSync("/lib64") && !entries.some((e) => e.name.startsWith("lib64/"))) entries.push({ name: "lib64", type: "symlink", link: "usr/lib64" });
   return [...entries, ...links.filter((l) => !files.has(`/${l.name}`)), { name: "tmp", type: "dir", mode: 0o777 }, ...extra];
 }
 
 /** A fresh store holding `entries` as image `name`. */
-export async function storeWithImage(name: string, entries: TestEntry[], env: string[] = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]): Promise<{ cache: string; store: ImageStore }> {
+export async function storeWithImage(
+  name: string,
+  entries: TestEntry[],
+  env: string[] = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+): Promise<{ cache: string; store: ImageStore }> {
   const cache = trackedTempDir("host-programs-images-");
   const store = new ImageStore({ dir: cache, docker: null });
   const layout = join(trackedTempDir("host-programs-layout-"), "oci");

@@ -13,7 +13,9 @@ export const isolationUnavailable = probeIsolation().unavailable;
 if (isolationUnavailable) console.warn(`isolation tests skipped: ${isolationUnavailable}`);
 
 function pids(): number[] {
-  return readdirSync("/proc").filter((e) => /^\d+$/.test(e)).map(Number);
+  return readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .map(Number);
 }
 
 /** Live (not zombie) processes whose command line contains `marker`, this test process excluded. */

@@ -52,7 +52,15 @@ export async function serveTestSim(config: Partial<SimConfig> = {}): Promise<{ d
   const runtime = openSimulator({ apiKey: ADMIN_KEY, testHooks: true, ...config });
   const serving = await listen(createSimulatorApp(runtime.deps), "127.0.0.1", 0);
   runtime.deps.urls.base = serving.url;
-  return { deps: runtime.deps, serving, url: serving.url, close: async () => { await serving.stop(1000); runtime.close(); } };
+  return {
+    deps: runtime.deps,
+    serving,
+    url: serving.url,
+    close: async () => {
+      await serving.stop(1000);
+      runtime.close();
+    },
+  };
 }
 
 /**
@@ -60,7 +68,10 @@ export async function serveTestSim(config: Partial<SimConfig> = {}): Promise<{ d
  * kill it; resolves once it prints its address. `env` is added to this process's environment; `track` gets the
  * child at once.
  */
-export async function spawnSimulatorProcess(args: string[], options: { env?: NodeJS.ProcessEnv; track?: ChildProcess[] } = {}): Promise<{ child: ChildProcess; url: string }> {
+export async function spawnSimulatorProcess(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; track?: ChildProcess[] } = {},
+): Promise<{ child: ChildProcess; url: string }> {
   const main = fileURLToPath(new URL("../../dist/simulator/main.js", import.meta.url));
   const child = spawn(process.execPath, [main, "--port", "0", ...args], { env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
   options.track?.push(child); // the caller's clean-up kills it even if it never starts

@@ -54,7 +54,15 @@ export function openTerminal(url: string, headers: Record<string, string> = {}):
           reject(new Error(`no ${pattern} in the terminal's output within ${timeoutMs} ms; got ${JSON.stringify(out.slice(from).slice(-500))}`));
         }, timeoutMs);
         if (!check()) waiters.add(check);
-        closed.then(() => setTimeout(() => { if (waiters.has(check)) { waiters.delete(check); clearTimeout(timer); reject(new Error(`terminal closed before ${pattern}; got ${JSON.stringify(out.slice(from).slice(-500))}`)); } }, 0));
+        closed.then(() =>
+          setTimeout(() => {
+            if (waiters.has(check)) {
+              waiters.delete(check);
+              clearTimeout(timer);
+              reject(new Error(`terminal closed before ${pattern}; got ${JSON.stringify(out.slice(from).slice(-500))}`));
+            }
+          }, 0),
+        );
       });
     },
   };

@@ -28,7 +28,10 @@ export interface Echo {
 
 const WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-export const wsAccept = (key: string) => createHash("sha1").update(key + WS_GUID).digest("base64");
+export const wsAccept = (key: string) =>
+  createHash("sha1")
+    .update(key + WS_GUID)
+    .digest("base64");
 
 /** A text frame; clients must mask theirs (RFC 6455 §5.3), servers must not. */
 export function wsFrame(text: string, masked: boolean): Buffer {
@@ -70,7 +73,11 @@ export async function startAppServer(host = "127.0.0.1"): Promise<AppServer> {
     });
     req.on("end", () => {
       const body: Echo = { method: req.method ?? "", url: req.url ?? "", headers: req.headers, bytes, sha256: hash.digest("hex") };
-      res.writeHead(url.pathname.endsWith("/created") ? 201 : 200, { "content-type": "application/json", "set-cookie": ["a=1; Path=/", "b=2; Path=/"], "x-app": "yes" });
+      res.writeHead(url.pathname.endsWith("/created") ? 201 : 200, {
+        "content-type": "application/json",
+        "set-cookie": ["a=1; Path=/", "b=2; Path=/"],
+        "x-app": "yes",
+      });
       res.end(JSON.stringify(body));
     });
   });
@@ -81,7 +88,9 @@ export async function startAppServer(host = "127.0.0.1"): Promise<AppServer> {
   });
   server.on("upgrade", (req, socket: Duplex) => {
     const key = String(req.headers["sec-websocket-key"] ?? "");
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${wsAccept(key)}\r\nX-Upgrade-Path: ${req.url}\r\n\r\n`);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${wsAccept(key)}\r\nX-Upgrade-Path: ${req.url}\r\n\r\n`,
+    );
     socket.on("data", (d: Buffer) => socket.write(wsFrame(`echo:${readWsFrame(d)}`, false)));
     socket.on("error", () => socket.destroy());
   });

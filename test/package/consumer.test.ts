@@ -17,7 +17,12 @@ function readmeSnippets(): string[] {
 }
 
 function run(cmd: string, args: string[], cwd: string): string {
-  return execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" } });
+  return execFileSync(cmd, args, {
+    cwd,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" },
+  });
 }
 
 describe("the packed tarball", () => {
@@ -28,11 +33,22 @@ describe("the packed tarball", () => {
     expect(files).toContain("dist/index.d.ts");
     expect(files).toContain("dist/simulator/main.js");
     expect(files).toContain("dist/sandbox-agent/main.js");
-    expect(files.filter((f) => /^(test|bench|examples)\/|^dist\/(bench|test|examples|console\/tools\/(browser|build|screenshots)\.)|\.ts$/.test(f) && !f.endsWith(".d.ts"))).toEqual([]);
+    expect(
+      files.filter(
+        (f) => /^(test|bench|examples)\/|^dist\/(bench|test|examples|console\/tools\/(browser|build|screenshots)\.)|\.ts$/.test(f) && !f.endsWith(".d.ts"),
+      ),
+    ).toEqual([]);
     expect(files).toContain("dist/console/index.html");
     // Only the public API has declarations (internal modules stay free to change). LaunchError, exported by
     // types.ts, has its own file so that gateway.ts can throw it without an import circle.
-    expect(files.filter((f) => f.endsWith(".d.ts")).sort()).toEqual(["dist/index.d.ts", "dist/simulator/config.d.ts", "dist/simulator/launcher/endpoint.d.ts", "dist/simulator/launcher/gateway.d.ts", "dist/simulator/launcher/launch-error.d.ts", "dist/simulator/launcher/types.d.ts"]);
+    expect(files.filter((f) => f.endsWith(".d.ts")).sort()).toEqual([
+      "dist/index.d.ts",
+      "dist/simulator/config.d.ts",
+      "dist/simulator/launcher/endpoint.d.ts",
+      "dist/simulator/launcher/gateway.d.ts",
+      "dist/simulator/launcher/launch-error.d.ts",
+      "dist/simulator/launcher/types.d.ts",
+    ]);
   });
 
   it("type-checks the README's snippets in a consumer project (TS7016 no more)", { timeout: 180_000 }, () => {
@@ -49,10 +65,21 @@ describe("the packed tarball", () => {
     mkdirSync(join(project, "node_modules/@types"), { recursive: true });
     if (!existsSync(join(project, "node_modules/@types/node"))) symlinkSync(join(repo, "node_modules/@types/node"), join(project, "node_modules/@types/node"));
     snippets.forEach((code, i) => writeFileSync(join(project, `snippet${i}.ts`), `${code}\nexport {};\n`));
-    writeFileSync(join(project, "tsconfig.json"), JSON.stringify({
-      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, types: ["node"], skipLibCheck: false },
-      include: ["*.ts"],
-    }));
+    writeFileSync(
+      join(project, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          noEmit: true,
+          types: ["node"],
+          skipLibCheck: false,
+        },
+        include: ["*.ts"],
+      }),
+    );
     let output = "";
     try {
       run(process.execPath, [join(repo, "node_modules/typescript/bin/tsc"), "-p", project], project);

@@ -23,7 +23,13 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
 
   it("starts the simulator and runs a command in an isolated sandbox", async () => {
     const work = trackedTempDir("tarball-");
-    const npm = (args: string[], cwd: string) => execFileSync("npm", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" } });
+    const npm = (args: string[], cwd: string) =>
+      execFileSync("npm", args, {
+        cwd,
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" },
+      });
     // dist/ is built (npm test builds first): pack it as is.
     npm(["pack", "--ignore-scripts", "--pack-destination", work], repo);
     const tarball = readdirSync(work).find((f) => f.endsWith(".tgz"))!;
@@ -42,7 +48,11 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
     mkdirSync(ptyDir, { recursive: true });
     copyFileSync(join(repo, "node_modules", "node-pty", "build", "Release", "pty.node"), join(ptyDir, "pty.node"));
 
-    sim = spawn(process.execPath, [join(installed, "dist", "simulator", "main.js"), "--port", "0", "--api-key", KEY, "--log-level", "warn", "--image-source", "host"], { cwd: project, stdio: ["ignore", "pipe", "pipe"] });
+    sim = spawn(
+      process.execPath,
+      [join(installed, "dist", "simulator", "main.js"), "--port", "0", "--api-key", KEY, "--log-level", "warn", "--image-source", "host"],
+      { cwd: project, stdio: ["ignore", "pipe", "pipe"] },
+    );
     let stderr = "";
     sim.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     const url = await new Promise<string>((resolve, reject) => {
@@ -57,7 +67,11 @@ describe.skipIf(isolationUnavailable !== undefined)("installed from the npm tarb
     const headers = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
     const created = await fetch(`${url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "from-tarball" } }) });
     expect(created.status, stderr).toBe(200);
-    const ran = await fetch(`${url}/sbx/default/from-tarball/process`, { method: "POST", headers, body: JSON.stringify({ command: "echo hello from $(hostname)", waitForCompletion: true }) });
+    const ran = await fetch(`${url}/sbx/default/from-tarball/process`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ command: "echo hello from $(hostname)", waitForCompletion: true }),
+    });
     expect(((await ran.json()) as { stdout: string }).stdout.trim()).toBe("hello from from-tarball");
     // The terminal's PTY binding comes with the installed package into the isolated sandbox.
     const term = await openReadyTerminal(`${url}/sbx/default/from-tarball/terminal/ws?token=${KEY}`);

@@ -21,7 +21,16 @@ describe("parseAgentConfig", () => {
 
   it("applies defaults", () => {
     const c = parseAgentConfig([], {});
-    expect(c).toMatchObject({ host: "127.0.0.1", port: 8080, root: resolve(".sandbox/root"), dataDir: resolve(".sandbox/data"), logFormat: "auto", uploadExpiryMs: 86_400_000, maxOpenUploads: 100, maxPartSize: 5 * 2 ** 30 });
+    expect(c).toMatchObject({
+      host: "127.0.0.1",
+      port: 8080,
+      root: resolve(".sandbox/root"),
+      dataDir: resolve(".sandbox/data"),
+      logFormat: "auto",
+      uploadExpiryMs: 86_400_000,
+      maxOpenUploads: 100,
+      maxPartSize: 5 * 2 ** 30,
+    });
     expect(Object.isFrozen(c)).toBe(true);
   });
   it("reads env fallbacks, flags win", () => {
@@ -39,7 +48,10 @@ describe("parseAgentConfig", () => {
     expect(() => parseAgentConfig(["--mount-program", "[1"], {})).toThrow(/--mount-program/);
   });
   it("parses durations and sizes", () => {
-    expect(parseAgentConfig(["--upload-expiry", "90m", "--max-part-size", "64MiB"], {})).toMatchObject({ uploadExpiryMs: 5_400_000, maxPartSize: 64 * 2 ** 20 });
+    expect(parseAgentConfig(["--upload-expiry", "90m", "--max-part-size", "64MiB"], {})).toMatchObject({
+      uploadExpiryMs: 5_400_000,
+      maxPartSize: 64 * 2 ** 20,
+    });
   });
   it("names the bad option", () => {
     expect(() => parseAgentConfig(["--upload-expiry", "10"], {})).toThrow(/--upload-expiry: invalid duration/);

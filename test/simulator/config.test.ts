@@ -27,7 +27,10 @@ describe("sandbox-sim configuration", () => {
   });
 
   it("reads options, then environment fallbacks", () => {
-    const config = parseSimConfig(["--port", "0", "--test-hooks", "--workspace", "team"], { SANDBOX_SIM_API_KEY: "from-env-key-1", SANDBOX_SIM_DATA: join(dir, "x.db") });
+    const config = parseSimConfig(["--port", "0", "--test-hooks", "--workspace", "team"], {
+      SANDBOX_SIM_API_KEY: "from-env-key-1",
+      SANDBOX_SIM_DATA: join(dir, "x.db"),
+    });
     expect(config).toMatchObject({ port: 0, testHooks: true, workspace: "team", apiKey: "from-env-key-1", data: join(dir, "x.db") });
   });
 
@@ -50,7 +53,11 @@ describe("sandbox-sim configuration", () => {
         "export BL_REGION=us-pdx-1",
         "export BL_DISABLE_H2=true",
       ]);
-      expect(dotenvLines(env)).toBe(Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""));
+      expect(dotenvLines(env)).toBe(
+        Object.entries(env)
+          .map(([k, v]) => `${k}=${v}\n`)
+          .join(""),
+      );
       expect(exportLines({ ODD: "it's a $value" })).toBe("export ODD='it'\\''s a $value'");
     } finally {
       runtime.close();
@@ -80,16 +87,35 @@ describe("sandbox-sim configuration", () => {
   it("keeps state in the --data file across restarts, and applies a --seed file", async () => {
     const data = join(dir, "state.db");
     const seed = join(dir, "seed.json");
-    writeFileSync(seed, JSON.stringify({ accounts: [{ id: "acme" }], workspaces: [{ name: "acme-prod", accountId: "acme" }], users: [{ email: "ops@acme.test", accountId: "acme", role: "admin", workspaces: ["acme-prod"], apiKey: "acme-seed-key" }] }));
+    writeFileSync(
+      seed,
+      JSON.stringify({
+        accounts: [{ id: "acme" }],
+        workspaces: [{ name: "acme-prod", accountId: "acme" }],
+        users: [{ email: "ops@acme.test", accountId: "acme", role: "admin", workspaces: ["acme-prod"], apiKey: "acme-seed-key" }],
+      }),
+    );
     const first = openSimulator({ apiKey: "persist-key-01", data, seed });
-    await request(createSimulatorApp(first.deps)).post("/v0/sandboxes").set("Authorization", "Bearer persist-key-01").send({ metadata: { name: "kept" } }).expect(200);
-    await request(createSimulatorApp(first.deps)).get("/v0/sandboxes").set("Authorization", "Bearer acme-seed-key").set("X-Blaxel-Workspace", "acme-prod").expect(200);
+    await request(createSimulatorApp(first.deps))
+      .post("/v0/sandboxes")
+      .set("Authorization", "Bearer persist-key-01")
+      .send({ metadata: { name: "kept" } })
+      .expect(200);
+    await request(createSimulatorApp(first.deps))
+      .get("/v0/sandboxes")
+      .set("Authorization", "Bearer acme-seed-key")
+      .set("X-Blaxel-Workspace", "acme-prod")
+      .expect(200);
     first.close();
     const second = openSimulator({ apiKey: "persist-key-01", data });
     try {
       const res = await request(createSimulatorApp(second.deps)).get("/v0/sandboxes/kept").set("Authorization", "Bearer persist-key-01").expect(200);
       expect(res.body.status).toBe("DEPLOYED");
-      await request(createSimulatorApp(second.deps)).get("/v0/sandboxes").set("Authorization", "Bearer acme-seed-key").set("X-Blaxel-Workspace", "acme-prod").expect(200);
+      await request(createSimulatorApp(second.deps))
+        .get("/v0/sandboxes")
+        .set("Authorization", "Bearer acme-seed-key")
+        .set("X-Blaxel-Workspace", "acme-prod")
+        .expect(200);
     } finally {
       second.close();
     }

@@ -19,7 +19,14 @@ const savedEnv = { ...process.env };
 
 beforeAll(async () => {
   sim = await serveTestSim({ workspace: "conf" });
-  Object.assign(process.env, { BL_API_URL: `${sim.url}/v0`, BL_RUN_URL: sim.url, BL_WORKSPACE: "conf", BL_API_KEY: ADMIN_KEY, BL_DISABLE_H2: "true", BL_REGION: "us-pdx-1" });
+  Object.assign(process.env, {
+    BL_API_URL: `${sim.url}/v0`,
+    BL_RUN_URL: sim.url,
+    BL_WORKSPACE: "conf",
+    BL_API_KEY: ADMIN_KEY,
+    BL_DISABLE_H2: "true",
+    BL_REGION: "us-pdx-1",
+  });
   delete process.env.BL_CLIENT_CREDENTIALS;
   delete process.env.BL_API_VERSION;
   await request(sim.serving.server)
@@ -28,7 +35,10 @@ beforeAll(async () => {
       accounts: [{ id: "c-other" }],
       workspaces: [{ name: "c-partner", accountId: "c-other" }],
       // The default admin also administers the partner workspace, so it may accept the cross-account share.
-      users: [{ email: "admin@local.test", accountId: "local", role: "admin", workspaces: ["c-partner"] }, { email: "peer@local.test", accountId: "local" }],
+      users: [
+        { email: "admin@local.test", accountId: "local", role: "admin", workspaces: ["c-partner"] },
+        { email: "peer@local.test", accountId: "local" },
+      ],
     })
     .expect(200);
   await request(sim.serving.server).post("/_sim/transitions").send({ mode: "immediate" }).expect(200);

@@ -15,25 +15,38 @@ afterAll(() => sim.close());
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`;
 
 beforeAll(async () => {
-  await request(sim.app).post("/_sim/seed").send({
-    accounts: [{ id: "other-co" }],
-    workspaces: [{ name: "team-b", accountId: "local" }, { name: "far", accountId: "other-co" }],
-    users: [
-      { email: "mel@local.test", accountId: "local", role: "member", workspaces: ["default"], apiKey: "mel-key-0001" },
-      { email: "ops@local.test", accountId: "local", role: "member", workspaces: ["default", "team-b"], apiKey: "ops-key-0001" },
-    ],
-    oauthClients: [{ clientId: "webapp", redirectUris: ["https://app.example/cb", "http://127.0.0.1:9/cb"] }],
-  }).expect(200);
+  await request(sim.app)
+    .post("/_sim/seed")
+    .send({
+      accounts: [{ id: "other-co" }],
+      workspaces: [
+        { name: "team-b", accountId: "local" },
+        { name: "far", accountId: "other-co" },
+      ],
+      users: [
+        { email: "mel@local.test", accountId: "local", role: "member", workspaces: ["default"], apiKey: "mel-key-0001" },
+        { email: "ops@local.test", accountId: "local", role: "member", workspaces: ["default", "team-b"], apiKey: "ops-key-0001" },
+      ],
+      oauthClients: [{ clientId: "webapp", redirectUris: ["https://app.example/cb", "http://127.0.0.1:9/cb"] }],
+    })
+    .expect(200);
 });
 
 async function clientToken(scope: string): Promise<string> {
   const sa = await sim.api.post("/v0/service_accounts", { name: `sa-${scope.replace(/\W/g, "-")}` }).expect(200);
-  const res = await request(sim.app).post("/v0/oauth/token").set("Authorization", basic(sa.body.client_id, sa.body.client_secret)).send({ grant_type: "client_credentials", scope }).expect(200);
+  const res = await request(sim.app)
+    .post("/v0/oauth/token")
+    .set("Authorization", basic(sa.body.client_id, sa.body.client_secret))
+    .send({ grant_type: "client_credentials", scope })
+    .expect(200);
   return res.body.access_token as string;
 }
 
 describe("1. OAuth authorize needs the user's credential and a registered client", () => {
-  const authorize = (query: Record<string, string>) => request(sim.app).get("/v0/oauth/authorize").query({ response_type: "code", client_id: "webapp", redirect_uri: "https://app.example/cb", ...query });
+  const authorize = (query: Record<string, string>) =>
+    request(sim.app)
+      .get("/v0/oauth/authorize")
+      .query({ response_type: "code", client_id: "webapp", redirect_uri: "https://app.example/cb", ...query });
 
   it("login_hint alone gets no code (the admin token attack)", async () => {
     const res = await authorize({ login_hint: "admin@local.test" }).expect(401);
@@ -48,7 +61,13 @@ describe("1. OAuth authorize needs the user's credential and a registered client
   });
 
   it("an unregistered client or redirect URI is a 400, never a redirect; an invalid URI is a 400, not a 500", async () => {
-    const cases: Record<string, string>[] = [{ client_id: "nobody" }, { redirect_uri: "https://evil.example/cb" }, { redirect_uri: "::not a url::" }, { redirect_uri: "javascript:alert(1)//https://app.example/cb" }, { redirect_uri: "data:text/html,x" }];
+    const cases: Record<string, string>[] = [
+      { client_id: "nobody" },
+      { redirect_uri: "https://evil.example/cb" },
+      { redirect_uri: "::not a url::" },
+      { redirect_uri: "javascript:alert(1)//https://app.example/cb" },
+      { redirect_uri: "data:text/html,x" },
+    ];
     for (const query of cases) {
       const res = await authorize(query).set("Authorization", `Bearer ${ADMIN_KEY}`);
       expect(res.status, JSON.stringify(query)).toBe(400);
@@ -57,7 +76,10 @@ describe("1. OAuth authorize needs the user's credential and a registered client
   });
 
   it("non-http(s) redirect URIs cannot be registered", async () => {
-    const res = await request(sim.app).post("/_sim/seed").send({ oauthClients: [{ clientId: "js", redirectUris: ["javascript:alert(1)"] }] }).expect(400);
+    const res = await request(sim.app)
+      .post("/_sim/seed")
+      .send({ oauthClients: [{ clientId: "js", redirectUris: ["javascript:alert(1)"] }] })
+      .expect(400);
     expect(res.body.message).toContain("javascript");
   });
 
@@ -67,21 +89,33 @@ describe("1. OAuth authorize needs the user's credential and a registered client
     await authorize({}).set("Authorization", `Bearer ${narrow}`).expect(403);
     const res = await authorize({ scope: "sandboxes:list" }).set("Authorization", "Bearer mel-key-0001").expect(302);
     const code = new URL(res.headers.location!).searchParams.get("code")!;
-    const tokens = await request(sim.app).post("/v0/oauth/token").send({ grant_type: "authorization_code", code, client_id: "webapp", redirect_uri: "https://app.example/cb" }).expect(200);
+    const tokens = await request(sim.app)
+      .post("/v0/oauth/token")
+      .send({ grant_type: "authorization_code", code, client_id: "webapp", redirect_uri: "https://app.example/cb" })
+      .expect(200);
     expect(tokens.body.scope).toBe("sandboxes:list");
   });
 
   it("the token endpoint requires the client the code was issued to", async () => {
-    const res = await request(sim.app).post("/v0/oauth/authorize").type("form").send({ response_type: "code", client_id: "webapp", redirect_uri: "http://127.0.0.1:9/cb", api_key: "mel-key-0001" }).expect(302);
+    const res = await request(sim.app)
+      .post("/v0/oauth/authorize")
+      .type("form")
+      .send({ response_type: "code", client_id: "webapp", redirect_uri: "http://127.0.0.1:9/cb", api_key: "mel-key-0001" })
+      .expect(302);
     const code = new URL(res.headers.location!).searchParams.get("code")!;
-    const bad = await request(sim.app).post("/v0/oauth/token").send({ grant_type: "authorization_code", code, redirect_uri: "http://127.0.0.1:9/cb" }).expect(400);
+    const bad = await request(sim.app)
+      .post("/v0/oauth/token")
+      .send({ grant_type: "authorization_code", code, redirect_uri: "http://127.0.0.1:9/cb" })
+      .expect(400);
     expect(bad.body.error).toBe("invalid_grant");
   });
 });
 
 describe("2. every operation checks an explicit scope", () => {
   it("walks the whole operations table: each operation names a known scope", () => {
-    const missing = allOperations().filter((op) => typeof op.scope !== "string" || !isScope(op.scope)).map((op) => op.id);
+    const missing = allOperations()
+      .filter((op) => typeof op.scope !== "string" || !isScope(op.scope))
+      .map((op) => op.id);
     expect(missing).toEqual([]);
   });
 
@@ -103,14 +137,20 @@ describe("2. every operation checks an explicit scope", () => {
     const as = api(sim.app, body.access_token);
     await as.get("/v0/drives/vault").expect(200);
     // a drive of the same name in another workspace of the same user is not its drive
-    await api(sim.app, ADMIN_KEY, "team-b").post("/v0/drives", { metadata: { name: "vault" }, spec: {} }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b")
+      .post("/v0/drives", { metadata: { name: "vault" }, spec: {} })
+      .expect(200);
     await api(sim.app, body.access_token, "team-b").get("/v0/drives/vault").expect(403);
     await as.get("/v0/drives/other").expect(403);
     await as.get("/v0/drives").expect(403);
     await as.delete("/v0/drives/vault").expect(403);
     await as.post("/v0/service_accounts", { name: "escalate" }).expect(403);
     await as.get("/v0/sandboxes").expect(403);
-    await request(sim.app).get("/v0/accounts/local/metrics").set("Authorization", `Bearer ${body.access_token}`).query({ startTime: "2026-05-01T00:00:00Z", endTime: "2026-05-02T00:00:00Z" }).expect(403);
+    await request(sim.app)
+      .get("/v0/accounts/local/metrics")
+      .set("Authorization", `Bearer ${body.access_token}`)
+      .query({ startTime: "2026-05-01T00:00:00Z", endTime: "2026-05-02T00:00:00Z" })
+      .expect(403);
   });
 });
 
@@ -140,16 +180,22 @@ describe("3. image share into another workspace", () => {
 describe("4. secrets", () => {
   it("a schedule env value sent back as *** keeps the stored one (records-only backend)", async () => {
     await sim.api.post("/v0/sandboxes", { metadata: { name: "cron-box" }, spec: {} }).expect(200);
-    const created = await sim.api.post("/v0/sandboxes/cron-box/schedules", { type: "cron", value: "0 * * * *", input: { command: "run", env: { TOKEN: "s3cret" } } }).expect(200);
+    const created = await sim.api
+      .post("/v0/sandboxes/cron-box/schedules", { type: "cron", value: "0 * * * *", input: { command: "run", env: { TOKEN: "s3cret" } } })
+      .expect(200);
     const read = await sim.api.get(`/v0/sandboxes/cron-box/schedules/${created.body.id}`).expect(200);
     expect(read.body.input.env.TOKEN).toBe("***");
-    await sim.api.put(`/v0/sandboxes/cron-box/schedules/${created.body.id}`, { type: read.body.type, value: read.body.value, input: read.body.input }).expect(200);
+    await sim.api
+      .put(`/v0/sandboxes/cron-box/schedules/${created.body.id}`, { type: read.body.type, value: read.body.value, input: read.body.input })
+      .expect(200);
     const shown = await sim.api.get(`/v0/sandboxes/cron-box/schedules/${created.body.id}?show_secrets=true`).expect(200);
     expect(shown.body.input.env.TOKEN).toBe("s3cret");
   });
 
   it("sandbox proxy routing secrets never come back in clear, and *** on update keeps them", async () => {
-    const network = { proxy: { routing: [{ destinations: ["api.example.com"], headers: { Authorization: "Bearer {{SECRET:key}}" }, secrets: { key: "sk-live-123" } }] } };
+    const network = {
+      proxy: { routing: [{ destinations: ["api.example.com"], headers: { Authorization: "Bearer {{SECRET:key}}" }, secrets: { key: "sk-live-123" } }] },
+    };
     const created = await sim.api.post("/v0/sandboxes", { metadata: { name: "routed" }, spec: { network } }).expect(200);
     expect(created.body.spec.network.proxy.routing[0].secrets).toEqual({ key: "***" });
     for (const path of ["/v0/sandboxes/routed", "/v0/sandboxes/routed?show_secrets=true"]) {
@@ -174,6 +220,10 @@ describe("6. bodies are not read before authentication", () => {
   it("bodies read before authentication (OAuth, unknown routes) are capped small", async () => {
     const big = "x".repeat(100 * 1024);
     await request(sim.app).post("/v0/oauth/token").type("form").send({ grant_type: "client_credentials", pad: big }).expect(413);
-    await request(sim.app).post("/v0/no-such-route").set("Content-Type", "application/json").send(JSON.stringify({ pad: big })).expect(413);
+    await request(sim.app)
+      .post("/v0/no-such-route")
+      .set("Content-Type", "application/json")
+      .send(JSON.stringify({ pad: big }))
+      .expect(413);
   });
 });

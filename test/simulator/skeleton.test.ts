@@ -31,7 +31,12 @@ describe("server skeleton", () => {
   });
 
   it("renders malformed JSON bodies as a 400 JSON error", async () => {
-    const res = await request(sim.app).post("/v0/sandboxes").set("Authorization", `Bearer ${ADMIN_KEY}`).set("Content-Type", "application/json").send("{nope").expect(400);
+    const res = await request(sim.app)
+      .post("/v0/sandboxes")
+      .set("Authorization", `Bearer ${ADMIN_KEY}`)
+      .set("Content-Type", "application/json")
+      .send("{nope")
+      .expect(400);
     expect(res.headers["content-type"]).toMatch(/application\/json/);
   });
 });

@@ -32,7 +32,10 @@ describe("test hooks", () => {
   it("injects faults with Prefer: code=503 and with counted rules", async () => {
     const res = await sim.api.get("/v0/sandboxes").set("Prefer", "code=503").expect(503);
     expect(res.body).toMatchObject({ error: "service_unavailable", code: 503 });
-    await request(sim.app).put("/_sim/faults").send({ rules: [{ method: "POST", path: "/v0/sandboxes", status: 500, times: 1 }] }).expect(200);
+    await request(sim.app)
+      .put("/_sim/faults")
+      .send({ rules: [{ method: "POST", path: "/v0/sandboxes", status: 500, times: 1 }] })
+      .expect(200);
     await sim.api.post("/v0/sandboxes", { metadata: { name: "f1" } }).expect(500);
     await sim.api.post("/v0/sandboxes", { metadata: { name: "f1" } }).expect(200);
   });
@@ -56,11 +59,18 @@ describe("test hooks", () => {
   it("seeds users whose keys work, and resets to the start state", async () => {
     await request(sim.app)
       .post("/_sim/seed")
-      .send({ accounts: [{ id: "acme", name: "Acme" }], workspaces: [{ name: "acme-prod", accountId: "acme" }], users: [{ email: "ops@acme.test", accountId: "acme", role: "admin", workspaces: ["acme-prod"], apiKey: "acme-admin-key" }] })
+      .send({
+        accounts: [{ id: "acme", name: "Acme" }],
+        workspaces: [{ name: "acme-prod", accountId: "acme" }],
+        users: [{ email: "ops@acme.test", accountId: "acme", role: "admin", workspaces: ["acme-prod"], apiKey: "acme-admin-key" }],
+      })
       .expect(200);
     const accounts = await api(sim.app, "acme-admin-key", "acme-prod").get("/v0/accounts").expect(200);
     expect(accounts.body[0]).toMatchObject({ id: "acme", name: "Acme", role: "admin" });
-    await request(sim.app).post("/_sim/seed").send({ users: [{ email: "x@y.test", accountId: "missing" }] }).expect(400);
+    await request(sim.app)
+      .post("/_sim/seed")
+      .send({ users: [{ email: "x@y.test", accountId: "missing" }] })
+      .expect(400);
     await request(sim.app).post("/_sim/reset").expect(200);
     await api(sim.app, "acme-admin-key", "acme-prod").get("/v0/sandboxes").expect(401);
     expect((await sim.api.get("/v0/sandboxes")).body.data).toHaveLength(0);

@@ -14,11 +14,19 @@ import { trackedTempDir } from "../helpers/temp-dirs.js";
 const SIM = fileURLToPath(new URL("../../dist/simulator/main.js", import.meta.url));
 const AGENT = fileURLToPath(new URL("../../dist/sandbox-agent/main.js", import.meta.url));
 
-interface Ended { code: number | null; stdout: string; stderr: string }
+interface Ended {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 function run(main: string, args: string[], cwd: string, tmp: string): Promise<Ended> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [main, ...args], { cwd, env: { ...process.env, TMPDIR: tmp, LOG_FORMAT: "json" }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [main, ...args], {
+      cwd,
+      env: { ...process.env, TMPDIR: tmp, LOG_FORMAT: "json" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -62,7 +70,9 @@ describe("sandbox-sim start-up mistakes", () => {
     // --log-level error: the process launcher's own "NOT ISOLATED" warning is not what this test is about.
     const ended = await run(SIM, ["--port", String(busyPort), "--launcher", "process", "--log-level", "error"], dir, tmp);
     expect(ended.code).toBe(2);
-    expect(oneLine(ended)).toBe(`sandbox-sim: port ${busyPort} on 127.0.0.1 is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`);
+    expect(oneLine(ended)).toBe(
+      `sandbox-sim: port ${busyPort} on 127.0.0.1 is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`,
+    );
     expect(readdirSync(tmp)).toEqual([]);
   });
 
@@ -77,7 +87,9 @@ describe("sandbox-sim start-up mistakes", () => {
     expect(oneLine(bad)).toMatch(/^sandbox-sim: --seed \S+bad\.json is not valid JSON: /);
     const shape = await run(SIM, ["--port", "0", "--seed", "shape.json"], dir, freshTmp("seed3"));
     expect(shape.code).toBe(2);
-    expect(oneLine(shape)).toMatch(/^sandbox-sim: --seed \S+shape\.json: users\.0\.email: .*\(expected \{accounts, workspaces, users\} as POST \/_sim\/seed takes\)$/);
+    expect(oneLine(shape)).toMatch(
+      /^sandbox-sim: --seed \S+shape\.json: users\.0\.email: .*\(expected \{accounts, workspaces, users\} as POST \/_sim\/seed takes\)$/,
+    );
   });
 
   it("an unknown option: one line and a hint to --help, not the whole usage", async () => {
@@ -91,7 +103,9 @@ describe("sandbox-agent start-up mistakes", () => {
   it("a port in use: one line, exit 2, and nothing started (no scheduler line, no data dir)", async () => {
     const ended = await run(AGENT, ["--port", String(busyPort), "--root", "r1", "--data-dir", "d1"], dir, freshTmp("agent-port"));
     expect(ended.code).toBe(2);
-    expect(oneLine(ended)).toBe(`sandbox-agent: port ${busyPort} on 127.0.0.1 is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`);
+    expect(oneLine(ended)).toBe(
+      `sandbox-agent: port ${busyPort} on 127.0.0.1 is already in use: stop what holds it, or pass --port <n> (--port 0 picks a free one)`,
+    );
     expect(ended.stdout).toBe("");
     expect(existsSync(join(dir, "d1", "agent.db"))).toBe(false);
   });
@@ -121,7 +135,11 @@ describe("sandbox-agent start-up mistakes", () => {
     await new Promise((r) => child.on("exit", r));
     expect(existsSync(join(dir, ".sandbox", "root"))).toBe(true);
     expect(existsSync(join(dir, ".sandbox", "data", "agent.db"))).toBe(true);
-    const created = stderr.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { msg: string; root?: string }).find((l) => /did not exist: created it/.test(l.msg));
+    const created = stderr
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { msg: string; root?: string })
+      .find((l) => /did not exist: created it/.test(l.msg));
     expect(created?.root).toBe(join(dir, ".sandbox", "root"));
   });
 });

@@ -35,19 +35,21 @@ export function FilesTab({ base }: { base: string }) {
   const listing = usePoll(() => api.get<Listing>(`${base}/filesystem/${encodePath(dir)}`, { workspace }), [base, dir], 3000);
   const url = (path: string) => `${base}/filesystem/${encodePath(path)}`;
 
-  const open = (entry: Entry) => void action.run(async () => {
-    if ((entry.size ?? 0) > VIEW_LIMIT) throw new Error(`${entry.name} is ${formatBytes(entry.size)}: download it instead`);
-    setViewing(await api.get<FileRead>(url(entry.path), { workspace }));
-  });
-  const download = (entry: Entry) => void action.run(async () => {
-    const res = await api.fetch("GET", url(entry.path), { workspace, headers: { Accept: "application/octet-stream" } });
-    const href = URL.createObjectURL(await res.blob());
-    const a = document.createElement("a");
-    a.href = href;
-    a.download = entry.name;
-    a.click();
-    setTimeout(() => URL.revokeObjectURL(href), 10_000);
-  });
+  const open = (entry: Entry) =>
+    void action.run(async () => {
+      if ((entry.size ?? 0) > VIEW_LIMIT) throw new Error(`${entry.name} is ${formatBytes(entry.size)}: download it instead`);
+      setViewing(await api.get<FileRead>(url(entry.path), { workspace }));
+    });
+  const download = (entry: Entry) =>
+    void action.run(async () => {
+      const res = await api.fetch("GET", url(entry.path), { workspace, headers: { Accept: "application/octet-stream" } });
+      const href = URL.createObjectURL(await res.blob());
+      const a = document.createElement("a");
+      a.href = href;
+      a.download = entry.name;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(href), 10_000);
+    });
   const remove = (entry: Entry, isDir: boolean) => {
     if (!confirm(`Delete ${entry.path}${isDir ? " and everything in it" : ""}?`)) return;
     void action.run(async () => {
@@ -101,23 +103,90 @@ export function FilesTab({ base }: { base: string }) {
           <button type="submit" disabled=${action.busy}>Create</button>
         </form>
       </div>
-      ${progress ? html`<div class="progress"><label>Uploading ${progress.name}: ${formatBytes(progress.loaded)} of ${formatBytes(progress.total)}
-        <progress max=${progress.total} value=${progress.loaded}></progress></label></div>` : null}
+      ${
+        progress
+          ? html`<div class="progress">
+              <label
+                >Uploading ${progress.name}: ${formatBytes(progress.loaded)} of ${formatBytes(progress.total)}
+                <progress max=${progress.total} value=${progress.loaded}></progress
+              ></label>
+            </div>`
+          : null
+      }
       <${ErrorBox} error=${listing.error} /><${ErrorBox} error=${action.error} />
-      <div class="table-wrap"><table aria-label="Files">
-        <thead><tr><th scope="col">Name</th><th scope="col">Size</th><th scope="col">Modified</th><th scope="col">Mode</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
-        <tbody>
-          ${dir !== "/" ? html`<tr><td><button class="linkish" onClick=${() => setDir(`/${segments.slice(0, -1).join("/")}`)}>..</button></td><td></td><td></td><td></td><td></td></tr>` : null}
-          ${data?.subdirectories?.map((d) => html`<tr data-file=${d.name}><td><button class="linkish" onClick=${() => { setDir(d.path); setViewing(undefined); }}>${d.name}/</button></td><td></td><td></td><td></td>
-            <td class="row-actions"><button class="small danger" onClick=${() => remove(d, true)}>Delete</button></td></tr>`)}
-          ${data?.files?.map((f) => html`<tr data-file=${f.name}><td><button class="linkish" onClick=${() => open(f)}>${f.name}</button></td><td>${formatBytes(f.size)}</td><td><${Time} iso=${f.lastModified} /></td><td><code>${f.permissions}</code></td>
-            <td class="row-actions"><button class="small" onClick=${() => download(f)}>Download</button> <button class="small danger" onClick=${() => remove(f, false)}>Delete</button></td></tr>`)}
-          ${data && !data.files?.length && !data.subdirectories?.length ? html`<tr><td colspan="5" class="muted">Empty folder.</td></tr>` : null}
-        </tbody>
-      </table></div>
+      <div class="table-wrap">
+        <table aria-label="Files">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Size</th>
+              <th scope="col">Modified</th>
+              <th scope="col">Mode</th>
+              <th scope="col"><span class="sr-only">Actions</span></th>
+            </tr>
+          </thead>
+          <tbody>
+            ${
+              dir !== "/"
+                ? html`<tr>
+                    <td><button class="linkish" onClick=${() => setDir(`/${segments.slice(0, -1).join("/")}`)}>..</button></td>
+                    <td></td>
+                    <td></td>
+                    <td></td>
+                    <td></td>
+                  </tr>`
+                : null
+            }
+            ${data?.subdirectories?.map(
+              (d) =>
+                html`<tr data-file=${d.name}>
+                  <td>
+                    <button
+                      class="linkish"
+                      onClick=${() => {
+                        setDir(d.path);
+                        setViewing(undefined);
+                      }}
+                    >
+                      ${d.name}/
+                    </button>
+                  </td>
+                  <td></td>
+                  <td></td>
+                  <td></td>
+                  <td class="row-actions"><button class="small danger" onClick=${() => remove(d, true)}>Delete</button></td>
+                </tr>`,
+            )}
+            ${data?.files?.map(
+              (f) =>
+                html`<tr data-file=${f.name}>
+                  <td><button class="linkish" onClick=${() => open(f)}>${f.name}</button></td>
+                  <td>${formatBytes(f.size)}</td>
+                  <td><${Time} iso=${f.lastModified} /></td>
+                  <td><code>${f.permissions}</code></td>
+                  <td class="row-actions">
+                    <button class="small" onClick=${() => download(f)}>Download</button>
+                    <button class="small danger" onClick=${() => remove(f, false)}>Delete</button>
+                  </td>
+                </tr>`,
+            )}
+            ${
+              data && !data.files?.length && !data.subdirectories?.length
+                ? html`<tr>
+                    <td colspan="5" class="muted">Empty folder.</td>
+                  </tr>`
+                : null
+            }
+          </tbody>
+        </table>
+      </div>
     <//>
-    ${viewing ? html`<${Section} title=${viewing.path} actions=${html`<button class="small" onClick=${() => setViewing(undefined)}>Close</button>`}>
-      <pre class="viewer" tabindex="0">${viewing.content}</pre>
-    <//>` : null}
+    ${
+      viewing
+        ? html`<${Section} title=${viewing.path} actions=${html`<button class="small" onClick=${() => setViewing(undefined)}>Close</button>`}>
+            <pre class="viewer" tabindex="0">${viewing.content}</pre>
+          <//>`
+        : null
+    }
   </div>`;
 }

@@ -44,14 +44,45 @@ export function JobExecutions({ job }: { job: string }) {
     </form>
     <${ErrorBox} error=${start.error} />
     <${ErrorBox} error=${cancel.error} />
-    <${PagedList} label="Executions" load=${load} rowKey=${(e: Execution) => e.metadata.id} sortFields=${["createdAt"]} searchable=${false} deps=${[job, version]}
+    <${PagedList}
+      label="Executions"
+      load=${load}
+      rowKey=${(e: Execution) => e.metadata.id}
+      sortFields=${["createdAt"]}
+      searchable=${false}
+      deps=${[job, version]}
       columns=${[
-        { label: "Execution", render: (e: Execution) => html`<button class="linkish" aria-expanded=${open === e.metadata.id} onClick=${() => setOpen(open === e.metadata.id ? undefined : e.metadata.id)}>${e.metadata.id}</button>` },
+        {
+          label: "Execution",
+          render: (e: Execution) =>
+            html`<button class="linkish" aria-expanded=${open === e.metadata.id} onClick=${() => setOpen(open === e.metadata.id ? undefined : e.metadata.id)}>
+              ${e.metadata.id}
+            </button>`,
+        },
         { label: "Status", render: (e: Execution) => html`<${Status} value=${e.status} />` },
-        { label: "Tasks", render: (e: Execution) => Object.entries(e.stats ?? {}).filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(", ") },
+        {
+          label: "Tasks",
+          render: (e: Execution) =>
+            Object.entries(e.stats ?? {})
+              .filter(([, n]) => n)
+              .map(([k, n]) => `${n} ${k}`)
+              .join(", "),
+        },
         { label: "Created", sort: "createdAt", render: (e: Execution) => html`<${Time} iso=${e.metadata.createdAt} />` },
-        { label: "", render: (e: Execution) => TERMINAL.has(e.status) ? null : html`<button class="danger small" onClick=${() => void cancel.run(() => api.json("DELETE", `${base}/${encodeURIComponent(e.metadata.id)}`, { workspace }))}>Cancel</button>` },
-      ]} />
+        {
+          label: "",
+          render: (e: Execution) =>
+            TERMINAL.has(e.status)
+              ? null
+              : html`<button
+                  class="danger small"
+                  onClick=${() => void cancel.run(() => api.json("DELETE", `${base}/${encodeURIComponent(e.metadata.id)}`, { workspace }))}
+                >
+                  Cancel
+                </button>`,
+        },
+      ]}
+    />
     ${open ? html`<${ExecutionTasks} job=${job} id=${open} />` : null}
   <//>`;
 }
@@ -63,9 +94,14 @@ function ExecutionTasks({ job, id }: { job: string; id: string }) {
     <h3>Tasks of ${id}</h3>
     <${ErrorBox} error=${polled.error} />
     <ol class="tasks">
-      ${polled.data?.data.map((t) => html`<li><${Status} value=${t.status} /> <code>${t.metadata.name}</code>
-        <span class="muted"> started <${Time} iso=${t.metadata.startedAt} />, completed <${Time} iso=${t.metadata.completedAt} /></span>
-        ${t.conditions?.map((c) => html` <span class="warn-text">${c.reason}: ${c.message}</span>`)}</li>`)}
+      ${polled.data?.data.map(
+        (t) =>
+          html`<li>
+            <${Status} value=${t.status} /> <code>${t.metadata.name}</code>
+            <span class="muted"> started <${Time} iso=${t.metadata.startedAt} />, completed <${Time} iso=${t.metadata.completedAt} /></span>
+            ${t.conditions?.map((c) => html` <span class="warn-text">${c.reason}: ${c.message}</span>`)}
+          </li>`,
+      )}
     </ol>
   </div>`;
 }

@@ -65,10 +65,11 @@ export function ProcessesTab({ base }: { base: string }) {
       list.reload();
     });
   };
-  const signal = (p: Proc, how: "stop" | "kill") => void action.run(async () => {
-    await api.json("DELETE", `${base}/process/${encodeURIComponent(p.pid)}${how === "kill" ? "/kill" : ""}`, { workspace });
-    list.reload();
-  });
+  const signal = (p: Proc, how: "stop" | "kill") =>
+    void action.run(async () => {
+      await api.json("DELETE", `${base}/process/${encodeURIComponent(p.pid)}${how === "kill" ? "/kill" : ""}`, { workspace });
+      list.reload();
+    });
   const procs = [...(list.data ?? [])].sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt)));
   const current = procs.find((p) => p.pid === selected);
   return html`<div>
@@ -85,18 +86,27 @@ export function ProcessesTab({ base }: { base: string }) {
       <${Section} title="Processes">
         <${ErrorBox} error=${list.error} />
         <ul class="procs" aria-label="Processes">
-          ${procs.map((p) => html`<li class=${p.pid === selected ? "selected" : ""} data-pid=${p.pid}>
-            <button class="linkish proc-pick" aria-pressed=${p.pid === selected} onClick=${() => setSelected(p.pid)}>
-              <${Status} value=${p.status} /> <strong>${p.name}</strong> <code>${p.command}</code>
-            </button>
-            <span class="muted small">pid ${p.pid} · started <${Time} iso=${p.startedAt} />${p.completedAt ? ` · exit ${p.exitCode}` : ""}</span>
-          </li>`)}
+          ${procs.map(
+            (p) =>
+              html`<li class=${p.pid === selected ? "selected" : ""} data-pid=${p.pid}>
+                <button class="linkish proc-pick" aria-pressed=${p.pid === selected} onClick=${() => setSelected(p.pid)}>
+                  <${Status} value=${p.status} /> <strong>${p.name}</strong> <code>${p.command}</code>
+                </button>
+                <span class="muted small">pid ${p.pid} · started <${Time} iso=${p.startedAt} />${p.completedAt ? ` · exit ${p.exitCode}` : ""}</span>
+              </li>`,
+          )}
           ${list.data?.length === 0 ? html`<li class="muted">No process yet.</li>` : null}
         </ul>
       <//>
-      <${Section} title=${current ? `Output of ${current.name}` : "Output"} actions=${current?.status === "running" ? html`
-          <button class="small" onClick=${() => signal(current, "stop")}>Stop</button>
-          <button class="small danger" onClick=${() => signal(current, "kill")}>Kill</button>` : null}>
+      <${Section}
+        title=${current ? `Output of ${current.name}` : "Output"}
+        actions=${
+          current?.status === "running"
+            ? html` <button class="small" onClick=${() => signal(current, "stop")}>Stop</button>
+                <button class="small danger" onClick=${() => signal(current, "kill")}>Kill</button>`
+            : null
+        }
+      >
         ${current ? html`<${ProcessLogs} base=${base} proc=${current} onEnd=${list.reload} />` : html`<p class="muted">Pick a process, or run a command.</p>`}
       <//>
     </div>
@@ -115,8 +125,15 @@ function ProcessLogs({ base, proc, onEnd }: { base: string; proc: Proc; onEnd: (
     setError(undefined);
     setStreaming(true);
     followLogs(api, workspace, base, proc.pid, abort.signal, (line) => setLines((prev) => [...prev, line]))
-      .catch((err) => { if (!abort.signal.aborted) setError(toApiError(err)); })
-      .finally(() => { if (!abort.signal.aborted) { setStreaming(false); onEnd(); } });
+      .catch((err) => {
+        if (!abort.signal.aborted) setError(toApiError(err));
+      })
+      .finally(() => {
+        if (!abort.signal.aborted) {
+          setStreaming(false);
+          onEnd();
+        }
+      });
     return () => abort.abort();
   }, [base, proc.pid]);
   useEffect(() => {
@@ -125,8 +142,11 @@ function ProcessLogs({ base, proc, onEnd }: { base: string; proc: Proc; onEnd: (
   }, [lines.length]);
   const ran = proc.completedAt && proc.startedAt ? Date.parse(proc.completedAt) - Date.parse(proc.startedAt) : undefined;
   return html`<div>
-    <p class="small muted" aria-live="polite">${streaming ? "● streaming live" : `ended: ${proc.status}, exit code ${proc.exitCode}${ran !== undefined ? `, ran ${formatDuration(ran)}` : ""}`}${proc.error ? ` · ${proc.error}` : ""}</p>
+    <p class="small muted" aria-live="polite">
+      ${streaming ? "● streaming live" : `ended: ${proc.status}, exit code ${proc.exitCode}${ran !== undefined ? `, ran ${formatDuration(ran)}` : ""}`}${proc.error ? ` · ${proc.error}` : ""}
+    </p>
     <${ErrorBox} error=${error} />
-    <pre class="logs" ref=${box} tabindex="0" aria-label="Process output" data-streaming=${streaming ? "true" : "false"}>${lines.map((l) => html`<span class=${l.stream}>${`${l.text}\n`}</span>`)}</pre>
+    <pre class="logs" ref=${box} tabindex="0" aria-label="Process output" data-streaming=${streaming ? "true" : "false"}>
+${lines.map((l) => html`<span class=${l.stream}>${`${l.text}\n`}</span>`)}</pre>
   </div>`;
 }

@@ -9,7 +9,8 @@ import { JobExecutions } from "./jobs.js";
 
 function columnsFor(kind: Kind, workspace: string, fetchedAt: () => number): Column<ResourceLike>[] {
   const name: Column<ResourceLike> = {
-    label: "Name", sort: "name",
+    label: "Name",
+    sort: "name",
     render: (item) => (kind.noDetail ? nameOf(item) : html`<a href=${link("w", workspace, kind.id, nameOf(item))}>${nameOf(item)}</a>`),
   };
   const cols: Column<ResourceLike>[] = [name, { label: "Status", render: (item) => html`<${Status} value=${item.status} />` }];
@@ -18,8 +19,20 @@ function columnsFor(kind: Kind, workspace: string, fetchedAt: () => number): Col
     cols.push({ label: "Expires", render: (item) => html`<${Countdown} seconds=${item.expiresIn} fetchedAt=${fetchedAt()} />` });
   }
   if (kind.id === "schedules") {
-    cols.push({ label: "Sandbox", render: (item) => { const s = (item as { sandbox?: string }).sandbox ?? ""; return html`<a href=${link("w", workspace, "sandboxes", s, "schedules")}>${s}</a>`; } });
-    cols.push({ label: "When", render: (item) => { const s = item as { type?: string; value?: string }; return `${s.type} ${s.value}`; } });
+    cols.push({
+      label: "Sandbox",
+      render: (item) => {
+        const s = (item as { sandbox?: string }).sandbox ?? "";
+        return html`<a href=${link("w", workspace, "sandboxes", s, "schedules")}>${s}</a>`;
+      },
+    });
+    cols.push({
+      label: "When",
+      render: (item) => {
+        const s = item as { type?: string; value?: string };
+        return `${s.type} ${s.value}`;
+      },
+    });
   }
   // List items carry no events (the API leaves them out of lists): each item's page shows them, refreshed live.
   cols.push({ label: "Created", sort: "createdAt", render: (item) => html`<${Time} iso=${createdAtOf(item)} />` });
@@ -38,8 +51,15 @@ export function ResourceListPage({ kind }: { kind: Kind }) {
   return html`<div class="page">
     <h1>${kind.label} <span class="muted small">in ${workspace}</span></h1>
     ${kind.id === "sandboxes" ? html`<${CreateSandbox} />` : kind.example ? html`<${CreateFromJson} kind=${kind} />` : null}
-    <${PagedList} key=${`${workspace}/${kind.id}`} label=${kind.label} load=${load} columns=${columnsFor(kind, workspace, () => fetchedAt)}
-      rowKey=${(item: ResourceLike) => nameOf(item)} sortFields=${kind.sortFields} deps=${[workspace, kind.id]} />
+    <${PagedList}
+      key=${`${workspace}/${kind.id}`}
+      label=${kind.label}
+      load=${load}
+      columns=${columnsFor(kind, workspace, () => fetchedAt)}
+      rowKey=${(item: ResourceLike) => nameOf(item)}
+      sortFields=${kind.sortFields}
+      deps=${[workspace, kind.id]}
+    />
   </div>`;
 }
 
@@ -84,7 +104,8 @@ function CreateFromJson({ kind }: { kind: Kind }) {
   return html`<details class="create">
     <summary>Create from JSON</summary>
     <form onSubmit=${submit}>
-      <label class="block">Body of POST /v0${kind.path}
+      <label class="block"
+        >Body of POST /v0${kind.path}
         <textarea rows="8" spellcheck="false" value=${text} onInput=${(e: Event) => setText((e.currentTarget as HTMLTextAreaElement).value)}></textarea>
       </label>
       <button type="submit" disabled=${action.busy}>Create</button>
@@ -115,17 +136,32 @@ export function ResourceDetailPage({ kind, name }: { kind: Kind; name: string })
     <h1>${name} <${Status} value=${item?.status} /></h1>
     <${ErrorBox} error=${polled.error} />
     <${ErrorBox} error=${action.error} />
-    ${item ? html`
-      <dl class="facts">
-        <dt>Created</dt><dd><${Time} iso=${createdAtOf(item)} /></dd>
-        <dt>Updated</dt><dd><${Time} iso=${updatedAtOf(item)} /></dd>
-        ${item.expiresIn !== undefined ? html`<dt>Expires</dt><dd><${Countdown} seconds=${item.expiresIn} fetchedAt=${fetchedAt} /></dd>` : null}
-        ${item.metadata?.url ? html`<dt>URL</dt><dd><code>${item.metadata.url}</code></dd>` : null}
-      </dl>
-      <div class="actions"><button class="danger" onClick=${remove} disabled=${action.busy}>Delete</button></div>
-      ${kind.id === "jobs" ? html`<${JobExecutions} job=${name} />` : null}
-      <${Section} title="Events"><${Events} events=${item.events} /><//>
-      <${Section} title="Spec"><${Json} value=${item.spec ?? item} /><//>` : null}
+    ${
+      item
+        ? html` <dl class="facts">
+              <dt>Created</dt>
+              <dd><${Time} iso=${createdAtOf(item)} /></dd>
+              <dt>Updated</dt>
+              <dd><${Time} iso=${updatedAtOf(item)} /></dd>
+              ${
+                item.expiresIn !== undefined
+                  ? html`<dt>Expires</dt>
+                      <dd><${Countdown} seconds=${item.expiresIn} fetchedAt=${fetchedAt} /></dd>`
+                  : null
+              }
+              ${
+                item.metadata?.url
+                  ? html`<dt>URL</dt>
+                      <dd><code>${item.metadata.url}</code></dd>`
+                  : null
+              }
+            </dl>
+            <div class="actions"><button class="danger" onClick=${remove} disabled=${action.busy}>Delete</button></div>
+            ${kind.id === "jobs" ? html`<${JobExecutions} job=${name} />` : null}
+            <${Section} title="Events"><${Events} events=${item.events} /><//>
+            <${Section} title="Spec"><${Json} value=${item.spec ?? item} /><//>`
+        : null
+    }
   </div>`;
 }
 
@@ -140,17 +176,26 @@ interface Workspace {
 
 export function WorkspacesPage() {
   const { api, workspaces } = useApp();
-  const polled = usePoll(() => Promise.all(workspaces.map((w) => api.get<Workspace>(`/v0/workspaces/${encodeURIComponent(w)}`, { query: { countResources: true } }))), [workspaces.join(",")], 5000);
+  const polled = usePoll(
+    () => Promise.all(workspaces.map((w) => api.get<Workspace>(`/v0/workspaces/${encodeURIComponent(w)}`, { query: { countResources: true } }))),
+    [workspaces.join(",")],
+    5000,
+  );
   return html`<div class="page">
     <h1>Workspaces</h1>
     <p class="muted">The workspaces this credential belongs to (GET /v0/workspaces).</p>
     <${ErrorBox} error=${polled.error} />
     <div class="cards">
-      ${polled.data?.map((w) => html`<a class="card" href=${link("w", w.name, "sandboxes")}>
-        <h2>${w.displayName || w.name}</h2>
-        <p class="muted">${w.name} · account ${w.accountId} · ${w.region}</p>
-        <ul class="counts">${Object.entries(w.resourceCounts ?? {}).map(([k, n]) => html`<li><strong>${n}</strong> ${n === 1 ? k : k.replace(/y$/, "ie") + "s"}</li>`)}</ul>
-      </a>`)}
+      ${polled.data?.map(
+        (w) =>
+          html`<a class="card" href=${link("w", w.name, "sandboxes")}>
+            <h2>${w.displayName || w.name}</h2>
+            <p class="muted">${w.name} · account ${w.accountId} · ${w.region}</p>
+            <ul class="counts">
+              ${Object.entries(w.resourceCounts ?? {}).map(([k, n]) => html`<li><strong>${n}</strong> ${n === 1 ? k : k.replace(/y$/, "ie") + "s"}</li>`)}
+            </ul>
+          </a>`,
+      )}
     </div>
   </div>`;
 }

@@ -35,15 +35,16 @@ export function SandboxPage({ name, tab }: { name: string; tab?: string }) {
   const base = sandboxBase(workspace, name);
   return html`<div class="page">
     <p class="crumbs"><a href=${link("w", workspace, "sandboxes")}>Sandboxes</a> /</p>
-    <h1>${name} <${Status} value=${sandbox?.status} />${sandbox?.state === "STANDBY" ? html` <${Status} value="STANDBY" />` : null}
-      ${sandbox?.expiresIn !== undefined ? html`<span class="small muted"> expires <${Countdown} seconds=${sandbox.expiresIn} fetchedAt=${fetchedAt} /></span>` : null}</h1>
+    <h1>
+      ${name} <${Status} value=${sandbox?.status} />${sandbox?.state === "STANDBY" ? html` <${Status} value="STANDBY" />` : null}
+      ${sandbox?.expiresIn !== undefined ? html`<span class="small muted"> expires <${Countdown} seconds=${sandbox.expiresIn} fetchedAt=${fetchedAt} /></span>` : null}
+    </h1>
     <${ErrorBox} error=${polled.error} />
     <nav class="tabs" aria-label="Sandbox sections">
       ${TABS.map(([id, label]) => html`<a href=${link("w", workspace, "sandboxes", name, id)} aria-current=${id === current ? "page" : undefined}>${label}</a>`)}
     </nav>
     ${current === "overview" && sandbox ? html`<${Overview} sandbox=${sandbox} name=${name} />` : null}
-    ${current === "files" ? html`<${FilesTab} base=${base} />` : null}
-    ${current === "processes" ? html`<${ProcessesTab} base=${base} />` : null}
+    ${current === "files" ? html`<${FilesTab} base=${base} />` : null} ${current === "processes" ? html`<${ProcessesTab} base=${base} />` : null}
     ${current === "terminal" ? html`<${TerminalTab} sandbox=${name} base=${base} status=${sandbox?.status} />` : null}
     ${current === "schedules" ? html`<${SchedulesTab} sandbox=${name} base=${base} />` : null}
     ${current === "previews" ? html`<${Previews} sandbox=${name} />` : null}
@@ -67,12 +68,20 @@ function Overview({ sandbox, name }: { sandbox: ResourceLike; name: string }) {
   };
   return html`<div>
     <dl class="facts">
-      <dt>Image</dt><dd><code>${runtime.image}</code></dd>
-      <dt>Memory</dt><dd>${runtime.memory} MB</dd>
-      <dt>Created</dt><dd><${Time} iso=${sandbox.metadata?.createdAt} /></dd>
-      <dt>Sandbox URL</dt><dd><code>${sandbox.metadata?.url}</code></dd>
-      <dt>State</dt><dd>${sandbox.state ?? "RUNNING"}${sandbox.state === "STANDBY" ? html` <span class="muted small">(its processes are stopped in place; the next request resumes it)</span>` : null}</dd>
-      <dt>Last used</dt><dd>${sandbox.lastUsedAt ? html`<${Time} iso=${sandbox.lastUsedAt} />` : html`<span class="muted">not since it started</span>`}</dd>
+      <dt>Image</dt>
+      <dd><code>${runtime.image}</code></dd>
+      <dt>Memory</dt>
+      <dd>${runtime.memory} MB</dd>
+      <dt>Created</dt>
+      <dd><${Time} iso=${sandbox.metadata?.createdAt} /></dd>
+      <dt>Sandbox URL</dt>
+      <dd><code>${sandbox.metadata?.url}</code></dd>
+      <dt>State</dt>
+      <dd>
+        ${sandbox.state ?? "RUNNING"}${sandbox.state === "STANDBY" ? html` <span class="muted small">(its processes are stopped in place; the next request resumes it)</span>` : null}
+      </dd>
+      <dt>Last used</dt>
+      <dd>${sandbox.lastUsedAt ? html`<${Time} iso=${sandbox.lastUsedAt} />` : html`<span class="muted">not since it started</span>`}</dd>
     </dl>
     <div class="actions">
       ${sandbox.status === "ARCHIVED" ? html`<button onClick=${() => post("unarchive")} disabled=${action.busy}>Unarchive</button>` : html`<button onClick=${() => post("archive")} disabled=${action.busy}>Archive</button>`}
@@ -100,14 +109,18 @@ function Previews({ sandbox }: { sandbox: string }) {
     event.preventDefault();
     const form = new FormData(event.currentTarget as HTMLFormElement);
     void action.run(async () => {
-      await api.json("POST", path, { workspace, body: { metadata: { name: String(form.get("name")) }, spec: { port: Number(form.get("port")), public: form.get("public") === "on" } } });
+      await api.json("POST", path, {
+        workspace,
+        body: { metadata: { name: String(form.get("name")) }, spec: { port: Number(form.get("port")), public: form.get("public") === "on" } },
+      });
       polled.reload();
     });
   };
-  const remove = (p: Preview) => void action.run(async () => {
-    await api.json("DELETE", `${path}/${encodeURIComponent(p.metadata.name)}`, { workspace });
-    polled.reload();
-  });
+  const remove = (p: Preview) =>
+    void action.run(async () => {
+      await api.json("DELETE", `${path}/${encodeURIComponent(p.metadata.name)}`, { workspace });
+      polled.reload();
+    });
   return html`<${Section} title="Previews">
     <form class="inline-form" onSubmit=${submit}>
       <label>Name <input name="name" required placeholder="web" /></label>
@@ -117,9 +130,14 @@ function Previews({ sandbox }: { sandbox: string }) {
     </form>
     <${ErrorBox} error=${polled.error} /><${ErrorBox} error=${action.error} />
     <ul class="plain">
-      ${polled.data?.map((p) => html`<li><${Status} value=${p.status} /> <strong>${p.metadata.name}</strong> port ${p.spec.port} ${p.spec.public ? "public" : "private"}
-        ${p.spec.url ? html` · <a href=${p.spec.url} target="_blank" rel="noopener noreferrer">${p.spec.url}</a>` : null}
-        <button class="danger small" onClick=${() => remove(p)}>Delete</button></li>`)}
+      ${polled.data?.map(
+        (p) =>
+          html`<li>
+            <${Status} value=${p.status} /> <strong>${p.metadata.name}</strong> port ${p.spec.port} ${p.spec.public ? "public" : "private"}
+            ${p.spec.url ? html` · <a href=${p.spec.url} target="_blank" rel="noopener noreferrer">${p.spec.url}</a>` : null}
+            <button class="danger small" onClick=${() => remove(p)}>Delete</button>
+          </li>`,
+      )}
       ${polled.data?.length === 0 ? html`<li class="muted">No previews.</li>` : null}
     </ul>
   <//>`;
@@ -142,14 +160,23 @@ function Storage({ sandbox, base }: { sandbox?: ResourceLike; base: string }) {
     event.preventDefault();
     const form = new FormData(event.currentTarget as HTMLFormElement);
     void action.run(async () => {
-      await api.json("POST", `${base}/drives/mount`, { workspace, body: { driveName: String(form.get("driveName")), mountPath: String(form.get("mountPath")), drivePath: String(form.get("drivePath") || "/"), readOnly: form.get("readOnly") === "on" } });
+      await api.json("POST", `${base}/drives/mount`, {
+        workspace,
+        body: {
+          driveName: String(form.get("driveName")),
+          mountPath: String(form.get("mountPath")),
+          drivePath: String(form.get("drivePath") || "/"),
+          readOnly: form.get("readOnly") === "on",
+        },
+      });
       mounts.reload();
     });
   };
-  const unmount = (m: Mount) => void action.run(async () => {
-    await api.json("DELETE", `${base}/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\//, ""))}`, { workspace });
-    mounts.reload();
-  });
+  const unmount = (m: Mount) =>
+    void action.run(async () => {
+      await api.json("DELETE", `${base}/drives/mount/${encodeURIComponent(m.mountPath.replace(/^\//, ""))}`, { workspace });
+      mounts.reload();
+    });
   return html`<div>
     <${Section} title="Mounted drives">
       <form class="inline-form" onSubmit=${mount}>
@@ -161,8 +188,13 @@ function Storage({ sandbox, base }: { sandbox?: ResourceLike; base: string }) {
       </form>
       <${ErrorBox} error=${mounts.error} /><${ErrorBox} error=${action.error} />
       <ul class="plain">
-        ${mounts.data?.mounts.map((m) => html`<li><strong>${m.driveName}</strong>${m.drivePath} at <code>${m.mountPath}</code> ${m.readOnly ? "(read-only)" : ""} <span class="muted">${m.backend}</span>
-          <button class="small" onClick=${() => unmount(m)}>Unmount</button></li>`)}
+        ${mounts.data?.mounts.map(
+          (m) =>
+            html`<li>
+              <strong>${m.driveName}</strong>${m.drivePath} at <code>${m.mountPath}</code> ${m.readOnly ? "(read-only)" : ""}
+              <span class="muted">${m.backend}</span> <button class="small" onClick=${() => unmount(m)}>Unmount</button>
+            </li>`,
+        )}
         ${mounts.data?.mounts.length === 0 ? html`<li class="muted">No drive mounted. Drives of the workspace are listed under <a href=${link("w", workspace, "drives")}>Drives</a>.</li>` : null}
       </ul>
     <//>

@@ -38,7 +38,10 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
   const { api, workspace } = useApp();
   const path = `/v0/sandboxes/${encodeURIComponent(sandbox)}/schedules`;
   const schedules = usePoll(() => api.get<Page<Schedule>>(path, { workspace, query: { limit: 100 } }), [workspace, sandbox]);
-  const executions = usePoll(() => api.get<Page<Execution>>(`/v0/sandboxes/${encodeURIComponent(sandbox)}/schedule-executions`, { workspace, query: { limit: 100 } }), [workspace, sandbox]);
+  const executions = usePoll(
+    () => api.get<Page<Execution>>(`/v0/sandboxes/${encodeURIComponent(sandbox)}/schedule-executions`, { workspace, query: { limit: 100 } }),
+    [workspace, sandbox],
+  );
   const action = useAction();
   const create = (event: Event) => {
     const v = formValues(event);
@@ -50,10 +53,11 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
       schedules.reload();
     });
   };
-  const runNow = (s: Schedule) => void action.run(async () => {
-    await api.json("POST", `${base}/schedules/${encodeURIComponent(s.id)}/run`, { workspace });
-    executions.reload();
-  });
+  const runNow = (s: Schedule) =>
+    void action.run(async () => {
+      await api.json("POST", `${base}/schedules/${encodeURIComponent(s.id)}/run`, { workspace });
+      executions.reload();
+    });
   const remove = (s: Schedule) => {
     if (!confirm(`Delete schedule ${s.id} and its history?`)) return;
     void action.run(async () => {
@@ -69,7 +73,14 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
   return html`<div>
     <${Section} title="New schedule">
       <form class="inline-form" onSubmit=${create}>
-        <label>Type <select name="type"><option value="sleep">sleep (once, after)</option><option value="at">at (once, when)</option><option value="cron">cron</option></select></label>
+        <label
+          >Type
+          <select name="type">
+            <option value="sleep">sleep (once, after)</option>
+            <option value="at">at (once, when)</option>
+            <option value="cron">cron</option>
+          </select></label
+        >
         <label>When <input name="value" required placeholder="30s · tomorrow at 9am · */5 * * * *" /></label>
         <label class="grow">Command <input name="command" required placeholder="echo hello" spellcheck="false" /></label>
         <button type="submit" disabled=${action.busy}>Create schedule</button>
@@ -78,16 +89,29 @@ export function SchedulesTab({ sandbox, base }: { sandbox: string; base: string 
     <//>
     <${ErrorBox} error=${schedules.error} /><${ErrorBox} error=${executions.error} />
     ${schedules.data?.data.length === 0 ? html`<p class="muted">No schedules.</p>` : null}
-    ${schedules.data?.data.map((s) => html`<${Section} title=${`${s.type} ${s.value}`} actions=${html`
-        <button class="small" onClick=${() => runNow(s)}>Run now</button>
-        <button class="small danger" onClick=${() => remove(s)}>Delete</button>`}>
-      <p class="small"><${Status} value=${s.status} /> <code>${s.input.command}</code> <span class="muted">· id ${s.id} · ${s.timezone ?? "UTC"} · next <${Time} iso=${s.nextRunAt} /> · last <${Time} iso=${s.lastRunAt} /></span></p>
-      <${Timeline} base=${base} executions=${byId.get(s.id) ?? []} />
-    <//>`)}
-    ${[...byId].filter(([id]) => !listed.has(id)).map(([id, runs]) => html`<${Section} title=${`fired once · ${id}`}>
-      <p class="small muted">A one-off schedule is removed once it has fired, as on the platform; its executions stay.</p>
-      <${Timeline} base=${base} executions=${runs} />
-    <//>`)}
+    ${schedules.data?.data.map(
+      (s) =>
+        html`<${Section}
+          title=${`${s.type} ${s.value}`}
+          actions=${html` <button class="small" onClick=${() => runNow(s)}>Run now</button>
+            <button class="small danger" onClick=${() => remove(s)}>Delete</button>`}
+        >
+          <p class="small">
+            <${Status} value=${s.status} /> <code>${s.input.command}</code>
+            <span class="muted">· id ${s.id} · ${s.timezone ?? "UTC"} · next <${Time} iso=${s.nextRunAt} /> · last <${Time} iso=${s.lastRunAt} /></span>
+          </p>
+          <${Timeline} base=${base} executions=${byId.get(s.id) ?? []} />
+        <//>`,
+    )}
+    ${[...byId]
+      .filter(([id]) => !listed.has(id))
+      .map(
+        ([id, runs]) =>
+          html`<${Section} title=${`fired once · ${id}`}>
+            <p class="small muted">A one-off schedule is removed once it has fired, as on the platform; its executions stay.</p>
+            <${Timeline} base=${base} executions=${runs} />
+          <//>`,
+      )}
   </div>`;
 }
 
@@ -105,19 +129,22 @@ function Timeline({ base, executions }: { base: string; executions: Execution[] 
     });
   };
   if (!executions.length) return html`<p class="muted small">No execution yet.</p>`;
-  return html`<div><${ErrorBox} error=${action.error} /><ol class="timeline" aria-label="Executions">
-    ${executions.map((e) => {
-      const ran = e.completedAt && e.executedAt ? formatDuration(Date.parse(e.completedAt) - Date.parse(e.executedAt)) : e.executedAt ? "running" : "—";
-      return html`<li class=${`tl-${e.runStatus ?? e.status}`} data-execution=${e.id}>
-        <span class="tl-dot" aria-hidden="true"></span>
-        <div>
-          <${Time} iso=${e.executedAt ?? e.createdAt} /> <${Status} value=${e.runStatus ?? e.status} />
-          <span class="small">exit ${e.exitCode ?? "—"} · ${ran} · ${e.trigger}</span>
-          ${e.error ? html` <span class="warn-text small">${e.error}</span>` : null}
-          ${e.processName ? html` <button class="small linkish" aria-expanded=${output[e.id] !== undefined} onClick=${() => show(e)}>output</button>` : null}
-          ${output[e.id] !== undefined ? html`<pre class="logs short">${output[e.id] || "(no output)"}</pre>` : null}
-        </div>
-      </li>`;
-    })}
-  </ol></div>`;
+  return html`<div>
+    <${ErrorBox} error=${action.error} />
+    <ol class="timeline" aria-label="Executions">
+      ${executions.map((e) => {
+        const ran = e.completedAt && e.executedAt ? formatDuration(Date.parse(e.completedAt) - Date.parse(e.executedAt)) : e.executedAt ? "running" : "—";
+        return html`<li class=${`tl-${e.runStatus ?? e.status}`} data-execution=${e.id}>
+          <span class="tl-dot" aria-hidden="true"></span>
+          <div>
+            <${Time} iso=${e.executedAt ?? e.createdAt} /> <${Status} value=${e.runStatus ?? e.status} />
+            <span class="small">exit ${e.exitCode ?? "—"} · ${ran} · ${e.trigger}</span>
+            ${e.error ? html` <span class="warn-text small">${e.error}</span>` : null}
+            ${e.processName ? html` <button class="small linkish" aria-expanded=${output[e.id] !== undefined} onClick=${() => show(e)}>output</button>` : null}
+            ${output[e.id] !== undefined ? html`<pre class="logs short">${output[e.id] || "(no output)"}</pre>` : null}
+          </div>
+        </li>`;
+      })}
+    </ol>
+  </div>`;
 }

@@ -30,7 +30,13 @@ export function TerminalTab({ sandbox, base, status }: { sandbox: string; base: 
 
   useEffect(() => {
     routeStylesThroughCssom();
-    const term = new Terminal({ cursorBlink: true, fontSize: 14, fontFamily: "ui-monospace, Menlo, Consolas, monospace", scrollback: 5000, theme: { background: "#1a1b26", foreground: "#c0caf5", cursor: "#c0caf5", selectionBackground: "#33467c" } });
+    const term = new Terminal({
+      cursorBlink: true,
+      fontSize: 14,
+      fontFamily: "ui-monospace, Menlo, Consolas, monospace",
+      scrollback: 5000,
+      theme: { background: "#1a1b26", foreground: "#c0caf5", cursor: "#c0caf5", selectionBackground: "#33467c" },
+    });
     const fit = new FitAddon();
     term.loadAddon(fit);
     term.open(host.current!);
@@ -154,7 +160,12 @@ export function TerminalTab({ sandbox, base, status }: { sandbox: string; base: 
   // A sandbox that starts running again: reconnect now rather than at the next retry.
   useEffect(() => wake.current(), [status]);
 
-  const label = { connecting: "Connecting…", connected: "Connected", exited: "Shell exited", waiting: status && status !== RUNNING ? `Waiting for the sandbox (${status})` : "Reconnecting…" }[state];
+  const label = {
+    connecting: "Connecting…",
+    connected: "Connected",
+    exited: "Shell exited",
+    waiting: status && status !== RUNNING ? `Waiting for the sandbox (${status})` : "Reconnecting…",
+  }[state];
   return html`<div class="terminal-tab">
     <p class="small muted terminal-state" role="status" aria-live="polite" data-state=${state}>${label} · Ctrl+Shift+C / Ctrl+Shift+V copy and paste</p>
     <div class="terminal-host" ref=${host} aria-label="Terminal"></div>

@@ -33,7 +33,11 @@ export class BindBackend implements DriveBackend {
     } finally {
       await source.close();
     }
-    const said = (r: RunResult) => withPathsNamed(outputTail(r), [[CHILD_FD[0], spec.hostMountPath], [CHILD_FD[1], `<drive ${spec.driveName}>`]]);
+    const said = (r: RunResult) =>
+      withPathsNamed(outputTail(r), [
+        [CHILD_FD[0], spec.hostMountPath],
+        [CHILD_FD[1], `<drive ${spec.driveName}>`],
+      ]);
     if (bound.code !== 0) throw errors.internal(`Failed to mount drive: mount --bind ${describeExit(bound)}: ${said(bound)}`);
     if (!spec.readOnly) return {};
     // A bind mount starts with its source's flags; read-only is a second,

@@ -82,7 +82,9 @@ export class CommandBackend implements DriveBackend {
       if (await isReady(spec)) break;
       if (this.options.clock.now() >= deadline) {
         await this.#cleanUp(child, spec);
-        throw errors.internal(`Failed to mount drive: timeout waiting for the mount to be ready after ${this.options.readinessTimeoutMs / 1000}s: ${await tail(logFile)}`);
+        throw errors.internal(
+          `Failed to mount drive: timeout waiting for the mount to be ready after ${this.options.readinessTimeoutMs / 1000}s: ${await tail(logFile)}`,
+        );
       }
       await sleep(this.options.clock, POLL_MS);
     }
@@ -105,7 +107,8 @@ export class CommandBackend implements DriveBackend {
     }
     const deadline = this.options.clock.now() + UNMOUNT_WAIT_MS;
     while (topMountAt(await readMountTable(), spec.hostMountPath)) {
-      if (this.options.clock.now() >= deadline) throw errors.internal(`Failed to unmount drive: still mounted ${UNMOUNT_WAIT_MS / 1000}s after the unmount command succeeded`);
+      if (this.options.clock.now() >= deadline)
+        throw errors.internal(`Failed to unmount drive: still mounted ${UNMOUNT_WAIT_MS / 1000}s after the unmount command succeeded`);
       await sleep(this.options.clock, POLL_MS);
     }
     await this.#reap(spec.hostMountPath);
@@ -148,7 +151,10 @@ async function isReady(spec: PinnedSpec): Promise<boolean> {
   if (!mounted) return false;
   try {
     if (spec.readOnly && !mounted.entry.readOnly) return false;
-    return await fsp.readdir(`/proc/self/fd/${mounted.root.fd}`).then(() => true, () => false);
+    return await fsp.readdir(`/proc/self/fd/${mounted.root.fd}`).then(
+      () => true,
+      () => false,
+    );
   } finally {
     await mounted.root.close();
   }

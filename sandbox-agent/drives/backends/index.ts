@@ -18,7 +18,9 @@ const CAP_SYS_ADMIN = 21n;
 export function mayMount(statusFile = "/proc/self/status"): boolean {
   if (process.getuid?.() !== 0) return false;
   try {
-    const line = readFileSync(statusFile, "utf8").split("\n").find((l) => l.startsWith("CapEff:"));
+    const line = readFileSync(statusFile, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("CapEff:"));
     if (!line) return false;
     return ((BigInt(`0x${line.slice("CapEff:".length).trim()}`) >> CAP_SYS_ADMIN) & 1n) === 1n;
   } catch {

@@ -25,7 +25,10 @@ export class SymlinkBackend implements DriveBackend {
   async mount(spec: PinnedSpec): Promise<Mounted> {
     const target = await ensureDriveDir(this.drivesDir, spec.driveName, spec.drivePath);
     await fsp.symlink(target, entryOf(spec), "dir").catch((e: unknown) => {
-      if (isErrno(e, "EEXIST")) throw errors.conflict(`mountPath: ${spec.hostMountPath} already exists; the symlink drive backend can only attach where nothing exists (it cannot shadow a directory)`);
+      if (isErrno(e, "EEXIST"))
+        throw errors.conflict(
+          `mountPath: ${spec.hostMountPath} already exists; the symlink drive backend can only attach where nothing exists (it cannot shadow a directory)`,
+        );
       // The held parent was removed (replaced by another directory) since it was checked.
       if (isErrno(e, "ENOENT")) throw changed(spec.hostMountPath);
       throw e;

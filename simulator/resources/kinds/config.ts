@@ -16,7 +16,16 @@ export const policyKind: ResourceKind = {
     type: z.enum(["location", "flavor", "maxToken"]).optional(),
     locations: z.array(z.strictObject({ name: z.string().optional(), type: z.enum(["location", "country", "continent"]).optional() })).optional(),
     flavors: z.array(flavorSchema).optional(),
-    maxTokens: z.strictObject({ granularity: z.string().optional(), input: z.number().int().optional(), output: z.number().int().optional(), ratioInputOverOutput: z.number().optional(), step: z.number().int().optional(), total: z.number().int().optional() }).optional(),
+    maxTokens: z
+      .strictObject({
+        granularity: z.string().optional(),
+        input: z.number().int().optional(),
+        output: z.number().int().optional(),
+        ratioInputOverOutput: z.number().optional(),
+        step: z.number().int().optional(),
+        total: z.number().int().optional(),
+      })
+      .optional(),
     resourceTypes: z.array(z.enum(["model", "function", "agent", "sandbox", "application"])).optional(),
     sandbox: z.boolean().optional(),
   }),
@@ -32,9 +41,20 @@ export const integrationConnectionKind: ResourceKind = {
   kind: "integration-connection",
   collection: "/integrations/connections",
   param: "connectionName",
-  ops: { list: "listIntegrationConnections", create: "createIntegrationConnection", get: "getIntegrationConnection", update: "updateIntegrationConnection", delete: "deleteIntegrationConnection" },
+  ops: {
+    list: "listIntegrationConnections",
+    create: "createIntegrationConnection",
+    get: "getIntegrationConnection",
+    update: "updateIntegrationConnection",
+    delete: "deleteIntegrationConnection",
+  },
   scope: "integrations",
-  spec: z.strictObject({ integration: z.string().min(1).optional(), config: z.record(z.string(), z.string()).optional(), secret: z.record(z.string(), z.string()).optional(), sandbox: z.boolean().optional() }),
+  spec: z.strictObject({
+    integration: z.string().min(1).optional(),
+    config: z.record(z.string(), z.string()).optional(),
+    secret: z.record(z.string(), z.string()).optional(),
+    sandbox: z.boolean().optional(),
+  }),
   lifecycle: "none",
   list: "bare",
   // Every secret value is masked unless an admin asks (seed: integration connection secrets).

@@ -11,11 +11,23 @@ import { agentKind, applicationKind, functionKind, jobKind, modelKind } from "./
  * helpers defined there, one floor up by design (the operations table and extras.ts import the kinds from above; madge keeps that free of circles).
  */
 export const RESOURCE_KINDS: readonly ResourceKind[] = [
-  sandboxKind, previewKind, previewTokenKind,
-  agentKind, functionKind, jobKind, modelKind, applicationKind,
-  policyKind, integrationConnectionKind, customDomainKind,
-  volumeKind, volumeTemplateKind, driveKind,
-  vpcKind, egressGatewayKind, egressIpKind,
+  sandboxKind,
+  previewKind,
+  previewTokenKind,
+  agentKind,
+  functionKind,
+  jobKind,
+  modelKind,
+  applicationKind,
+  policyKind,
+  integrationConnectionKind,
+  customDomainKind,
+  volumeKind,
+  volumeTemplateKind,
+  driveKind,
+  vpcKind,
+  egressGatewayKind,
+  egressIpKind,
 ];
 
 export const KIND_BY_NAME = new Map(RESOURCE_KINDS.map((k) => [k.kind, k]));

@@ -8,7 +8,8 @@ import type { ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
 
-const mounts = (sandbox: ResourceDoc, volume: string) => Array.isArray(sandbox.spec?.volumes) && (sandbox.spec.volumes as { name?: string }[]).some((v) => v.name === volume);
+const mounts = (sandbox: ResourceDoc, volume: string) =>
+  Array.isArray(sandbox.spec?.volumes) && (sandbox.spec.volumes as { name?: string }[]).some((v) => v.name === volume);
 
 /** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
@@ -35,7 +36,8 @@ export const volumeKind: ResourceKind = {
     doc.spec.region ??= "us-pdx-1";
     // Volumes only grow (control-plane.md §3.14).
     const before = previous?.spec.size as number | undefined;
-    if (before !== undefined && (doc.spec.size as number) < before) throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
+    if (before !== undefined && (doc.spec.size as number) < before)
+      throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
@@ -46,7 +48,10 @@ export const volumeKind: ResourceKind = {
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
       const message = `spec.size ${String(doc.spec.size)} MB: the filesystem grows once no sandbox mounts the volume (${pending}); the next sandbox to mount it gets the new size`;
-      doc.events = [...((doc.events as unknown[] | undefined) ?? []), { type: "resize", status: doc.status, message, revision: "rev-1", time: iso(ctx.deps.clock.now()) }];
+      doc.events = [
+        ...((doc.events as unknown[] | undefined) ?? []),
+        { type: "resize", status: doc.status, message, revision: "rev-1", time: iso(ctx.deps.clock.now()) },
+      ];
       ctx.deps.logger.info({ workspace: ctx.workspace, volume: doc.metadata.name, reason: pending }, "volume growth waits");
     }
   },
@@ -58,14 +63,31 @@ export const volumeKind: ResourceKind = {
     if (ctx.deps.agents) removeVolume(ctx.deps.agents.dir, ctx.workspace, item.name);
   },
   // Lists carry LiteVolume items.
-  listItem: (doc) => ({ metadata: { name: doc.metadata.name, displayName: doc.metadata.displayName, externalId: doc.metadata.externalId, createdAt: doc.metadata.createdAt, updatedAt: doc.metadata.updatedAt }, spec: { region: doc.spec.region, size: doc.spec.size }, state: doc.state, status: doc.status }),
+  listItem: (doc) => ({
+    metadata: {
+      name: doc.metadata.name,
+      displayName: doc.metadata.displayName,
+      externalId: doc.metadata.externalId,
+      createdAt: doc.metadata.createdAt,
+      updatedAt: doc.metadata.updatedAt,
+    },
+    spec: { region: doc.spec.region, size: doc.spec.size },
+    state: doc.state,
+    status: doc.status,
+  }),
 };
 
 export const volumeTemplateKind: ResourceKind = {
   kind: "volume-template",
   collection: "/volume_templates",
   param: "volumeTemplateName",
-  ops: { list: "listVolumeTemplates", create: "createVolumeTemplate", get: "getVolumeTemplate", update: "updateVolumeTemplate", delete: "deleteVolumeTemplate" },
+  ops: {
+    list: "listVolumeTemplates",
+    create: "createVolumeTemplate",
+    get: "getVolumeTemplate",
+    update: "updateVolumeTemplate",
+    delete: "deleteVolumeTemplate",
+  },
   scope: "volumeTemplates",
   spec: z.strictObject({ defaultSize: z.number().int().min(1).optional(), description: z.string().optional() }),
   extra: { versions: z.array(z.looseObject({})).optional() },
@@ -76,7 +98,17 @@ export const volumeTemplateKind: ResourceKind = {
     const version = typeof ctx.query.version === "string" ? ctx.query.version : undefined;
     if (version || !previous) {
       const name = version ?? "1";
-      if (!versions.some((v) => v.name === name)) versions.push({ name, versionId: `${doc.metadata.name}-${name}`, status: "READY", bucket: "sim-volume-templates", region: "us-pdx-1", contentSize: 0, templateName: doc.metadata.name, workspace: ctx.workspace });
+      if (!versions.some((v) => v.name === name))
+        versions.push({
+          name,
+          versionId: `${doc.metadata.name}-${name}`,
+          status: "READY",
+          bucket: "sim-volume-templates",
+          region: "us-pdx-1",
+          contentSize: 0,
+          templateName: doc.metadata.name,
+          workspace: ctx.workspace,
+        });
     }
     doc.versions = versions;
     doc.state = { status: "ready", latestVersion: versions.at(-1)?.name, versionCount: versions.length, lastVersionUploadedAt: doc.metadata.updatedAt };
@@ -93,7 +125,12 @@ export const driveKind: ResourceKind = {
   spec: z.strictObject({
     region: z.string().optional(),
     size: z.number().int().optional(),
-    permissions: z.array(z.strictObject({ labels: z.record(z.string(), z.unknown()).optional(), mode: z.enum(["read", "read-write"]).optional(), path: z.string().optional() })).max(3).optional(),
+    permissions: z
+      .array(
+        z.strictObject({ labels: z.record(z.string(), z.unknown()).optional(), mode: z.enum(["read", "read-write"]).optional(), path: z.string().optional() }),
+      )
+      .max(3)
+      .optional(),
   }),
   lifecycle: "synchronous",
   list: "versioned",
@@ -109,7 +146,10 @@ export const driveKind: ResourceKind = {
   // Refused while a sandbox has it mounted; then its files go with it.
   beforeDelete(item, ctx) {
     if (!ctx.deps.agents) return;
-    const sandboxes = ctx.deps.resources.allOfKind(ctx.workspace, ["sandbox"]).filter((s) => s.parent === "").map((s) => s.name);
+    const sandboxes = ctx.deps.resources
+      .allOfKind(ctx.workspace, ["sandbox"])
+      .filter((s) => s.parent === "")
+      .map((s) => s.name);
     return retireDrive(ctx.deps.agents, ctx.workspace, sandboxes, item.name);
   },
   deleteReply: (doc) => ({ message: `drive ${doc.metadata.name} deleted`, name: doc.metadata.name }),

@@ -27,7 +27,12 @@ export const agentKind: ResourceKind = {
   param: "agentName",
   ops: { list: "listAgents", create: "createAgent", get: "getAgent", update: "updateAgent", delete: "deleteAgent" },
   scope: "agents",
-  spec: z.strictObject({ ...common, public: z.boolean().optional(), repository: z.looseObject({ type: z.string().optional(), url: z.string().optional() }).optional(), volumes: z.array(volumeAttachmentSchema).optional() }),
+  spec: z.strictObject({
+    ...common,
+    public: z.boolean().optional(),
+    repository: z.looseObject({ type: z.string().optional(), url: z.string().optional() }).optional(),
+    volumes: z.array(volumeAttachmentSchema).optional(),
+  }),
   lifecycle: "deployment",
   list: "versioned",
   statusFilter: true,
@@ -73,7 +78,9 @@ export const functionKind: ResourceKind = {
   },
   mask(doc, show) {
     const masked = maskRuntimeEnvs(doc, show);
-    return show || !masked.spec.configurations ? masked : { ...masked, spec: { ...masked.spec, configurations: maskConfigurations(masked.spec.configurations, false) } };
+    return show || !masked.spec.configurations
+      ? masked
+      : { ...masked, spec: { ...masked.spec, configurations: maskConfigurations(masked.spec.configurations, false) } };
   },
 };
 
@@ -106,7 +113,9 @@ export const jobKind: ResourceKind = {
   },
   mask: (doc, show) => {
     const masked = maskRuntimeEnvs(doc, show);
-    return show || !masked.spec.configurations ? masked : { ...masked, spec: { ...masked.spec, configurations: maskConfigurations(masked.spec.configurations, false) } };
+    return show || !masked.spec.configurations
+      ? masked
+      : { ...masked, spec: { ...masked.spec, configurations: maskConfigurations(masked.spec.configurations, false) } };
   },
 };
 

@@ -37,7 +37,15 @@ describe.skipIf(!MOUNT.ok)(`drives, bind backend${SKIP_REASON}`, () => {
   it("mounts a real bind mount, reports it, and unmounts it", async () => {
     const a = await agent();
     const res = await mount(a, { driveName: "data", mountPath: "/mnt/data" }).expect(200);
-    expect(res.body).toEqual({ success: true, message: "Drive mounted successfully", driveName: "data", mountPath: "/mnt/data", drivePath: "/", readOnly: false, backend: "bind" });
+    expect(res.body).toEqual({
+      success: true,
+      message: "Drive mounted successfully",
+      driveName: "data",
+      mountPath: "/mnt/data",
+      drivePath: "/",
+      readOnly: false,
+      backend: "bind",
+    });
     expect(mountsAt(host(a, "/mnt/data"))).toHaveLength(1);
     writeFileSync(join(host(a, "/mnt/data"), "hello.txt"), "through the mount");
     expect(readFileSync(join(drives(a), "data", "hello.txt"), "utf8")).toBe("through the mount");
@@ -142,7 +150,9 @@ describe.skipIf(!MOUNT.ok)(`drives, bind backend${SKIP_REASON}`, () => {
     const again = await mount(a, { driveName: "d", mountPath: "/mnt/x/", drivePath: "p/" }).expect(200);
     expect(again.body).toMatchObject({ success: true, message: "Drive already mounted", mountPath: "/mnt/x", drivePath: "/p" });
     expect(mountsAt(host(a, "/mnt/x"))).toHaveLength(1);
-    expect((await mount(a, { driveName: "other", mountPath: "/mnt/x" }).expect(409)).body.error).toMatch(/^mountPath: \/mnt\/x is already in use: drive d \(drivePath=\/p\)/);
+    expect((await mount(a, { driveName: "other", mountPath: "/mnt/x" }).expect(409)).body.error).toMatch(
+      /^mountPath: \/mnt\/x is already in use: drive d \(drivePath=\/p\)/,
+    );
     expect((await mount(a, { driveName: "d", mountPath: "/mnt/x", drivePath: "/q" }).expect(409)).body.error).toMatch(/already in use/);
     expect((await mount(a, { driveName: "d", mountPath: "/mnt/x", drivePath: "/p", readOnly: true }).expect(409)).body.error).toMatch(/readOnly=false/);
     expect(mountsAt(host(a, "/mnt/x"))).toHaveLength(1);

@@ -101,7 +101,9 @@ describe("drives, command backend", () => {
       expect(readdirSync(process.cwd()).filter((f) => f.startsWith("pwned"))).toEqual([]);
       expect(mountsAt(host(a, "/mnt/with space"))).toHaveLength(1);
       expect((await list(a))[0]).toMatchObject({ mountPath: "/mnt/with space", drivePath });
-      await request(a.url).delete(`/drives/mount/${encodeURIComponent("mnt/with space")}`).expect(200);
+      await request(a.url)
+        .delete(`/drives/mount/${encodeURIComponent("mnt/with space")}`)
+        .expect(200);
     });
   });
 });
@@ -109,10 +111,19 @@ describe("drives, command backend", () => {
 describe("drive options", () => {
   it("the command backend needs a mount command; templates are checked at start-up", () => {
     expect(() => parseAgentConfig(["--drive-backend", "command"], {})).toThrow(ConfigError);
-    expect(() => parseAgentConfig(["--drive-backend", "command", "--drive-mount-command", "mount {bogus}"], {})).toThrow(/--drive-mount-command: unknown placeholder/);
+    expect(() => parseAgentConfig(["--drive-backend", "command", "--drive-mount-command", "mount {bogus}"], {})).toThrow(
+      /--drive-mount-command: unknown placeholder/,
+    );
     expect(() => parseAgentConfig(["--drive-backend", "nfs"], {})).toThrow(/--drive-backend/);
     expect(() => parseAgentConfig(["--drive-mount-timeout", "soon"], {})).toThrow(/--drive-mount-timeout/);
-    const config = parseAgentConfig(["--drive-backend", "command", "--drive-mount-command", '["rclone","mount","r:{driveName}{drivePath}","{mountPath}"]', "--drive-mount-timeout", "5s"], {});
-    expect(config).toMatchObject({ driveBackend: "command", driveMountCommand: ["rclone", "mount", "r:{driveName}{drivePath}", "{mountPath}"], driveMountTimeoutMs: 5000 });
+    const config = parseAgentConfig(
+      ["--drive-backend", "command", "--drive-mount-command", '["rclone","mount","r:{driveName}{drivePath}","{mountPath}"]', "--drive-mount-timeout", "5s"],
+      {},
+    );
+    expect(config).toMatchObject({
+      driveBackend: "command",
+      driveMountCommand: ["rclone", "mount", "r:{driveName}{drivePath}", "{mountPath}"],
+      driveMountTimeoutMs: 5000,
+    });
   });
 });

@@ -40,7 +40,9 @@ export function mountsAt(hostPath: string): MountEntry[] {
 export function unmountUnder(base: string): void {
   if (!base.startsWith(tmpdir())) throw new Error(`refusing to unmount outside the temp dir: ${base}`);
   for (let round = 0; round < 5; round++) {
-    const mine = mountTable().filter((m) => m.mountPoint.startsWith(`${base}/`)).sort((a, b) => b.mountPoint.length - a.mountPoint.length);
+    const mine = mountTable()
+      .filter((m) => m.mountPoint.startsWith(`${base}/`))
+      .sort((a, b) => b.mountPoint.length - a.mountPoint.length);
     if (mine.length === 0) return;
     for (const m of mine) spawnSync("umount", ["-l", m.mountPoint]);
   }

@@ -69,7 +69,10 @@ describe.skipIf(!MOUNT.ok)(`a mount point's parent swapped for a symlink during 
     // However the directories ended up, every mount under the root is one the agent tracks (one moved away
     // with its parent included) and unmounts where it is now: then nothing is left mounted there.
     const underRoot = () => mountTable().filter((m) => m.mountPoint.startsWith(`${a.root}/`));
-    for (const m of underRoot()) await request(a.url).delete(`/drives/mount${m.mountPoint.slice(a.root.length)}?force=true`).expect(200);
+    for (const m of underRoot())
+      await request(a.url)
+        .delete(`/drives/mount${m.mountPoint.slice(a.root.length)}?force=true`)
+        .expect(200);
     expect(underRoot()).toEqual([]);
   }, 60_000);
 });

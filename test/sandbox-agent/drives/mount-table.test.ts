@@ -60,13 +60,22 @@ describe("command templates", () => {
   it("splits words and keeps values as single literal arguments", () => {
     const argv = parseCommandTemplate("rclone mount remote:{driveName}{drivePath} {mountPath} --read-only={readOnly}");
     expect(expandTemplate(argv, { driveName: "d", drivePath: "/a b", mountPath: "/mnt/x; rm -rf /", readOnly: "true" })).toEqual([
-      "rclone", "mount", "remote:d/a b", "/mnt/x; rm -rf /", "--read-only=true",
+      "rclone",
+      "mount",
+      "remote:d/a b",
+      "/mnt/x; rm -rf /",
+      "--read-only=true",
     ]);
   });
   it("accepts a JSON array for arguments with spaces", () => {
     expect(parseCommandTemplate('["sh", "/opt/my script.sh", "{mountPath}"]')).toEqual(["sh", "/opt/my script.sh", "{mountPath}"]);
   });
-  it.each([["", /empty/], ["mount {bogus}", /unknown placeholder \{bogus\}/], ["[1,2]", /array of strings/], ["[oops", /JSON/]])("refuses %j", (raw, why) => {
+  it.each([
+    ["", /empty/],
+    ["mount {bogus}", /unknown placeholder \{bogus\}/],
+    ["[1,2]", /array of strings/],
+    ["[oops", /JSON/],
+  ])("refuses %j", (raw, why) => {
     expect(() => parseCommandTemplate(raw)).toThrow(why);
   });
 });
@@ -91,7 +100,11 @@ describe("KeyedLock", () => {
   });
   it("releases the key when the holder throws", async () => {
     const lock = new KeyedLock();
-    await expect(lock.run("/a", async () => { throw new Error("boom"); })).rejects.toThrow("boom");
+    await expect(
+      lock.run("/a", async () => {
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
     await expect(lock.run("/a", async () => 42)).resolves.toBe(42);
   });
 });

@@ -23,7 +23,10 @@ describe.skipIf(!MOUNT.ok)(`drives survive kill -9 of the agent${SKIP_REASON}`, 
 
   beforeAll(() => {
     base = mkdtempSync(join(tmpdir(), "drives-restart-"));
-    const tsc = spawnSync(process.execPath, [join(REPO, "node_modules/typescript/bin/tsc"), "-p", join(REPO, "tsconfig.build.json"), "--outDir", out], { cwd: REPO, encoding: "utf8" });
+    const tsc = spawnSync(process.execPath, [join(REPO, "node_modules/typescript/bin/tsc"), "-p", join(REPO, "tsconfig.build.json"), "--outDir", out], {
+      cwd: REPO,
+      encoding: "utf8",
+    });
     // tsc still emits when another in-progress folder has type errors; only a missing entry point is fatal.
     if (!existsSync(join(out, "sandbox-agent/main.js"))) throw new Error(`could not build the agent: ${tsc.stdout}${tsc.stderr}`);
   }, 120_000);
@@ -38,11 +41,23 @@ describe.skipIf(!MOUNT.ok)(`drives survive kill -9 of the agent${SKIP_REASON}`, 
   });
 
   function startAgent(): Promise<{ url: string; child: ChildProcess }> {
-    const child = spawn(process.execPath, [
-      join(out, "sandbox-agent/main.js"),
-      "--port", "0", "--root", join(base, "root"), "--data-dir", join(base, "data"),
-      "--drive-backend", "bind", "--log-level", "silent",
-    ], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [
+        join(out, "sandbox-agent/main.js"),
+        "--port",
+        "0",
+        "--root",
+        join(base, "root"),
+        "--data-dir",
+        join(base, "data"),
+        "--drive-backend",
+        "bind",
+        "--log-level",
+        "silent",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     children.push(child);
     return new Promise((resolveUrl, reject) => {
       let output = "";

@@ -46,9 +46,15 @@ describe(`@blaxel/core sandbox.drives (${BACKEND} backend)`, () => {
   });
 
   it("surfaces the agent's 400, 409 and 404 as errors carrying the status and message", async () => {
-    await expect(sandbox.drives.mount({ driveName: "bad name", mountPath: "/mnt/x" })).rejects.toMatchObject({ status: 400, message: expect.stringContaining("driveName") });
+    await expect(sandbox.drives.mount({ driveName: "bad name", mountPath: "/mnt/x" })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining("driveName"),
+    });
     await sandbox.drives.mount({ driveName: "one", mountPath: "/mnt/taken" });
-    await expect(sandbox.drives.mount({ driveName: "two", mountPath: "/mnt/taken" })).rejects.toMatchObject({ status: 409, message: expect.stringContaining("already in use") });
+    await expect(sandbox.drives.mount({ driveName: "two", mountPath: "/mnt/taken" })).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining("already in use"),
+    });
     await sandbox.drives.unmount("mnt/taken");
     await expect(sandbox.drives.unmount("/mnt/taken")).rejects.toMatchObject({ status: 404 });
   });

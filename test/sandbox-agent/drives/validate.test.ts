@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../../../src/errors.js";
-import { checkMountTarget, isSameOrInside, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "../../../sandbox-agent/drives/validate.js";
+import {
+  checkMountTarget,
+  isSameOrInside,
+  normalizeDrivePath,
+  normalizeMountPath,
+  overlaps,
+  validateDriveName,
+} from "../../../sandbox-agent/drives/validate.js";
 
 function badRequest(fn: () => unknown): string {
   try {

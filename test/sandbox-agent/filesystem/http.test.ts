@@ -72,7 +72,12 @@ describe("PUT then GET /filesystem/{path}", () => {
     expect((await api.put(enc("/tree/sub")).send({ isDirectory: true })).body).toEqual({ message: "Directory created successfully", path: "/tree/sub" });
     await api.put(enc("/tree/f.txt")).send({ content: "x" });
     const res = await api.get(enc("/tree"));
-    expect(res.body).toMatchObject({ path: "/tree", name: "tree", files: [{ path: "/tree/f.txt", name: "f.txt", size: 1 }], subdirectories: [{ path: "/tree/sub", name: "sub" }] });
+    expect(res.body).toMatchObject({
+      path: "/tree",
+      name: "tree",
+      files: [{ path: "/tree/f.txt", name: "f.txt", size: 1 }],
+      subdirectories: [{ path: "/tree/sub", name: "sub" }],
+    });
   });
   it("streams a multipart/form-data upload with permissions", async () => {
     const data = Buffer.alloc(300_000, 9);

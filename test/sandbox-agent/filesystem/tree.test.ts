@@ -119,7 +119,13 @@ describe("wire details", () => {
     ];
     for (const [name] of cases) writeFileSync(join(agent.root, "wire", name), "x");
     for (const [name, type] of cases) {
-      const res = await api.get(`/filesystem/wire/${name}?download=true`).buffer(true).parse((r, done) => { (r as unknown as NodeJS.ReadableStream).resume(); r.on("end", () => done(null, null)); });
+      const res = await api
+        .get(`/filesystem/wire/${name}?download=true`)
+        .buffer(true)
+        .parse((r, done) => {
+          (r as unknown as NodeJS.ReadableStream).resume();
+          r.on("end", () => done(null, null));
+        });
       expect(res.status).toBe(200);
       expect(res.headers["content-type"], name).toBe(type);
       expect(res.headers["content-disposition"]).toBe(`attachment; filename="${name}"`);

@@ -27,9 +27,22 @@ describe("the agent's in-sandbox port", () => {
   it("answers without a token there, and only there", async () => {
     const port = await freePort();
     const root = trackedTempDir("in-sandbox-root-");
-    agent = await spawnAgent(["--root", root, "--data-dir", trackedTempDir("in-sandbox-data-"), "--token", "launcher-secret-token", "--in-sandbox-port", String(port)]);
+    agent = await spawnAgent([
+      "--root",
+      root,
+      "--data-dir",
+      trackedTempDir("in-sandbox-data-"),
+      "--token",
+      "launcher-secret-token",
+      "--in-sandbox-port",
+      String(port),
+    ]);
     const inside = `http://127.0.0.1:${port}`;
-    const started = await fetch(`${inside}/process`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "from-entrypoint", command: "echo hi", waitForCompletion: true }) });
+    const started = await fetch(`${inside}/process`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "from-entrypoint", command: "echo hi", waitForCompletion: true }),
+    });
     expect(started.status).toBe(200);
     expect(await started.json()).toMatchObject({ name: "from-entrypoint", status: "completed" });
     // The launcher's listener still wants the token, and sees the process the in-sandbox caller started.
@@ -43,7 +56,18 @@ describe("the agent's in-sandbox port", () => {
     await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
     const port = (blocker.address() as { port: number }).port;
     try {
-      await expect(spawnAgent(["--root", trackedTempDir("in-sandbox-root-"), "--data-dir", trackedTempDir("in-sandbox-data-"), "--token", "t0ken-t0ken", "--in-sandbox-port", String(port)])).rejects.toThrow(/--in-sandbox-port/);
+      await expect(
+        spawnAgent([
+          "--root",
+          trackedTempDir("in-sandbox-root-"),
+          "--data-dir",
+          trackedTempDir("in-sandbox-data-"),
+          "--token",
+          "t0ken-t0ken",
+          "--in-sandbox-port",
+          String(port),
+        ]),
+      ).rejects.toThrow(/--in-sandbox-port/);
     } finally {
       blocker.close();
     }

@@ -54,7 +54,10 @@ describe("multipart parts with a raw body", () => {
     expect(r1.body).toEqual({ partNumber: 1, etag: md5(one), size: one.length });
     const r2 = await putChunked(`${agent.url}/filesystem-multipart/${id}/part?partNumber=2`, [two]);
     expect(r2.body).toEqual({ partNumber: 2, etag: md5(two), size: two.length });
-    const done = await api.complete(id, [{ partNumber: 1, etag: md5(one) }, { partNumber: 2, etag: md5(two) }]);
+    const done = await api.complete(id, [
+      { partNumber: 1, etag: md5(one) },
+      { partNumber: 2, etag: md5(two) },
+    ]);
     expect(done.status).toBe(200);
     expect(readFileSync(join(agent.root, "raw-parts.bin")).equals(Buffer.concat([one, two]))).toBe(true);
   });
@@ -84,7 +87,12 @@ describe("multipart parts with a raw body", () => {
     await new Promise<void>((resolve, reject) => {
       const socket = connect(Number(port), "127.0.0.1", () => {
         socket.write(`PUT /filesystem-multipart/${id}/part?partNumber=1 HTTP/1.1\r\nHost: x\r\nContent-Type: ${OCTETS}\r\nContent-Length: 1000000\r\n\r\n`);
-        socket.write(Buffer.alloc(200_000, 7), () => setTimeout(() => { socket.destroy(); resolve(); }, 100));
+        socket.write(Buffer.alloc(200_000, 7), () =>
+          setTimeout(() => {
+            socket.destroy();
+            resolve();
+          }, 100),
+        );
       });
       socket.on("error", reject);
     });

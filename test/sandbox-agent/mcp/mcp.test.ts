@@ -49,9 +49,27 @@ describe("/mcp transport", () => {
     expect(client.getServerVersion()).toEqual({ name: "Sandbox API Server", version: "1.0.0" });
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([
-      "codegenCodebaseSearch", "codegenEditFile", "codegenFileSearch", "codegenGrepSearch", "codegenListDir", "codegenParallelApply",
-      "codegenReadFileRange", "codegenReapply", "codegenRerank", "fsDeleteFileOrDirectory", "fsEditFile", "fsGetWorkingDirectory",
-      "fsListDirectory", "fsReadFile", "fsWriteFile", "processExecute", "processGet", "processGetLogs", "processKill", "processStop", "processesList",
+      "codegenCodebaseSearch",
+      "codegenEditFile",
+      "codegenFileSearch",
+      "codegenGrepSearch",
+      "codegenListDir",
+      "codegenParallelApply",
+      "codegenReadFileRange",
+      "codegenReapply",
+      "codegenRerank",
+      "fsDeleteFileOrDirectory",
+      "fsEditFile",
+      "fsGetWorkingDirectory",
+      "fsListDirectory",
+      "fsReadFile",
+      "fsWriteFile",
+      "processExecute",
+      "processGet",
+      "processGetLogs",
+      "processKill",
+      "processStop",
+      "processesList",
     ]);
     for (const t of tools) {
       expect(t.description).toBeTruthy();
@@ -63,7 +81,12 @@ describe("/mcp transport", () => {
   it("is behind the agent's auth; GET answers 405; stateless calls work without initialize", async () => {
     const rpc = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fsGetWorkingDirectory", arguments: {} } };
     await request(agent.url).post("/mcp").set("Accept", "application/json, text/event-stream").send(rpc).expect(401);
-    const res = await request(agent.url).post("/mcp").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc).expect(200);
+    const res = await request(agent.url)
+      .post("/mcp")
+      .set("Authorization", `Bearer ${TOKEN}`)
+      .set("Accept", "application/json, text/event-stream")
+      .send(rpc)
+      .expect(200);
     expect(res.body.result.structuredContent).toEqual({ path: "/" });
     expect((await request(agent.url).get("/mcp").set("Authorization", `Bearer ${TOKEN}`).expect(405)).body.error).toMatch(/SSE streaming not supported/);
   });
@@ -82,12 +105,19 @@ describe("/mcp transport", () => {
   });
 
   it("a request on another interface is not concerned", async () => {
-    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === "IPv4" && !i.internal);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === "IPv4" && !i.internal);
     if (!external) return; // a machine with loopback only
     const serving = await listen(createApp(agent.runtime.deps), external.address, 0);
     try {
       const rpc = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fsGetWorkingDirectory", arguments: {} } };
-      const res = await request(serving.url).post("/mcp").set("Host", "sandbox.example").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc);
+      const res = await request(serving.url)
+        .post("/mcp")
+        .set("Host", "sandbox.example")
+        .set("Authorization", `Bearer ${TOKEN}`)
+        .set("Accept", "application/json, text/event-stream")
+        .send(rpc);
       expect(res.status).toBe(200);
     } finally {
       await serving.stop(1_000);
@@ -97,14 +127,22 @@ describe("/mcp transport", () => {
   it("an unknown tool is a JSON-RPC error -32602, as the reference answers", async () => {
     await expect(client.callTool({ name: "noSuchTool", arguments: {} })).rejects.toThrow(/unknown tool "noSuchTool"/);
     const rpc = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "noSuchTool", arguments: {} } };
-    const res = await request(agent.url).post("/mcp").set("Authorization", `Bearer ${TOKEN}`).set("Accept", "application/json, text/event-stream").send(rpc).expect(200);
+    const res = await request(agent.url)
+      .post("/mcp")
+      .set("Authorization", `Bearer ${TOKEN}`)
+      .set("Accept", "application/json, text/event-stream")
+      .send(rpc)
+      .expect(200);
     expect(res.body).toEqual({ jsonrpc: "2.0", id: 7, error: { code: -32602, message: 'unknown tool "noSuchTool"' } });
   });
 });
 
 describe("filesystem tools", () => {
   it("write, read, list, edit, delete — confined under the root", async () => {
-    expect(await ok("fsWriteFile", { path: "/app/hello.txt", content: "one two two\n" })).toEqual({ path: "/app/hello.txt", message: "File created/updated successfully" });
+    expect(await ok("fsWriteFile", { path: "/app/hello.txt", content: "one two two\n" })).toEqual({
+      path: "/app/hello.txt",
+      message: "File created/updated successfully",
+    });
     expect(readFileSync(join(agent.root, "app/hello.txt"), "utf8")).toBe("one two two\n");
     const read = await ok("fsReadFile", { path: "app/hello.txt" });
     expect(read).toMatchObject({ path: "/app/hello.txt", name: "hello.txt", content: "one two two\n", size: 12, permissions: "644" });
@@ -120,7 +158,10 @@ describe("filesystem tools", () => {
 
   it("fsEditFile: once when unique, every occurrence with replaceAll; errors for absent, ambiguous, identical, empty", async () => {
     await ok("fsWriteFile", { path: "/app/edit.txt", content: "alpha beta beta gamma" });
-    expect(await ok("fsEditFile", { path: "/app/edit.txt", oldString: "alpha", newString: "ALPHA" })).toEqual({ path: "/app/edit.txt", occurrencesReplaced: 1 });
+    expect(await ok("fsEditFile", { path: "/app/edit.txt", oldString: "alpha", newString: "ALPHA" })).toEqual({
+      path: "/app/edit.txt",
+      occurrencesReplaced: 1,
+    });
     expect(await fails("fsEditFile", { path: "/app/edit.txt", oldString: "beta", newString: "B" })).toMatch(/found 2 times/);
     expect(await fails("fsEditFile", { path: "/app/edit.txt", oldString: "delta", newString: "D" })).toMatch(/not found/);
     expect(await fails("fsEditFile", { path: "/app/edit.txt", oldString: "gamma", newString: "gamma" })).toMatch(/identical/);
@@ -148,7 +189,9 @@ describe("process tools (one process table with /process)", () => {
   });
 
   it("processStop and processKill; a short timeout is a tool error and the process keeps running", async () => {
-    expect(await fails("processExecute", { command: "sleep 30", name: "mcp-slow", waitForCompletion: true, timeout: 1 })).toBe("process timed out after 1 seconds");
+    expect(await fails("processExecute", { command: "sleep 30", name: "mcp-slow", waitForCompletion: true, timeout: 1 })).toBe(
+      "process timed out after 1 seconds",
+    );
     expect(await ok("processGet", { identifier: "mcp-slow" })).toMatchObject({ status: "running" });
     expect(await ok("processStop", { identifier: "mcp-slow" })).toEqual({ status: "stopped" });
     await ok("processExecute", { command: "sleep 30", name: "mcp-kill" });
@@ -159,22 +202,44 @@ describe("process tools (one process table with /process)", () => {
 
 describe("codegen tools", () => {
   it("codegenFileSearch: subsequence on names, absolute paths; codegenListDir; codegenReadFileRange", async () => {
-    expect(await ok("codegenFileSearch", { query: "prcmgr", directory: "/app" })).toEqual({ success: true, matches: ["/app/src/lib/process-manager.ts"], query: "prcmgr" });
+    expect(await ok("codegenFileSearch", { query: "prcmgr", directory: "/app" })).toEqual({
+      success: true,
+      matches: ["/app/src/lib/process-manager.ts"],
+      query: "prcmgr",
+    });
     expect(await ok("codegenFileSearch", { query: "zzzz" })).toEqual({ success: true, matches: null, query: "zzzz" });
     expect((await ok("codegenListDir", { relativeWorkspacePath: "app/src" })).directory.subdirectories).toEqual([{ path: "/app/src/lib", name: "lib" }]);
-    expect(await ok("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 2 })).toEqual({ success: true, content: "console.log('find me too');", file: "/app/src/index.ts" });
-    expect(await fails("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 9 })).toMatch(/invalid line range/);
-    expect(await fails("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 1 })).toMatch(/invalid line range/);
+    expect(await ok("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 2 })).toEqual({
+      success: true,
+      content: "console.log('find me too');",
+      file: "/app/src/index.ts",
+    });
+    expect(await fails("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 9 })).toMatch(
+      /invalid line range/,
+    );
+    expect(await fails("codegenReadFileRange", { targetFile: "/app/src/index.ts", startLineOneIndexed: 2, endLineOneIndexedInclusive: 1 })).toMatch(
+      /invalid line range/,
+    );
   });
 
   it("codegenGrepSearch: regex, case, include/exclude globs, rg --json lines", async () => {
     const all = await ok("codegenGrepSearch", { query: "find me" });
-    const lines = (all.results as string).trim().split("\n").map((l) => JSON.parse(l));
-    const matched = lines.filter((l) => l.type === "match").map((l) => l.data.path.text).sort();
+    const lines = (all.results as string)
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    const matched = lines
+      .filter((l) => l.type === "match")
+      .map((l) => l.data.path.text)
+      .sort();
     expect(matched).toEqual(["app/notes.md", "app/src/index.ts", "app/src/lib/process-manager.ts"]);
     expect(lines.at(-1)).toMatchObject({ type: "summary", data: { stats: { matches: 3 } } });
     const first = lines.find((l) => l.type === "match" && l.data.path.text === "app/src/index.ts");
-    expect(first.data).toMatchObject({ line_number: 2, lines: { text: "console.log('find me too');\n" }, submatches: [{ match: { text: "find me" }, start: 13, end: 20 }] });
+    expect(first.data).toMatchObject({
+      line_number: 2,
+      lines: { text: "console.log('find me too');\n" },
+      submatches: [{ match: { text: "find me" }, start: 13, end: 20 }],
+    });
     const cased = await ok("codegenGrepSearch", { query: "Find Me", caseSensitive: true });
     expect((cased.results as string).match(/"type":"match"/g)).toHaveLength(1);
     const ts = await ok("codegenGrepSearch", { query: "find\\s+me", includePattern: "*.ts", excludePattern: "**/lib/**" });
@@ -184,7 +249,9 @@ describe("codegen tools", () => {
   });
 
   it("tools that need an outside model answer a tool error naming what is missing", async () => {
-    expect(await fails("codegenEditFile", { targetFile: "/a", instructions: "x", codeEdit: "y" })).toMatch(/codegenEditFile needs an outside code model.*RELACE_API_KEY or MORPH_API_KEY/);
+    expect(await fails("codegenEditFile", { targetFile: "/a", instructions: "x", codeEdit: "y" })).toMatch(
+      /codegenEditFile needs an outside code model.*RELACE_API_KEY or MORPH_API_KEY/,
+    );
     expect(await fails("codegenRerank", { path: "/", query: "x" })).toMatch(/codegenRerank needs an outside code model/);
   });
 });

@@ -41,9 +41,13 @@ let url = "";
 
 beforeAll(async () => {
   if (skipReason) return;
-  child = spawn("unshare", inNamespace([process.execPath, AGENT_MAIN, "--port", "0", "--log-level", "warn", "--root", root, "--data-dir", data, "--token", "t"]), {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  child = spawn(
+    "unshare",
+    inNamespace([process.execPath, AGENT_MAIN, "--port", "0", "--log-level", "warn", "--root", root, "--data-dir", data, "--token", "t"]),
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let err = "";
   child.stderr!.on("data", (d) => (err += d));
   url = await new Promise<string>((resolve, reject) => {

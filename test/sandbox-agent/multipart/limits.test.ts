@@ -53,7 +53,12 @@ describe("a part whose body is cut short", () => {
         socket.write(
           `PUT /filesystem-multipart/${id}/part?partNumber=1 HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 1000000\r\n\r\n${head}`,
         );
-        socket.write(Buffer.alloc(200_000, 7), () => setTimeout(() => { socket.destroy(); resolve(); }, 100));
+        socket.write(Buffer.alloc(200_000, 7), () =>
+          setTimeout(() => {
+            socket.destroy();
+            resolve();
+          }, 100),
+        );
       });
       socket.on("error", reject);
     });

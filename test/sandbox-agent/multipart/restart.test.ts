@@ -17,7 +17,9 @@ describe("uploads survive a restart", () => {
     try {
       const api2 = agentClient(second.url);
       const listed = (await api2.get("/filesystem-multipart")).body.uploads;
-      expect(listed).toEqual([expect.objectContaining({ uploadId: id, path: "/restart/file.bin", parts: { "1": expect.objectContaining({ etag: p1.etag }) } })]);
+      expect(listed).toEqual([
+        expect.objectContaining({ uploadId: id, path: "/restart/file.bin", parts: { "1": expect.objectContaining({ etag: p1.etag }) } }),
+      ]);
       const p2 = (await api2.part(id, 2, Buffer.from("end"))).body;
       expect((await api2.complete(id, [p1, p2])).status).toBe(200);
       expect(readFileSync(join(second.root, "restart/file.bin")).length).toBe(100_003);

@@ -53,7 +53,10 @@ describe("SandboxPaths.resolve", () => {
   afterAll(() => rmSync(base, { recursive: true, force: true }));
 
   const expect403 = async (p: string) => {
-    const err = await paths.resolve(p).then(() => undefined, (e: unknown) => e);
+    const err = await paths.resolve(p).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(403);
   };

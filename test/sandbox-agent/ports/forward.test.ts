@@ -32,7 +32,8 @@ describe("parsePortPath", () => {
     expect(parsePortPath("/port/3000?x=1")).toEqual({ port: 3000, path: "/?x=1" });
   });
   it("refuses other paths and ports outside 1-65535", () => {
-    for (const url of ["/port/", "/port/abc", "/port/0/x", "/port/65536", "/port/3000x", "/ports/3000", "/filesystem/port/3000"]) expect(parsePortPath(url)).toBeUndefined();
+    for (const url of ["/port/", "/port/abc", "/port/0/x", "/port/65536", "/port/3000x", "/ports/3000", "/filesystem/port/3000"])
+      expect(parsePortPath(url)).toBeUndefined();
   });
 });
 
@@ -55,7 +56,9 @@ describe("/port/{n} on the agent", () => {
   });
 
   it("passes the app's own Authorization when the agent's token came in X-Blaxel-Authorization", async () => {
-    const res = await fetch(`${agent.url}/port/${app.port}/echo`, { headers: { "x-blaxel-authorization": `Bearer ${TOKEN}`, authorization: "Bearer for-the-app" } });
+    const res = await fetch(`${agent.url}/port/${app.port}/echo`, {
+      headers: { "x-blaxel-authorization": `Bearer ${TOKEN}`, authorization: "Bearer for-the-app" },
+    });
     const echo = (await res.json()) as Echo;
     expect(echo.headers.authorization).toBe("Bearer for-the-app");
     expect(echo.headers["x-blaxel-authorization"]).toBeUndefined();

@@ -33,7 +33,11 @@ describe("the agent's port hand-off", () => {
     const socket = await openPort(app.port);
     const reply = await new Promise<string>((resolve, reject) => {
       let text = "";
-      socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+      socket
+        .setEncoding("utf8")
+        .on("data", (d: string) => (text += d))
+        .on("end", () => resolve(text))
+        .on("error", reject);
       socket.end("GET /echo/over-handoff HTTP/1.0\r\n\r\n");
     });
     expect(reply).toMatch(/^HTTP\/1\.1 200/);
@@ -60,7 +64,11 @@ describe("the agent's port hand-off", () => {
         const socket = await openPort((greeter.address() as AddressInfo).port);
         const heard = await new Promise<string>((resolve, reject) => {
           let text = "";
-          socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+          socket
+            .setEncoding("utf8")
+            .on("data", (d: string) => (text += d))
+            .on("end", () => resolve(text))
+            .on("error", reject);
         });
         expect(heard).toBe("hello from the server\n");
       }
@@ -71,6 +79,8 @@ describe("the agent's port hand-off", () => {
 
   it("refuses to start without an IPC channel to answer on", async () => {
     const without = trackedTempDir("handoff-agent-none-");
-    await expect(spawnAgent(["--root", join(without, "root"), "--data-dir", join(without, "data"), "--port-handoff"])).rejects.toThrow(/--port-handoff needs the IPC channel/);
+    await expect(spawnAgent(["--root", join(without, "root"), "--data-dir", join(without, "data"), "--port-handoff"])).rejects.toThrow(
+      /--port-handoff needs the IPC channel/,
+    );
   });
 });

@@ -27,10 +27,14 @@ afterAll(async () => {
 
 function upload(mib: number): Promise<Echo> {
   return new Promise((resolve, reject) => {
-    const req = request(`${agent.url}/port/${app.port}/upload`, { method: "PUT", headers: { authorization: `Bearer ${TOKEN}`, "content-length": mib * MiB } }, (res) => {
-      let text = "";
-      res.on("data", (d) => (text += d)).on("end", () => resolve(JSON.parse(text) as Echo));
-    });
+    const req = request(
+      `${agent.url}/port/${app.port}/upload`,
+      { method: "PUT", headers: { authorization: `Bearer ${TOKEN}`, "content-length": mib * MiB } },
+      (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d)).on("end", () => resolve(JSON.parse(text) as Echo));
+      },
+    );
     req.on("error", reject);
     writeMiB(req, mib);
   });
@@ -41,7 +45,9 @@ function download(mib: number): Promise<number> {
     request(`${agent.url}/port/${app.port}/big?mib=${mib}`, { headers: { authorization: `Bearer ${TOKEN}` } }, (res) => {
       let bytes = 0;
       res.on("data", (d: Buffer) => (bytes += d.length)).on("end", () => resolve(bytes));
-    }).on("error", reject).end();
+    })
+      .on("error", reject)
+      .end();
   });
 }
 

@@ -28,7 +28,12 @@ describe("POST /process", () => {
 
   it("a non-zero exit is still 200, status failed with the exit code and why", async () => {
     expect(await run({ command: "echo out; echo err >&2; exit 42" })).toMatchObject({
-      status: "failed", exitCode: 42, error: "exited with code 42", stdout: "out\n", stderr: "err\n", logs: "out\nerr\n",
+      status: "failed",
+      exitCode: 42,
+      error: "exited with code 42",
+      stdout: "out\n",
+      stderr: "err\n",
+      logs: "out\nerr\n",
     });
   });
 
@@ -52,7 +57,9 @@ describe("POST /process", () => {
   it("a nonexistent workingDir is a 422 naming the command and the folder (reference wording)", async () => {
     const res = await exec({ command: "ls", workingDir: "/nope/deeper" }).expect(422);
     expect(res.body.error).toBe("failed to start process: could not execute command 'ls' because folder '/nope/deeper' does not exist");
-    await exec({ command: "ls", workingDir: "missing-rel" }).expect(422, { error: "failed to start process: could not execute command 'ls' because folder 'missing-rel' does not exist" });
+    await exec({ command: "ls", workingDir: "missing-rel" }).expect(422, {
+      error: "failed to start process: could not execute command 'ls' because folder 'missing-rel' does not exist",
+    });
   });
 
   it("a workingDir that is a file is a 422; one escaping the root is a 403", async () => {
@@ -123,7 +130,11 @@ describe("GET /process, /process/{pidOrName}, /logs", () => {
 
   it("logs keeps stdout and stderr apart, logs = stdout + stderr", async () => {
     const p = await run({ command: "echo one; echo two >&2; echo three", name: "logs-split" });
-    expect((await request(agent.url).get(`/process/${p.pid}/logs`).expect(200)).body).toEqual({ stdout: "one\nthree\n", stderr: "two\n", logs: "one\nthree\ntwo\n" });
+    expect((await request(agent.url).get(`/process/${p.pid}/logs`).expect(200)).body).toEqual({
+      stdout: "one\nthree\n",
+      stderr: "two\n",
+      logs: "one\nthree\ntwo\n",
+    });
     await request(agent.url).get("/process/unknown-proc/logs").expect(404);
   });
 
@@ -198,11 +209,14 @@ describe("stop and kill", () => {
 });
 
 describe("streaming", () => {
-  const parseNdjson = (text: string) => text.trim().split("\n").map((l) => JSON.parse(l) as { type: string; data?: string });
+  const parseNdjson = (text: string) =>
+    text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; data?: string });
 
   it("POST with Accept: text/event-stream answers NDJSON: stdout/stderr events then the result", async () => {
-    const res = await exec({ command: "echo a; sleep 0.1; echo b >&2; echo c; exit 3", name: "streamed" })
-      .set("Accept", "text/event-stream").expect(200);
+    const res = await exec({ command: "echo a; sleep 0.1; echo b >&2; echo c; exit 3", name: "streamed" }).set("Accept", "text/event-stream").expect(200);
     expect(res.headers["content-type"]).toMatch(/application\/x-ndjson/);
     const events = parseNdjson(res.text);
     expect(events.filter((e) => e.type === "stdout").map((e) => e.data)).toEqual(["a", "c"]);

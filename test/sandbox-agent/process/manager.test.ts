@@ -51,7 +51,14 @@ async function eventually(check: () => boolean): Promise<void> {
 describe("ProcessManager", () => {
   it("records start and end on the injected clock", async () => {
     const started = await manager.start({ command: "exit 0", name: "clocked" });
-    expect(started).toMatchObject({ status: "running", startedAt: "2026-03-01T12:00:00.000Z", completedAt: null, exitCode: null, timeout: 0, keepAlive: false });
+    expect(started).toMatchObject({
+      status: "running",
+      startedAt: "2026-03-01T12:00:00.000Z",
+      completedAt: null,
+      exitCode: null,
+      timeout: 0,
+      keepAlive: false,
+    });
     const ended = await manager.waitForExit("clocked");
     expect(ended).toMatchObject({ status: "completed", exitCode: 0, error: null, completedAt: "2026-03-01T12:00:00.000Z" });
     expect(await manager.waitForExit(started.pid)).toEqual(ended); // at once when already ended

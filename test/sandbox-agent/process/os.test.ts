@@ -3,8 +3,22 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { isAlive, isSameProcessAlive, processStartTime, signalGroup } from "../../../sandbox-agent/process/os.js";
 
-const hasProc = (() => { try { readFileSync("/proc/self/stat"); return true; } catch { return false; } })();
-const state = (pid: number) => { try { const s = readFileSync(`/proc/${pid}/stat`, "utf8"); return s.slice(s.lastIndexOf(")") + 2)[0]; } catch { return undefined; } };
+const hasProc = (() => {
+  try {
+    readFileSync("/proc/self/stat");
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const state = (pid: number) => {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return s.slice(s.lastIndexOf(")") + 2)[0];
+  } catch {
+    return undefined;
+  }
+};
 
 describe("process liveness", () => {
   it("this process is alive; a pid that does not exist is not", () => {

@@ -98,7 +98,15 @@ describe("LiveOutput", () => {
     const live = new LiveOutput(files, { capBytes: 40, onDropped: (d) => drops.push(d.stdout) });
     const chunks: string[] = [];
     let ended = false;
-    const { backlog } = await live.subscribe({ chunk: (_s, d) => chunks.push(d.toString()), end: () => { ended = true; } }, 1000);
+    const { backlog } = await live.subscribe(
+      {
+        chunk: (_s, d) => chunks.push(d.toString()),
+        end: () => {
+          ended = true;
+        },
+      },
+      1000,
+    );
     expect(backlog.stdout.data.toString()).toBe("early\n");
     writeSync(fd, `${digits(0, 50)}\n`); // beyond the cap: the pump caps after delivering it
     writeSync(fd, "last\n");
@@ -119,7 +127,15 @@ describe("LiveOutput", () => {
     const live = new LiveOutput(files, { capBytes: 100, onDropped: () => undefined });
     await live.finish();
     let ended = false;
-    await live.subscribe({ chunk: () => undefined, end: () => { ended = true; } }, 100);
+    await live.subscribe(
+      {
+        chunk: () => undefined,
+        end: () => {
+          ended = true;
+        },
+      },
+      100,
+    );
     expect(ended).toBe(true);
   });
 });

@@ -14,10 +14,12 @@ beforeAll(async () => {
   agent = await startTestAgent();
   callbacks = createServer((req, res) => {
     let body = "";
-    req.on("data", (c) => (body += c)).on("end", () => {
-      received.push(JSON.parse(body));
-      res.end("{}");
-    });
+    req
+      .on("data", (c) => (body += c))
+      .on("end", () => {
+        received.push(JSON.parse(body));
+        res.end("{}");
+      });
   });
   await new Promise<void>((r) => callbacks.listen(0, "127.0.0.1", r));
   callbackUrl = `http://127.0.0.1:${(callbacks.address() as { port: number }).port}/ports`;
@@ -77,7 +79,16 @@ describe("/network/process/{pid} (reference §9.9)", () => {
     const started = (await exec({ command: nodeServer(port), name: "listed", waitForPorts: [port], timeout: 20 }).expect(200)).body;
     const body = (await request(agent.url).get(`/network/process/${started.pid}/ports`).expect(200)).body;
     expect(body.pid).toBe(Number(started.pid));
-    expect(body.ports).toContainEqual({ pid: Number(started.pid), protocol: "tcp", localAddr: "0.0.0.0", localPort: port, remoteAddr: "0.0.0.0", remotePort: 0, state: "LISTEN", processName: "node" });
+    expect(body.ports).toContainEqual({
+      pid: Number(started.pid),
+      protocol: "tcp",
+      localAddr: "0.0.0.0",
+      localPort: port,
+      remoteAddr: "0.0.0.0",
+      remotePort: 0,
+      state: "LISTEN",
+      processName: "node",
+    });
     await request(agent.url).delete("/process/listed/kill").expect(200);
     expect((await request(agent.url).get(`/network/process/${started.pid}/ports`).expect(200)).body).toEqual({ pid: Number(started.pid), ports: [] });
   });
@@ -102,7 +113,9 @@ describe("/network/process/{pid} (reference §9.9)", () => {
   it("monitor errors: bad body 400, unknown process 404", async () => {
     const started = (await exec({ command: "sleep 30", name: "mon-err" }).expect(200)).body;
     expect((await request(agent.url).post(`/network/process/${started.pid}/monitor`).send({}).expect(400)).body.error).toMatch(/invalid request body/);
-    expect((await request(agent.url).post(`/network/process/${started.pid}/monitor`).send({ callback: "file:///etc/passwd" }).expect(400)).body.error).toMatch(/http\(s\) URL/);
+    expect((await request(agent.url).post(`/network/process/${started.pid}/monitor`).send({ callback: "file:///etc/passwd" }).expect(400)).body.error).toMatch(
+      /http\(s\) URL/,
+    );
     await request(agent.url).post("/network/process/1/monitor").send({ callback: callbackUrl }).expect(404);
     await request(agent.url).delete("/process/mon-err/kill").expect(200);
   });

@@ -30,7 +30,12 @@ describe("process records across an agent restart", () => {
     const first = await startTestAgent();
     const done = (await request(first.url).post("/process").send({ command: "echo kept", name: "kept", waitForCompletion: true }).expect(200)).body;
     const second = await restart(first);
-    expect((await request(second.url).get("/process/kept").expect(200)).body).toMatchObject({ pid: done.pid, status: "completed", exitCode: 0, stdout: "kept\n" });
+    expect((await request(second.url).get("/process/kept").expect(200)).body).toMatchObject({
+      pid: done.pid,
+      status: "completed",
+      exitCode: 0,
+      stdout: "kept\n",
+    });
   });
 
   it("a process that was running and is gone when the agent starts is failed with 'agent restarted'", async () => {
@@ -41,7 +46,9 @@ describe("process records across an agent restart", () => {
     const second = await startTestAgent({ root: first.config.root, dataDir: first.dataDir });
     agents.push(second);
     expect((await request(second.url).get("/process/vanished").expect(200)).body).toMatchObject({
-      status: "failed", error: "agent restarted", exitCode: -1,
+      status: "failed",
+      error: "agent restarted",
+      exitCode: -1,
     });
     expect(second.runtime.deps.processes.get("vanished")!.completedAt).not.toBeNull();
   });
@@ -67,7 +74,12 @@ describe("process records across an agent restart", () => {
 
   it("an adopted process that asked for restarts is not restarted: its exit status is unknown", async () => {
     const first = await startTestAgent();
-    const p = (await request(first.url).post("/process").send({ command: "sleep 0.5; exit 1", name: "adopted-flaky", restartOnFailure: true, maxRestarts: -1 }).expect(200)).body;
+    const p = (
+      await request(first.url)
+        .post("/process")
+        .send({ command: "sleep 0.5; exit 1", name: "adopted-flaky", restartOnFailure: true, maxRestarts: -1 })
+        .expect(200)
+    ).body;
     const second = await restart(first);
     const ended = await second.runtime.deps.processes.waitForExit("adopted-flaky");
     expect(ended).toMatchObject({ pid: p.pid, status: "failed", restartCount: 0 });

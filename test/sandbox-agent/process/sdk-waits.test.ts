@@ -26,13 +26,21 @@ describe("@blaxel/core sandbox.process: waits, restarts, stdin", () => {
   });
 
   it("exec with waitForCompletion past its timeout throws the 422; the process keeps running", async () => {
-    await expect(sandbox.process.exec({ command: "sleep 30", name: "sdk-slow", waitForCompletion: true, timeout: 1 })).rejects.toThrow(/timed out after 1 seconds/);
+    await expect(sandbox.process.exec({ command: "sleep 30", name: "sdk-slow", waitForCompletion: true, timeout: 1 })).rejects.toThrow(
+      /timed out after 1 seconds/,
+    );
     expect((await sandbox.process.get("sdk-slow")).status).toBe("running");
     await sandbox.process.kill("sdk-slow");
   });
 
   it("restartOnFailure with maxRestarts: restartCount in the record", async () => {
-    const result = await sandbox.process.exec({ command: "echo attempt; exit 1", name: "sdk-flaky", restartOnFailure: true, maxRestarts: 1, waitForCompletion: true });
+    const result = await sandbox.process.exec({
+      command: "echo attempt; exit 1",
+      name: "sdk-flaky",
+      restartOnFailure: true,
+      maxRestarts: 1,
+      waitForCompletion: true,
+    });
     expect(result).toMatchObject({ status: "failed", exitCode: 1, restartOnFailure: true, maxRestarts: 1, restartCount: 1 });
     expect(await sandbox.process.logs("sdk-flaky", "stdout")).toBe("attempt\n\n[Process failed with exit code 1. Attempting restart 1/1...]\nattempt\n");
   });
@@ -51,7 +59,10 @@ describe("@blaxel/core sandbox.process: waits, restarts, stdin", () => {
 
   it("a keepAlive process with a timeout is killed by it", async () => {
     await sandbox.process.exec({ command: "sleep 30", name: "sdk-kept", keepAlive: true, timeout: 1 });
-    const status = await until(async () => { const p = await sandbox.process.get("sdk-kept"); return p.status !== "running" ? p.status : undefined; }, "the kill");
+    const status = await until(async () => {
+      const p = await sandbox.process.get("sdk-kept");
+      return p.status !== "running" ? p.status : undefined;
+    }, "the kill");
     expect(status).toBe("killed");
   });
 });

@@ -32,7 +32,10 @@ describe("timeout bounds the waits, it does not kill (reference §4.2)", () => {
   it("a plain process with a timeout is never killed by it", async () => {
     const started = (await exec({ command: "sleep 2; echo survived", name: "plain", timeout: 1 }).expect(200)).body;
     expect(started.timeout).toBe(1);
-    const ended = await until(async () => { const p = await get("plain"); return p.status !== "running" && p; }, "plain to end");
+    const ended = await until(async () => {
+      const p = await get("plain");
+      return p.status !== "running" && p;
+    }, "plain to end");
     expect(ended).toMatchObject({ status: "completed", exitCode: 0, stdout: "survived\n" });
   });
 
@@ -40,7 +43,10 @@ describe("timeout bounds the waits, it does not kill (reference §4.2)", () => {
     const started = (await exec({ command: "sleep 30 & echo $!; wait", name: "kept", keepAlive: true, timeout: 1 }).expect(200)).body;
     expect(started).toMatchObject({ keepAlive: true, timeout: 1, status: "running" });
     const child = Number(await until(async () => (await get("kept")).stdout.trim(), "the background pid"));
-    const ended = await until(async () => { const p = await get("kept"); return p.status !== "running" && p; }, "the kill");
+    const ended = await until(async () => {
+      const p = await get("kept");
+      return p.status !== "running" && p;
+    }, "the kill");
     expect(ended).toMatchObject({ status: "killed", error: "timed out after 1 seconds", exitCode: -1 });
     await until(() => !isAlive(child), "the group member to die");
   });
@@ -63,7 +69,9 @@ describe("restartOnFailure (reference §9.7)", () => {
   it("restarts a failing command maxRestarts times, then failed; pid constant, notices in stdout", async () => {
     const body = (await exec({ command: "echo try; exit 3", name: "flaky", restartOnFailure: true, maxRestarts: 2, waitForCompletion: true }).expect(200)).body;
     expect(body).toMatchObject({ status: "failed", exitCode: 3, restartOnFailure: true, maxRestarts: 2, restartCount: 2 });
-    expect(body.stdout).toBe("try\n\n[Process failed with exit code 3. Attempting restart 1/2...]\ntry\n\n[Process failed with exit code 3. Attempting restart 2/2...]\ntry\n");
+    expect(body.stdout).toBe(
+      "try\n\n[Process failed with exit code 3. Attempting restart 1/2...]\ntry\n\n[Process failed with exit code 3. Attempting restart 2/2...]\ntry\n",
+    );
     expect((await get(body.pid)).name).toBe("flaky");
     const list = (await request(agent.url).get("/process").expect(200)).body as { name: string }[];
     expect(list.filter((p) => p.name === "flaky")).toHaveLength(1);
@@ -72,14 +80,19 @@ describe("restartOnFailure (reference §9.7)", () => {
   it("unlimited (negative maxRestarts) until it succeeds; custom env kept across restarts", async () => {
     writeFileSync(join(agent.root, "count"), "0");
     const command = 'n=$(($(cat count)+1)); echo $n > count; echo "run $n $TOKEN"; [ $n -ge 3 ]';
-    const body = (await exec({ command, name: "eventual", env: { TOKEN: "kept" }, restartOnFailure: true, maxRestarts: -1, waitForCompletion: true }).expect(200)).body;
+    const body = (
+      await exec({ command, name: "eventual", env: { TOKEN: "kept" }, restartOnFailure: true, maxRestarts: -1, waitForCompletion: true }).expect(200)
+    ).body;
     expect(body).toMatchObject({ status: "completed", exitCode: 0, restartCount: 2, maxRestarts: -1 });
     expect(body.stdout).toContain("Attempting restart 1/unlimited...");
     expect(body.stdout).toContain("run 3 kept\n");
   });
 
   it("maxRestarts 0 and a successful run never restart; stop between runs ends it as stopped", async () => {
-    expect((await exec({ command: "exit 1", restartOnFailure: true, waitForCompletion: true }).expect(200)).body).toMatchObject({ status: "failed", restartCount: 0 });
+    expect((await exec({ command: "exit 1", restartOnFailure: true, waitForCompletion: true }).expect(200)).body).toMatchObject({
+      status: "failed",
+      restartCount: 0,
+    });
     await exec({ command: "exit 1", name: "stopped-flaky", restartOnFailure: true, maxRestarts: -1 }).expect(200);
     await until(async () => (await get("stopped-flaky")).restartCount >= 1, "a restart");
     await request(agent.url).delete("/process/stopped-flaky").expect(200);
@@ -90,10 +103,16 @@ describe("restartOnFailure (reference §9.7)", () => {
 describe("the log stream", () => {
   it("restart notices arrive raw (unprefixed), as the reference writes them", async () => {
     const started = (await exec({ command: "echo out; exit 1", name: "noisy", restartOnFailure: true, maxRestarts: 1 }).expect(200)).body;
-    const text = (await request(agent.url).get(`/process/${started.pid}/logs/stream`).buffer(true).parse((res, cb) => {
-      let data = "";
-      res.on("data", (c: Buffer) => (data += c)).on("end", () => cb(null, data));
-    }).expect(200)).body as string;
+    const text = (
+      await request(agent.url)
+        .get(`/process/${started.pid}/logs/stream`)
+        .buffer(true)
+        .parse((res, cb) => {
+          let data = "";
+          res.on("data", (c: Buffer) => (data += c)).on("end", () => cb(null, data));
+        })
+        .expect(200)
+    ).body as string;
     expect(text).toBe("stdout:out\nstdout:\n[Process failed with exit code 1. Attempting restart 1/1...]\nstdout:out\n");
   });
 

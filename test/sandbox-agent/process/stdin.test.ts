@@ -24,7 +24,10 @@ describe("stdin (reference §9.8)", () => {
     await write(started.pid, "two\nthr").expect(200);
     await write("echo-loop", "ee\n").expect(200);
     expect((await request(agent.url).delete("/process/echo-loop/stdin").expect(200)).body).toEqual({ message: "stdin closed", path: "" });
-    const ended = await until(async () => { const p = (await request(agent.url).get("/process/echo-loop")).body; return p.status !== "running" && p; }, "EOF to end the loop");
+    const ended = await until(async () => {
+      const p = (await request(agent.url).get("/process/echo-loop")).body;
+      return p.status !== "running" && p;
+    }, "EOF to end the loop");
     expect(ended).toMatchObject({ status: "completed", stdout: "got:one\ngot:two\ngot:three\neof\n" });
   });
 
@@ -33,7 +36,10 @@ describe("stdin (reference §9.8)", () => {
     await write("od", Buffer.from([0, 1, 0xff, 0x0a])).expect(200);
     await request(agent.url).post("/process/od/stdin").set("Content-Type", "application/json").send('{"a":1}').expect(200);
     await request(agent.url).delete("/process/od/stdin").expect(200);
-    const done = await until(async () => { const p = (await request(agent.url).get("/process/od")).body; return p.status === "completed" && p; }, "od");
+    const done = await until(async () => {
+      const p = (await request(agent.url).get("/process/od")).body;
+      return p.status === "completed" && p;
+    }, "od");
     expect(done.stdout.replace(/\s+/g, " ").trim()).toBe("00 01 ff 0a 7b 22 61 22 3a 31 7d");
   });
 

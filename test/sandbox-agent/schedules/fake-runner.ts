@@ -48,7 +48,12 @@ export class FakeRunner implements ScheduleRunner {
   /** Ends a process: exit 0 by default. */
   end(name: string, how: Partial<RunnerProcess> & { output?: string } = {}): void {
     const p = this.#require(name);
-    p.record = { ...p.record, status: how.status ?? ((how.exitCode ?? 0) === 0 ? "completed" : "failed"), exitCode: how.exitCode === undefined ? 0 : how.exitCode, error: how.error ?? null };
+    p.record = {
+      ...p.record,
+      status: how.status ?? ((how.exitCode ?? 0) === 0 ? "completed" : "failed"),
+      exitCode: how.exitCode === undefined ? 0 : how.exitCode,
+      error: how.error ?? null,
+    };
     p.output = how.output ?? p.output;
     for (const w of p.waiters.splice(0)) w({ ...p.record });
   }

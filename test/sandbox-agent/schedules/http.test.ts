@@ -14,20 +14,31 @@ const create = (body: object) => api().post("/schedules").send(body);
 const cron = (id: string, extra: object = {}) => ({ id, type: "cron", value: "0 3 * * *", input: { command: "echo hi" }, ...extra });
 
 async function finished(scheduleId: string, executionId: string) {
-  return eventually(async () => {
-    const { body } = await api().get(`/schedules/${scheduleId}/executions`).expect(200);
-    const e = body.data.find((x: { id: string }) => x.id === executionId);
-    return e && e.status !== "running" ? e : undefined;
-  }, 5_000, `execution ${executionId} finished`);
+  return eventually(
+    async () => {
+      const { body } = await api().get(`/schedules/${scheduleId}/executions`).expect(200);
+      const e = body.data.find((x: { id: string }) => x.id === executionId);
+      return e && e.status !== "running" ? e : undefined;
+    },
+    5_000,
+    `execution ${executionId} finished`,
+  );
 }
 
 describe("POST /schedules", () => {
   it("creates a cron schedule: the SDK's SandboxScheduleEntry plus timezone, policy and next run", async () => {
     const { body } = await create({ ...cron("nightly"), input: { command: "echo hi", env: { API_KEY: "s3cret" } } }).expect(200);
     expect(body).toMatchObject({
-      id: "nightly", sandbox: "my-sandbox", type: "cron", value: "0 3 * * *", timezone: "UTC", concurrencyPolicy: "Forbid", maxExecutions: 100,
+      id: "nightly",
+      sandbox: "my-sandbox",
+      type: "cron",
+      value: "0 3 * * *",
+      timezone: "UTC",
+      concurrencyPolicy: "Forbid",
+      maxExecutions: 100,
       input: { command: "echo hi", env: { API_KEY: "***" }, keepAlive: true, timeout: 600, name: "", workingDir: "" },
-      status: "active", lastRunAt: null,
+      status: "active",
+      lastRunAt: null,
     });
     expect(body.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     expect(body.nextRunAt).toMatch(/T03:00:00\.000Z$/);
@@ -36,7 +47,9 @@ describe("POST /schedules", () => {
   it("generates an id when absent; a duplicate id is a 409", async () => {
     const { body } = await create({ type: "cron", value: "0 3 * * *", input: { command: "true" } }).expect(200);
     expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
-    const dup = await create(cron("dup")).expect(200).then(() => create(cron("dup")).expect(409));
+    const dup = await create(cron("dup"))
+      .expect(200)
+      .then(() => create(cron("dup")).expect(409));
     expect(dup.body.error).toMatch(/"dup" already exists/);
   });
 
@@ -74,7 +87,9 @@ describe("POST /schedules", () => {
 
   it("rejects a missing command or input with a 400", async () => {
     expect((await create({ type: "cron", value: "0 3 * * *", input: {} }).expect(400)).body.error).toMatch(/body\.input\.command: is required/);
-    expect((await create({ type: "cron", value: "0 3 * * *", input: { command: "  " } }).expect(400)).body.error).toMatch(/body\.input\.command: must not be empty/);
+    expect((await create({ type: "cron", value: "0 3 * * *", input: { command: "  " } }).expect(400)).body.error).toMatch(
+      /body\.input\.command: must not be empty/,
+    );
     expect((await create({ type: "cron", value: "0 3 * * *" }).expect(400)).body.error).toMatch(/body\.input: is required/);
     expect((await api().post("/schedules").set("Content-Type", "application/json").send("{oops").expect(400)).body.error).toMatch(/invalid JSON/);
   });
@@ -89,11 +104,31 @@ describe("GET, PUT, DELETE /schedules/{id}", () => {
 
   it("PUT replaces the definition, keeps createdAt; an id mismatch is a 400, unknown a 404", async () => {
     const created = (await create(cron("p1")).expect(200)).body;
-    const { body } = await api().put("/schedules/p1").send({ type: "cron", value: "*/10 * * * *", timezone: "Europe/Paris", input: { command: "date" }, maxExecutions: 5 }).expect(200);
-    expect(body).toMatchObject({ id: "p1", value: "*/10 * * * *", timezone: "Europe/Paris", maxExecutions: 5, input: { command: "date" }, createdAt: created.createdAt });
-    expect((await api().put("/schedules/p1").send({ ...cron("other") }).expect(400)).body.error).toMatch(/body\.id: "other" does not match/);
+    const { body } = await api()
+      .put("/schedules/p1")
+      .send({ type: "cron", value: "*/10 * * * *", timezone: "Europe/Paris", input: { command: "date" }, maxExecutions: 5 })
+      .expect(200);
+    expect(body).toMatchObject({
+      id: "p1",
+      value: "*/10 * * * *",
+      timezone: "Europe/Paris",
+      maxExecutions: 5,
+      input: { command: "date" },
+      createdAt: created.createdAt,
+    });
+    expect(
+      (
+        await api()
+          .put("/schedules/p1")
+          .send({ ...cron("other") })
+          .expect(400)
+      ).body.error,
+    ).toMatch(/body\.id: "other" does not match/);
     await api().put("/schedules/ghost").send(cron("ghost")).expect(404);
-    await api().put("/schedules/p1").send({ type: "cron", value: "* * * * * *", input: { command: "x" } }).expect(400);
+    await api()
+      .put("/schedules/p1")
+      .send({ type: "cron", value: "* * * * * *", input: { command: "x" } })
+      .expect(400);
   });
 
   it("DELETE returns the deleted schedule; then it is gone", async () => {
@@ -151,7 +186,12 @@ describe("POST /schedules/{id}/run with real processes", () => {
     const runs = await Promise.all(Array.from({ length: 12 }, () => api().post("/schedules/burst/run").expect(200)));
     const { body } = await api().get("/schedules/burst/executions").expect(200);
     expect(body.meta.total).toBe(3);
-    expect(body.data.map((e: { id: string }) => e.id).sort()).toEqual(runs.map((r) => r.body.id).sort().slice(-3));
+    expect(body.data.map((e: { id: string }) => e.id).sort()).toEqual(
+      runs
+        .map((r) => r.body.id)
+        .sort()
+        .slice(-3),
+    );
   });
 
   it("a bad workingDir fails the execution with the runner's status code", async () => {
@@ -170,10 +210,14 @@ describe("POST /schedules/{id}/run with real processes", () => {
 describe("scheduled firing", () => {
   it("fires a `sleep` schedule on time, then deletes it as the platform does; its executions stay readable", async () => {
     await create({ id: "soon", type: "sleep", value: "1s", input: { command: "echo fired" } }).expect(200);
-    const done = await eventually(async () => {
-      const { body } = await api().get("/schedules/soon/executions").expect(200);
-      return body.data[0]?.status === "succeeded" ? body.data[0] : undefined;
-    }, 5_000, "scheduled run");
+    const done = await eventually(
+      async () => {
+        const { body } = await api().get("/schedules/soon/executions").expect(200);
+        return body.data[0]?.status === "succeeded" ? body.data[0] : undefined;
+      },
+      5_000,
+      "scheduled run",
+    );
     expect(done).toMatchObject({ trigger: "schedule", output: "fired\n" });
     expect((await api().get("/schedules/soon").expect(404)).body).toEqual({ error: 'schedule "soon" not found' });
     await api().delete("/schedules/soon").expect(404);

@@ -10,12 +10,32 @@ beforeAll(async () => {
   agent = await startTestAgent({ sandboxName: "lists" });
   secured = await startTestAgent({ token: TOKEN });
   const api = request(agent.url);
-  for (let i = 0; i < 25; i++) await api.post("/schedules").send({ id: `s${String(i).padStart(2, "0")}`, type: "cron", value: "0 3 * * *", input: { command: "true" } }).expect(200);
-  await api.post("/schedules").send({ id: "one-off", type: "sleep", value: "2h", input: { command: "true" } }).expect(200);
+  for (let i = 0; i < 25; i++)
+    await api
+      .post("/schedules")
+      .send({ id: `s${String(i).padStart(2, "0")}`, type: "cron", value: "0 3 * * *", input: { command: "true" } })
+      .expect(200);
+  await api
+    .post("/schedules")
+    .send({ id: "one-off", type: "sleep", value: "2h", input: { command: "true" } })
+    .expect(200);
   // Execution history recorded straight into the store: 25 for s00 (5 failed), 3 for s01.
   const store = agent.runtime.deps.schedules.store;
-  const base = { sandbox: "lists", trigger: "manual" as const, due_at: null, executed_at: 0, completed_at: 0, status_code: 200, exit_code: 0, process_name: "p", timeout: 600, error: "", output: "" };
-  for (let i = 0; i < 25; i++) store.recordExecution({ ...base, id: `x${i}`, schedule_id: "s00", created_at: i, status: i % 5 === 0 ? "failed" : "succeeded" }, 100);
+  const base = {
+    sandbox: "lists",
+    trigger: "manual" as const,
+    due_at: null,
+    executed_at: 0,
+    completed_at: 0,
+    status_code: 200,
+    exit_code: 0,
+    process_name: "p",
+    timeout: 600,
+    error: "",
+    output: "",
+  };
+  for (let i = 0; i < 25; i++)
+    store.recordExecution({ ...base, id: `x${i}`, schedule_id: "s00", created_at: i, status: i % 5 === 0 ? "failed" : "succeeded" }, 100);
   for (let i = 0; i < 3; i++) store.recordExecution({ ...base, id: `y${i}`, schedule_id: "s01", created_at: 100 + i, status: "succeeded" }, 100);
 });
 afterAll(async () => {
@@ -53,7 +73,10 @@ describe("GET /schedules", () => {
 
   it("sorts oldest first on request, filters by type (other values ignored)", async () => {
     expect((await walk("/schedules?sort=createdAt:asc&limit=7")).ids.slice(0, 2)).toEqual(["s00", "s01"]);
-    expect((await api().get("/schedules?type=at").expect(200)).body).toMatchObject({ data: [{ id: "one-off" }], meta: { total: 1, hasMore: false, nextCursor: "" } });
+    expect((await api().get("/schedules?type=at").expect(200)).body).toMatchObject({
+      data: [{ id: "one-off" }],
+      meta: { total: 1, hasMore: false, nextCursor: "" },
+    });
     expect((await api().get("/schedules?type=sleep&limit=1").expect(200)).body.meta.total).toBe(26);
   });
 
@@ -104,7 +127,14 @@ describe("secrets", () => {
     expect((await s.get("/schedules/sec").set(auth).expect(200)).body.input.env).toEqual({ PASSWORD: "***" });
     expect((await s.get("/schedules").set(auth).expect(200)).body.data[0].input.env).toEqual({ PASSWORD: "***" });
     expect((await s.get("/schedules/sec?show_secrets=true").set(auth).expect(200)).body.input.env).toEqual({ PASSWORD: "hunter2" });
-    expect((await s.get("/schedules?show_secrets=true").set({ "X-Blaxel-Authorization": `Bearer ${TOKEN}` }).expect(200)).body.data[0].input.env).toEqual({ PASSWORD: "hunter2" });
+    expect(
+      (
+        await s
+          .get("/schedules?show_secrets=true")
+          .set({ "X-Blaxel-Authorization": `Bearer ${TOKEN}` })
+          .expect(200)
+      ).body.data[0].input.env,
+    ).toEqual({ PASSWORD: "hunter2" });
     await s.get("/schedules/sec?show_secrets=true").expect(401);
     expect((await s.delete("/schedules/sec").set(auth).expect(200)).body.input.env).toEqual({ PASSWORD: "***" });
   });

@@ -23,7 +23,15 @@ let open: { db: Db; s: Schedules }[] = [];
 function boot(logger: Logger = silentLogger()): Schedules {
   const db = openDatabase(join(dir, "agent.db"));
   migrate(db, SCHEDULE_MIGRATIONS);
-  const s = createSchedules({ db, runner, clock, ids: sequentialIds(`s${open.length}`), executionIds: sequentialIds(`e${open.length}`), logger, sandbox: "sbx" });
+  const s = createSchedules({
+    db,
+    runner,
+    clock,
+    ids: sequentialIds(`s${open.length}`),
+    executionIds: sequentialIds(`e${open.length}`),
+    logger,
+    sandbox: "sbx",
+  });
   s.scheduler.start();
   open.push({ db, s });
   return s;
@@ -153,7 +161,7 @@ describe("catch-up after downtime and clock jumps", () => {
     expect(executions(s, "at")).toHaveLength(1);
   });
 
-  it("marks executions left running by a dead agent as failed \"agent restarted\", once", async () => {
+  it('marks executions left running by a dead agent as failed "agent restarted", once', async () => {
     let s = boot();
     s.service.create(def({ id: "x", type: "sleep", value: "1m" }));
     clock.advance(MIN);
@@ -232,7 +240,21 @@ describe("retention", () => {
     const s = boot();
     s.service.create(def({ id: "p", type: "cron", value: "0 0 * * *", maxExecutions: 2 }));
     s.service.create(def({ id: "q", type: "cron", value: "0 0 * * *", maxExecutions: 4 }));
-    const base = { sandbox: "sbx", trigger: "manual" as const, due_at: null, created_at: 0, executed_at: 0, completed_at: 0, status: "succeeded" as const, status_code: 200, exit_code: 0, process_name: "x", timeout: 0, error: "", output: "" };
+    const base = {
+      sandbox: "sbx",
+      trigger: "manual" as const,
+      due_at: null,
+      created_at: 0,
+      executed_at: 0,
+      completed_at: 0,
+      status: "succeeded" as const,
+      status_code: 200,
+      exit_code: 0,
+      process_name: "x",
+      timeout: 0,
+      error: "",
+      output: "",
+    };
     for (let i = 0; i < 20; i++) {
       s.store.recordExecution({ ...base, id: `p${i}`, schedule_id: "p" }, 2);
       s.store.recordExecution({ ...base, id: `q${i}`, schedule_id: "q" }, 4);
@@ -292,7 +314,12 @@ describe("overlap (concurrencyPolicy)", () => {
 describe("logging", () => {
   it("never writes input.env values to the log", async () => {
     const lines: string[] = [];
-    const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
     const logger = pino({ level: "trace", redact: { paths: REDACT_PATHS, censor: "***" } }, sink);
     const s = boot(logger);
     s.service.create(def({ id: "sec", type: "sleep", value: "1m", input: { command: "true", env: { TOKEN: "hunter2-secret" } } }));

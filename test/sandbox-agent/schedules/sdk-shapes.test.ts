@@ -12,13 +12,37 @@ const asEntry = (e: Entry): SandboxScheduleEntry => e;
 const asExecution = (e: Execution): Omit<SandboxScheduleExecution, "status"> & { status: SandboxScheduleExecution["status"] | "running" | "skipped" } => e;
 
 const schedule: ScheduleRow = {
-  seq: 1, id: "s", sandbox: "sbx", type: "cron", value: "0 3 * * *", timezone: "UTC", concurrency_policy: "Forbid",
-  input: JSON.stringify({ command: "true", env: { K: "v" }, keepAlive: true, timeout: 600 }), max_executions: 100,
-  created_at: 0, updated_at: 0, next_due_at: 1, last_due_at: null,
+  seq: 1,
+  id: "s",
+  sandbox: "sbx",
+  type: "cron",
+  value: "0 3 * * *",
+  timezone: "UTC",
+  concurrency_policy: "Forbid",
+  input: JSON.stringify({ command: "true", env: { K: "v" }, keepAlive: true, timeout: 600 }),
+  max_executions: 100,
+  created_at: 0,
+  updated_at: 0,
+  next_due_at: 1,
+  last_due_at: null,
 };
 const execution: ExecutionRow = {
-  seq: 1, id: "e", schedule_id: "s", sandbox: "sbx", trigger: "schedule", due_at: 0, created_at: 0, executed_at: 0, completed_at: null,
-  status: "running", status_code: 200, exit_code: null, process_name: "p", timeout: 600, error: "", output: "",
+  seq: 1,
+  id: "e",
+  schedule_id: "s",
+  sandbox: "sbx",
+  trigger: "schedule",
+  due_at: 0,
+  created_at: 0,
+  executed_at: 0,
+  completed_at: null,
+  status: "running",
+  status_code: 200,
+  exit_code: null,
+  process_name: "p",
+  timeout: 600,
+  error: "",
+  output: "",
 };
 
 describe("wire shapes against @blaxel/core's types", () => {

@@ -20,7 +20,7 @@ function regexOffsets(query: string, text: Buffer): number[] {
   const re = new RegExp(query.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&"), "gi");
   const latin1 = text.toString("latin1");
   const found: number[] = [];
-  for (let from = 0; ; ) {
+  for (let from = 0; ;) {
     re.lastIndex = from;
     const m = re.exec(latin1);
     if (!m) return found;
@@ -32,7 +32,7 @@ function regexOffsets(query: string, text: Buffer): number[] {
 describe("CaselessNeedle", () => {
   it("finds what a RegExp with the i flag finds on the latin1 view, overlaps and edges included", () => {
     const cases: [string, string][] = [
-      ["needle_marker", 'x NEEDLE_MARKER y Needle_Marker needle-marker needle_marke'],
+      ["needle_marker", "x NEEDLE_MARKER y Needle_Marker needle-marker needle_marke"],
       ["aa", "aAaA a"],
       ["Hello", "hello HELLO hElLo hellø"],
       ["x", "X"],

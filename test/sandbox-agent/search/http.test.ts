@@ -9,9 +9,9 @@ let api: ReturnType<typeof agentClient>;
 
 /** The reference's integration-test layout, plus the cases it does not cover. */
 const FILES: Record<string, string> = {
-  "proj/main.go": "package main\n\nfunc main() {\n\tprintln(\"Hello, World\")\n}\n",
+  "proj/main.go": 'package main\n\nfunc main() {\n\tprintln("Hello, World")\n}\n',
   "proj/util.go": "package main\n// helper: hello\n",
-  "proj/pkg/lib.go": "package pkg\nconst Greeting = \"hello\"\n",
+  "proj/pkg/lib.go": 'package pkg\nconst Greeting = "hello"\n',
   "proj/pkg/lib_test.go": "package pkg\n",
   "proj/README.md": "# Project\nSay hello.\nline three\nline four\n",
   "proj/docs/guide.md": "guide\n",
@@ -56,7 +56,14 @@ describe("GET /filesystem-find/{path}", () => {
 
   it("maxResults cuts in lexical walk order and says truncated; 0 is unlimited", async () => {
     const res = await api.get(`/filesystem-find/${encodeURIComponent("/proj")}?patterns=*.go&maxResults=2`);
-    expect(res.body).toEqual({ matches: [{ path: "main.go", type: "file" }, { path: "outside-file.go", type: "file" }], total: 2, truncated: true });
+    expect(res.body).toEqual({
+      matches: [
+        { path: "main.go", type: "file" },
+        { path: "outside-file.go", type: "file" },
+      ],
+      total: 2,
+      truncated: true,
+    });
     const all = await api.get(`/filesystem-find/${encodeURIComponent("/proj")}?maxResults=0`);
     expect(all.body.total).toBe(11); // the symlink to a directory outside is listed as a file, not entered
     expect(all.body.truncated).toBeUndefined();
@@ -115,7 +122,8 @@ describe("GET /filesystem-search/{path}", () => {
 });
 
 describe("GET /filesystem-content-search/{path}", () => {
-  const grep = (query: string, extra = "", dir = "/proj") => api.get(`/filesystem-content-search/${encodeURIComponent(dir)}?query=${encodeURIComponent(query)}${extra}`);
+  const grep = (query: string, extra = "", dir = "/proj") =>
+    api.get(`/filesystem-content-search/${encodeURIComponent(dir)}?query=${encodeURIComponent(query)}${extra}`);
 
   it("case-insensitive substring by default: path, 1-based line and byte column, the whole line", async () => {
     const res = await grep("hello", "&maxResults=0");
@@ -132,13 +140,20 @@ describe("GET /filesystem-content-search/{path}", () => {
 
   it("caseSensitive=true, regex=true, contextLines, filePattern and excludePatterns", async () => {
     expect(paths((await grep("Hello", "&caseSensitive=true")).body)).toEqual(["main.go"]);
-    const re = await grep("^const \\w+ = \"h", "&regex=true");
+    const re = await grep('^const \\w+ = "h', "&regex=true");
     expect(re.body.matches).toEqual([{ path: "pkg/lib.go", line: 2, column: 1, text: 'const Greeting = "hello"' }]);
     const ctx = await grep("say", "&contextLines=1");
     expect(ctx.body.matches).toEqual([{ path: "README.md", line: 2, column: 1, text: "Say hello.", context: "# Project\nSay hello.\nline three" }]);
     expect(paths((await grep("hello", "&filePattern=*.go")).body)).toEqual(["main.go", "pkg/lib.go", "util.go"]);
     expect(paths((await grep("hello", "&filePattern=*.{go,md}&excludePatterns=util.go")).body)).toEqual(["README.md", "main.go", "pkg/lib.go"]);
-    expect(paths((await grep("hello", "&excludeDirs=pkg,.hidden")).body)).toEqual(["README.md", "crlf.txt", "main.go", "node_modules/dep/index.js", "unicode.txt", "util.go"]);
+    expect(paths((await grep("hello", "&excludeDirs=pkg,.hidden")).body)).toEqual([
+      "README.md",
+      "crlf.txt",
+      "main.go",
+      "node_modules/dep/index.js",
+      "unicode.txt",
+      "util.go",
+    ]);
     expect(paths((await grep("CAFÉ")).body)).toEqual(["unicode.txt"]);
   });
 

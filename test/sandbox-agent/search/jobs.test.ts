@@ -27,20 +27,29 @@ describe("search jobs stop early", () => {
     const late = runFind({ kind: "find", hostDir: root, hostRoot: root, options, deadline: Date.now() - 1 }, never);
     expect(late.truncated).toBe(true);
     expect(late.total).toBeLessThan(400);
-    const grep = runGrep({ kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "needle", maxResults: "0" }), deadline: Date.now() - 1 }, never);
+    const grep = runGrep(
+      { kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "needle", maxResults: "0" }), deadline: Date.now() - 1 },
+      never,
+    );
     expect(grep.truncated).toBe(true);
     expect(grep.total).toBeLessThan(400);
   });
 
   it("a cancelled search (its client went away) stops at the next check", () => {
     let checks = 0;
-    const result = runGrep({ kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "needle", maxResults: "0" }), deadline: Date.now() + 60_000 }, () => ++checks > 1);
+    const result = runGrep(
+      { kind: "grep", hostDir: root, hostRoot: root, options: parseGrepQuery({ query: "needle", maxResults: "0" }), deadline: Date.now() + 60_000 },
+      () => ++checks > 1,
+    );
     expect(result.total).toBeLessThan(400);
   });
 
   it("content outside the root is never returned, even when a walk reaches it", () => {
     // the job's root is a sibling: every real path it meets is outside it
-    const result = runGrep({ kind: "grep", hostDir: root, hostRoot: join(root, "d0"), options: parseGrepQuery({ query: "needle" }), deadline: Date.now() + 60_000 }, never);
+    const result = runGrep(
+      { kind: "grep", hostDir: root, hostRoot: join(root, "d0"), options: parseGrepQuery({ query: "needle" }), deadline: Date.now() + 60_000 },
+      never,
+    );
     expect(result.matches?.every((m) => m.path.startsWith("d0/"))).toBe(true);
     expect(result.total).toBe(40);
   });
@@ -86,7 +95,13 @@ describe("ContentSearcher on a file larger than one read window", () => {
     for (let i = 1; i <= lines; i++) chunks.push(i % 50_000 === 0 ? `match at ${i}\n` : line);
     writeFileSync(join(dir, "big.txt"), chunks.join(""));
     const out: ContentMatch[] = [];
-    new ContentSearcher({ query: "match", caseSensitive: true, regex: false, contextLines: 1 }).searchFile(join(dir, "big.txt"), "big.txt", out, 1000, () => true);
+    new ContentSearcher({ query: "match", caseSensitive: true, regex: false, contextLines: 1 }).searchFile(
+      join(dir, "big.txt"),
+      "big.txt",
+      out,
+      1000,
+      () => true,
+    );
     expect(out.map((m) => m.line)).toEqual(Array.from({ length: Math.floor(lines / 50_000) }, (_, i) => (i + 1) * 50_000));
     expect(out[0]!.text).toBe("match at 50000");
     expect(out[0]!.context).toBe(`${line.trimEnd()}\nmatch at 50000\n${line.trimEnd()}`);
@@ -96,7 +111,13 @@ describe("ContentSearcher on a file larger than one read window", () => {
     const dir = tempDir("search-long-");
     writeFileSync(join(dir, "min.js"), `${"a".repeat(10_000)}needle${"b".repeat(10_000)}`);
     const out: ContentMatch[] = [];
-    new ContentSearcher({ query: "needle", caseSensitive: false, regex: false, contextLines: 0 }).searchFile(join(dir, "min.js"), "min.js", out, 10, () => true);
+    new ContentSearcher({ query: "needle", caseSensitive: false, regex: false, contextLines: 0 }).searchFile(
+      join(dir, "min.js"),
+      "min.js",
+      out,
+      10,
+      () => true,
+    );
     expect(out).toHaveLength(1);
     expect(out[0]!.column).toBe(10_001);
     expect(out[0]!.text.length).toBe(4097);

@@ -71,11 +71,15 @@ describe("downloads", () => {
   });
   it("downloads a file whose name holds backslashes and dots", async () => {
     writeFileSync(join(agent.root, "a\\..\\b"), "odd");
-    const res = await api.get(enc("/a\\..\\b")).set("Accept", "application/octet-stream").buffer(true).parse((r, done) => {
-      const chunks: Buffer[] = [];
-      r.on("data", (c: Buffer) => chunks.push(c));
-      r.on("end", () => done(null, Buffer.concat(chunks)));
-    });
+    const res = await api
+      .get(enc("/a\\..\\b"))
+      .set("Accept", "application/octet-stream")
+      .buffer(true)
+      .parse((r, done) => {
+        const chunks: Buffer[] = [];
+        r.on("data", (c: Buffer) => chunks.push(c));
+        r.on("end", () => done(null, Buffer.concat(chunks)));
+      });
     expect(res.status).toBe(200);
     expect(String(res.body)).toBe("odd");
   });
@@ -89,7 +93,11 @@ describe("a full database", () => {
     db.pragma(`max_page_count = ${(db.pragma("page_count", { simple: true }) as number) + 50}`);
     const fill = db.prepare("INSERT INTO filler VALUES (?)");
     for (const size of [8192, 512, 64]) {
-      try { for (;;) fill.run(Buffer.alloc(size)); } catch (e) { expect((e as { code?: string }).code).toBe("SQLITE_FULL"); }
+      try {
+        for (;;) fill.run(Buffer.alloc(size));
+      } catch (e) {
+        expect((e as { code?: string }).code).toBe("SQLITE_FULL");
+      }
     }
     const big = "b".repeat(20_000);
     try {

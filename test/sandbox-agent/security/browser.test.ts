@@ -34,7 +34,10 @@ describe("an agent without a token", () => {
     expect(res.status).toBe(415);
     expect(res.headers["access-control-allow-origin"]).toBeUndefined();
     expect(agent.runtime.deps.processes.list()).toEqual([]);
-    const preflight = await send(`${agent.url}/process`, { method: "OPTIONS", headers: { Origin: "http://evil.example", "Access-Control-Request-Method": "POST" } });
+    const preflight = await send(`${agent.url}/process`, {
+      method: "OPTIONS",
+      headers: { Origin: "http://evil.example", "Access-Control-Request-Method": "POST" },
+    });
     expect(preflight.headers["access-control-allow-origin"]).toBeUndefined();
     const health = await send(`${agent.url}/health`, {});
     expect(health.status).toBe(200);
@@ -68,7 +71,11 @@ describe("an agent without a token", () => {
       const rebound = await send(`${agent.url}/port/${app.port}/echo`, { headers: { Host: `evil.example:${port}` } });
       expect(rebound.status).toBe(403);
       expect(rebound.body).toContain("not a loopback name");
-      const crossSite = await send(`${agent.url}/port/${app.port}/echo`, { method: "POST", headers: { Origin: "http://evil.example", "Content-Type": "text/plain" }, body: "x" });
+      const crossSite = await send(`${agent.url}/port/${app.port}/echo`, {
+        method: "POST",
+        headers: { Origin: "http://evil.example", "Content-Type": "text/plain" },
+        body: "x",
+      });
       expect(crossSite.status).toBe(403);
       const ws = await wsRoundTrip(`${agent.url}/port/${app.port}/hmr`, { Host: `evil.example:${port}` }, "ping");
       expect(ws.status).toBe(403);
@@ -88,7 +95,10 @@ describe("an agent with a token", () => {
   it("keeps CORS open for the SDK in a browser", async () => {
     const agent = await startTestAgent({ token: "t0k" });
     agents.push(agent);
-    const preflight = await send(`${agent.url}/process`, { method: "OPTIONS", headers: { Origin: "http://app.example", "Access-Control-Request-Method": "POST" } });
+    const preflight = await send(`${agent.url}/process`, {
+      method: "OPTIONS",
+      headers: { Origin: "http://app.example", "Access-Control-Request-Method": "POST" },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers["access-control-allow-origin"]).toBe("*");
     const unauthorized = await send(`${agent.url}/process`, { method: "POST", headers: { "Content-Type": "text/plain" }, body: "{}" });

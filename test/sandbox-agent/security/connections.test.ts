@@ -24,7 +24,13 @@ async function startAgent(maxConnections: number) {
   const base = tempDir();
   const config = Object.freeze(AgentConfigSchema.parse({ port: 0, root: `${base}/root`, dataDir: `${base}/data`, logLevel: "silent" }));
   runtime = await openAgent(config);
-  serving = await listen(createApp(runtime.deps), "127.0.0.1", 0, { headersTimeoutMs: 300, idleTimeoutMs: 300, bodyIdleTimeoutMs: 300, checkIntervalMs: 50, maxConnections });
+  serving = await listen(createApp(runtime.deps), "127.0.0.1", 0, {
+    headersTimeoutMs: 300,
+    idleTimeoutMs: 300,
+    bodyIdleTimeoutMs: 300,
+    checkIntervalMs: 50,
+    maxConnections,
+  });
 }
 
 // A socket's close is awaited from the moment it exists (on a loaded machine the server may cut it before
@@ -32,13 +38,14 @@ async function startAgent(maxConnections: number) {
 // answer 408 before closing, and a paused socket with unread data never reports its end.
 const closes = new WeakMap<Socket, Promise<void>>();
 const closed = (socket: Socket) => closes.get(socket)!;
-const open = () => new Promise<Socket>((resolve, reject) => {
-  const s = connect(serving.port, "127.0.0.1", () => resolve(s));
-  closes.set(s, new Promise<void>((done) => s.once("close", () => done())));
-  s.on("error", reject);
-  s.resume();
-  sockets.push(s);
-});
+const open = () =>
+  new Promise<Socket>((resolve, reject) => {
+    const s = connect(serving.port, "127.0.0.1", () => resolve(s));
+    closes.set(s, new Promise<void>((done) => s.once("close", () => done())));
+    s.on("error", reject);
+    s.resume();
+    sockets.push(s);
+  });
 
 describe("connections", () => {
   it("cuts a connection that never sends and a chunked body that never ends, not a long response", async () => {
@@ -46,7 +53,9 @@ describe("connections", () => {
     const silent = await open();
     const trickle = await open();
     const bothClosed = Promise.all([closed(silent), closed(trickle)]);
-    trickle.write(`PUT /filesystem/t.bin HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n`);
+    trickle.write(
+      `PUT /filesystem/t.bin HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n`,
+    );
     // A response that takes several times the timeouts: a process that says nothing for a while.
     const res = await fetch(`${serving.url}/process`, {
       method: "POST",

@@ -26,7 +26,11 @@ describe("a directory swapped for a symlink during a recursive delete", () => {
     const spare = join(agent.root, "spare-link");
     /** The tree to delete: a real directory full of files (the name the swapper toggles), built aside, then renamed in. */
     const plant = (n: number) => {
-      try { symlinkSync(outside, spare); } catch { /* still there */ }
+      try {
+        symlinkSync(outside, spare);
+      } catch {
+        /* still there */
+      }
       const stage = join(agent!.root, `stage-${n}`);
       mkdirSync(join(stage, "real"), { recursive: true });
       for (let i = 0; i < FILES; i++) writeFileSync(join(stage, "real", `f-${i}`), "inside");

@@ -72,7 +72,11 @@ describe("shutdown with open streams", () => {
       expect(text).not.toContain("error");
       expect(await agent.exited).toBe(0);
     } finally {
-      try { process.kill(-Number(started.pid), "SIGKILL"); } catch { /* already gone */ }
+      try {
+        process.kill(-Number(started.pid), "SIGKILL");
+      } catch {
+        /* already gone */
+      }
     }
   }, 60_000);
 
@@ -81,7 +85,10 @@ describe("shutdown with open streams", () => {
     const agent = await start(["--root", join(base, "root"), "--data-dir", join(base, "data"), "--log-level", "info"]);
     const { request } = await import("node:http");
     // An upload whose body never completes: the graceful stop waits for it.
-    const upload = request(`${agent.url}/filesystem/slow.bin`, { method: "PUT", headers: { "Content-Type": "application/octet-stream", "Content-Length": "1000000" } });
+    const upload = request(`${agent.url}/filesystem/slow.bin`, {
+      method: "PUT",
+      headers: { "Content-Type": "application/octet-stream", "Content-Length": "1000000" },
+    });
     upload.on("error", () => undefined);
     upload.write(Buffer.alloc(1000));
     // The request has reached the agent once its temp file exists.

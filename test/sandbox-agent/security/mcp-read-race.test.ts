@@ -44,7 +44,12 @@ describe("a directory swapped for a symlink while an MCP tool reads in it", () =
       for (let i = c; swapper.running; i++) {
         const path = `/tree/x-${i % PAIRS}/notes.txt`;
         const tool = i % 3;
-        const text = tool === 0 ? await callTool("fsReadFile", { path }) : tool === 1 ? await callTool("fsEditFile", { path, oldString: "SECRET", newString: "LEAKED" }) : await callTool("fsListDirectory", { path: `/tree/x-${i % PAIRS}` });
+        const text =
+          tool === 0
+            ? await callTool("fsReadFile", { path })
+            : tool === 1
+              ? await callTool("fsEditFile", { path, oldString: "SECRET", newString: "LEAKED" })
+              : await callTool("fsListDirectory", { path: `/tree/x-${i % PAIRS}` });
         if (text.includes("public inside")) read++;
         if ((text.includes("SECRET") && !text.includes("oldString not found")) || text.includes("outside-only")) leaks.push(text.slice(0, 200));
       }

@@ -12,8 +12,16 @@ import { MAX_EVENT_CHARS } from "../../../sandbox-agent/process/follow.js";
 const agents: AgentProcess[] = [];
 const groups: number[] = [];
 afterEach(async () => {
-  for (const pid of groups.splice(0)) try { process.kill(-pid, "SIGKILL"); } catch { /* gone */ }
-  for (const a of agents.splice(0)) { a.child.kill("SIGKILL"); await a.exited; }
+  for (const pid of groups.splice(0))
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      /* gone */
+    }
+  for (const a of agents.splice(0)) {
+    a.child.kill("SIGKILL");
+    await a.exited;
+  }
 });
 async function start(): Promise<AgentProcess> {
   const base = tempDir();
@@ -32,7 +40,9 @@ function groupWrites(group: number): number {
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // state ppid pgrp …
       if (Number(fields[2]) !== group) continue;
       total += Number(/wchar:\s+(\d+)/.exec(readFileSync(`/proc/${entry}/io`, "utf8"))![1]);
-    } catch { /* gone meanwhile */ }
+    } catch {
+      /* gone meanwhile */
+    }
   }
   return total;
 }
@@ -61,8 +71,15 @@ describe("memory bounds", () => {
     // How the process stands, for the message when it wrote too little: a flood that stopped (a full disk ends
     // `yes` with ENOSPC; a zombie not yet reaped keeps its last counters) is told apart from one held up.
     let state: string | undefined;
-    try { state = /State:\s+(.*)/.exec(readFileSync(`/proc/${pid()}/status`, "utf8"))?.[1]; } catch (e) { state = (e as Error).message; }
-    const record = await fetch(`${agent.url}/process/${pid()}`).then((r) => r.text(), (e: Error) => e.message);
+    try {
+      state = /State:\s+(.*)/.exec(readFileSync(`/proc/${pid()}/status`, "utf8"))?.[1];
+    } catch (e) {
+      state = (e as Error).message;
+    }
+    const record = await fetch(`${agent.url}/process/${pid()}`).then(
+      (r) => r.text(),
+      (e: Error) => e.message,
+    );
     socket.destroy();
     return { grown: peak - idle, wroteMiB: wrote / 1024 / 1024, why: `process state ${state}; agent's record ${record.slice(0, 2000)}` };
   }
@@ -72,7 +89,12 @@ describe("memory bounds", () => {
     const { hostname, port } = new URL(url);
     const socket = connect(Number(port), hostname);
     socket.write(head);
-    return new Promise((resolve) => socket.once("data", () => { socket.pause(); resolve(socket); }));
+    return new Promise((resolve) =>
+      socket.once("data", () => {
+        socket.pause();
+        resolve(socket);
+      }),
+    );
   }
 
   it("a stalled reader of GET /process/{id}/logs/stream on `yes` keeps the agent within 64 MiB of idle, and yes runs on", async () => {
@@ -91,7 +113,10 @@ describe("memory bounds", () => {
     let pid = 0;
     const { grown } = await stalledReader(async (agent) => {
       const body = JSON.stringify({ command: "yes", name: "flood-exec" });
-      const socket = await stalledClient(agent.url, `POST /process HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      const socket = await stalledClient(
+        agent.url,
+        `POST /process HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
       const record = (await (await fetch(`${agent.url}/process/flood-exec`)).json()) as { pid: string };
       pid = Number(record.pid);
       groups.push(pid);
@@ -112,7 +137,11 @@ describe("memory bounds", () => {
     res.setEncoding("latin1");
     res.on("data", (d: string) => (text += d));
     res.resume();
-    const numbered = (lines: string[]) => lines.map((l) => /^stdout:line-(\d+)$/.exec(l)?.[1]).filter((n) => n !== undefined).map(Number);
+    const numbered = (lines: string[]) =>
+      lines
+        .map((l) => /^stdout:line-(\d+)$/.exec(l)?.[1])
+        .filter((n) => n !== undefined)
+        .map(Number);
     const afterMarker = () => {
       const at = text.indexOf("the reader was too slow]\n");
       return at === -1 ? undefined : numbered(text.slice(at).split("\n").slice(1, 1000));

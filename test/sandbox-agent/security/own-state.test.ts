@@ -18,10 +18,13 @@ afterAll(() => agent.stop());
 const enc = (p: string) => `/filesystem/${encodeURIComponent(p)}`;
 
 describe("the agent's own state under --root", () => {
-  it.each(["/run/sandbox-agent", "/run/sandbox-agent/agent.db", "/state-link/agent.db", "/run/../run/sandbox-agent/agent.db"])("GET %s is 403", async (path) => {
-    const res = await api.get(enc(path)).set("Accept", "application/octet-stream");
-    expect(res.status).toBe(403);
-  });
+  it.each(["/run/sandbox-agent", "/run/sandbox-agent/agent.db", "/state-link/agent.db", "/run/../run/sandbox-agent/agent.db"])(
+    "GET %s is 403",
+    async (path) => {
+      const res = await api.get(enc(path)).set("Accept", "application/octet-stream");
+      expect(res.status).toBe(403);
+    },
+  );
   it("cannot be overwritten or deleted", async () => {
     expect((await api.put(enc("/run/sandbox-agent/agent.db")).send({ content: "x" })).status).toBe(403);
     expect((await api.delete(enc("/run/sandbox-agent/agent.db"))).status).toBe(403);

@@ -35,8 +35,12 @@ describe("a directory swapped for a symlink during requests", () => {
           method: "PUT",
           headers: { "Content-Type": "application/json" },
           body: JSON.stringify({ content: "x" }),
-        }).then((r) => r.arrayBuffer()).catch(() => undefined);
-        const read = await fetch(`${agent!.url}/filesystem/d/secret`).then((r) => r.text()).catch(() => "");
+        })
+          .then((r) => r.arrayBuffer())
+          .catch(() => undefined);
+        const read = await fetch(`${agent!.url}/filesystem/d/secret`)
+          .then((r) => r.text())
+          .catch(() => "");
         if (read.includes("OUTSIDE")) outsideReads++;
       }
     };

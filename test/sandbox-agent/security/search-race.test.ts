@@ -38,7 +38,9 @@ describe("a directory swapped for a symlink during a search", () => {
     let answered = 0;
     const client = async (c: number) => {
       for (let i = c; swapper.running; i++) {
-        const text = await fetch(`${agent!.url}${searches[i % searches.length]}`).then((r) => (r.ok ? r.text() : "")).catch(() => "");
+        const text = await fetch(`${agent!.url}${searches[i % searches.length]}`)
+          .then((r) => (r.ok ? r.text() : ""))
+          .catch(() => "");
         if (text) answered++;
         if (text.includes("outside-") || text.includes('"text":"SECRET')) leaks.push(text.slice(0, 200));
       }

@@ -23,7 +23,13 @@ describe("welcome and health (reference §9.10, §5.3)", () => {
 
   it("/health carries the reference's fields, without auth", async () => {
     const body = (await request(agent.url).get("/health").expect(200)).body;
-    expect(body).toMatchObject({ status: "ok", gitCommit: "unknown", buildTime: "unknown", upgradeCount: 0, lastUpgrade: { status: "idle", step: "none", version: "" } });
+    expect(body).toMatchObject({
+      status: "ok",
+      gitCommit: "unknown",
+      buildTime: "unknown",
+      upgradeCount: 0,
+      lastUpgrade: { status: "idle", step: "none", version: "" },
+    });
     for (const key of ["version", "goVersion", "os", "arch", "uptime", "startedAt"]) expect(typeof body[key]).toBe("string");
     expect(typeof body.uptimeSeconds).toBe("number");
   });
@@ -37,11 +43,14 @@ describe("welcome and health (reference §9.10, §5.3)", () => {
 });
 
 describe("routes the agent will never have → 501 naming them", () => {
-  it.each(UNAVAILABLE_ROUTES.map((r) => [r.method === "all" ? "get" : r.method, r.path.replace(/\{\*\w+\}/, "x/y"), r.what] as const))("%s %s", async (method, path, what) => {
-    const res = await request(agent.url)[method](path).set(auth).expect(501);
-    expect(res.headers["content-type"]).toMatch(/application\/json/);
-    expect(res.body.error).toContain(what);
-  });
+  it.each(UNAVAILABLE_ROUTES.map((r) => [r.method === "all" ? "get" : r.method, r.path.replace(/\{\*\w+\}/, "x/y"), r.what] as const))(
+    "%s %s",
+    async (method, path, what) => {
+      const res = await request(agent.url)[method](path).set(auth).expect(501);
+      expect(res.headers["content-type"]).toMatch(/application\/json/);
+      expect(res.body.error).toContain(what);
+    },
+  );
 
   it("still behind auth", async () => {
     await request(agent.url).post("/upgrade").expect(401);
@@ -53,7 +62,9 @@ describe("POST /environment/reload", () => {
     expect((await request(agent.url).post("/environment/reload").set(auth).expect(404)).body.error).toMatch(/not found/);
     writeFileSync(metadata, JSON.stringify({ generation: 3, environment: { GREETING: "hello", OTHER: "x" } }));
     expect((await request(agent.url).post("/environment/reload").set(auth).expect(200)).body).toEqual({ generation: 3, applied: 2, removed: 0 });
-    const run = async () => (await request(agent.url).post("/process").set(auth).send({ command: 'echo "$GREETING ${OTHER:-none}"', waitForCompletion: true }).expect(200)).body.stdout;
+    const run = async () =>
+      (await request(agent.url).post("/process").set(auth).send({ command: 'echo "$GREETING ${OTHER:-none}"', waitForCompletion: true }).expect(200)).body
+        .stdout;
     expect(await run()).toBe("hello x\n");
     writeFileSync(metadata, JSON.stringify({ generation: 4, environment: { GREETING: "bye" } }));
     expect((await request(agent.url).post("/environment/reload").set(auth).expect(200)).body).toEqual({ generation: 4, applied: 1, removed: 1 });

@@ -57,10 +57,14 @@ describe("POST /upgrade", () => {
     const result = await sandbox.system.upgrade({ version: "latest" });
     expect(result).toEqual({ path: "", message: "Upgrade initiated" });
 
-    const after = await eventually(async () => {
-      const h = await health(agent.url);
-      return h && h.upgradeCount > 0 ? h : undefined;
-    }, 30_000, "upgradeCount 1");
+    const after = await eventually(
+      async () => {
+        const h = await health(agent.url);
+        return h && h.upgradeCount > 0 ? h : undefined;
+      },
+      30_000,
+      "upgradeCount 1",
+    );
     expect(after).toMatchObject({ upgradeCount: 1, lastUpgrade: { status: "completed", step: "completed", version: expect.any(String) } });
     // The process the launcher started lives on (whatever owns it sees no death), the new agent is its child.
     expect(agent.child.exitCode).toBeNull();
@@ -103,8 +107,13 @@ describe("POST /upgrade", () => {
   }, 60_000);
 
   it("the successor's arguments: same address, the token on a pipe, no launcher channel", () => {
-    expect(successorArgv(["--host", "127.0.0.1", "--port", "0", "--root", "/", "--token-file", "/d/t", "--token-file-remove", "--port-handoff", "--socket", "/d/a.sock"], 4321, true))
-      .toEqual(["--host", "127.0.0.1", "--root", "/", "--socket", "/d/a.sock", "--port", "4321", "--token-fd", "4"]);
+    expect(
+      successorArgv(
+        ["--host", "127.0.0.1", "--port", "0", "--root", "/", "--token-file", "/d/t", "--token-file-remove", "--port-handoff", "--socket", "/d/a.sock"],
+        4321,
+        true,
+      ),
+    ).toEqual(["--host", "127.0.0.1", "--root", "/", "--socket", "/d/a.sock", "--port", "4321", "--token-fd", "4"]);
     expect(successorArgv(["--port=8080", "--token", "x", "--token-fd", "3"], 8080, false)).toEqual(["--port", "8080"]);
   });
 });

@@ -132,7 +132,10 @@ describe("/terminal/ws auth and switches", () => {
   });
 
   it("DISABLE_TERMINAL=true turns both routes off (404), and the token never reaches the log", async () => {
-    const off = await spawnAgent(["--token", TOKEN, "--log-level", "debug", "--log-format", "json", "--root", agent.root + "-off", "--data-dir", agent.dataDir + "-off"], { DISABLE_TERMINAL: "true" });
+    const off = await spawnAgent(
+      ["--token", TOKEN, "--log-level", "debug", "--log-format", "json", "--root", agent.root + "-off", "--data-dir", agent.dataDir + "-off"],
+      { DISABLE_TERMINAL: "true" },
+    );
     try {
       expect((await fetch(`${off.url}/terminal`, { headers: auth })).status).toBe(404);
       await expect(openTerminal(`${off.url}/terminal/ws`, auth)).rejects.toMatchObject({ status: 404 });

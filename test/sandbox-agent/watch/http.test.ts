@@ -65,7 +65,9 @@ function inotifyWatches(): number {
   for (const fd of readdirSync("/proc/self/fd")) {
     try {
       if (readlinkSync(`/proc/self/fd/${fd}`) !== "anon_inode:inotify") continue;
-      n += readFileSync(`/proc/self/fdinfo/${fd}`, "utf8").split("\n").filter((l) => l.startsWith("inotify wd:")).length;
+      n += readFileSync(`/proc/self/fdinfo/${fd}`, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("inotify wd:")).length;
     } catch {
       // closed meanwhile
     }
@@ -151,7 +153,12 @@ describe("GET /watch/filesystem/{path}", () => {
       renameSync(join(dir, "c.txt"), join(dir, "d.txt"));
       rmSync(join(dir, "d.txt"));
       await eventually(async () => s.events().some((e) => e.op === "REMOVE" && e.name === "d.txt"), 20_000, "REMOVE d.txt");
-      expect(s.events().map((e) => `${e.op} ${e.name}`).filter((o) => !o.startsWith("WRITE"))).toEqual(["CREATE c.txt", "RENAME c.txt", "CREATE d.txt", "REMOVE d.txt"]);
+      expect(
+        s
+          .events()
+          .map((e) => `${e.op} ${e.name}`)
+          .filter((o) => !o.startsWith("WRITE")),
+      ).toEqual(["CREATE c.txt", "RENAME c.txt", "CREATE d.txt", "REMOVE d.txt"]);
     } finally {
       s.close();
     }

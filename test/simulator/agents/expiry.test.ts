@@ -23,7 +23,10 @@ afterAll(async () => {
 });
 
 const auth = (r: request.Test) => r.set("authorization", `Bearer ${KEY}`).set("x-blaxel-workspace", "default");
-const create = (body: unknown) => auth(request(sim.url).post("/v0/sandboxes")).send(body as object).expect(200);
+const create = (body: unknown) =>
+  auth(request(sim.url).post("/v0/sandboxes"))
+    .send(body as object)
+    .expect(200);
 const get = (name: string) => auth(request(sim.url).get(`/v0/sandboxes/${name}`));
 const advance = (ms: number) => request(sim.url).post("/_sim/clock").send({ advanceMs: ms }).expect(200);
 
@@ -59,7 +62,8 @@ describe("sandbox expiry with real agents", () => {
     await expect.poll(() => existsSync(dir)).toBe(false);
     expect(sim.deps.agents!.get("default", "no-ttl")?.state).toBe("running");
     // Hidden from lists unless asked for, as the platform does.
-    const names = async (q: string) => (await auth(request(sim.url).get(`/v0/sandboxes${q}`)).expect(200)).body.map((s: { metadata: { name: string } }) => s.metadata.name);
+    const names = async (q: string) =>
+      (await auth(request(sim.url).get(`/v0/sandboxes${q}`)).expect(200)).body.map((s: { metadata: { name: string } }) => s.metadata.name);
     expect(await names("")).not.toContain("short-ttl");
     expect(await names("?showTerminated=true")).toContain("short-ttl");
 
@@ -91,7 +95,9 @@ describe("sandbox expiry with real agents", () => {
     await create({ metadata: { name: "dated" } });
     const at = new Date(sim.deps.clock.now() + 10 * 60_000).toISOString();
     const current = (await get("dated").expect(200)).body;
-    await auth(request(sim.url).put("/v0/sandboxes/dated")).send({ metadata: { name: "dated" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, expires: at } } }).expect(200);
+    await auth(request(sim.url).put("/v0/sandboxes/dated"))
+      .send({ metadata: { name: "dated" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, expires: at } } })
+      .expect(200);
     expect((await advance(10 * 60_000 + 1)).body.expired).toEqual([{ workspace: "default", sandbox: "dated", reason: `spec.runtime.expires ${at} reached` }]);
     expect((await get("dated").expect(200)).body.status).toBe("TERMINATED");
     expect(sim.deps.agents!.get("default", "dated")).toBeUndefined();
@@ -101,13 +107,27 @@ describe("sandbox expiry with real agents", () => {
 describe("a simulator restarted with --data", () => {
   it("expires what came due while it was down, without starting its agent", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sim-expiry-"));
-    const config = { port: 0, imageSource: "host" as const, apiKey: "expiry-restart-key", data: join(dir, "sim.db"), testHooks: true, logLevel: "silent" as const };
+    const config = {
+      port: 0,
+      imageSource: "host" as const,
+      apiKey: "expiry-restart-key",
+      data: join(dir, "sim.db"),
+      testHooks: true,
+      logLevel: "silent" as const,
+    };
     const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
     try {
       const first = await serveSimulator(config);
       // The first run lives in 2020 (test-hook clock), so the sandbox's date is not yet due there.
       await request(first.url).post("/_sim/clock").send({ set: "2020-01-01T00:00:00Z" }).expect(200);
-      const created = await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "outlived" }, spec: { lifecycle: { expirationPolicies: [{ type: "date", value: "2021-01-01T00:00:00Z", action: "delete" }] } } }) });
+      const created = await fetch(`${first.url}/v0/sandboxes`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          metadata: { name: "outlived" },
+          spec: { lifecycle: { expirationPolicies: [{ type: "date", value: "2021-01-01T00:00:00Z", action: "delete" }] } },
+        }),
+      });
       expect(created.status).toBe(200);
       await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "lasting" } }) });
       await first.stop();

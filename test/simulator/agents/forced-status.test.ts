@@ -20,7 +20,9 @@ const auth = (r: request.Test) => r.set("authorization", `Bearer ${KEY}`).set("x
 const force = (name: string, status: string) => request(sim.url).post("/_sim/transitions/step").send({ kind: "sandbox", name, status });
 /** Runs a shell command in the sandbox through the proxy (its cwd is the sandbox's root). */
 async function sh(sandbox: string, command: string): Promise<string> {
-  const res = await auth(request(sim.url).post(`/sbx/default/${sandbox}/process`)).send({ command, waitForCompletion: true }).expect(200);
+  const res = await auth(request(sim.url).post(`/sbx/default/${sandbox}/process`))
+    .send({ command, waitForCompletion: true })
+    .expect(200);
   return String(res.body.stdout ?? res.body.logs ?? "").trim();
 }
 const agentOf = (name: string) => sim.deps.agents!.get("default", name);
@@ -44,7 +46,11 @@ describe("a forced sandbox status moves its agent", () => {
       const down = await auth(request(sim.url).post(`/sbx/default/${name}/process`)).send({ command: "true" });
       const gone = status === "DELETING" || status === "TERMINATED";
       expect(down.status).toBe(gone ? 404 : 503);
-      expect(down.body.error).toMatchObject({ code: gone ? "WORKLOAD_NOT_FOUND" : "WORKLOAD_UNAVAILABLE", retryable: !gone, message: expect.stringContaining(status) });
+      expect(down.body.error).toMatchObject({
+        code: gone ? "WORKLOAD_NOT_FOUND" : "WORKLOAD_UNAVAILABLE",
+        retryable: !gone,
+        message: expect.stringContaining(status),
+      });
 
       const started = await force(name, "DEPLOYED").expect(200);
       expect(started.body.status).toBe("DEPLOYED");

@@ -44,7 +44,11 @@ const admin = { authorization: `Bearer ${KEY}` };
 const member = { authorization: `Bearer ${MEMBER}` };
 
 async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = admin): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${sim.url}${path}`, { method, headers: { ...headers, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${sim.url}${path}`, {
+    method,
+    headers: { ...headers, "x-blaxel-workspace": WS, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
@@ -80,7 +84,11 @@ describe("4. secrets through the sandbox URL", () => {
     await api("PUT", `/sbx/${WS}/box/schedules/${id}`, { type: "cron", value: "5 * * * *", input: { command: "true", env: { TOKEN: "***", NEW: "n" } } });
     const viaCp = await api("GET", `/v0/sandboxes/box/schedules/${id}`);
     expect(viaCp.body.input.env).toEqual({ TOKEN: "***", NEW: "***" });
-    const put = await api("PUT", `/v0/sandboxes/box/schedules/${id}`, { type: "cron", value: "10 * * * *", input: { command: viaCp.body.input.command, env: viaCp.body.input.env } });
+    const put = await api("PUT", `/v0/sandboxes/box/schedules/${id}`, {
+      type: "cron",
+      value: "10 * * * *",
+      input: { command: viaCp.body.input.command, env: viaCp.body.input.env },
+    });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
     const after = await api("GET", `/sbx/${WS}/box/schedules/${id}?show_secrets=true`);
     expect(after.body.input.env).toEqual({ TOKEN: "s3cret", NEW: "n" });
@@ -100,13 +108,25 @@ describe("5. host names are bounded before any lookup", () => {
 
 describe("6. the sandbox URL refuses an anonymous body without reading it", () => {
   it("answers 401 while the body is still being sent, and closes the connection", async () => {
-    const res = await raw({ method: "PUT", path: `/sbx/${WS}/box/filesystem/tmp/x`, headers: { "content-type": "application/octet-stream", "content-length": 9_900_000 }, body: Buffer.alloc(1024), endBody: false });
+    const res = await raw({
+      method: "PUT",
+      path: `/sbx/${WS}/box/filesystem/tmp/x`,
+      headers: { "content-type": "application/octet-stream", "content-length": 9_900_000 },
+      body: Buffer.alloc(1024),
+      endBody: false,
+    });
     expect(res.status).toBe(401);
     expect(res.headers.connection).toBe("close");
   });
 
   it("the control plane answers 401 before reading a body (it used to wait for all 9.9 MB)", async () => {
-    const res = await raw({ method: "POST", path: "/v0/sandboxes", headers: { "content-type": "application/json", "content-length": 9_900_000 }, body: "{", endBody: false });
+    const res = await raw({
+      method: "POST",
+      path: "/v0/sandboxes",
+      headers: { "content-type": "application/json", "content-length": 9_900_000 },
+      body: "{",
+      endBody: false,
+    });
     expect(res.status).toBe(401);
     expect(res.headers.connection).toBe("close");
   });
@@ -114,13 +134,15 @@ describe("6. the sandbox URL refuses an anonymous body without reading it", () =
 
 describe("8. no existence oracle for anonymous callers", () => {
   it("a preflight answers the same for an existing and a missing sandbox", async () => {
-    const preflight = (sandbox: string) => raw({ method: "OPTIONS", path: `/sbx/${WS}/${sandbox}/process`, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+    const preflight = (sandbox: string) =>
+      raw({ method: "OPTIONS", path: `/sbx/${WS}/${sandbox}/process`, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
     const existing = await preflight("box");
     const missing = await preflight("no-such-box");
     expect(existing.status).toBe(204);
     expect(missing.status).toBe(existing.status);
     expect(missing.body).toBe(existing.body);
-    for (const h of ["access-control-allow-origin", "access-control-allow-methods", "access-control-allow-headers"]) expect(missing.headers[h]).toBe(existing.headers[h]);
+    for (const h of ["access-control-allow-origin", "access-control-allow-methods", "access-control-allow-headers"])
+      expect(missing.headers[h]).toBe(existing.headers[h]);
   });
 });
 
@@ -135,7 +157,10 @@ describe("2. scopes on the sandbox URL", () => {
 
 describe("7. drive permissions at mount time", () => {
   it("a sandbox without the drive's labels cannot mount it; a read grant needs readOnly; labels are re-read", async () => {
-    await sdk.DriveInstance.create({ name: "secret-drive", permissions: [{ labels: { team: "secret" } }, { labels: { team: "audit" }, mode: "read", path: "/reports" }] });
+    await sdk.DriveInstance.create({
+      name: "secret-drive",
+      permissions: [{ labels: { team: "secret" } }, { labels: { team: "audit" }, mode: "read", path: "/reports" }],
+    });
     const other = await sdk.SandboxInstance.create({ name: "other-box", labels: { team: "other" } });
     await expect(other.drives.mount({ driveName: "secret-drive", mountPath: "/mnt/secret" })).rejects.toMatchObject({ status: 403 });
 

@@ -74,7 +74,12 @@ const statuses = (events: Event[]) => events.map((e) => e.status);
 const agentOf = (name: string, ws = "default") => sim.deps.agents!.get(ws, name);
 
 async function computeGbs(sandbox: string): Promise<number> {
-  const q = new URLSearchParams({ startTime: "2026-01-01T00:00:00Z", endTime: "2028-01-01T00:00:00Z", groupBy: "billing_dimension,resource_name", resolution: "monthly" });
+  const q = new URLSearchParams({
+    startTime: "2026-01-01T00:00:00Z",
+    endTime: "2028-01-01T00:00:00Z",
+    groupBy: "billing_dimension,resource_name",
+    resolution: "monthly",
+  });
   const res = await api.get(`/v0/accounts/local/metrics?${q}`).expect(200);
   const data = res.body.data as { billingDimension: string; resourceName: string; summary: { usage: number } }[];
   return data.find((e) => e.billingDimension === "sandbox_compute_runtime_gbs" && e.resourceName === sandbox)?.summary.usage ?? 0;
@@ -160,7 +165,9 @@ describe("a real sandbox's status and events follow its agent", () => {
   });
 
   it("a new spec.runtime.envs reboots the sandbox with it (its files reset, as on the platform); other updates leave the agent alone", async () => {
-    const created = await api.post("/v0/sandboxes", { metadata: { name: "envs" }, spec: { runtime: { envs: [{ name: "COLOUR", value: "blue" }] } } }).expect(200);
+    const created = await api
+      .post("/v0/sandboxes", { metadata: { name: "envs" }, spec: { runtime: { envs: [{ name: "COLOUR", value: "blue" }] } } })
+      .expect(200);
     await sh("envs", "echo mine > mine.txt");
     expect(await sh("envs", "echo $COLOUR")).toBe("blue");
     const pid = agentOf("envs")!.pid;

@@ -25,7 +25,10 @@ let sdk: Sdk;
 beforeAll(async () => {
   if (isolationUnavailable) return;
   // A shell, cat, ls, touch and their libraries: nothing a drive or a privilege drop could be done with.
-  const { cache } = await storeWithImage("bare-shell:v1", hostProgramsImage(["sh", "cat", "ls", "touch", "mkdir"], [{ name: "etc/os-release", content: "ID=bare\n" }]));
+  const { cache } = await storeWithImage(
+    "bare-shell:v1",
+    hostProgramsImage(["sh", "cat", "ls", "touch", "mkdir"], [{ name: "etc/os-release", content: "ID=bare\n" }]),
+  );
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache });
   sdk = await sdkForSimulator(sim.env);
 }, 120_000);
@@ -46,10 +49,15 @@ describe.skipIf(isolationUnavailable !== undefined)("drives in a sandbox whose i
     await sandbox.drives.mount({ driveName: "bare-drive", mountPath: "/mnt/rw" });
     await sandbox.drives.mount({ driveName: "bare-drive", mountPath: "/mnt/ro", readOnly: true });
     const listed = await sandbox.drives.list();
-    expect(listed.map((d) => [d.driveName, d.mountPath, d.readOnly]).sort()).toEqual([["bare-drive", "/mnt/ro", true], ["bare-drive", "/mnt/rw", false]]);
+    expect(listed.map((d) => [d.driveName, d.mountPath, d.readOnly]).sort()).toEqual([
+      ["bare-drive", "/mnt/ro", true],
+      ["bare-drive", "/mnt/rw", false],
+    ]);
 
     // Real kernel mounts: what one path writes the other shows; the read-only one refuses writes.
-    expect(await run("echo from-rw > /mnt/rw/f.txt; cat /mnt/ro/f.txt; touch /mnt/ro/g 2>/dev/null && echo ro-writable || echo ro-refused")).toBe("from-rw\nro-refused\n");
+    expect(await run("echo from-rw > /mnt/rw/f.txt; cat /mnt/ro/f.txt; touch /mnt/ro/g 2>/dev/null && echo ro-writable || echo ro-refused")).toBe(
+      "from-rw\nro-refused\n",
+    );
     expect(readFileSync(join(sim.deps.agents!.drivesDir(WS), "bare-drive", "f.txt"), "utf8")).toBe("from-rw\n");
 
     await sandbox.drives.unmount("/mnt/ro");
@@ -63,12 +71,16 @@ describe.skipIf(isolationUnavailable !== undefined)("drives in a sandbox whose i
   }, 120_000);
 });
 
-describe.skipIf(single !== undefined)(`another user's command with the kit's setpriv, in an image without su, runuser or setpriv${single ? ` (skipped: ${single})` : ""}`, () => {
-  it("runs as that uid", async () => {
-    const sandbox = await sdk.SandboxInstance.create({ name: "bare-user", image: "bare-shell:v1" });
-    const kitSetpriv = 'L=$(ls /opt/sandbox-kit/lib/ld-*.so*) && "$L" --library-path /opt/sandbox-kit/lib /opt/sandbox-kit/bin/setpriv --reuid=1234 --regid=1234 --clear-groups';
-    const r = await sandbox.process.exec({ command: `${kitSetpriv} touch /tmp/by-1234 && ls -ln /tmp/by-1234`, waitForCompletion: true });
-    expect(r.logs).toMatch(/^-\S+ 1 1234 1234 0 .* \/tmp\/by-1234\n$/);
-    await sdk.SandboxInstance.delete("bare-user");
-  }, 120_000);
-});
+describe.skipIf(single !== undefined)(
+  `another user's command with the kit's setpriv, in an image without su, runuser or setpriv${single ? ` (skipped: ${single})` : ""}`,
+  () => {
+    it("runs as that uid", async () => {
+      const sandbox = await sdk.SandboxInstance.create({ name: "bare-user", image: "bare-shell:v1" });
+      const kitSetpriv =
+        'L=$(ls /opt/sandbox-kit/lib/ld-*.so*) && "$L" --library-path /opt/sandbox-kit/lib /opt/sandbox-kit/bin/setpriv --reuid=1234 --regid=1234 --clear-groups';
+      const r = await sandbox.process.exec({ command: `${kitSetpriv} touch /tmp/by-1234 && ls -ln /tmp/by-1234`, waitForCompletion: true });
+      expect(r.logs).toMatch(/^-\S+ 1 1234 1234 0 .* \/tmp\/by-1234\n$/);
+      await sdk.SandboxInstance.delete("bare-user");
+    }, 120_000);
+  },
+);

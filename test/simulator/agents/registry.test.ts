@@ -24,11 +24,14 @@ const events: { sandbox: string; event: SupervisorEvent }[] = [];
 
 beforeAll(async () => {
   sim = openSimulator({ apiKey: ADMIN });
-  applySeed(sim.deps, SeedSchema.parse({
-    accounts: [{ id: "acc-2" }],
-    workspaces: [{ name: "other", accountId: "acc-2" }],
-    users: [{ email: "o@example.com", accountId: "acc-2", workspaces: ["other"], apiKey: OTHER }],
-  }));
+  applySeed(
+    sim.deps,
+    SeedSchema.parse({
+      accounts: [{ id: "acc-2" }],
+      workspaces: [{ name: "other", accountId: "acc-2" }],
+      users: [{ email: "o@example.com", accountId: "acc-2", workspaces: ["other"], apiKey: OTHER }],
+    }),
+  );
   agents = new SandboxAgents({
     launcher: new ProcessLauncher(),
     dir: base,
@@ -37,7 +40,9 @@ beforeAll(async () => {
   });
   proxy = createSimulatorSandboxProxy(sim.deps, agents);
   const app = createSimulatorApp(sim.deps);
-  server = createServer((req, res) => { if (!proxy.handle(req, res)) app(req, res); });
+  server = createServer((req, res) => {
+    if (!proxy.handle(req, res)) app(req, res);
+  });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -56,7 +61,9 @@ describe("the simulator's sandbox agents behind the proxy", () => {
   it("serves a sandbox at /sbx/{workspace}/{sandbox} for the workspace's credentials only", async () => {
     await agents.start("default", "box", { env: { FROM_SPEC: "1" } });
     const put = await fetch(`${url}/sbx/default/box/filesystem/hello.txt`, {
-      method: "PUT", headers: { ...as(ADMIN), "content-type": "application/json" }, body: JSON.stringify({ content: "hi" }),
+      method: "PUT",
+      headers: { ...as(ADMIN), "content-type": "application/json" },
+      body: JSON.stringify({ content: "hi" }),
     });
     expect(put.status).toBe(200);
     expect(existsSync(join(agents.sandboxDir("default", "box"), "root", "hello.txt"))).toBe(true);
@@ -77,7 +84,9 @@ describe("the simulator's sandbox agents behind the proxy", () => {
       request(`${url}/filesystem/hello.txt`, { headers: { ...as(ADMIN), host: `sbx-box-${id}.local.localhost` } }, (res) => {
         let text = "";
         res.on("data", (d) => (text += d)).on("end", () => resolve(text));
-      }).on("error", reject).end();
+      })
+        .on("error", reject)
+        .end();
     });
     expect(JSON.parse(body).content).toBe("hi");
   });

@@ -73,7 +73,15 @@ describe("sandbox delete with real agents", () => {
   it("stops the agent, keeps the files for the retention period on the simulator clock, then removes them", async () => {
     expect((await call("POST", "/v0/sandboxes", { metadata: { name: "kept" } })).status).toBe(200);
     const pid = sim.deps.agents!.get("default", "kept")!.pid!;
-    expect((await fetch(`${sim.url}/sbx/default/kept/filesystem/note.txt`, { method: "PUT", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: JSON.stringify({ content: "old" }) })).status).toBe(200);
+    expect(
+      (
+        await fetch(`${sim.url}/sbx/default/kept/filesystem/note.txt`, {
+          method: "PUT",
+          headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+          body: JSON.stringify({ content: "old" }),
+        })
+      ).status,
+    ).toBe(200);
     expect((await call("DELETE", "/v0/sandboxes/kept")).status).toBe(200);
     await eventually(() => sim.deps.agents!.retired.list().some((r) => r.sandbox === "kept"));
     expect(() => process.kill(pid, 0)).toThrow(); // the agent is gone
@@ -108,7 +116,8 @@ describe("sandbox delete with retention 0", () => {
   it("removes the files at once, after unmounting the sandbox's drives (whose files stay)", async () => {
     expect((await call("POST", "/v0/drives", { metadata: { name: "keep" } })).status).toBe(200);
     expect((await call("POST", "/v0/sandboxes", { metadata: { name: "gone" } })).status).toBe(200);
-    const sbx = (path: string, init: RequestInit = {}) => fetch(`${sim.url}/sbx/default/gone${path}`, { ...init, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" } });
+    const sbx = (path: string, init: RequestInit = {}) =>
+      fetch(`${sim.url}/sbx/default/gone${path}`, { ...init, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" } });
     expect((await sbx("/drives/mount", { method: "POST", body: JSON.stringify({ driveName: "keep", mountPath: "/mnt/keep" }) })).status).toBe(200);
     expect((await sbx("/filesystem/mnt/keep/data.txt", { method: "PUT", body: JSON.stringify({ content: "on the drive" }) })).status).toBe(200);
     const dir = sim.deps.agents!.sandboxDir("default", "gone");

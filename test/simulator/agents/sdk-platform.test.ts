@@ -60,7 +60,11 @@ const launcher = new GatedLauncher();
 beforeAll(async () => {
   sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" }, { launcher });
   sdk = await sdkForSimulator(sim.env);
-  const frozen = await fetch(`${sim.url}/_sim/clock`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: JSON.stringify({ freeze: true }) });
+  const frozen = await fetch(`${sim.url}/_sim/clock`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ freeze: true }),
+  });
   expect(frozen.status).toBe(200);
 });
 afterAll(async () => {
@@ -70,7 +74,11 @@ afterAll(async () => {
 });
 
 async function advanceClock(ms: number): Promise<void> {
-  const res = await fetch(`${sim.url}/_sim/clock`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: JSON.stringify({ advanceMs: ms }) });
+  const res = await fetch(`${sim.url}/_sim/clock`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ advanceMs: ms }),
+  });
   expect(res.status).toBe(200);
 }
 
@@ -97,11 +105,23 @@ describe("the SDK's lifecycle tests against sandbox-sim", () => {
     const body = {
       ...current.spec,
       metadata: current.metadata,
-      spec: { ...current.spec, runtime: { ...current.spec.runtime, envs: [{ name: "TEST_VAR", value: "updated_value" }, { name: "NEW_VAR", value: "new_value" }] } },
+      spec: {
+        ...current.spec,
+        runtime: {
+          ...current.spec.runtime,
+          envs: [
+            { name: "TEST_VAR", value: "updated_value" },
+            { name: "NEW_VAR", value: "new_value" },
+          ],
+        },
+      },
     } as Parameters<Sdk["updateSandbox"]>[0]["body"];
     const { data: updated } = await sdk.updateSandbox({ path: { sandboxName: name }, body, throwOnError: true });
     expect(updated.status).toBe("DEPLOYED");
-    expect(updated.spec.runtime?.envs).toEqual([{ name: "TEST_VAR", value: "updated_value" }, { name: "NEW_VAR", value: "new_value" }]);
+    expect(updated.spec.runtime?.envs).toEqual([
+      { name: "TEST_VAR", value: "updated_value" },
+      { name: "NEW_VAR", value: "new_value" },
+    ]);
     expect((updated.events ?? []).map((e) => e.message)).toContain("spec.runtime.envs changed: rebooting the sandbox (its files are reset)");
     expect(sim.deps.agents!.get(WS, name)!.pid).not.toBe(pid);
 
@@ -139,10 +159,16 @@ describe("the SDK's lifecycle tests against sandbox-sim", () => {
   });
 
   it("ttl-max-age and ttl-idle count from then too; an expires date stays absolute", async () => {
-    const maxAge = await createWithColdStart({ name: "maxage-expire", lifecycle: { expirationPolicies: [{ type: "ttl-max-age", value: "1s", action: "delete" }] } }, 3_000);
+    const maxAge = await createWithColdStart(
+      { name: "maxage-expire", lifecycle: { expirationPolicies: [{ type: "ttl-max-age", value: "1s", action: "delete" }] } },
+      3_000,
+    );
     await maxAge.fs.write("/tmp/marker.txt", "usable");
     expect(await maxAge.fs.read("/tmp/marker.txt")).toBe("usable");
-    const idle = await createWithColdStart({ name: "idle-expire", lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "5s", action: "delete" }] } }, 10_000);
+    const idle = await createWithColdStart(
+      { name: "idle-expire", lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "5s", action: "delete" }] } },
+      10_000,
+    );
     await idle.fs.write("/tmp/marker.txt", "usable");
     expect(await idle.fs.read("/tmp/marker.txt")).toBe("usable");
     const dated = await createWithColdStart({ name: "expires-date", expires: new Date(sim.deps.clock.now() + 2_000) }, 3_000);

@@ -96,7 +96,11 @@ describe("a simulator restarted with --data", () => {
       const first = await serveSimulator(config);
       const headers = { authorization: `Bearer ${config.apiKey}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
       expect((await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "durable" } }) })).status).toBe(200);
-      const put = await fetch(`${first.url}/sbx/default/durable/filesystem/kept.txt`, { method: "PUT", headers, body: JSON.stringify({ content: "across restarts" }) });
+      const put = await fetch(`${first.url}/sbx/default/durable/filesystem/kept.txt`, {
+        method: "PUT",
+        headers,
+        body: JSON.stringify({ content: "across restarts" }),
+      });
       expect(put.status).toBe(200);
       // An archived sandbox stays archived across the restart: no agent, files kept for its unarchive.
       expect((await fetch(`${first.url}/v0/sandboxes`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "shelved" } }) })).status).toBe(200);
@@ -111,7 +115,10 @@ describe("a simulator restarted with --data", () => {
         expect(((await get.json()) as { content: string }).content).toBe("across restarts");
         const durable = (await (await fetch(`${second.url}/v0/sandboxes/durable`, { headers })).json()) as { status: string; events: { message: string }[] };
         expect(durable.status).toBe("DEPLOYED");
-        expect(durable.events.map((e) => e.message).slice(-2)).toEqual(["the simulator restarted: starting the sandbox agent again", "sandbox agent is healthy"]);
+        expect(durable.events.map((e) => e.message).slice(-2)).toEqual([
+          "the simulator restarted: starting the sandbox agent again",
+          "sandbox agent is healthy",
+        ]);
         expect(second.deps.agents!.get("default", "shelved")).toBeUndefined();
         expect(((await (await fetch(`${second.url}/v0/sandboxes/shelved`, { headers })).json()) as { status: string }).status).toBe("ARCHIVED");
         expect((await fetch(`${second.url}/v0/sandboxes/shelved/unarchive`, { method: "POST", headers })).status).toBe(200);

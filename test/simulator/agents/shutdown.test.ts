@@ -117,26 +117,35 @@ describe.skipIf(isolationUnavailable !== undefined)(`a simulator stopped while $
 });
 
 // As root, mmdebstrap mounts inside the image it builds, in the host's namespace: the case where a stop can go wrong.
-const buildUnavailable = process.getuid?.() !== 0 ? "a normal user's build runs in its own namespaces; this checks root's" : await recipeBuildUnavailable({ mmdebstrap: "mmdebstrap", npm: "npm", npmCache: "" });
-describe.skipIf(isolationUnavailable !== undefined || buildUnavailable !== undefined)(`a simulator stopped while it builds the default image${buildUnavailable ? ` (skipped: ${buildUnavailable})` : ""}`, () => {
-  it("ends the build and the create waiting for it, and removes the build's files", async () => {
-    // An empty image store: the start-up build of blaxel/base-image begins (mmdebstrap, from Debian's mirror).
-    const sim = await startSimulator(["--image-cache", "<tmp>/images"]);
-    const health = await (await fetch(`${sim.url}/health`)).json();
-    expect(health.defaultImage).toMatchObject({ image: "blaxel/base-image:latest", state: "building" });
-    const waiting = call(sim, "POST", "/v0/sandboxes", { metadata: { name: "first" } }).catch((err: Error) => err);
-    await eventually(() => readdirSync(join(sim.tmp, "images", "tmp")).length > 0 && pidsWithMarker(join(sim.tmp, "images")).length > 0, 30_000);
-    // As root, mmdebstrap mounts /proc, /sys and /dev/pts inside the image it builds, in the host's namespace:
-    // stopped then, nothing may stay mounted, nor be removed through a mount.
-    await eventually(() => mountsUnder(join(sim.tmp, "images")).length > 0, 90_000);
-    expect(readdirSync(join(sim.tmp, "images", "tmp")), "one build, the create joined it").toHaveLength(1);
-    sim.child.kill("SIGTERM");
-    expect(await exited(sim.child)).toEqual({ code: 0, signal: null });
-    await waiting;
-    await eventually(() => pidsWithMarker(sim.tmp).length === 0, 10_000);
-    expect(mountsUnder(sim.tmp), "nothing left mounted").toEqual([]);
-    expect(readdirSync(join(sim.tmp, "images", "tmp")), "the build's work dir is removed").toEqual([]);
-    expect(readdirSync(join(sim.tmp, "images", "images")), "no half-built image").toEqual([]);
-    expect(readdirSync(sim.tmp).filter((n) => n.startsWith("sandbox-sim-")), "the simulator's temp dir is removed").toEqual([]);
-  }, 180_000);
-});
+const buildUnavailable =
+  process.getuid?.() !== 0
+    ? "a normal user's build runs in its own namespaces; this checks root's"
+    : await recipeBuildUnavailable({ mmdebstrap: "mmdebstrap", npm: "npm", npmCache: "" });
+describe.skipIf(isolationUnavailable !== undefined || buildUnavailable !== undefined)(
+  `a simulator stopped while it builds the default image${buildUnavailable ? ` (skipped: ${buildUnavailable})` : ""}`,
+  () => {
+    it("ends the build and the create waiting for it, and removes the build's files", async () => {
+      // An empty image store: the start-up build of blaxel/base-image begins (mmdebstrap, from Debian's mirror).
+      const sim = await startSimulator(["--image-cache", "<tmp>/images"]);
+      const health = await (await fetch(`${sim.url}/health`)).json();
+      expect(health.defaultImage).toMatchObject({ image: "blaxel/base-image:latest", state: "building" });
+      const waiting = call(sim, "POST", "/v0/sandboxes", { metadata: { name: "first" } }).catch((err: Error) => err);
+      await eventually(() => readdirSync(join(sim.tmp, "images", "tmp")).length > 0 && pidsWithMarker(join(sim.tmp, "images")).length > 0, 30_000);
+      // As root, mmdebstrap mounts /proc, /sys and /dev/pts inside the image it builds, in the host's namespace:
+      // stopped then, nothing may stay mounted, nor be removed through a mount.
+      await eventually(() => mountsUnder(join(sim.tmp, "images")).length > 0, 90_000);
+      expect(readdirSync(join(sim.tmp, "images", "tmp")), "one build, the create joined it").toHaveLength(1);
+      sim.child.kill("SIGTERM");
+      expect(await exited(sim.child)).toEqual({ code: 0, signal: null });
+      await waiting;
+      await eventually(() => pidsWithMarker(sim.tmp).length === 0, 10_000);
+      expect(mountsUnder(sim.tmp), "nothing left mounted").toEqual([]);
+      expect(readdirSync(join(sim.tmp, "images", "tmp")), "the build's work dir is removed").toEqual([]);
+      expect(readdirSync(join(sim.tmp, "images", "images")), "no half-built image").toEqual([]);
+      expect(
+        readdirSync(sim.tmp).filter((n) => n.startsWith("sandbox-sim-")),
+        "the simulator's temp dir is removed",
+      ).toEqual([]);
+    }, 180_000);
+  },
+);

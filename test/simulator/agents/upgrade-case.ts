@@ -47,7 +47,14 @@ export function upgradeUnder(launcher: "process" | "default"): void {
     let sdk: Sdk;
     const workspace = `upgrade-${launcher}`;
     beforeAll(async () => {
-      sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: `upgrade-${launcher}-admin-key`, workspace, logLevel: "silent", ...(launcher === "process" ? { launcher: "process" } : {}) });
+      sim = await serveSimulator({
+        port: 0,
+        imageSource: "host",
+        apiKey: `upgrade-${launcher}-admin-key`,
+        workspace,
+        logLevel: "silent",
+        ...(launcher === "process" ? { launcher: "process" } : {}),
+      });
       sdk = await sdkForSimulator(sim.env);
     });
     afterAll(async () => {
@@ -65,11 +72,15 @@ export function upgradeUnder(launcher: "process" | "default"): void {
       };
       await sandbox.process.exec({ name: "sleeper", command: "sh -c 'sleep 3; echo done'", waitForCompletion: false });
       expect(await sandbox.system.upgrade({ version: "latest" })).toMatchObject({ message: "Upgrade initiated" });
-      const upgraded = await eventually(async () => {
-        const h = await health();
-        events.push(supervisor()?.state ?? "gone");
-        return h && h.upgradeCount > 0 ? h : undefined;
-      }, 30_000, "upgradeCount 1");
+      const upgraded = await eventually(
+        async () => {
+          const h = await health();
+          events.push(supervisor()?.state ?? "gone");
+          return h && h.upgradeCount > 0 ? h : undefined;
+        },
+        30_000,
+        "upgradeCount 1",
+      );
       expect(upgraded.lastUpgrade.status).toBe("completed");
       // Whatever owns the agent saw no death: the same process, running all along.
       expect(supervisor()!.pid).toBe(pid);

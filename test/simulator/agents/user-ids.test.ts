@@ -69,13 +69,21 @@ describe.skipIf(single !== undefined)(`every user id in a sandbox${single ? ` (s
     expect(await run("touch /tmp/f && chown 1000:1000 /tmp/f && stat -c '%u:%g' /tmp/f")).toEqual({ out: "1000:1000\n", code: 0 });
 
     // An archive whose entries belong to uid 1000 extracts with its owners (tar exited 2 before).
-    const made = await run("mkdir -p /tmp/src && echo data > /tmp/src/owned.txt && tar --owner=1000 --group=1000 -C /tmp/src -cf /tmp/owned.tar owned.txt && mkdir -p /tmp/out && tar -xpf /tmp/owned.tar -C /tmp/out && stat -c '%u:%g' /tmp/out/owned.txt");
+    const made = await run(
+      "mkdir -p /tmp/src && echo data > /tmp/src/owned.txt && tar --owner=1000 --group=1000 -C /tmp/src -cf /tmp/owned.tar owned.txt && mkdir -p /tmp/out && tar -xpf /tmp/owned.tar -C /tmp/out && stat -c '%u:%g' /tmp/out/owned.txt",
+    );
     expect(made).toEqual({ out: "1000:1000\n", code: 0 });
 
     // useradd, then a command run as that user through the image's setpriv.
     expect((await run("useradd --create-home --uid 1234 alice 2>&1; echo rc=$?")).out).toBe("rc=0\n");
     expect((await run("stat -c '%u:%g %U' /home/alice")).out).toBe("1234:1234 alice\n");
-    expect((await run("setpriv --reuid=alice --regid=alice --init-groups id -u; setpriv --reuid=alice --regid=alice --init-groups touch /home/alice/mine && stat -c %u /home/alice/mine")).out).toBe("1234\n1234\n");
+    expect(
+      (
+        await run(
+          "setpriv --reuid=alice --regid=alice --init-groups id -u; setpriv --reuid=alice --regid=alice --init-groups touch /home/alice/mine && stat -c %u /home/alice/mine",
+        )
+      ).out,
+    ).toBe("1234\n1234\n");
     // A user cannot write root's files: the ids are really distinct.
     expect((await run("setpriv --reuid=alice --regid=alice --init-groups touch /root/x 2>/dev/null && echo wrote || echo refused")).out).toBe("refused\n");
 
@@ -86,14 +94,21 @@ describe.skipIf(single !== undefined)(`every user id in a sandbox${single ? ` (s
     await sdk.SandboxInstance.delete("ids");
     // Its files are gone, those of its other users too (as a normal user they are removed inside the mapping).
     const retired = join(sim.deps.agents!.dir, "retired", WS);
-    await eventually(() => !existsSync(sim.deps.agents!.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))));
+    await eventually(
+      () => !existsSync(sim.deps.agents!.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))),
+    );
   }, 120_000);
 
   it("a snapshot keeps owners and deletions of image files: the fork and the restored sandbox have them", async () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "ids-snap", image: "ids-shell:v1" });
     const run = async (box: typeof sandbox, command: string) => (await box.process.exec({ command, waitForCompletion: true })).logs ?? "";
     // A file of uid 1000, one of 1234 in a directory of its own, and an image file deleted (an overlay whiteout in the sandbox's layer).
-    expect(await run(sandbox, "mkdir -p /srv/data && touch /srv/data/a && chown 1000:1000 /srv/data/a && mkdir /srv/data/b && touch /srv/data/b/c && chown -R 1234:1234 /srv/data/b && chmod 700 /srv/data/b && rm /etc/login.defs && echo ok")).toBe("ok\n");
+    expect(
+      await run(
+        sandbox,
+        "mkdir -p /srv/data && touch /srv/data/a && chown 1000:1000 /srv/data/a && mkdir /srv/data/b && touch /srv/data/b/c && chown -R 1234:1234 /srv/data/b && chmod 700 /srv/data/b && rm /etc/login.defs && echo ok",
+      ),
+    ).toBe("ok\n");
     const facts = "stat -c '%n %u:%g %a' /srv/data/a /srv/data/b /srv/data/b/c; cat /etc/login.defs 2>/dev/null || echo login.defs-gone";
     const expected = "/srv/data/a 1000:1000 644\n/srv/data/b 1234:1234 700\n/srv/data/b/c 1234:1234 644\nlogin.defs-gone\n";
     expect(await run(sandbox, facts)).toBe(expected);

@@ -22,14 +22,20 @@ describe.skipIf(isolationUnavailable !== undefined)(`the warm pool${isolationUna
   });
 
   it("each create takes a fresh warm sandbox: a marker file, the namespaces and the hostname never carry over", async () => {
-    const health = async () => ((await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { starts: Record<string, number>; warm: { size: number; idle: number; memoryMiB: number } } }).sandboxes;
+    const health = async () =>
+      (
+        (await (await fetch(`${sim.url}/health`)).json()) as {
+          sandboxes: { starts: Record<string, number>; warm: { size: number; idle: number; memoryMiB: number } };
+        }
+      ).sandboxes;
     const before = await health();
     expect(before.starts).toMatchObject({ starting: 0, queued: 0 });
     expect(before.starts.concurrency).toBeGreaterThanOrEqual(2);
     expect(before.warm.size).toBe(2);
 
     const sdk = await sdkForSimulator(sim.env);
-    const identity = "echo $(hostname) $(readlink /proc/self/ns/mnt) $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/uts); test -e /tmp/marker && echo marker-present || echo marker-absent";
+    const identity =
+      "echo $(hostname) $(readlink /proc/self/ns/mnt) $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/uts); test -e /tmp/marker && echo marker-present || echo marker-absent";
     const seen: string[] = [];
     for (const name of ["warm-a", "warm-b", "warm-c"]) {
       const sandbox = await sdk.SandboxInstance.create({ name });

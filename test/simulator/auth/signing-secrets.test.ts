@@ -13,7 +13,11 @@ const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secr
 
 async function accessToken(sim: TestSim): Promise<string> {
   const sa = await sim.api.post("/v0/service_accounts", { name: "restart" }).expect(200);
-  const res = await request(sim.app).post("/v0/oauth/token").set("Authorization", basic(sa.body.client_id, sa.body.client_secret)).send({ grant_type: "client_credentials" }).expect(200);
+  const res = await request(sim.app)
+    .post("/v0/oauth/token")
+    .set("Authorization", basic(sa.body.client_id, sa.body.client_secret))
+    .send({ grant_type: "client_credentials" })
+    .expect(200);
   return res.body.access_token as string;
 }
 
@@ -34,7 +38,9 @@ describe("signing secrets with --data", () => {
     const again = startTestSim({ data });
     try {
       await request(again.app).get("/v0/volumes").set("Authorization", `Bearer ${token}`).set("X-Blaxel-Workspace", "default").expect(200);
-      const next = await api(again.app, ADMIN_KEY).get(`/v0/volumes?limit=2&cursor=${encodeURIComponent(cursor)}`).expect(200);
+      const next = await api(again.app, ADMIN_KEY)
+        .get(`/v0/volumes?limit=2&cursor=${encodeURIComponent(cursor)}`)
+        .expect(200);
       expect(next.body.data).toHaveLength(1);
       expect(next.body.meta.hasMore).toBe(false);
     } finally {

@@ -15,7 +15,12 @@ export interface Case {
   save?: (data: unknown, ids: Record<string, string>) => void;
 }
 
-const c = (op: string, options: Case["options"] | Record<string, unknown>, schema: z.ZodType, extra: Partial<Case> = {}): Case => ({ op, options: typeof options === "function" ? options : () => options, schema, ...extra });
+const c = (op: string, options: Case["options"] | Record<string, unknown>, schema: z.ZodType, extra: Partial<Case> = {}): Case => ({
+  op,
+  options: typeof options === "function" ? options : () => options,
+  schema,
+  ...extra,
+});
 const p = (path: Record<string, string>, rest: Record<string, unknown> = {}) => ({ path, ...rest });
 const meta = (name: string, more: Record<string, unknown> = {}) => ({ metadata: { name, ...more } });
 const any = (d: unknown) => d as Record<string, string>;
@@ -42,20 +47,36 @@ export const CASES: Case[] = [
   c("listWorkspaceUsers", {}, S.list(S.WorkspaceUser)),
   c("inviteWorkspaceUser", { body: { email: "peer@local.test" } }, S.PendingInvitation),
   c("updateWorkspaceUserRole", p({ subOrEmail: "peer@local.test" }, { body: { role: "admin" } }), S.WorkspaceUser),
-  c("createWorkspaceServiceAccount", { body: { name: "c-sa", description: "conformance" } }, S.ServiceAccountCreated, { save: (d, ids) => (ids.sa = any(d).client_id!) }),
+  c("createWorkspaceServiceAccount", { body: { name: "c-sa", description: "conformance" } }, S.ServiceAccountCreated, {
+    save: (d, ids) => (ids.sa = any(d).client_id!),
+  }),
   c("getWorkspaceServiceAccounts", {}, S.list(S.ServiceAccount)),
   c("updateWorkspaceServiceAccount", (ids) => p({ clientId: ids.sa! }, { body: { description: "updated" } }), S.ServiceAccount),
-  c("createApiKeyForServiceAccount", (ids) => p({ clientId: ids.sa! }, { body: { name: "k", expires_in: "30d" } }), S.ApiKey, { save: (d, ids) => (ids.key = any(d).id!) }),
+  c("createApiKeyForServiceAccount", (ids) => p({ clientId: ids.sa! }, { body: { name: "k", expires_in: "30d" } }), S.ApiKey, {
+    save: (d, ids) => (ids.key = any(d).id!),
+  }),
   c("listApiKeysForServiceAccount", (ids) => p({ clientId: ids.sa! }), S.list(S.ApiKey)),
   // policies and integrations first: others reference them
   c("createPolicy", { body: { ...meta("c-pol"), spec: { type: "location", locations: [{ name: "us", type: "country" }] } } }, S.Policy),
   c("listPolicies", {}, S.paged(S.Policy)),
   c("getPolicy", p({ policyName: "c-pol" }), S.Policy),
-  c("updatePolicy", p({ policyName: "c-pol" }, { body: { ...meta("c-pol"), spec: { type: "location", locations: [{ name: "eu", type: "continent" }] } } }), S.Policy),
-  c("createIntegrationConnection", { body: { ...meta("c-conn"), spec: { integration: "gmail", secret: { CLIENT_ID: "a", CLIENT_SECRET: "b", REFRESH_TOKEN: "c" } } } }, S.IntegrationConnection),
+  c(
+    "updatePolicy",
+    p({ policyName: "c-pol" }, { body: { ...meta("c-pol"), spec: { type: "location", locations: [{ name: "eu", type: "continent" }] } } }),
+    S.Policy,
+  ),
+  c(
+    "createIntegrationConnection",
+    { body: { ...meta("c-conn"), spec: { integration: "gmail", secret: { CLIENT_ID: "a", CLIENT_SECRET: "b", REFRESH_TOKEN: "c" } } } },
+    S.IntegrationConnection,
+  ),
   c("listIntegrationConnections", {}, S.list(S.IntegrationConnection)),
   c("getIntegrationConnection", p({ connectionName: "c-conn" }), S.IntegrationConnection),
-  c("updateIntegrationConnection", p({ connectionName: "c-conn" }, { body: { ...meta("c-conn"), spec: { integration: "gmail", config: { scope: "send" } } } }), S.IntegrationConnection),
+  c(
+    "updateIntegrationConnection",
+    p({ connectionName: "c-conn" }, { body: { ...meta("c-conn"), spec: { integration: "gmail", config: { scope: "send" } } } }),
+    S.IntegrationConnection,
+  ),
   c("getIntegrationConnectionModelEndpointConfigurations", p({ connectionName: "c-conn" }), S.Anything),
   c("listIntegrationConnectionModels", p({ connectionName: "c-conn" }), S.Anything),
   c("getIntegrationConnectionModel", p({ connectionName: "c-conn", modelId: "none" }), S.Anything, { status: 404 }),
@@ -65,17 +86,30 @@ export const CASES: Case[] = [
   c("getAgent", p({ agentName: "c-agent" }, { query: { show_secrets: true } }), S.Agent),
   c("updateAgent", p({ agentName: "c-agent" }, { body: { ...meta("c-agent"), spec: { runtime: { image: "agent:2" } } } }), S.Agent),
   c("listAgentRevisions", p({ agentName: "c-agent" }), S.list(S.Revision)),
-  c("createFunction", { body: { ...meta("c-fn", { displayName: "Mail MCP" }), spec: { type: "mcp", integrationConnections: ["c-conn"], runtime: { type: "mcp" } } } }, S.Fn),
+  c(
+    "createFunction",
+    { body: { ...meta("c-fn", { displayName: "Mail MCP" }), spec: { type: "mcp", integrationConnections: ["c-conn"], runtime: { type: "mcp" } } } },
+    S.Fn,
+  ),
   c("listFunctions", {}, S.paged(S.Fn)),
   c("getFunction", p({ functionName: "c-fn" }), S.Fn),
-  c("updateFunction", p({ functionName: "c-fn" }, { body: { ...meta("c-fn"), spec: { type: "mcp", integrationConnections: ["c-conn"], runtime: { type: "mcp", memory: 1024 } } } }), S.Fn),
+  c(
+    "updateFunction",
+    p(
+      { functionName: "c-fn" },
+      { body: { ...meta("c-fn"), spec: { type: "mcp", integrationConnections: ["c-conn"], runtime: { type: "mcp", memory: 1024 } } } },
+    ),
+    S.Fn,
+  ),
   c("listFunctionRevisions", p({ functionName: "c-fn" }), S.list(S.Revision)),
   c("createJob", { body: { ...meta("c-job"), spec: { runtime: { image: "job:1", memory: 1024, envs: [{ name: "K", value: "v", secret: true }] } } } }, S.Job),
   c("listJobs", {}, S.paged(S.Job)),
   c("getJob", p({ jobId: "c-job" }), S.Job),
   c("updateJob", p({ jobId: "c-job" }, { body: { ...meta("c-job"), spec: { runtime: { image: "job:2", memory: 1024 } } } }), S.Job),
   c("listJobRevisions", p({ jobId: "c-job" }), S.list(S.Revision)),
-  c("createJobExecution", p({ jobId: "c-job" }, { body: { env: { A: "1" }, tasks: [{ durationMs: 60_000 }] } }), S.CreateExecutionOutput, { save: (d, ids) => (ids.execution = any(d).executionId!) }),
+  c("createJobExecution", p({ jobId: "c-job" }, { body: { env: { A: "1" }, tasks: [{ durationMs: 60_000 }] } }), S.CreateExecutionOutput, {
+    save: (d, ids) => (ids.execution = any(d).executionId!),
+  }),
   c("listJobExecutions", p({ jobId: "c-job" }), S.paged(S.JobExecution)),
   c("getJobExecution", (ids) => p({ jobId: "c-job", executionId: ids.execution! }), S.JobExecution),
   c("listJobExecutionTasks", (ids) => p({ jobId: "c-job", executionId: ids.execution! }), S.TaskList),
@@ -93,7 +127,11 @@ export const CASES: Case[] = [
   c("listApplicationRevisions", p({ applicationName: "c-app" }), S.list(S.Revision)),
   c("createApplicationCustomDomain", p({ applicationName: "c-app" }, { body: meta("app.example.com") }), S.CustomDomain),
   // sandboxes
-  c("createSandbox", { body: { ...meta("c-sbx", { externalId: "ext-sbx" }), spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096 } } } }, S.Sandbox),
+  c(
+    "createSandbox",
+    { body: { ...meta("c-sbx", { externalId: "ext-sbx" }), spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096 } } } },
+    S.Sandbox,
+  ),
   c("listSandboxes", {}, S.paged(S.Sandbox)),
   c("getSandbox", p({ sandboxName: "c-sbx" }), S.Sandbox),
   c("getSandboxByExternalId", p({ externalId: "ext-sbx" }), S.Sandbox),
@@ -102,10 +140,19 @@ export const CASES: Case[] = [
   c("listSandboxPreviews", p({ sandboxName: "c-sbx" }), S.list(S.Preview)),
   c("getSandboxPreview", p({ sandboxName: "c-sbx", previewName: "c-prev" }), S.Preview),
   c("updateSandboxPreview", p({ sandboxName: "c-sbx", previewName: "c-prev" }, { body: { ...meta("c-prev"), spec: { port: 3001 } } }), S.Preview),
-  c("createSandboxPreviewToken", p({ sandboxName: "c-sbx", previewName: "c-prev" }, { body: { spec: { expiresAt: "2099-01-01T00:00:00Z" } } }), S.PreviewToken, { save: (d, ids) => (ids.token = (d as { metadata: { name: string } }).metadata.name) }),
+  c(
+    "createSandboxPreviewToken",
+    p({ sandboxName: "c-sbx", previewName: "c-prev" }, { body: { spec: { expiresAt: "2099-01-01T00:00:00Z" } } }),
+    S.PreviewToken,
+    { save: (d, ids) => (ids.token = (d as { metadata: { name: string } }).metadata.name) },
+  ),
   c("listSandboxPreviewTokens", p({ sandboxName: "c-sbx", previewName: "c-prev" }), S.list(S.PreviewToken)),
   c("deleteSandboxPreviewToken", (ids) => p({ sandboxName: "c-sbx", previewName: "c-prev", tokenName: ids.token! }), S.Message),
-  c("createSandboxSchedule", p({ sandboxName: "c-sbx" }, { body: { id: "c-sched", type: "sleep", value: "2h", input: { command: "echo hi", env: { A: "b" } } } }), S.ScheduleEntry),
+  c(
+    "createSandboxSchedule",
+    p({ sandboxName: "c-sbx" }, { body: { id: "c-sched", type: "sleep", value: "2h", input: { command: "echo hi", env: { A: "b" } } } }),
+    S.ScheduleEntry,
+  ),
   c("listSandboxSchedules", p({ sandboxName: "c-sbx" }), S.paged(S.ScheduleEntry)),
   c("getSandboxSchedule", p({ sandboxName: "c-sbx", scheduleId: "c-sched" }), S.ScheduleEntry),
   c("updateSandboxSchedule", p({ sandboxName: "c-sbx", scheduleId: "c-sched" }, { body: { type: "cron", value: "0 8 * * 1-5" } }), S.ScheduleEntry),
@@ -135,7 +182,11 @@ export const CASES: Case[] = [
   c("createVolumeTemplate", { body: { ...meta("c-tpl"), spec: { defaultSize: 1024, description: "t" } } }, S.VolumeTemplate),
   c("listVolumeTemplates", {}, S.list(S.VolumeTemplate)),
   c("getVolumeTemplate", p({ volumeTemplateName: "c-tpl" }), S.VolumeTemplate),
-  c("updateVolumeTemplate", p({ volumeTemplateName: "c-tpl" }, { query: { version: "2" }, body: { ...meta("c-tpl"), spec: { defaultSize: 2048 } } }), S.VolumeTemplate),
+  c(
+    "updateVolumeTemplate",
+    p({ volumeTemplateName: "c-tpl" }, { query: { version: "2" }, body: { ...meta("c-tpl"), spec: { defaultSize: 2048 } } }),
+    S.VolumeTemplate,
+  ),
   c("deleteVolumeTemplateVersion", p({ volumeTemplateName: "c-tpl", versionName: "1" }), S.VolumeTemplateVersionDeleted),
   c("createDrive", { body: { ...meta("c-drive", { externalId: "ext-drive" }), spec: { region: "us-pdx-1" } } }, S.Drive),
   c("listDrives", {}, S.paged(S.Drive)),
@@ -176,8 +227,18 @@ export const CASES: Case[] = [
   c("listImages", {}, S.list(S.Image)),
   c("getImage", p({ resourceType: "sandboxes", imageName: "c-img" }), S.Image),
   c("shareImage", p({ resourceType: "sandboxes", imageName: "c-img" }, { body: { targetWorkspace: "c-ws2" } }), S.Image),
-  c("shareImage", p({ resourceType: "sandboxes", imageName: "c-img" }, { body: { targetWorkspace: "c-partner", targetAccountId: "c-other" } }), S.PendingImageShare, { status: 202, save: (d, ids) => (ids.share1 = any(d).id!) }),
-  c("shareImage", p({ resourceType: "agents", imageName: "c-img2" }, { body: { targetWorkspace: "c-partner", targetAccountId: "c-other" } }), S.PendingImageShare, { status: 202, save: (d, ids) => (ids.share2 = any(d).id!) }),
+  c(
+    "shareImage",
+    p({ resourceType: "sandboxes", imageName: "c-img" }, { body: { targetWorkspace: "c-partner", targetAccountId: "c-other" } }),
+    S.PendingImageShare,
+    { status: 202, save: (d, ids) => (ids.share1 = any(d).id!) },
+  ),
+  c(
+    "shareImage",
+    p({ resourceType: "agents", imageName: "c-img2" }, { body: { targetWorkspace: "c-partner", targetAccountId: "c-other" } }),
+    S.PendingImageShare,
+    { status: 202, save: (d, ids) => (ids.share2 = any(d).id!) },
+  ),
   c("listImageShares", p({ resourceType: "sandboxes", imageName: "c-img" }), S.list(S.ImageShareTarget)),
   c("listPendingImageShares", { query: { direction: "outgoing" } }, S.list(S.PendingImageShareRender)),
   c("acceptImageShare", (ids) => p({ pendingShareId: ids.share1! }), S.Image),

@@ -28,10 +28,19 @@ describe("the egress proxy's CA", () => {
       await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
       const port = (server.address() as { port: number }).port;
       const text = await new Promise<string>((resolve, reject) => {
-        const socket = connect({ host: "127.0.0.1", port, servername: host === "127.0.0.1" ? "ip.invalid" : host, ca: ca.certPem, checkServerIdentity: (_h, cert) => (cert.subjectaltname?.includes(host) ? undefined : new Error(`no SAN for ${host}`)) }, () => {
-          let data = "";
-          socket.on("data", (d) => (data += d)).on("end", () => resolve(data));
-        });
+        const socket = connect(
+          {
+            host: "127.0.0.1",
+            port,
+            servername: host === "127.0.0.1" ? "ip.invalid" : host,
+            ca: ca.certPem,
+            checkServerIdentity: (_h, cert) => (cert.subjectaltname?.includes(host) ? undefined : new Error(`no SAN for ${host}`)),
+          },
+          () => {
+            let data = "";
+            socket.on("data", (d) => (data += d)).on("end", () => resolve(data));
+          },
+        );
         socket.on("error", reject);
       });
       server.close();

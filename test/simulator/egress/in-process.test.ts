@@ -11,7 +11,10 @@ import { forwardHeaders } from "../../../simulator/egress/messages.js";
  * proxy's forwarding: hop-by-hop headers gone, injected ones in, repeated
  * headers folded as Node folds them, the body's chunked framing kept.
  */
-async function rewritten(rawRequest: string, inject?: Record<string, string>): Promise<{ headers: IncomingHttpHeaders; raw: string[]; url: string; body: string }> {
+async function rewritten(
+  rawRequest: string,
+  inject?: Record<string, string>,
+): Promise<{ headers: IncomingHttpHeaders; raw: string[]; url: string; body: string }> {
   const server = createServer((req, res) => {
     const out = asSimulatorRequest(req, forwardHeaders(req.rawHeaders, inject), "/rewritten?q=1");
     let body = "";

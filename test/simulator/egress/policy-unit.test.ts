@@ -27,10 +27,14 @@ describe("spec.network as the egress proxy reads it", () => {
   });
 
   it("resolves {{SECRET:name}} from the rule's own secrets, for its destinations only; later rules win", () => {
-    const policy = parseNetwork({ proxy: { routing: [
-      { destinations: ["*"], headers: { "X-Global": "Bearer {{SECRET:g}}" }, secrets: { g: "gv" } },
-      { destinations: ["api.test"], headers: { "x-global": "{{ SECRET:k }}" }, body: { key: "{{SECRET:k}}" }, secrets: { k: "kv" } },
-    ] } });
+    const policy = parseNetwork({
+      proxy: {
+        routing: [
+          { destinations: ["*"], headers: { "X-Global": "Bearer {{SECRET:g}}" }, secrets: { g: "gv" } },
+          { destinations: ["api.test"], headers: { "x-global": "{{ SECRET:k }}" }, body: { key: "{{SECRET:k}}" }, secrets: { k: "kv" } },
+        ],
+      },
+    });
     expect(injectionFor(policy, "api.test")).toEqual({ headers: { "x-global": "kv" }, body: { key: "kv" } });
     expect(injectionFor(policy, "other.test")).toEqual({ headers: { "x-global": "Bearer gv" }, body: {} });
     expect(injectionFor(parseNetwork({}), "other.test")).toBeUndefined();
@@ -49,11 +53,17 @@ describe("spec.network as the egress proxy reads it", () => {
     expect(problem({ allowedDomains: ["ex ample.com"] })).toMatch(/^spec\.network\.allowedDomains\[0\]/);
     expect(problem({ forbiddenDomains: ["a.*.com"] })).toMatch(/^spec\.network\.forbiddenDomains\[0\]/);
     expect(problem({ proxy: { allowedDomains: "example.com" } })).toMatch(/^spec\.network\.proxy\.allowedDomains: must be a list/);
-    expect(problem({ proxy: { routing: [{ destinations: ["*"], body: { f: "{{SECRET:nope}}" }, secrets: {} }] } })).toMatch(/^spec\.network\.proxy\.routing\[0\]\.body\.f: \{\{SECRET:nope\}\}/);
+    expect(problem({ proxy: { routing: [{ destinations: ["*"], body: { f: "{{SECRET:nope}}" }, secrets: {} }] } })).toMatch(
+      /^spec\.network\.proxy\.routing\[0\]\.body\.f: \{\{SECRET:nope\}\}/,
+    );
     expect(problem({ proxy: { routing: [{ headers: { a: "b" } }] } })).toMatch(/routing\[0\]\.destinations/);
     expect(problem({ proxy: { routing: [{ destinations: ["*"], headers: { "bad header": "b" } }] } })).toMatch(/routing\[0\]\.headers/);
-    expect(problem({ forbiddenDomains: Array.from({ length: LIMITS.domains + 1 }, (_, i) => `d${i}.test`) })).toMatch(/^spec\.network\.forbiddenDomains: at most/);
-    expect(problem({ proxy: { routing: Array.from({ length: LIMITS.rules + 1 }, () => ({ destinations: ["*"] })) } })).toMatch(/^spec\.network\.proxy\.routing: at most/);
+    expect(problem({ forbiddenDomains: Array.from({ length: LIMITS.domains + 1 }, (_, i) => `d${i}.test`) })).toMatch(
+      /^spec\.network\.forbiddenDomains: at most/,
+    );
+    expect(problem({ proxy: { routing: Array.from({ length: LIMITS.rules + 1 }, () => ({ destinations: ["*"] })) } })).toMatch(
+      /^spec\.network\.proxy\.routing: at most/,
+    );
     expect(problem({ allowedDomains: ["10.0.0.1", "*.example.com", "*"], proxy: { bypass: ["internal.test"] } })).toBe("");
   });
 });
@@ -61,7 +71,8 @@ describe("spec.network as the egress proxy reads it", () => {
 describe("the simulator's /_sim routes from inside", () => {
   it("are recognised however they are spelled", async () => {
     const { isSimRoute } = await import("../../../simulator/egress/proxy.js");
-    for (const path of ["/_sim/clock", "/_SIM/clock", "/%5Fsim/clock", "//_sim/x", "/_sim", "/_sim?x=1", "/%E0%A4%A"]) expect(isSimRoute(path), path).toBe(true);
+    for (const path of ["/_sim/clock", "/_SIM/clock", "/%5Fsim/clock", "//_sim/x", "/_sim", "/_sim?x=1", "/%E0%A4%A"])
+      expect(isSimRoute(path), path).toBe(true);
     for (const path of ["/v0/sandboxes", "/_simulator", "/x/_sim/clock"]) expect(isSimRoute(path), path).toBe(false);
   });
 });
@@ -69,7 +80,8 @@ describe("the simulator's /_sim routes from inside", () => {
 describe("the simulator's --public-url host inside a sandbox", () => {
   it("is a name of 127.0.0.1 (its gateway) in the sandbox's /etc/hosts, unless it is an address or localhost", () => {
     expect(simulatorHostNames(new URL("http://sim.example.test:8081"))).toEqual(["sim.example.test"]);
-    for (const base of ["http://127.0.0.1:8081", "http://[::1]:8081", "http://localhost:8081", "http://x.localhost"]) expect(simulatorHostNames(new URL(base))).toEqual([]);
+    for (const base of ["http://127.0.0.1:8081", "http://[::1]:8081", "http://localhost:8081", "http://x.localhost"])
+      expect(simulatorHostNames(new URL(base))).toEqual([]);
     const hosts = hostsFile("box", ["sim.example.test"]);
     expect(hosts.split("\n")[0]).toBe("127.0.0.1\tlocalhost sim.example.test");
     expect(hostsFile("box")).toContain("127.0.1.1\tbox");

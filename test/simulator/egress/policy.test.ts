@@ -24,17 +24,24 @@ type Sandbox = InstanceType<Sdk["SandboxInstance"]>;
 const KEY = "egress-policy-admin-key";
 const SECRET = "s3cret-value-never-shown-9f2c";
 /** Pids of the slirp4netns processes this test process started (through the simulator it runs). */
-const ourSlirps = () => readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((pid) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("slirp4netns");
-  } catch {
-    return false;
-  }
-});
+const ourSlirps = () =>
+  readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        return (
+          Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("slirp4netns")
+        );
+      } catch {
+        return false;
+      }
+    });
 
 /** The host's own non-loopback address: the only "outside" this machine is sure to have. */
-const hostAddress = Object.values(networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)?.address;
+const hostAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
 
 /** A CONNECT through HTTPS_PROXY, then https over it (as the SDK's tests do); prints the body, exits 1 on a refusal. */
 const CONNECT_CLIENT = String.raw`
@@ -89,7 +96,8 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
   const node = (path: string, method = "GET", body?: string) => run(`node /tmp/connect.js ${method} https://${host}${path}${body ? ` '${body}'` : ""}`);
   const curl = (path: string) => run(`${viaProxy} curl -sS --max-time 10 https://${host}${path}`);
   const plainCurl = (path: string) => run(`${viaProxy} curl -sS --max-time 10 http://${host}:${new URL(sim.url).port}${path}`);
-  const python = (path: string) => run(`${viaProxy} python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('https://${host}${path}', timeout=10))['url'])"`);
+  const python = (path: string) =>
+    run(`${viaProxy} python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('https://${host}${path}', timeout=10))['url'])"`);
   const setNetwork = (network: Record<string, unknown> | undefined) => sdk.SandboxInstance.updateNetwork("client-b", { network } as never);
 
   it("without a policy: Node (CONNECT), curl and Python reach the preview over HTTPS, trusting the simulator's CA", async () => {
@@ -152,7 +160,11 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
   });
 
   it("a routing rule injects a secret header and body field; the secret is never returned nor logged, and survives a read-modify-write", async () => {
-    await setNetwork({ proxy: { routing: [{ destinations: [host], headers: { "X-Api-Key": "{{SECRET:key}}" }, body: { injected: "k={{SECRET:key}}" }, secrets: { key: SECRET } }] } });
+    await setNetwork({
+      proxy: {
+        routing: [{ destinations: [host], headers: { "X-Api-Key": "{{SECRET:key}}" }, body: { injected: "k={{SECRET:key}}" }, secrets: { key: SECRET } }],
+      },
+    });
     const n = await node("/echo/h");
     expect(n.code, n.out).toBe(0);
     expect(JSON.parse(n.out).headers["x-api-key"]).toBe(SECRET);
@@ -172,42 +184,49 @@ describe.skipIf(isolationUnavailable !== undefined)("a sandbox's network policy,
     expect(logs).toContain("egress blocked by the sandbox's network policy");
   });
 
-  it.skipIf(!hostAddress)("with a restricting policy, plain TCP (not through the proxy) is refused; the proxy still leads out; removal restores it", async () => {
-    const outside: Server = createServer((_q, s) => s.end("outside"));
-    await new Promise<void>((r) => outside.listen(0, "0.0.0.0", r));
-    const url = `http://${hostAddress}:${(outside.address() as AddressInfo).port}/`;
-    try {
-      const direct = () => run(`curl -sS --noproxy '*' --max-time 5 ${url}`);
-      await setNetwork(undefined);
-      expect((await direct()).out).toBe("outside");
-      const before = ourSlirps();
-      await setNetwork({ forbiddenDomains: ["blocked.example.com"] });
-      // Its slirp4netns is gone (by pid), not left behind.
-      expect(ourSlirps().length).toBe(before.length - 1);
-      const cut = await direct();
-      expect(cut.code).not.toBe(0);
-      expect(cut.out).not.toContain("outside");
-      const proxied = await run(`curl -sS --max-time 5 --proxy "$HTTP_PROXY" --noproxy '' ${url}`);
-      expect(proxied.out).toBe("outside");
-      await setNetwork(undefined);
-      expect((await direct()).out).toBe("outside");
-      expect(ourSlirps().length).toBe(before.length);
-    } finally {
-      outside.close();
-    }
-  });
+  it.skipIf(!hostAddress)(
+    "with a restricting policy, plain TCP (not through the proxy) is refused; the proxy still leads out; removal restores it",
+    async () => {
+      const outside: Server = createServer((_q, s) => s.end("outside"));
+      await new Promise<void>((r) => outside.listen(0, "0.0.0.0", r));
+      const url = `http://${hostAddress}:${(outside.address() as AddressInfo).port}/`;
+      try {
+        const direct = () => run(`curl -sS --noproxy '*' --max-time 5 ${url}`);
+        await setNetwork(undefined);
+        expect((await direct()).out).toBe("outside");
+        const before = ourSlirps();
+        await setNetwork({ forbiddenDomains: ["blocked.example.com"] });
+        // Its slirp4netns is gone (by pid), not left behind.
+        expect(ourSlirps().length).toBe(before.length - 1);
+        const cut = await direct();
+        expect(cut.code).not.toBe(0);
+        expect(cut.out).not.toContain("outside");
+        const proxied = await run(`curl -sS --max-time 5 --proxy "$HTTP_PROXY" --noproxy '' ${url}`);
+        expect(proxied.out).toBe("outside");
+        await setNetwork(undefined);
+        expect((await direct()).out).toBe("outside");
+        expect(ourSlirps().length).toBe(before.length);
+      } finally {
+        outside.close();
+      }
+    },
+  );
 
   it("bad input: a malformed pattern, an unknown secret, a huge list are 400 naming the field, nothing applied", async () => {
     await setNetwork({ forbiddenDomains: ["other.example.com"] });
-    const put = (network: unknown) => fetch(`${sim.env.BL_API_URL}/sandboxes/client-b`, {
-      method: "PUT",
-      headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "policy", "content-type": "application/json" },
-      body: JSON.stringify({ metadata: { name: "client-b" }, spec: { network } }),
-    });
+    const put = (network: unknown) =>
+      fetch(`${sim.env.BL_API_URL}/sandboxes/client-b`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "policy", "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "client-b" }, spec: { network } }),
+      });
     const cases: [unknown, string][] = [
       [{ forbiddenDomains: ["exa mple.com"] }, "spec.network.forbiddenDomains[0]"],
       [{ proxy: { allowedDomains: ["*.*.example.com"] } }, "spec.network.proxy.allowedDomains[0]"],
-      [{ proxy: { routing: [{ destinations: ["*"], headers: { "X-K": "{{SECRET:missing}}" }, secrets: { key: "v" } }] } }, "spec.network.proxy.routing[0].headers.X-K"],
+      [
+        { proxy: { routing: [{ destinations: ["*"], headers: { "X-K": "{{SECRET:missing}}" }, secrets: { key: "v" } }] } },
+        "spec.network.proxy.routing[0].headers.X-K",
+      ],
       [{ forbiddenDomains: Array.from({ length: 5_000 }, (_, i) => `d${i}.example.com`) }, "spec.network.forbiddenDomains"],
     ];
     for (const [network, field] of cases) {

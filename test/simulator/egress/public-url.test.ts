@@ -41,7 +41,9 @@ describe.skipIf(isolationUnavailable !== undefined)("the --public-url host insid
     const box = new sdk.SandboxInstance({ metadata: { name: "inside", url: `${sim.url}${local.pathname}` }, spec: {} } as never);
     const run = async (command: string) => (await box.process.exec({ command, waitForCompletion: true, timeout: 30 })).logs?.trim();
     expect(await run(`getent hosts ${NAME}`)).toMatch(/^127\.0\.0\.1\s+.*sim-public\.test/);
-    const listed = await run(`curl -sS --noproxy '*' --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: pub' http://${NAME}:${port}/v0/sandboxes`);
+    const listed = await run(
+      `curl -sS --noproxy '*' --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: pub' http://${NAME}:${port}/v0/sandboxes`,
+    );
     expect((JSON.parse(listed!) as { metadata: { name: string } }[]).map((s) => s.metadata.name)).toEqual(["inside"]);
   });
 });

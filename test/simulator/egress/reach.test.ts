@@ -89,7 +89,10 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a
   it("a chunked upload and a WebSocket reach the other sandbox through the simulator's handler", async () => {
     // Handed to the simulator in process (simulator/egress/in-process.ts): a body framed by chunks still arrives whole.
     await b.fs.write("/tmp/up.bin", "x".repeat(300_000));
-    const up = await run(b, `curl -sS --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' --data-binary @/tmp/up.bin ${publicUrl}/echo/up`);
+    const up = await run(
+      b,
+      `curl -sS --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' --data-binary @/tmp/up.bin ${publicUrl}/echo/up`,
+    );
     expect(up.code, up.out).toBe(0);
     expect(JSON.parse(up.out)).toMatchObject({ method: "POST", url: "/echo/up", bytes: 300_000 });
     await b.fs.write("/tmp/ws.js", WS_CLIENT);
@@ -112,7 +115,10 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator from inside a
     const without = await run(b, `curl -s -o /dev/null -w '%{http_code}' --max-time 10 ${api}/sandboxes`);
     expect(without.out.trim()).toBe("401");
     // A JSON body framed by chunks (no Content-Length) is read as a body by the API.
-    const chunked = await run(b, `curl -sS --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: egress' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' -d '{"metadata":{"name":"chunked"},"spec":{"port":4000,"public":true}}' ${api}/sandboxes/echo-a/previews`);
+    const chunked = await run(
+      b,
+      `curl -sS --max-time 10 -H 'Authorization: Bearer ${KEY}' -H 'X-Blaxel-Workspace: egress' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' -d '{"metadata":{"name":"chunked"},"spec":{"port":4000,"public":true}}' ${api}/sandboxes/echo-a/previews`,
+    );
     expect(chunked.code, chunked.out).toBe(0);
     expect(JSON.parse(chunked.out)).toMatchObject({ metadata: { name: "chunked" }, spec: { port: 4000 } });
   });

@@ -20,11 +20,14 @@ describe.skipIf(why !== undefined)(`images from the Docker daemon${why ? ` (skip
   let work: string;
   beforeAll(() => {
     work = trackedTempDir("docker-images-");
-    writeFileSync(join(work, "rootfs.tar"), tarOf([
-      { name: "bin/", type: "dir" },
-      { name: "bin/greet", content: "#!/bin/sh\necho from docker\n", mode: 0o755 },
-      { name: "etc/motd", content: "docker image" },
-    ]));
+    writeFileSync(
+      join(work, "rootfs.tar"),
+      tarOf([
+        { name: "bin/", type: "dir" },
+        { name: "bin/greet", content: "#!/bin/sh\necho from docker\n", mode: 0o755 },
+        { name: "etc/motd", content: "docker image" },
+      ]),
+    );
     execFileSync("docker", ["import", "--change", "ENV GREETING=docker", "--change", "WORKDIR /srv", join(work, "rootfs.tar"), tag], { stdio: "ignore" });
   });
   afterAll(() => {

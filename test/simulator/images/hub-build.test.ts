@@ -39,10 +39,23 @@ const baseSkip = await skipReason("base-image");
 describe.skipIf(baseSkip !== "")(`the blaxel/base-image hub image${baseSkip}`, () => {
   it("is a Debian root filesystem with Node.js, npm, Python, pip, git and curl, and its manifest", { timeout: 45 * 60_000 }, async () => {
     const image = await store.ensure("blaxel/base-image:latest", streamProgress(process.stderr, "blaxel/base-image"));
-    for (const tool of ["usr/bin/node", "usr/bin/npm", "usr/bin/python3", "usr/bin/pip3", "usr/bin/git", "usr/bin/curl", "usr/bin/bash", "etc/debian_version"]) {
+    for (const tool of [
+      "usr/bin/node",
+      "usr/bin/npm",
+      "usr/bin/python3",
+      "usr/bin/pip3",
+      "usr/bin/git",
+      "usr/bin/curl",
+      "usr/bin/bash",
+      "etc/debian_version",
+    ]) {
       expect(existsSync(join(image.rootfs, tool)), tool).toBe(true);
     }
-    expect(image.manifest).toMatchObject({ source: "recipe", origin: "base-image", config: { env: expect.arrayContaining(["HOME=/blaxel"]), workingDir: "/blaxel" } });
+    expect(image.manifest).toMatchObject({
+      source: "recipe",
+      origin: "base-image",
+      config: { env: expect.arrayContaining(["HOME=/blaxel"]), workingDir: "/blaxel" },
+    });
     expect(image.manifest.size).toBeGreaterThan(100 * 2 ** 20);
     expect(existsSync(join(image.rootfs, "blaxel"))).toBe(true);
     const argv = inImage(image.rootfs, ["--unshare-all"], ["sh", "-c", "node -p process.version && python3 -c 'import sys; print(sys.version_info[0])'"]);
@@ -58,7 +71,25 @@ describe.skipIf(jupyterSkip !== "")(`the blaxel/jupyter-server hub image${jupyte
     expect(image.manifest.services.map((s) => s.name)).toEqual(["jupyter", "interpreter"]);
     const app = trackedTempDir("jupyter-app-");
     cpSync(join(image.rootfs, "app"), app, { recursive: true });
-    const argv = inImage(image.rootfs, ["--unshare-pid", "--bind", app, "/app", "--setenv", "HOME", "/app", "--setenv", "MPLCONFIGDIR", "/app/.config/matplotlib", "--setenv", "INTERPRETER_PORT", "0"], ["python3", "/opt/sandbox-kit/interpreter.py"]);
+    const argv = inImage(
+      image.rootfs,
+      [
+        "--unshare-pid",
+        "--bind",
+        app,
+        "/app",
+        "--setenv",
+        "HOME",
+        "/app",
+        "--setenv",
+        "MPLCONFIGDIR",
+        "/app/.config/matplotlib",
+        "--setenv",
+        "INTERPRETER_PORT",
+        "0",
+      ],
+      ["python3", "/opt/sandbox-kit/interpreter.py"],
+    );
     if (!argv) return console.warn("bubblewrap cannot run here: the interpreter was not started");
     const server = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
     try {
@@ -69,16 +100,29 @@ describe.skipIf(jupyterSkip !== "")(`the blaxel/jupyter-server hub image${jupyte
         });
         server.once("exit", (code) => reject(new Error(`the interpreter exited (${code})`)));
       });
-      const res = await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ code: "import sys\nprint(6 * 7)\nprint('oops', file=sys.stderr)\n{'answer': 42}", env_vars: { GREETING: "hi" } }) });
+      const res = await fetch(`http://127.0.0.1:${port}/execute`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ code: "import sys\nprint(6 * 7)\nprint('oops', file=sys.stderr)\n{'answer': 42}", env_vars: { GREETING: "hi" } }),
+      });
       expect(res.status).toBe(200);
-      const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = (await res.text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(lines).toContainEqual(expect.objectContaining({ type: "stdout", text: "42\n" }));
       expect(lines).toContainEqual(expect.objectContaining({ type: "stderr", text: "oops\n" }));
       expect(lines).toContainEqual(expect.objectContaining({ type: "result", text: "{'answer': 42}", is_main_result: true }));
-      const failed = await (await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", body: JSON.stringify({ code: "import os; os.environ['GREETING'] + 1" }) })).text();
+      const failed = await (
+        await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", body: JSON.stringify({ code: "import os; os.environ['GREETING'] + 1" }) })
+      ).text();
       expect(failed).toContain('"name": "TypeError"');
-      const context = (await (await fetch(`http://127.0.0.1:${port}/contexts`, { method: "POST", body: JSON.stringify({ language: "python", cwd: "/tmp" }) })).json()) as { id: string };
-      const cwd = await (await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", body: JSON.stringify({ code: "import os; os.getcwd()", context_id: context.id }) })).text();
+      const context = (await (
+        await fetch(`http://127.0.0.1:${port}/contexts`, { method: "POST", body: JSON.stringify({ language: "python", cwd: "/tmp" }) })
+      ).json()) as { id: string };
+      const cwd = await (
+        await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", body: JSON.stringify({ code: "import os; os.getcwd()", context_id: context.id }) })
+      ).text();
       expect(cwd).toContain(`"text": "'/tmp'"`);
     } finally {
       server.kill("SIGKILL");

@@ -38,7 +38,12 @@ const serviceWarnings = () => logText.split("\n").filter((l) => l.includes("coul
 
 beforeAll(async () => {
   if (nextSkip && jupyterSkip) return;
-  const destination = new Writable({ write(chunk: Buffer, _enc, done) { logText += chunk.toString(); done(); } });
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logText += chunk.toString();
+      done();
+    },
+  });
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS }, { logger: createLogger({ level: "warn", destination, format: "json" }) });
   sdk = await sdkForSimulator(sim.env);
 }, 60_000);

@@ -32,12 +32,28 @@ async function freePort(): Promise<number> {
 
 function capturedWarnings(): { logger: ReturnType<typeof createLogger>; lines: () => { service?: string; err?: string; msg?: string }[] } {
   let text = "";
-  const destination = new Writable({ write(chunk: Buffer, _enc, done) { text += chunk.toString(); done(); } });
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
   const logger = createLogger({ level: "warn", destination, format: "json" });
-  return { logger, lines: () => text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { service?: string; err?: string; msg?: string }) };
+  return {
+    logger,
+    lines: () =>
+      text
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { service?: string; err?: string; msg?: string }),
+  };
 }
 
-async function processOf(endpoint: AgentEndpoint, token: string, name: string): Promise<{ status: string; pid: string; restartOnFailure: boolean; maxRestarts: number } | undefined> {
+async function processOf(
+  endpoint: AgentEndpoint,
+  token: string,
+  name: string,
+): Promise<{ status: string; pid: string; restartOnFailure: boolean; maxRestarts: number } | undefined> {
   const res = await agentFetch(endpoint, { path: `/process/${name}`, headers: { authorization: `Bearer ${token}` } });
   return res.status === 200 ? JSON.parse(res.text) : undefined;
 }
@@ -45,7 +61,12 @@ async function processOf(endpoint: AgentEndpoint, token: string, name: string): 
 const launchers: { name: string; skip?: string; make: () => Launcher; spec?: () => Promise<Partial<LaunchSpec>> }[] = [
   { name: "process", make: () => new ProcessLauncher() },
   { name: "bwrap (the default)", skip: isolationUnavailable, make: () => new BwrapLauncher({ network: "none" }) },
-  { name: "docker", skip: dockerUnavailable, make: () => new DockerLauncher({ readyTimeoutMs: 180_000 }), spec: async () => ({ image: process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage()) }) },
+  {
+    name: "docker",
+    skip: dockerUnavailable,
+    make: () => new DockerLauncher({ readyTimeoutMs: 180_000 }),
+    spec: async () => ({ image: process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage()) }),
+  },
 ];
 
 for (const { name, skip, make, spec: extra } of launchers) {
@@ -77,7 +98,9 @@ for (const { name, skip, make, spec: extra } of launchers) {
       // Served as soon as the start returns: no caller has to poll for it.
       const served = await agentFetch(endpoint, { path: `/port/${port}/`, headers: { authorization: `Bearer ${spec.token}` } });
       expect(served.status).toBe(200);
-      expect(first.lines()).toEqual([expect.objectContaining({ service: "broken", msg: "could not start the image's service", err: expect.stringContaining("does not exist") })]);
+      expect(first.lines()).toEqual([
+        expect.objectContaining({ service: "broken", msg: "could not start the image's service", err: expect.stringContaining("does not exist") }),
+      ]);
 
       const pids = await Promise.all(["idle", "web"].map(async (n) => Number((await processOf(endpoint, spec.token, n))!.pid)));
       const again = capturedWarnings();
@@ -85,7 +108,8 @@ for (const { name, skip, make, spec: extra } of launchers) {
       expect(again.lines()).toEqual([]);
       expect(await Promise.all(["idle", "web"].map(async (n) => Number((await processOf(endpoint, spec.token, n))!.pid)))).toEqual(pids);
 
-      for (const n of ["idle", "web"]) await agentFetch(endpoint, { method: "DELETE", path: `/process/${n}/kill`, headers: { authorization: `Bearer ${spec.token}` } });
+      for (const n of ["idle", "web"])
+        await agentFetch(endpoint, { method: "DELETE", path: `/process/${n}/kill`, headers: { authorization: `Bearer ${spec.token}` } });
       // Pids are the agent's view: host pids under the process launcher, where nothing may outlive the test.
       if (name === "process") for (const pid of pids) expect(isAlive(pid)).toBe(false);
     }, 240_000);

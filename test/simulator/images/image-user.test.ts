@@ -51,7 +51,14 @@ describe("an image's User, resolved as a container runtime does (runc GetExecUse
 });
 
 describe("applying an image's configuration to a launch", () => {
-  const spec = (env?: Record<string, string>): LaunchSpec => ({ workspace: "w", sandbox: "s", rootDir: trackedTempDir("image-user-root-"), dataDir: "/nonexistent", token: "t", env });
+  const spec = (env?: Record<string, string>): LaunchSpec => ({
+    workspace: "w",
+    sandbox: "s",
+    rootDir: trackedTempDir("image-user-root-"),
+    dataDir: "/nonexistent",
+    token: "t",
+    env,
+  });
   const rootfs = () => {
     const dir = trackedTempDir("image-user-rootfs-");
     mkdirSync(join(dir, "etc"));
@@ -63,7 +70,11 @@ describe("applying an image's configuration to a launch", () => {
   it("the sandbox's envs win over the image's Env; HOME comes from the user's entry unless the Env sets one", () => {
     const launch = spec({ A: "sandbox" });
     applyImageConfig(launch, { env: { A: "image", SHELL: "/bin/bash" }, workingDir: "/app", user: "node", layers: [rootfs()] });
-    expect(launch).toMatchObject({ env: { A: "sandbox", SHELL: "/bin/bash", HOME: "/home/node" }, workingDir: "/app", user: { uid: 1000, gid: 1000, groups: [999, 50] } });
+    expect(launch).toMatchObject({
+      env: { A: "sandbox", SHELL: "/bin/bash", HOME: "/home/node" },
+      workingDir: "/app",
+      user: { uid: 1000, gid: 1000, groups: [999, 50] },
+    });
     const withHome = spec();
     applyImageConfig(withHome, { env: { HOME: "/data" }, workingDir: "/", user: "node", layers: [rootfs()] });
     expect(withHome.env).toEqual({ HOME: "/data" });
@@ -80,7 +91,15 @@ describe("applying an image's configuration to a launch", () => {
 });
 
 describe("the process wrapper switching to the image's user", () => {
-  const kit = ["/opt/sandbox-kit/lib/ld.so", "--library-path", "/opt/sandbox-kit/lib", "/opt/sandbox-kit/bin/setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"];
+  const kit = [
+    "/opt/sandbox-kit/lib/ld.so",
+    "--library-path",
+    "/opt/sandbox-kit/lib",
+    "/opt/sandbox-kit/bin/setpriv",
+    "--inh-caps=-all",
+    "--bounding-set=-all",
+    "--",
+  ];
 
   it("adds setpriv's ids before its --, groups or none; root is the wrapper unchanged", () => {
     expect(wrapperAs(kit, { uid: 1000, gid: 1001, groups: [27, 100] })).toEqual([...kit.slice(0, -1), "--regid=1001", "--reuid=1000", "--groups=27,100", "--"]);

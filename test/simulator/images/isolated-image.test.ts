@@ -66,7 +66,11 @@ beforeAll(async () => {
       { name: "usr/local/bin/from-template", content: "template's\n" },
     ]);
     await applyLayer(rootfs, chunks(layer), { whiteouts: "overlay", below: base.layers });
-    return { digest: `sha256:${"7".repeat(64)}`, config: { env: ["PATH=/usr/local/bin:/usr/bin:/bin", "FROM_IMAGE=template"], workingDir: "/", entrypoint: [], cmd: [], user: "" }, base: base.manifest.digest };
+    return {
+      digest: `sha256:${"7".repeat(64)}`,
+      config: { env: ["PATH=/usr/local/bin:/usr/bin:/bin", "FROM_IMAGE=template"], workingDir: "/", entrypoint: [], cmd: [], user: "" },
+      base: base.manifest.digest,
+    };
   });
   // The default launcher (bwrap) with the image store: what `npm start` runs.
   sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageCache: cache });
@@ -102,7 +106,9 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes run over
     const spec = { ...current.spec, runtime: { ...current.spec.runtime, envs: [{ name: "AFTER", value: "reboot" }] } };
     await sdk.updateSandbox({ path: { sandboxName: "tiny-one" }, body: { metadata: current.metadata, spec }, throwOnError: true });
     const rebooted = await sdk.SandboxInstance.get("tiny-one");
-    expect(await run(rebooted, "cat /usr/local/bin/tool 2>/dev/null || echo none; cat /etc/os-release; echo $AFTER $FROM_IMAGE")).toBe("none\nID=tiny-test-image\nreboot tiny\n");
+    expect(await run(rebooted, "cat /usr/local/bin/tool 2>/dev/null || echo none; cat /etc/os-release; echo $AFTER $FROM_IMAGE")).toBe(
+      "none\nID=tiny-test-image\nreboot tiny\n",
+    );
     await rebooted.fs.write("/tmp/after.txt", "the new layer works");
     expect(await rebooted.fs.read("/tmp/after.txt")).toBe("the new layer works");
 
@@ -117,7 +123,9 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes run over
     const base = store.get("tiny-shell:v1")!;
     expect(template.layers).toEqual([template.rootfs, base.rootfs]);
 
-    expect(await run("cat /etc/os-release; echo $FROM_IMAGE; ls /usr/local/bin; cat /etc/base-only 2>/dev/null || echo base-only-gone")).toBe("ID=tiny-template\ntemplate\nfrom-template\nbase-only-gone\n");
+    expect(await run("cat /etc/os-release; echo $FROM_IMAGE; ls /usr/local/bin; cat /etc/base-only 2>/dev/null || echo base-only-gone")).toBe(
+      "ID=tiny-template\ntemplate\nfrom-template\nbase-only-gone\n",
+    );
     expect(await sandbox.fs.read("/usr/local/bin/from-template")).toBe("template's\n");
     // The commands above ran the base's /bin/sh, cat and ls (the template has none); /etc merges both layers.
     const etc = (await run("ls /etc")).split("\n");

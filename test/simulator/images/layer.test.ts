@@ -42,12 +42,13 @@ describe("applyLayer", () => {
   });
 
   it("a whiteout deletes what a lower layer put there, an opaque directory hides all of it but this layer's own entries", async () => {
-    await apply([{ name: "etc/keep", content: "1" }, { name: "etc/gone", content: "2" }, { name: "opt/app/old1", content: "a" }, { name: "opt/app/sub/old2", content: "b" }]);
     await apply([
-      { name: "etc/.wh.gone" },
-      { name: "opt/app/new", content: "n" },
-      { name: "opt/app/.wh..wh..opq" },
+      { name: "etc/keep", content: "1" },
+      { name: "etc/gone", content: "2" },
+      { name: "opt/app/old1", content: "a" },
+      { name: "opt/app/sub/old2", content: "b" },
     ]);
+    await apply([{ name: "etc/.wh.gone" }, { name: "opt/app/new", content: "n" }, { name: "opt/app/.wh..wh..opq" }]);
     expect(read("etc/keep")).toBe("1");
     expect(existsSync(join(root, "etc/gone"))).toBe(false);
     expect(existsSync(join(root, "opt/app/old1"))).toBe(false);
@@ -57,8 +58,14 @@ describe("applyLayer", () => {
   });
 
   it("a later layer replaces a file by a directory and a directory by a file", async () => {
-    await apply([{ name: "a", content: "file" }, { name: "b/inner", content: "x" }]);
-    await apply([{ name: "a/child", content: "now a dir" }, { name: "b", content: "now a file" }]);
+    await apply([
+      { name: "a", content: "file" },
+      { name: "b/inner", content: "x" },
+    ]);
+    await apply([
+      { name: "a/child", content: "now a dir" },
+      { name: "b", content: "now a file" },
+    ]);
     expect(read("a/child")).toBe("now a dir");
     expect(read("b")).toBe("now a file");
   });
@@ -76,7 +83,10 @@ describe("applyLayer", () => {
       { name: "abs", type: "symlink", link: outside },
       { name: "rel", type: "symlink", link: "../../../../../../.." + outside },
     ]);
-    await apply([{ name: "abs/passwd", content: "image file" }, { name: "rel/x", content: "y" }]);
+    await apply([
+      { name: "abs/passwd", content: "image file" },
+      { name: "rel/x", content: "y" },
+    ]);
     expect(readFileSync(join(outside, "passwd"), "utf8")).toBe("host file");
     expect(existsSync(join(outside, "x"))).toBe(false);
     // Resolved as the sandbox sees them: under root.
@@ -102,7 +112,9 @@ describe("applyLayer", () => {
     const tar = tarOf([{ name: "a", content: "x" }]);
     tar[0] = tar[0]! ^ 0xff;
     await expect(applyLayer(root, chunks(tar))).rejects.toBeInstanceOf(TarFormatError);
-    await expect(readTar(chunks(tarOf([{ name: "a", content: "x".repeat(2000) }]).subarray(0, 1024)), { entry() {}, data() {}, end() {} })).rejects.toThrow(/truncated/);
+    await expect(readTar(chunks(tarOf([{ name: "a", content: "x".repeat(2000) }]).subarray(0, 1024)), { entry() {}, data() {}, end() {} })).rejects.toThrow(
+      /truncated/,
+    );
   });
 });
 
@@ -118,16 +130,21 @@ describe("resolveInRoot", () => {
 describe("a layer applied over a hard-linked copy of a base image (a template over its base)", () => {
   /** The base image's tree, and what its files are: content, inode and mode. */
   const makeBase = async (dir: string) => {
-    await applyLayer(dir, chunks(tarOf([
-      { name: "etc/", type: "dir" },
-      { name: "etc/changed", content: "base\n" },
-      { name: "etc/chmodded", content: "mode\n", mode: 0o644 },
-      { name: "etc/deleted", content: "gone in the template\n" },
-      { name: "etc/linked", content: "link target\n" },
-      { name: "opt/app/", type: "dir", mode: 0o755 },
-      { name: "opt/app/old", content: "hidden in the template\n" },
-      { name: "bin", type: "symlink", link: "usr/bin" },
-    ])));
+    await applyLayer(
+      dir,
+      chunks(
+        tarOf([
+          { name: "etc/", type: "dir" },
+          { name: "etc/changed", content: "base\n" },
+          { name: "etc/chmodded", content: "mode\n", mode: 0o644 },
+          { name: "etc/deleted", content: "gone in the template\n" },
+          { name: "etc/linked", content: "link target\n" },
+          { name: "opt/app/", type: "dir", mode: 0o755 },
+          { name: "opt/app/old", content: "hidden in the template\n" },
+          { name: "bin", type: "symlink", link: "usr/bin" },
+        ]),
+      ),
+    );
   };
   const facts = (dir: string) =>
     ["etc/changed", "etc/chmodded", "etc/deleted", "etc/linked", "opt/app/old"].map((path) => {
@@ -135,42 +152,58 @@ describe("a layer applied over a hard-linked copy of a base image (a template ov
       return { path, content: readFileSync(join(dir, path), "utf8"), ino: st.ino, mode: st.mode };
     });
 
-  it.each(["oci", "overlay"] as const)("the %s layer's changes, deletions and opaque directories reach the copy only: the base's files keep their content, inode and mode", async (whiteouts) => {
-    const base = join(root, "..", "base");
-    mkdirSync(base);
-    await makeBase(base);
-    const before = facts(base);
-    await linkCopy(base, root);
-    expect(lstatSync(join(root, "etc/changed")).ino).toBe(lstatSync(join(base, "etc/changed")).ino); // hard-linked: no data copied
+  it.each(["oci", "overlay"] as const)(
+    "the %s layer's changes, deletions and opaque directories reach the copy only: the base's files keep their content, inode and mode",
+    async (whiteouts) => {
+      const base = join(root, "..", "base");
+      mkdirSync(base);
+      await makeBase(base);
+      const before = facts(base);
+      await linkCopy(base, root);
+      expect(lstatSync(join(root, "etc/changed")).ino).toBe(lstatSync(join(base, "etc/changed")).ino); // hard-linked: no data copied
 
-    const deleted: Parameters<typeof tarOf>[0] = whiteouts === "oci" ? [{ name: "etc/.wh.deleted" }, { name: "opt/app/.wh..wh..opq" }] : [{ name: "etc/deleted", type: "char", dev: [0, 0] }];
-    const opaque: Parameters<typeof tarOf>[0] = whiteouts === "overlay" ? [{ name: "opt/app/", type: "dir", mode: 0o700, xattrs: { "trusted.overlay.opaque": "y" } }] : [{ name: "opt/app/", type: "dir", mode: 0o700 }];
-    await applyLayer(root, chunks(tarOf([
-      { name: "etc/changed", content: "template\n" },
-      { name: "etc/chmodded", content: "mode\n", mode: 0o600 },
-      { name: "etc/linked", type: "hardlink", link: "etc/changed" },
-      ...deleted,
-      ...opaque,
-      { name: "opt/app/new", content: "the template's own\n" },
-      { name: "bin", type: "symlink", link: "usr/local/bin" },
-    ])), { whiteouts });
+      const deleted: Parameters<typeof tarOf>[0] =
+        whiteouts === "oci" ? [{ name: "etc/.wh.deleted" }, { name: "opt/app/.wh..wh..opq" }] : [{ name: "etc/deleted", type: "char", dev: [0, 0] }];
+      const opaque: Parameters<typeof tarOf>[0] =
+        whiteouts === "overlay"
+          ? [{ name: "opt/app/", type: "dir", mode: 0o700, xattrs: { "trusted.overlay.opaque": "y" } }]
+          : [{ name: "opt/app/", type: "dir", mode: 0o700 }];
+      await applyLayer(
+        root,
+        chunks(
+          tarOf([
+            { name: "etc/changed", content: "template\n" },
+            { name: "etc/chmodded", content: "mode\n", mode: 0o600 },
+            { name: "etc/linked", type: "hardlink", link: "etc/changed" },
+            ...deleted,
+            ...opaque,
+            { name: "opt/app/new", content: "the template's own\n" },
+            { name: "bin", type: "symlink", link: "usr/local/bin" },
+          ]),
+        ),
+        { whiteouts },
+      );
 
-    expect(read("etc/changed")).toBe("template\n");
-    expect(lstatSync(join(root, "etc/chmodded")).mode & 0o777).toBe(0o600);
-    expect(read("etc/linked")).toBe("template\n");
-    expect(existsSync(join(root, "etc/deleted"))).toBe(false);
-    expect(readdirSync(join(root, "opt/app"))).toEqual(["new"]);
-    expect(readlinkSync(join(root, "bin"))).toBe("usr/local/bin");
-    expect(lstatSync(join(root, "opt/app")).mode & 0o777).toBe(0o700);
+      expect(read("etc/changed")).toBe("template\n");
+      expect(lstatSync(join(root, "etc/chmodded")).mode & 0o777).toBe(0o600);
+      expect(read("etc/linked")).toBe("template\n");
+      expect(existsSync(join(root, "etc/deleted"))).toBe(false);
+      expect(readdirSync(join(root, "opt/app"))).toEqual(["new"]);
+      expect(readlinkSync(join(root, "bin"))).toBe("usr/local/bin");
+      expect(lstatSync(join(root, "opt/app")).mode & 0o777).toBe(0o700);
 
-    expect(facts(base)).toEqual(before);
-    expect(readdirSync(join(base, "opt/app"))).toEqual(["old"]);
-    expect(lstatSync(join(base, "opt/app")).mode & 0o777).toBe(0o755);
-    expect(readlinkSync(join(base, "bin"))).toBe("usr/bin");
-  });
+      expect(facts(base)).toEqual(before);
+      expect(readdirSync(join(base, "opt/app"))).toEqual(["old"]);
+      expect(lstatSync(join(base, "opt/app")).mode & 0o777).toBe(0o755);
+      expect(readlinkSync(join(base, "bin"))).toBe("usr/bin");
+    },
+  );
 
   it("an OCI layer keeps a character device 0/0 and a .wh. name of an overlay layer apart: each format's whiteouts only", async () => {
-    await apply([{ name: "etc/a", content: "1" }, { name: "etc/b", content: "2" }]);
+    await apply([
+      { name: "etc/a", content: "1" },
+      { name: "etc/b", content: "2" },
+    ]);
     await applyLayer(root, chunks(tarOf([{ name: "etc/a", type: "char", dev: [0, 0] }])));
     expect(read("etc/a")).toBe("1"); // OCI: a device, skipped
     await applyLayer(root, chunks(tarOf([{ name: "etc/.wh.b" }])), { whiteouts: "overlay" });
@@ -182,7 +215,21 @@ describe("a layer applied over a hard-linked copy of a base image (a template ov
 function overlayView(layers: string[], script: string): string | undefined {
   const mountAt = trackedTempDir("layer-view-");
   try {
-    return execFileSync("unshare", ["--user", "--map-root-user", "--mount", "sh", "-c", `mount -t overlay overlay -o "lowerdir=$1,userxattr" "$2" && cd "$2" && ${script}`, "view", layers.join(":"), mountAt], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return execFileSync(
+      "unshare",
+      [
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "sh",
+        "-c",
+        `mount -t overlay overlay -o "lowerdir=$1,userxattr" "$2" && cd "$2" && ${script}`,
+        "view",
+        layers.join(":"),
+        mountAt,
+      ],
+      { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+    );
   } catch (err) {
     if (/unshare failed|Operation not permitted/.test(String((err as { stderr?: string }).stderr))) return undefined;
     throw err;
@@ -198,14 +245,19 @@ describe("layers stacked over a base (`below`: a template stored over its base i
   it("keeps deletions as overlay whiteouts, turns an opaque directory into whiteouts of the base's names, and merges several layers; overlayfs shows the template", async () => {
     const base = join(root, "..", "base");
     mkdirSync(base);
-    await applyLayer(base, chunks(tarOf([
-      { name: "etc/keep", content: "base\n" },
-      { name: "etc/changed", content: "base\n" },
-      { name: "etc/deleted", content: "base\n" },
-      { name: "opt/app/old1", content: "base\n" },
-      { name: "opt/app/old2", content: "base\n" },
-      { name: "srv/data/inner", content: "base\n" },
-    ])));
+    await applyLayer(
+      base,
+      chunks(
+        tarOf([
+          { name: "etc/keep", content: "base\n" },
+          { name: "etc/changed", content: "base\n" },
+          { name: "etc/deleted", content: "base\n" },
+          { name: "opt/app/old1", content: "base\n" },
+          { name: "opt/app/old2", content: "base\n" },
+          { name: "srv/data/inner", content: "base\n" },
+        ]),
+      ),
+    );
     const stacked = (entries: Parameters<typeof tarOf>[0]) => applyLayer(root, chunks(tarOf(entries)), { whiteouts: "overlay", below: [base] });
     await stacked([
       { name: "etc/", type: "dir" },

@@ -12,7 +12,10 @@ beforeAll(async () => {
     .post("/_sim/seed")
     .send({
       accounts: [{ id: "partner-co" }],
-      workspaces: [{ name: "sibling", accountId: "local" }, { name: "partner", accountId: "partner-co" }],
+      workspaces: [
+        { name: "sibling", accountId: "local" },
+        { name: "partner", accountId: "partner-co" },
+      ],
       users: [
         { email: "boss@partner.test", accountId: "partner-co", role: "admin", workspaces: ["partner"], apiKey: "other-admin-key" },
         { email: "dev@partner.test", accountId: "partner-co", role: "member", workspaces: ["partner"], apiKey: "other-member-key" },

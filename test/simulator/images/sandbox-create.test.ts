@@ -28,7 +28,9 @@ beforeAll(async () => {
   store = new ImageStore({ dir: cache, docker: null });
   const layout = (motd: string) => {
     const dir = join(trackedTempDir("layout-"), "oci");
-    writeOciLayout(dir, [[{ name: "etc/motd", content: motd }]], { config: { Env: ["PATH=/usr/bin:/bin", "FROM_IMAGE=yes", "GREETING=image"], WorkingDir: "/srv" } });
+    writeOciLayout(dir, [[{ name: "etc/motd", content: motd }]], {
+      config: { Env: ["PATH=/usr/bin:/bin", "FROM_IMAGE=yes", "GREETING=image"], WorkingDir: "/srv" },
+    });
     return dir;
   };
   await store.import(layout("one"), "tiny:v1");
@@ -36,9 +38,17 @@ beforeAll(async () => {
   // An image whose entrypoint starts a process beside the agent (as hub images' do): its manifest says so.
   const withService = await store.import(layout("three"), "served:v1");
   const manifestPath = join(withService.rootfs, "..", "manifest.json");
-  writeFileSync(manifestPath, JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, "utf8")), services: [{ name: "image-service", command: "sleep 60", workingDir: "/" }] }));
+  writeFileSync(
+    manifestPath,
+    JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, "utf8")), services: [{ name: "image-service", command: "sleep 60", workingDir: "/" }] }),
+  );
   const inner = new ProcessLauncher();
-  const recording: Launcher = { name: "recording", usesImageRoot: true, start: (spec) => (specs.push(structuredClone(spec)), inner.start(spec)), close: () => inner.close?.() ?? Promise.resolve() };
+  const recording: Launcher = {
+    name: "recording",
+    usesImageRoot: true,
+    start: (spec) => (specs.push(structuredClone(spec)), inner.start(spec)),
+    close: () => inner.close?.() ?? Promise.resolve(),
+  };
   sim = await serveSimulator({ port: 0, apiKey: "images-admin-key", workspace: WS, logLevel: "silent", imageCache: cache }, { launcher: recording });
   sdk = await sdkForSimulator(sim.env);
 });
@@ -61,23 +71,36 @@ describe("sandbox images through @blaxel/core", () => {
     const res = await fetch(`${sim.url}/sbx/${WS}/served/process`, { headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } });
     const processes = (await res.json()) as { name: string; status: string; command: string }[];
     expect(processes).toContainEqual(expect.objectContaining({ name: "image-service", command: "sleep 60", status: "running" }));
-    const kill = await fetch(`${sim.url}/sbx/${WS}/served/process/image-service/kill`, { method: "DELETE", headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } });
+    const kill = await fetch(`${sim.url}/sbx/${WS}/served/process/image-service/kill`, {
+      method: "DELETE",
+      headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS },
+    });
     expect(kill.status).toBe(200);
     await sdk.SandboxInstance.delete("served");
   });
 
   it("fails the create of an image no source has with 400 INVALID_IMAGE, and no sandbox is left behind", async () => {
-    const failure = await sdk.SandboxInstance.create({ name: "no-such-image", image: "nobody/nothing:1" }).then(() => undefined, (e: unknown) => e);
+    const failure = await sdk.SandboxInstance.create({ name: "no-such-image", image: "nobody/nothing:1" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(failure).toMatchObject({ code: "INVALID_IMAGE", status_code: 400, sandbox_name: "no-such-image", details: { requested_image: "nobody/nothing:1" } });
-    expect((failure as { details: { supported_images: string[] } }).details.supported_images).toEqual(expect.arrayContaining(["blaxel/base-image:latest", "tiny:v1"]));
+    expect((failure as { details: { supported_images: string[] } }).details.supported_images).toEqual(
+      expect.arrayContaining(["blaxel/base-image:latest", "tiny:v1"]),
+    );
     expect((failure as { message: string }).message).toMatch(/not found/);
-    const listed = (await (await fetch(`${sim.url}/v0/sandboxes`, { headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } })).json()) as { metadata: { name: string } }[];
+    const listed = (await (
+      await fetch(`${sim.url}/v0/sandboxes`, { headers: { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS } })
+    ).json()) as { metadata: { name: string } }[];
     expect(listed.map((s) => s.metadata.name)).not.toContain("no-such-image");
     await expect(sdk.SandboxInstance.get("no-such-image")).rejects.toMatchObject({ code: 404 });
     expect(sim.deps.agents!.get(WS, "no-such-image")).toBeUndefined();
     expect(specs.some((s) => s.sandbox === "no-such-image")).toBe(false);
     // A hub image under a tag the hub never published is no image either (the SDK's image test uses this one).
-    const badTag = await sdk.SandboxInstance.create({ name: "bad-tag", image: "blaxel/base-image:notexistingtag" }).then(() => undefined, (e: unknown) => e);
+    const badTag = await sdk.SandboxInstance.create({ name: "bad-tag", image: "blaxel/base-image:notexistingtag" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(badTag).toMatchObject({ code: "INVALID_IMAGE", status_code: 400, details: { requested_image: "blaxel/base-image:notexistingtag" } });
     expect((badTag as { message: string }).message).toMatch(/not as "notexistingtag"/);
     await expect(sdk.SandboxInstance.get("bad-tag")).rejects.toMatchObject({ code: 404 });
@@ -90,7 +113,12 @@ describe("sandbox images through @blaxel/core", () => {
     const headers = { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS, "content-type": "application/json" };
     const url = `${sim.url}/v0/sandboxes/switcher`;
     const current = (await (await fetch(url, { headers })).json()) as { spec: { runtime: Record<string, unknown> } };
-    const put = (image: string) => fetch(url, { method: "PUT", headers, body: JSON.stringify({ metadata: { name: "switcher" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, image } } }) });
+    const put = (image: string) =>
+      fetch(url, {
+        method: "PUT",
+        headers,
+        body: JSON.stringify({ metadata: { name: "switcher" }, spec: { ...current.spec, runtime: { ...current.spec.runtime, image } } }),
+      });
     const refused = await put("nobody/nothing:2");
     expect(refused.status).toBe(400);
     expect(await refused.json()).toMatchObject({ code: 400, message: expect.stringContaining("INVALID_IMAGE") });
@@ -109,7 +137,10 @@ describe("sandbox images through @blaxel/core", () => {
 describe("the Images API shows the images users brought into the store", () => {
   it("lists an imported image as the workspace's sandbox image with its tags and real sizes", async () => {
     const headers = { authorization: "Bearer images-admin-key", "x-blaxel-workspace": WS };
-    const listed = (await (await fetch(`${sim.url}/v0/images`, { headers })).json()) as { metadata: { name: string; resourceType: string }; spec: { size: number; tags: { name: string; size: number }[] } }[];
+    const listed = (await (await fetch(`${sim.url}/v0/images`, { headers })).json()) as {
+      metadata: { name: string; resourceType: string };
+      spec: { size: number; tags: { name: string; size: number }[] };
+    }[];
     const tiny = listed.find((i) => i.metadata.name === "tiny")!;
     expect(tiny.metadata.resourceType).toBe("sandboxes");
     expect(tiny.spec.tags.map((t) => t.name).sort()).toEqual(["v1", "v2"]);
@@ -127,7 +158,11 @@ describe("--image-source host", () => {
     const host = await serveSimulator({ port: 0, apiKey: "images-host-key", workspace: "host-ws", logLevel: "silent", imageSource: "host" });
     try {
       expect(host.deps.images).toBeUndefined();
-      const res = await fetch(`${host.url}/v0/sandboxes`, { method: "POST", headers: { authorization: "Bearer images-host-key", "x-blaxel-workspace": "host-ws", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "anything" }, spec: { runtime: { image: "nobody/nothing:1" } } }) });
+      const res = await fetch(`${host.url}/v0/sandboxes`, {
+        method: "POST",
+        headers: { authorization: "Bearer images-host-key", "x-blaxel-workspace": "host-ws", "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "anything" }, spec: { runtime: { image: "nobody/nothing:1" } } }),
+      });
       expect(res.status).toBe(200);
     } finally {
       await host.stop();

@@ -11,7 +11,6 @@ import { isHubTag, recipeFor } from "../../../simulator/images/recipes.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { gzipped, tarOf, writeOciLayout, type TestEntry } from "./tar-writer.js";
 
-
 const BASE: TestEntry[] = [
   { name: "bin/", type: "dir" },
   { name: "bin/hello", content: "#!/bin/sh\necho hello\n", mode: 0o755 },
@@ -51,11 +50,12 @@ describe("lock", () => {
   it("runs one holder at a time in a process", async () => {
     const dir = trackedTempDir("lock-");
     const order: string[] = [];
-    const slow = (name: string) => withLock(dir, "k", async () => {
-      order.push(`${name} in`);
-      await new Promise((r) => setImmediate(r));
-      order.push(`${name} out`);
-    });
+    const slow = (name: string) =>
+      withLock(dir, "k", async () => {
+        order.push(`${name} in`);
+        await new Promise((r) => setImmediate(r));
+        order.push(`${name} out`);
+      });
     await Promise.all([slow("a"), slow("b")]);
     expect(order).toEqual(["a in", "a out", "b in", "b out"]);
     expect(readdirSync(dir)).toEqual([]);
@@ -134,7 +134,12 @@ describe("ImageStore", () => {
     const base = await store.import(layout, "base");
     const stacked = await store.installBuilt("stacked", "Dockerfile", silentProgress, async (rootfs) => {
       writeFileSync(join(rootfs, "own"), "template's");
-      return { digest: `sha256:${"1".repeat(64)}`, config: { env: [], workingDir: "/", entrypoint: [], cmd: [], user: "" }, size: 10, base: base.manifest.digest };
+      return {
+        digest: `sha256:${"1".repeat(64)}`,
+        config: { env: [], workingDir: "/", entrypoint: [], cmd: [], user: "" },
+        size: 10,
+        base: base.manifest.digest,
+      };
     });
     expect(stacked.manifest.base).toBe(base.manifest.digest);
     expect(stacked.layers).toEqual([stacked.rootfs, base.rootfs]);
@@ -155,7 +160,12 @@ describe("ImageStore", () => {
     const work = trackedTempDir("store-");
     const layout = join(work, "layout");
     writeOciLayout(layout, [BASE]);
-    const files = (dir: string, prefix = ""): TestEntry[] => readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? [{ name: `${prefix}${d.name}/`, type: "dir" as const }, ...files(dir, `${prefix}${d.name}/`)] : [{ name: `${prefix}${d.name}`, content: readFileSync(join(dir, prefix, d.name)) }]));
+    const files = (dir: string, prefix = ""): TestEntry[] =>
+      readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((d) =>
+        d.isDirectory()
+          ? [{ name: `${prefix}${d.name}/`, type: "dir" as const }, ...files(dir, `${prefix}${d.name}/`)]
+          : [{ name: `${prefix}${d.name}`, content: readFileSync(join(dir, prefix, d.name)) }],
+      );
     writeFileSync(join(work, "image.tar.gz"), gzipped(tarOf(files(layout))));
     const store = new ImageStore({ dir: join(work, "store"), docker: null });
     expect(readFileSync(join((await store.import(join(work, "image.tar.gz"), "packed")).rootfs, "etc/motd"), "utf8")).toBe("base");

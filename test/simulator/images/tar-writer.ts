@@ -95,16 +95,31 @@ export async function* chunks(buf: Buffer, size = 333): AsyncIterable<Buffer> {
 const sha = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
 
 /** Writes an OCI image layout of the given layers (gzip) into dir. */
-export function writeOciLayout(dir: string, layers: TestEntry[][], config: object = { config: { Env: ["PATH=/bin", "GREETING=hi"], WorkingDir: "/work" } }, refName = "latest"): void {
+export function writeOciLayout(
+  dir: string,
+  layers: TestEntry[][],
+  config: object = { config: { Env: ["PATH=/bin", "GREETING=hi"], WorkingDir: "/work" } },
+  refName = "latest",
+): void {
   mkdirSync(join(dir, "blobs", "sha256"), { recursive: true });
   const blob = (data: Buffer) => {
     writeFileSync(join(dir, "blobs", "sha256", sha(data)), data);
     return { digest: `sha256:${sha(data)}`, size: data.length };
   };
   const layerDescs = layers.map((entries) => ({ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", ...blob(gzipped(tarOf(entries))) }));
-  const configDesc = { mediaType: "application/vnd.oci.image.config.v1+json", ...blob(Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", ...config }))) };
-  const manifest = blob(Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configDesc, layers: layerDescs })));
+  const configDesc = {
+    mediaType: "application/vnd.oci.image.config.v1+json",
+    ...blob(Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", ...config }))),
+  };
+  const manifest = blob(
+    Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configDesc, layers: layerDescs })),
+  );
   writeFileSync(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
-  writeFileSync(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest, annotations: { "org.opencontainers.image.ref.name": refName } }] }));
+  writeFileSync(
+    join(dir, "index.json"),
+    JSON.stringify({
+      schemaVersion: 2,
+      manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest, annotations: { "org.opencontainers.image.ref.name": refName } }],
+    }),
+  );
 }
-

@@ -26,14 +26,21 @@ import { trackedTempDir } from "../../helpers/temp-dirs.js";
 const found = await findBuilder();
 const builderSkip = found.builder ? "" : ` (skipped: no image builder here: ${found.unavailable.join("; ")})`;
 /** Each builder that answers here (docker where a daemon runs, buildah where it works): bad input is checked with both. */
-const builders = [found.builder?.kind, ...(found.builder?.kind === "docker" && (await findBuilder(null)).builder ? ["buildah"] : [])].filter((b): b is string => Boolean(b));
+const builders = [found.builder?.kind, ...(found.builder?.kind === "docker" && (await findBuilder(null)).builder ? ["buildah"] : [])].filter((b): b is string =>
+  Boolean(b),
+);
 
 /** Runs the CLI; returns its exit code and what it wrote. */
 async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = "";
   let err = "";
   const sink = (write: (s: string) => void) => ({ write: (chunk: string | Uint8Array) => (write(String(chunk)), true) }) as unknown as NodeJS.WritableStream;
-  const code = await imagesCli(argv, process.env, sink((s) => (out += s)), sink((s) => (err += s)));
+  const code = await imagesCli(
+    argv,
+    process.env,
+    sink((s) => (out += s)),
+    sink((s) => (err += s)),
+  );
   return { code, out, err };
 }
 
@@ -62,65 +69,94 @@ describe("the images a Dockerfile names outside itself", () => {
   });
 
   it("runs ENTRYPOINT then CMD as one exec'd command, each word quoted for sh", () => {
-    expect(entrypointService({ env: [], workingDir: "/app", entrypoint: ["/entrypoint.sh"], cmd: ["--name", "it's"], user: "" })).toEqual({ name: "entrypoint", command: "exec /entrypoint.sh --name 'it'\\''s'", workingDir: "/app" });
+    expect(entrypointService({ env: [], workingDir: "/app", entrypoint: ["/entrypoint.sh"], cmd: ["--name", "it's"], user: "" })).toEqual({
+      name: "entrypoint",
+      command: "exec /entrypoint.sh --name 'it'\\''s'",
+      workingDir: "/app",
+    });
     expect(entrypointService({ env: [], workingDir: "", entrypoint: [], cmd: [], user: "" })).toBeUndefined();
   });
 });
 
-describe.skipIf(builderSkip !== "").each(builders.length ? builders : ["none"])(`bad templates built with %s: a clear error and nothing half-built in the store${builderSkip}`, (builder) => {
-  const cache = trackedTempDir("template-bad-");
-  const leftovers = () => ({ refs: readdirSync(join(cache, "refs")), images: readdirSync(join(cache, "images")), tmp: readdirSync(join(cache, "tmp")) });
+describe.skipIf(builderSkip !== "").each(builders.length ? builders : ["none"])(
+  `bad templates built with %s: a clear error and nothing half-built in the store${builderSkip}`,
+  (builder) => {
+    const cache = trackedTempDir("template-bad-");
+    const leftovers = () => ({ refs: readdirSync(join(cache, "refs")), images: readdirSync(join(cache, "images")), tmp: readdirSync(join(cache, "tmp")) });
 
-  it("an unknown base image: says which, and how to provide it", async () => {
-    const dir = context({ Dockerfile: "FROM sandbox-kit-test/no-such-base:v9\nRUN true\n" });
-    const r = await cli(["build", "bad-base:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
-    expect(r.code).toBe(1);
-    expect(r.err).toContain('base image "sandbox-kit-test/no-such-base:v9" not found');
-    expect(r.err).toContain("sandbox-sim images import <oci-dir-or-tar> --name sandbox-kit-test/no-such-base:v9");
-    expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
-  }, 120_000);
-
-  it("a Dockerfile syntax error: the builder's own message", async () => {
-    const dir = context({ Dockerfile: "FROM scratch\nFROBNICATE the-image\n" });
-    const r = await cli(["build", "bad-syntax:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
-    expect(r.code).toBe(1);
-    expect(r.err).toMatch(/failed/);
-    expect(r.err.toLowerCase()).toContain("frobnicate");
-    expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
-  }, 120_000);
-
-  it("a context directory that does not exist", async () => {
-    const missing = join(trackedTempDir("template-gone-"), "nope");
-    const r = await cli(["build", "bad-context:v1", "--file", join(missing, "Dockerfile"), missing, "--image-cache", cache]);
-    expect(r.code).toBe(1);
-    expect(r.err).toContain(`the build context ${missing} is not a directory`);
-    expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
-  });
-
-  it("a name a hub image already has, with or without blaxel/", async () => {
-    const dir = context({ Dockerfile: "FROM scratch\n" });
-    for (const name of ["blaxel/base-image:latest", "nextjs"]) {
-      const r = await cli(["build", name, "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache]);
+    it("an unknown base image: says which, and how to provide it", async () => {
+      const dir = context({ Dockerfile: "FROM sandbox-kit-test/no-such-base:v9\nRUN true\n" });
+      const r = await cli(["build", "bad-base:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
       expect(r.code).toBe(1);
-      expect(r.err).toContain("is the hub image blaxel/");
-    }
-    expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
-  });
-});
+      expect(r.err).toContain('base image "sandbox-kit-test/no-such-base:v9" not found');
+      expect(r.err).toContain("sandbox-sim images import <oci-dir-or-tar> --name sandbox-kit-test/no-such-base:v9");
+      expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
+    }, 120_000);
+
+    it("a Dockerfile syntax error: the builder's own message", async () => {
+      const dir = context({ Dockerfile: "FROM scratch\nFROBNICATE the-image\n" });
+      const r = await cli(["build", "bad-syntax:v1", "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache, "--builder", builder]);
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/failed/);
+      expect(r.err.toLowerCase()).toContain("frobnicate");
+      expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
+    }, 120_000);
+
+    it("a context directory that does not exist", async () => {
+      const missing = join(trackedTempDir("template-gone-"), "nope");
+      const r = await cli(["build", "bad-context:v1", "--file", join(missing, "Dockerfile"), missing, "--image-cache", cache]);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`the build context ${missing} is not a directory`);
+      expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
+    });
+
+    it("a name a hub image already has, with or without blaxel/", async () => {
+      const dir = context({ Dockerfile: "FROM scratch\n" });
+      for (const name of ["blaxel/base-image:latest", "nextjs"]) {
+        const r = await cli(["build", name, "--file", join(dir, "Dockerfile"), dir, "--image-cache", cache]);
+        expect(r.code).toBe(1);
+        expect(r.err).toContain("is the hub image blaxel/");
+      }
+      expect(leftovers()).toEqual({ refs: [], images: [], tmp: [] });
+    });
+  },
+);
 
 // The platform's template convention on the hub's base image: built in the shared per-user store (where the base
 // image is), removed again at the end.
 const hubStore = new ImageStore({ dir: defaultImageCacheDir() });
 const baseReady = (await hubStore.locate("blaxel/base-image").catch(() => undefined))?.kind === "stored";
-const e2eSkip = builderSkip || (isolationUnavailable ? ` (skipped: ${isolationUnavailable})` : "") ||
-  (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST ? "" : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
-const overBaseSkip = builderSkip || (found.builder?.kind !== "docker" ? " (skipped: only a Docker builder's layers are read over the base; buildah exports the whole image)" : "") ||
-  (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST ? "" : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
+const e2eSkip =
+  builderSkip ||
+  (isolationUnavailable ? ` (skipped: ${isolationUnavailable})` : "") ||
+  (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST
+    ? ""
+    : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
+const overBaseSkip =
+  builderSkip ||
+  (found.builder?.kind !== "docker" ? " (skipped: only a Docker builder's layers are read over the base; buildah exports the whole image)" : "") ||
+  (baseReady || process.env.SANDBOX_KIT_HUB_IMAGE_TEST
+    ? ""
+    : " (skipped: blaxel/base-image is not built in the per-user store; build it ahead: sandbox-sim images build blaxel/base-image, or run with SANDBOX_KIT_HUB_IMAGE_TEST=1)");
 
 /** What a process sees of an image's layers (top first) stacked the way the launcher stacks them: overlayfs in a user namespace. */
 function overlayView(layers: string[], script: string): string {
   const mountAt = trackedTempDir("template-view-");
-  return execFileSync("unshare", ["--user", "--map-root-user", "--mount", "sh", "-c", `mount -t overlay overlay -o "lowerdir=$1,userxattr" "$2" && cd "$2" && ${script}`, "view", layers.join(":"), mountAt], { encoding: "utf8" });
+  return execFileSync(
+    "unshare",
+    [
+      "--user",
+      "--map-root-user",
+      "--mount",
+      "sh",
+      "-c",
+      `mount -t overlay overlay -o "lowerdir=$1,userxattr" "$2" && cd "$2" && ${script}`,
+      "view",
+      layers.join(":"),
+      mountAt,
+    ],
+    { encoding: "utf8" },
+  );
 }
 
 describe.skipIf(overBaseSkip !== "")(`a template stored as its own layer stacked over its base${overBaseSkip}`, () => {
@@ -169,7 +205,10 @@ describe.skipIf(overBaseSkip !== "")(`a template stored as its own layer stacked
     for (const name of aptBefore.filter((n) => n !== "only-this")) expect(whiteout(`etc/apt/${name}`), name).toBe(true);
 
     // Stacked as a sandbox's overlay stacks it.
-    const seen = overlayView(template.layers, "cat etc/debian_version; cat etc/host.conf | head -c 0; test -e etc/issue && echo issue-there; stat -c %a etc/issue.net; ls -A etc/apt; test -f bin/sh && echo has-sh");
+    const seen = overlayView(
+      template.layers,
+      "cat etc/debian_version; cat etc/host.conf | head -c 0; test -e etc/issue && echo issue-there; stat -c %a etc/issue.net; ls -A etc/apt; test -f bin/sh && echo has-sh",
+    );
     expect(seen.split("\n").filter(Boolean)).toEqual(["template", "600", "only-this", "has-sh"]);
 
     // A template over that template: the builder gets it as one tree (base-copy.ts materialise), the result stacks on both.
@@ -178,7 +217,9 @@ describe.skipIf(overBaseSkip !== "")(`a template stored as its own layer stacked
     expect(child.code, child.err).toBe(0);
     const stacked = hubStore.get(CHILD)!;
     expect(stacked.layers).toEqual([stacked.rootfs, ...template.layers]);
-    expect(overlayView(stacked.layers, "cat etc/apt-seen; cat etc/debian_version; test -e etc/issue.net || echo no-issue-net").split("\n").filter(Boolean)).toEqual(["only-this", "template", "no-issue-net"]);
+    expect(
+      overlayView(stacked.layers, "cat etc/apt-seen; cat etc/debian_version; test -e etc/issue.net || echo no-issue-net").split("\n").filter(Boolean),
+    ).toEqual(["only-this", "template", "no-issue-net"]);
 
     const after = () => Object.fromEntries(files.map((f) => [f, facts(base.rootfs, f)]));
     expect(after()).toEqual(before);
@@ -253,7 +294,8 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
     expect(hubStore.get(TEMPLATE)?.layers.slice(1)).toEqual(found.builder?.kind === "docker" && process.getuid?.() === 0 ? base.layers : []);
     const baseHostConf = readFileSync(join(base.rootfs, "etc/host.conf"), "utf8");
     const seen = await sandbox.process.exec({
-      command: "test -e /etc/issue || echo issue-gone; ls -A /etc/apt/apt.conf.d; test -s /etc/host.conf && echo host-conf; echo mine > /etc/host.conf; rm /etc/debian_version; cat /etc/host.conf; test -e /etc/debian_version || echo version-gone",
+      command:
+        "test -e /etc/issue || echo issue-gone; ls -A /etc/apt/apt.conf.d; test -s /etc/host.conf && echo host-conf; echo mine > /etc/host.conf; rm /etc/debian_version; cat /etc/host.conf; test -e /etc/debian_version || echo version-gone",
       waitForCompletion: true,
     });
     expect(seen.logs?.split("\n").filter(Boolean)).toEqual(["issue-gone", "only-this", "host-conf", "mine", "version-gone"]);
@@ -265,7 +307,11 @@ describe.skipIf(e2eSkip !== "")(`a template from a Dockerfile, used by name in S
       sleeper = await sandbox.process.get("template-sleeper").catch(() => undefined);
       if (sleeper?.status !== "running") await sleep(250);
     }
-    expect(sleeper, `entrypoint's logs: ${await sandbox.process.logs("entrypoint").catch((e: Error) => e.message)}`).toMatchObject({ name: "template-sleeper", status: "running", command: `sleep ${MARKER}` });
+    expect(sleeper, `entrypoint's logs: ${await sandbox.process.logs("entrypoint").catch((e: Error) => e.message)}`).toMatchObject({
+      name: "template-sleeper",
+      status: "running",
+      command: `sleep ${MARKER}`,
+    });
     const entrypoint = await sandbox.process.get("entrypoint");
     expect(entrypoint.status).toBe("running"); // its final `wait` holds on the stand-in, as on the platform
     expect(await sandbox.process.logs("entrypoint")).toContain("Port 8080 is now available");

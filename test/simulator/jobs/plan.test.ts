@@ -1,7 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { stateAt, type ExecutionPlan } from "../../../simulator/jobs/plan.js";
 
-const plan = (over: Partial<ExecutionPlan> = {}): ExecutionPlan => ({ createdMs: 0, tasks: [{ durationMs: 1000, fail: false }, { durationMs: 1000, fail: false }], parallelism: 1, timeoutMs: 0, ...over });
+const plan = (over: Partial<ExecutionPlan> = {}): ExecutionPlan => ({
+  createdMs: 0,
+  tasks: [
+    { durationMs: 1000, fail: false },
+    { durationMs: 1000, fail: false },
+  ],
+  parallelism: 1,
+  timeoutMs: 0,
+  ...over,
+});
 
 describe("job execution state as a function of time", () => {
   it("goes queued → pending → running → succeeded, one task at a time", () => {

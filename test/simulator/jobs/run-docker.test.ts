@@ -22,12 +22,22 @@ describe.skipIf(unavailable !== undefined)(`job tasks in containers${unavailable
   });
 
   it("each task runs the job's command in a container of the job's image, with its own index", async () => {
-    sim = await serveSimulator({ port: 0, apiKey: "jobs-docker-key", workspace: "jobsdocker", logLevel: "silent" }, { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) });
+    sim = await serveSimulator(
+      { port: 0, apiKey: "jobs-docker-key", workspace: "jobsdocker", logLevel: "silent" },
+      { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) },
+    );
     const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${sim.url}/v0${path}`, { method, headers: { authorization: "Bearer jobs-docker-key", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(`${sim.url}/v0${path}`, {
+        method,
+        headers: { authorization: "Bearer jobs-docker-key", "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return (await res.json()) as Record<string, unknown>;
     };
-    await call("POST", "/jobs", { metadata: { name: "in-image" }, spec: { runtime: { image, command: `. /etc/os-release; echo "$ID task $TASK_INDEX"; test -e /run/sandbox-agent` } } });
+    await call("POST", "/jobs", {
+      metadata: { name: "in-image" },
+      spec: { runtime: { image, command: `. /etc/os-release; echo "$ID task $TASK_INDEX"; test -e /run/sandbox-agent` } },
+    });
     const { executionId } = await call("POST", "/jobs/in-image/executions", { tasks: [{}, {}] });
     let execution: { status?: string; tasks?: { result?: { stdout: string } }[] } = {};
     for (let i = 0; i < 1200 && !["succeeded", "failed", "cancelled", "timeout"].includes(execution.status ?? ""); i++) {

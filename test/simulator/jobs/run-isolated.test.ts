@@ -35,7 +35,15 @@ describe.skipIf(isolationUnavailable !== undefined)("job tasks in isolated envir
     const created = await fetch(`${sim.url}/v0/jobs`, {
       method: "POST",
       headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-      body: JSON.stringify({ metadata: { name: "inputs" }, spec: { runtime: { envs: [{ name: "API_KEY", value: KEY }], command: `${BL_START_JOB_FETCH}; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' -H "Authorization: Bearer $API_KEY" ${sim.env.BL_API_URL}/jobs; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' ${sim.env.BL_API_URL}/jobs` } } }),
+      body: JSON.stringify({
+        metadata: { name: "inputs" },
+        spec: {
+          runtime: {
+            envs: [{ name: "API_KEY", value: KEY }],
+            command: `${BL_START_JOB_FETCH}; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' -H "Authorization: Bearer $API_KEY" ${sim.env.BL_API_URL}/jobs; curl -s -m 5 -o /dev/null -w '%{http_code}\\n' ${sim.env.BL_API_URL}/jobs`,
+          },
+        },
+      }),
     });
     expect(created.status).toBe(200);
     const id = await sdk.blJob("inputs").run([{ name: "first" }, { name: "second", n: 2 }]);

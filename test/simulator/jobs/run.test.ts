@@ -14,7 +14,15 @@ import { isAlive, tempBase } from "../launcher/helpers.js";
  * retries, timeouts, cancel by pid, concurrency, blStartJob's environment).
  */
 type Sdk = typeof import("@blaxel/core");
-type Execution = { status?: string; stats?: Record<string, number>; tasks?: { status?: string; conditions?: { reason?: string; message?: string }[]; result?: { attempts: number; exitCode?: number; stdout: string; stderr: string; error?: string } }[] };
+type Execution = {
+  status?: string;
+  stats?: Record<string, number>;
+  tasks?: {
+    status?: string;
+    conditions?: { reason?: string; message?: string }[];
+    result?: { attempts: number; exitCode?: number; stdout: string; stderr: string; error?: string };
+  }[];
+};
 const KEY = "jobs-run-admin-key";
 let sim: ServedSimulator;
 let sdk: Sdk;
@@ -29,7 +37,11 @@ afterAll(async () => {
 });
 
 async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${sim.url}/v0${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${sim.url}/v0${path}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -68,7 +80,13 @@ describe("the job's command", () => {
 
 describe("job executions run for real (process launcher)", () => {
   it("each task runs the command with its index, the job's envs and the execution's overrides; exit codes decide the statuses", async () => {
-    await createJob("exits", { command: `echo "task $TASK_INDEX of $TASK_COUNT: $GREETING $WHO"; echo oops >&2; test "$TASK_INDEX" = 0`, envs: [{ name: "GREETING", value: "hello" }, { name: "WHO", value: "job" }] });
+    await createJob("exits", {
+      command: `echo "task $TASK_INDEX of $TASK_COUNT: $GREETING $WHO"; echo oops >&2; test "$TASK_INDEX" = 0`,
+      envs: [
+        { name: "GREETING", value: "hello" },
+        { name: "WHO", value: "job" },
+      ],
+    });
     const id = await sdk.blJob("exits").run([{}, {}], { env: { WHO: "override" } });
     const execution = await finished("exits", id);
     expect(execution.status).toBe("failed");
@@ -80,10 +98,16 @@ describe("job executions run for real (process launcher)", () => {
     expect(failed!.result).toMatchObject({ exitCode: 1, error: "exited with code 1" });
     expect(failed!.conditions![0]).toMatchObject({ reason: "Failed", message: "exited with code 1" });
     // job_compute_runtime_gbs follows the real run times: each task's start to end × 2 GB (the default memory).
-    const res = await fetch(`${sim.url}/v0/accounts/local/metrics?startTime=2020-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&groupBy=billing_dimension,resource_name`, { headers: { authorization: `Bearer ${KEY}` } });
+    const res = await fetch(
+      `${sim.url}/v0/accounts/local/metrics?startTime=2020-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&groupBy=billing_dimension,resource_name`,
+      { headers: { authorization: `Bearer ${KEY}` } },
+    );
     const rows = ((await res.json()) as { data: { billingDimension: string; resourceName: string; summary: { usage: number } }[] }).data;
     const billed = rows.find((r) => r.billingDimension === "job_compute_runtime_gbs" && r.resourceName === "exits")!.summary.usage;
-    const ran = (execution.tasks as unknown as { metadata: { startedAt: string; completedAt: string } }[]).reduce((s, t) => s + (Date.parse(t.metadata.completedAt) - Date.parse(t.metadata.startedAt)) / 1000, 0);
+    const ran = (execution.tasks as unknown as { metadata: { startedAt: string; completedAt: string } }[]).reduce(
+      (s, t) => s + (Date.parse(t.metadata.completedAt) - Date.parse(t.metadata.startedAt)) / 1000,
+      0,
+    );
     expect(billed).toBeGreaterThan(0);
     expect(billed).toBeCloseTo(ran * 2, 2);
     // The task environments are gone once they ran.
@@ -93,12 +117,15 @@ describe("job executions run for real (process launcher)", () => {
   it("blStartJob reads the task's arguments from BL_EXECUTION_DATA_URL by TASK_INDEX, with credentials for the control plane", async () => {
     const sdkEntry = resolve("node_modules/@blaxel/core/dist/esm/index.js");
     const script = join(scratch, "job.mjs");
-    writeFileSync(script, `import { blStartJob, blJob } from ${JSON.stringify(sdkEntry)};
+    writeFileSync(
+      script,
+      `import { blStartJob, blJob } from ${JSON.stringify(sdkEntry)};
 blStartJob(async (args) => {
   const execution = await blJob(process.env.BL_NAME).getExecution(process.env.BL_EXECUTION_ID);
   console.log(JSON.stringify({ args, status: execution.status }));
 });
-`);
+`,
+    );
     await createJob("sdk-job", { command: [process.execPath, script] });
     const id = await sdk.blJob("sdk-job").run([{ name: "first" }, { name: "second", n: 2 }]);
     const execution = await finished("sdk-job", id);
@@ -111,7 +138,10 @@ blStartJob(async (args) => {
 
   it("a failed attempt is retried up to maxRetries: a task that succeeds on its second try", async () => {
     const marker = join(scratch, "tried-once");
-    await createJob("retries", { command: `if [ -f '${marker}' ]; then echo second try; else touch '${marker}'; echo first try >&2; exit 3; fi`, maxRetries: 2 });
+    await createJob("retries", {
+      command: `if [ -f '${marker}' ]; then echo second try; else touch '${marker}'; echo first try >&2; exit 3; fi`,
+      maxRetries: 2,
+    });
     const id = await sdk.blJob("retries").run([{}]);
     const execution = await finished("retries", id);
     expect(execution.status).toBe("succeeded");
@@ -170,7 +200,12 @@ blStartJob(async (args) => {
     let served = await serveSimulator(config, { launcher: new ProcessLauncher() });
     const pidFile = join(scratch, "restart.pid");
     try {
-      const call = (method: string, path: string, body?: unknown) => fetch(`${served.url}/v0${path}`, { method, headers: { authorization: "Bearer jobs-restart-key", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) }).then((r) => r.json() as Promise<Record<string, unknown>>);
+      const call = (method: string, path: string, body?: unknown) =>
+        fetch(`${served.url}/v0${path}`, {
+          method,
+          headers: { authorization: "Bearer jobs-restart-key", "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        }).then((r) => r.json() as Promise<Record<string, unknown>>);
       await call("POST", "/jobs", { metadata: { name: "long" }, spec: { runtime: { command: `echo $$ > '${pidFile}'; exec sleep 120` } } });
       const { executionId } = await call("POST", "/jobs/long/executions", {});
       await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"));

@@ -41,7 +41,11 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
   it("runs the agent with the sandbox's directory as / and the host's system read-only", async () => {
     const { spec, agent } = await start("iso-a");
     writeFileSync(join(spec.rootDir, "marker.txt"), "in a");
-    const ls = await exec(agent, spec.token, "cat /marker.txt; ls /; test -w /usr && echo usr-writable || echo usr-readonly; hostname; pwd; echo x > /tmp/f && cat /tmp/f");
+    const ls = await exec(
+      agent,
+      spec.token,
+      "cat /marker.txt; ls /; test -w /usr && echo usr-writable || echo usr-readonly; hostname; pwd; echo x > /tmp/f && cat /tmp/f",
+    );
     expect(ls.stdout).toContain("in a");
     expect(ls.stdout).toContain("usr-readonly");
     expect(ls.stdout).not.toMatch(/^home$/m); // the host's own top-level directories are not there
@@ -57,7 +61,9 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     const status = await exec(agent, spec.token, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status");
     // Docker's default set (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap, net_bind_service,
     // net_raw, sys_chroot, mknod, audit_write, setfcap): what chown, tar -p, useradd and su need, as on a machine.
-    expect(status.stdout).toBe(`CapInh:\t0000000000000000\nCapPrm:\t${CONTAINER_CAPS}\nCapEff:\t${CONTAINER_CAPS}\nCapBnd:\t${CONTAINER_CAPS}\nCapAmb:\t0000000000000000\n`);
+    expect(status.stdout).toBe(
+      `CapInh:\t0000000000000000\nCapPrm:\t${CONTAINER_CAPS}\nCapEff:\t${CONTAINER_CAPS}\nCapBnd:\t${CONTAINER_CAPS}\nCapAmb:\t0000000000000000\n`,
+    );
     expect(BigInt(`0x${CONTAINER_CAPS}`) & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
     const mount = await exec(agent, spec.token, "mkdir -p /a /b && mount --bind /a /b 2>&1; echo rc=$?");
     expect(mount.stdout).not.toContain("rc=0");
@@ -87,11 +93,20 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     mkdirSync(join(image, "etc"), { recursive: true });
     writeFileSync(join(image, "etc/os-release"), "ID=test-image\n");
     // A tiny image: /bin/sh and the C library only, no Node: the agent runs from the kit.
-    for (const [from, to] of [["/bin/sh", "bin/sh"], ["/bin/cat", "bin/cat"], ["/bin/ls", "bin/ls"]] as const) {
+    for (const [from, to] of [
+      ["/bin/sh", "bin/sh"],
+      ["/bin/cat", "bin/cat"],
+      ["/bin/ls", "bin/ls"],
+    ] as const) {
       mkdirSync(join(image, to, ".."), { recursive: true });
       copyFileSync(from, join(image, to));
     }
-    for (const lib of ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libselinux.so.1", "/lib/x86_64-linux-gnu/libpcre2-8.so.0", "/lib64/ld-linux-x86-64.so.2"]) {
+    for (const lib of [
+      "/lib/x86_64-linux-gnu/libc.so.6",
+      "/lib/x86_64-linux-gnu/libselinux.so.1",
+      "/lib/x86_64-linux-gnu/libpcre2-8.so.0",
+      "/lib64/ld-linux-x86-64.so.2",
+    ]) {
       if (!existsSync(lib)) continue;
       mkdirSync(join(image, lib, ".."), { recursive: true });
       copyFileSync(lib, join(image, lib));
@@ -101,7 +116,9 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     expect((await exec(one.agent, one.spec.token, "cat /etc/os-release")).stdout).toBe("ID=test-image\n");
     await exec(one.agent, one.spec.token, "echo tool > /usr/local/bin/tool; echo changed > /etc/os-release");
     expect((await exec(one.agent, one.spec.token, "cat /usr/local/bin/tool /etc/os-release")).stdout).toBe("tool\nchanged\n");
-    expect((await exec(two.agent, two.spec.token, "cat /usr/local/bin/tool 2>/dev/null || echo none; cat /etc/os-release")).stdout).toBe("none\nID=test-image\n");
+    expect((await exec(two.agent, two.spec.token, "cat /usr/local/bin/tool 2>/dev/null || echo none; cat /etc/os-release")).stdout).toBe(
+      "none\nID=test-image\n",
+    );
     expect(existsSync(join(image, "usr/local/bin/tool"))).toBe(false);
     expect(readFileSync(join(image, "etc/os-release"), "utf8")).toBe("ID=test-image\n");
     expect(readFileSync(join(one.spec.rootDir, "usr/local/bin/tool"), "utf8")).toBe("tool\n"); // the sandbox's own layer
@@ -114,8 +131,21 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
     const shared = join(base, "volume");
     mkdirSync(shared, { recursive: true });
     writeFileSync(join(shared, "from-host.txt"), "vol");
-    const { spec, agent } = await start("vols", { mounts: [{ source: shared, target: "/data", readOnly: false }, { source: shared, target: "/ro", readOnly: true }] });
-    expect((await exec(agent, spec.token, "cat /data/from-host.txt; echo; echo w > /data/written.txt; echo w > /ro/x 2>/dev/null && echo ro-writable || echo ro-refused")).stdout).toBe("vol\nro-refused\n");
+    const { spec, agent } = await start("vols", {
+      mounts: [
+        { source: shared, target: "/data", readOnly: false },
+        { source: shared, target: "/ro", readOnly: true },
+      ],
+    });
+    expect(
+      (
+        await exec(
+          agent,
+          spec.token,
+          "cat /data/from-host.txt; echo; echo w > /data/written.txt; echo w > /ro/x 2>/dev/null && echo ro-writable || echo ro-refused",
+        )
+      ).stdout,
+    ).toBe("vol\nro-refused\n");
     expect(readFileSync(join(shared, "written.txt"), "utf8")).toBe("w\n");
   });
 
@@ -191,7 +221,7 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher memory limit
     const spec = specFor(base, "mem", { memoryMb: 256 });
     const agent = await launcher!.start(spec);
     try {
-      const grow = "exec $(command -v node || echo /opt/sandbox-kit/bin/node) -e \"const a = []; for (;;) a.push(Buffer.alloc(8 << 20).fill(1))\"";
+      const grow = 'exec $(command -v node || echo /opt/sandbox-kit/bin/node) -e "const a = []; for (;;) a.push(Buffer.alloc(8 << 20).fill(1))"';
       const res = await agentFetch(agent, {
         method: "POST",
         path: "/process",

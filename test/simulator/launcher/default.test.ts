@@ -13,7 +13,10 @@ const main = join(import.meta.dirname, "../../../dist/simulator/main.js");
 
 function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string; errors(): string; kill(): void }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [main, "--port", "0", "--api-key", "default-launcher-key", "--log-level", "silent", ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [main, "--port", "0", "--api-key", "default-launcher-key", "--log-level", "silent", ...args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => {

@@ -44,11 +44,12 @@ describe("a docker sandbox's egress listener", () => {
   it("hands over connections from the container's address only, and none before that address is known", async () => {
     const accepted: Socket[] = [];
     const listener = await openEgressListener("127.0.0.1", { listen: [], caPem: "", accept: (s) => accepted.push(s) });
-    const tryOnce = () => new Promise<boolean>((resolve) => {
-      const socket = connect(listener.port, "127.0.0.1");
-      socket.on("close", () => resolve(false)).on("error", () => undefined);
-      socket.on("connect", () => setTimeout(() => resolve(!socket.destroyed && socket.readyState === "open"), 100));
-    });
+    const tryOnce = () =>
+      new Promise<boolean>((resolve) => {
+        const socket = connect(listener.port, "127.0.0.1");
+        socket.on("close", () => resolve(false)).on("error", () => undefined);
+        socket.on("connect", () => setTimeout(() => resolve(!socket.destroyed && socket.readyState === "open"), 100));
+      });
     try {
       expect(await tryOnce()).toBe(false);
       listener.allow("127.0.0.2"); // another container's address
@@ -78,13 +79,30 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
 
   beforeAll(async () => {
     const image = process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage());
-    outside = execFileSync("docker", ["run", "--detach", "--rm", "--label", "sandbox-kit.test=docker-egress", image, "node", "-e", `require("http").createServer((q, s) => s.end("outside")).listen(8000)`], { encoding: "utf8" }).trim();
+    outside = execFileSync(
+      "docker",
+      [
+        "run",
+        "--detach",
+        "--rm",
+        "--label",
+        "sandbox-kit.test=docker-egress",
+        image,
+        "node",
+        "-e",
+        `require("http").createServer((q, s) => s.end("outside")).listen(8000)`,
+      ],
+      { encoding: "utf8" },
+    ).trim();
     outsideUrl = `http://${execFileSync("docker", ["inspect", "--format", "{{.NetworkSettings.IPAddress}}", outside], { encoding: "utf8" }).trim()}:8000/`;
     hostService = createServer((_q, s) => s.end("host-service"));
     await new Promise<void>((r) => hostService.listen(0, "127.0.0.1", r));
     hostAny = createServer((_q, s) => s.end("host-any"));
     await new Promise<void>((r) => hostAny.listen(0, "0.0.0.0", r));
-    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: "dockernet", logLevel: "silent", previewUrls: "host" }, { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) });
+    sim = await serveSimulator(
+      { port: 0, apiKey: KEY, workspace: "dockernet", logLevel: "silent", previewUrls: "host" },
+      { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) },
+    );
     sdk = await sdkForSimulator(sim.env);
     const a = await sdk.SandboxInstance.create({ name: "echo-a", image });
     b = await sdk.SandboxInstance.create({ name: "client-b", image });
@@ -113,13 +131,17 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     const env = await run("env");
     expect(env.out).toContain(`HTTPS_PROXY=http://127.0.0.1:${new URL(sim.url).port}`);
     expect(env.out).toContain("NODE_EXTRA_CA_CERTS=/run/sandbox-agent/etc/egress-ca.crt");
-    const api = await run(`node -e 'fetch("${sim.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "dockernet" } }).then((r) => r.json()).then((l) => console.log(l.map((s) => s.metadata.name).sort().join(",")))'`);
+    const api = await run(
+      `node -e 'fetch("${sim.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "dockernet" } }).then((r) => r.json()).then((l) => console.log(l.map((s) => s.metadata.name).sort().join(",")))'`,
+    );
     expect(api.out).toBe("client-b,echo-a");
     const node = await viaProxy("/echo/node");
     expect(node.code, node.out).toBe(0);
     expect(JSON.parse(node.out)).toMatchObject({ url: "/echo/node" });
     // Python's urllib with the system store alone (SSL_CERT_FILE unset): the container's store has the CA.
-    const py = await run(`env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE NO_PROXY= no_proxy= python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('https://${host}/echo/py', timeout=10))['url'])"`);
+    const py = await run(
+      `env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE NO_PROXY= no_proxy= python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('https://${host}/echo/py', timeout=10))['url'])"`,
+    );
     expect(py.out, py.out).toBe("/echo/py");
     // The preview was made after this sandbox started: its name reached the container's /etc/hosts since, and
     // NO_PROXY (localhost) sends Python straight there, to the relay.
@@ -128,7 +150,9 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
       resolved = (await run(`getent hosts ${host}`)).out;
       if (!resolved) await new Promise((r) => setTimeout(r, 100));
     }
-    const plain = await run(`python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('http://${host}:${new URL(sim.url).port}/echo/plain', timeout=10))['url'])"`);
+    const plain = await run(
+      `python3 -c "import urllib.request, json; print(json.load(urllib.request.urlopen('http://${host}:${new URL(sim.url).port}/echo/plain', timeout=10))['url'])"`,
+    );
     expect(plain.out, plain.out).toBe("/echo/plain");
   });
 
@@ -136,7 +160,9 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     const port = (hostService.address() as AddressInfo).port;
     const straight = await direct(`http://127.0.0.1:${port}/`);
     expect(straight.out).toMatch(/^ERR /);
-    const proxied = await run(`node -e 'require("http").get({ host: "127.0.0.1", port: ${new URL(sim.url).port}, path: "http://127.0.0.1:${port}/" }, (r) => { let d = ""; r.on("data", (c) => (d += c)); r.on("end", () => console.log(r.statusCode, d)); })'`);
+    const proxied = await run(
+      `node -e 'require("http").get({ host: "127.0.0.1", port: ${new URL(sim.url).port}, path: "http://127.0.0.1:${port}/" }, (r) => { let d = ""; r.on("data", (c) => (d += c)); r.on("end", () => console.log(r.statusCode, d)); })'`,
+    );
     expect(proxied.out).toMatch(/^403 /);
     expect(proxied.out).not.toContain("host-service");
   });
@@ -151,7 +177,9 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     expect(blocked.code).not.toBe(0);
     expect(blocked.out).toContain("CONNECT 403");
     expect((await direct(outsideUrl)).out).toMatch(/^ERR /);
-    const proxied = await run(`node -e 'require("http").get({ host: "127.0.0.1", port: ${new URL(sim.url).port}, path: "${outsideUrl}" }, (r) => { let d = ""; r.on("data", (c) => (d += c)); r.on("end", () => console.log(d)); })'`);
+    const proxied = await run(
+      `node -e 'require("http").get({ host: "127.0.0.1", port: ${new URL(sim.url).port}, path: "${outsideUrl}" }, (r) => { let d = ""; r.on("data", (c) => (d += c)); r.on("end", () => console.log(d)); })'`,
+    );
     expect(proxied.out).toBe("outside");
     await setNetwork(undefined);
     expect((await viaProxy("/echo/again")).code).toBe(0);
@@ -160,11 +188,24 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
 
   it("a job's task in a container calls the API by BL_API_URL with a key passed in", async () => {
     const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${sim.url}/v0${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "dockernet", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(`${sim.url}/v0${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "dockernet", "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return (await res.json()) as Record<string, unknown>;
     };
     const script = `fetch("${sim.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer " + process.env.KEY } }).then((r) => r.json()).then((l) => console.log("seen " + l.length))`;
-    await call("POST", "/jobs", { metadata: { name: "caller" }, spec: { runtime: { image: process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage()), command: `node -e '${script}'`, envs: [{ name: "KEY", value: KEY }] } } });
+    await call("POST", "/jobs", {
+      metadata: { name: "caller" },
+      spec: {
+        runtime: {
+          image: process.env.SANDBOX_KIT_DOCKER_TEST_IMAGE ?? (await ensureLocalBaseImage()),
+          command: `node -e '${script}'`,
+          envs: [{ name: "KEY", value: KEY }],
+        },
+      },
+    });
     const { executionId } = await call("POST", "/jobs/caller/executions", { tasks: [{}] });
     let execution: { status?: string; tasks?: { result?: { stdout: string } }[] } = {};
     for (let i = 0; i < 1200 && !["succeeded", "failed", "cancelled", "timeout"].includes(execution.status ?? ""); i++) {
@@ -178,7 +219,11 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
   it("leaves no container nor network behind once stopped", async () => {
     await sim.stop();
     const left = (kind: string[]) => execFileSync("docker", [...kind, "--quiet", "--filter", "label=sandbox-kit.sandbox"], { encoding: "utf8" });
-    const ours = (ids: string) => ids.split("\n").filter(Boolean).filter((id) => execFileSync("docker", ["inspect", "--format", "{{json .Config.Labels}}", id], { encoding: "utf8" }).includes("dockernet/"));
+    const ours = (ids: string) =>
+      ids
+        .split("\n")
+        .filter(Boolean)
+        .filter((id) => execFileSync("docker", ["inspect", "--format", "{{json .Config.Labels}}", id], { encoding: "utf8" }).includes("dockernet/"));
     expect(ours(left(["ps", "--all"]))).toEqual([]);
     expect(execFileSync("docker", ["network", "ls", "--format", "{{.Name}}"], { encoding: "utf8" })).not.toMatch(/sbx-dockernet-/);
   }, 120_000);

@@ -31,7 +31,14 @@ describe("docker launcher: the docker run command", () => {
     expect(argv.slice(-3)).toEqual(["--token-file", `${IN_CONTAINER.data}/token.handoff`, "--token-file-remove"]);
     const env = dockerCliEnv(spec, { PATH: "/usr/bin", HOME: "/home/me", DOCKER_HOST: "unix:///x.sock", OPENAI_API_KEY: "simulator-secret" });
     expect(env.SANDBOX_AGENT_TOKEN).toBeUndefined();
-    expect(env).toMatchObject({ API_KEY: "s3cret-value", GREETING: "hi", HOME: IN_CONTAINER.root, DOCKER_HOST: "unix:///x.sock", DOCKER_CONFIG: "/home/me/.docker", PATH: "/usr/bin" });
+    expect(env).toMatchObject({
+      API_KEY: "s3cret-value",
+      GREETING: "hi",
+      HOME: IN_CONTAINER.root,
+      DOCKER_HOST: "unix:///x.sock",
+      DOCKER_CONFIG: "/home/me/.docker",
+      PATH: "/usr/bin",
+    });
     expect(env.OPENAI_API_KEY).toBeUndefined(); // the simulator's own secrets stay out
   });
 
@@ -60,7 +67,15 @@ describe("docker launcher: the docker run command", () => {
   });
 
   it("with the simulator's egress: its own network instead of a published port, the CA bundle as the system store, the relay", () => {
-    const withNet = dockerRunArgs(spec, { ...inputs, network: { name: "sbx-ws-one-abcd-net", relay: "8081=172.19.0.1:40000", caBundle: "/data/one/data/etc/ca-bundle.crt", hostsFile: "/data/one/data/etc/hosts" } });
+    const withNet = dockerRunArgs(spec, {
+      ...inputs,
+      network: {
+        name: "sbx-ws-one-abcd-net",
+        relay: "8081=172.19.0.1:40000",
+        caBundle: "/data/one/data/etc/ca-bundle.crt",
+        hostsFile: "/data/one/data/etc/hosts",
+      },
+    });
     // The simulator's names (--public-url host, host-form previews) in a hosts file it keeps current.
     expect(withNet).toContain("type=bind,source=/data/one/data/etc/hosts,target=/etc/hosts,readonly");
     expect(withNet).not.toContain("--publish");

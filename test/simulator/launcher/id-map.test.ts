@@ -2,7 +2,16 @@ import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { describeIdMapping, firstRangeOf, freeStart, parseSubordinateIds, resolveIdMapping, rootRange, unshareIdArgs, type IdFiles } from "../../../simulator/launcher/id-map.js";
+import {
+  describeIdMapping,
+  firstRangeOf,
+  freeStart,
+  parseSubordinateIds,
+  resolveIdMapping,
+  rootRange,
+  unshareIdArgs,
+  type IdFiles,
+} from "../../../simulator/launcher/id-map.js";
 import { tempBase } from "./helpers.js";
 
 /** The subordinate-id logic on files of a test's own (the real /etc/subuid is used by the sandboxes' tests). */
@@ -38,7 +47,10 @@ describe("subordinate ids", () => {
     expect(ids).toMatchObject({ kind: "single" });
     expect(describeIdMapping(ids)).toMatch(/^one user id only .*usermod --add-subuids 100000-165535 --add-subgids 100000-165535 dave$/);
     expect(unshareIdArgs(ids)).toEqual(["--user", "--map-root-user"]);
-    expect(resolveIdMapping({ helpers: {}, files: files("dave:100000:65536\n"), uid: 1005, userName: "dave" })).toMatchObject({ kind: "single", reason: expect.stringMatching(/apt-get install -y uidmap/) });
+    expect(resolveIdMapping({ helpers: {}, files: files("dave:100000:65536\n"), uid: 1005, userName: "dave" })).toMatchObject({
+      kind: "single",
+      reason: expect.stringMatching(/apt-get install -y uidmap/),
+    });
   });
 
   it("a normal user's block maps ids 1.. of every sandbox (0 stays the user)", () => {

@@ -16,9 +16,12 @@ import { exec, specFor, tempBase } from "./helpers.js";
  * with --sandbox-network none.
  */
 const NODE = "$(command -v node || echo /opt/sandbox-kit/bin/node)";
-const get = (url: string) => `${NODE} -e "fetch('${url}', { signal: AbortSignal.timeout(4000) }).then(r => r.text()).then(t => console.log('ok:' + t), e => console.log('err:' + (e.cause?.code ?? e.name)))"`;
+const get = (url: string) =>
+  `${NODE} -e "fetch('${url}', { signal: AbortSignal.timeout(4000) }).then(r => r.text()).then(t => console.log('ok:' + t), e => console.log('err:' + (e.cause?.code ?? e.name)))"`;
 
-const hostAddress = Object.values(networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)?.address;
+const hostAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
 
 describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes' network", () => {
   const base = tempBase("net-");
@@ -64,7 +67,12 @@ describe.skipIf(isolationUnavailable !== undefined)("isolated sandboxes' network
     const { spec, agent } = await start(outbound, "reach");
     const loopPort = (loopbackServer.address() as AddressInfo).port;
     const simPort = new URL(sim.url).port;
-    for (const url of [`http://127.0.0.1:${loopPort}/`, `http://10.0.2.2:${loopPort}/`, `http://127.0.0.1:${simPort}/_sim/clock`, `http://10.0.2.2:${simPort}/_sim/clock`]) {
+    for (const url of [
+      `http://127.0.0.1:${loopPort}/`,
+      `http://10.0.2.2:${loopPort}/`,
+      `http://127.0.0.1:${simPort}/_sim/clock`,
+      `http://10.0.2.2:${simPort}/_sim/clock`,
+    ]) {
       expect((await exec(agent, spec.token, get(url))).stdout.trim()).toMatch(/^err:/);
     }
     // Another sandbox's agent socket is not in this sandbox's filesystem.

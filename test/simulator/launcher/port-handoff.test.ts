@@ -20,7 +20,11 @@ import { exec, specFor, tempBase } from "./helpers.js";
 function getOver(socket: Socket, path = "/"): Promise<string> {
   return new Promise((resolve, reject) => {
     let text = "";
-    socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+    socket
+      .setEncoding("utf8")
+      .on("data", (d: string) => (text += d))
+      .on("end", () => resolve(text))
+      .on("error", reject);
     socket.end(`GET ${path} HTTP/1.0\r\nHost: app\r\n\r\n`);
   });
 }

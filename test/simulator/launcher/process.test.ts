@@ -65,12 +65,15 @@ describe("process launcher", () => {
   it("stop falls back to SIGKILL when the agent ignores SIGTERM", async () => {
     // A stand-in that behaves like an agent but ignores SIGTERM: only a stubborn process can test the fallback.
     const stubborn = join(base, "stubborn.mjs");
-    writeFileSync(stubborn, `
+    writeFileSync(
+      stubborn,
+      `
       import { createServer } from "node:http";
       process.on("SIGTERM", () => {});
       const s = createServer((req, res) => res.end("{}")).listen(0, "127.0.0.1", () =>
         process.stdout.write("sandbox-agent listening on http://127.0.0.1:" + s.address().port + "\\n"));
-    `);
+    `,
+    );
     const agent = await new ProcessLauncher({ agentMain: stubborn }).start(specFor(base, "stubborn"));
     const exit = await agent.stop(300);
     expect(exit.signal).toBe("SIGKILL");
@@ -106,7 +109,10 @@ describe("process launcher with warm agents", () => {
       const second = await warm.start(specFor(base, "warm-b", { env: { WHO: "b" } }));
       delete process.env.SIM_ONLY_SECRET;
       running.push(first, second);
-      for (const [agent, name] of [[first, "warm-a"], [second, "warm-b"]] as const) {
+      for (const [agent, name] of [
+        [first, "warm-a"],
+        [second, "warm-b"],
+      ] as const) {
         const spec = specFor(base, name);
         expect((await fetch(`${agent.url}/filesystem/`)).status).toBe(401);
         const { stdout } = await exec(agent.url, spec.token, 'echo "$WHO|${SIM_ONLY_SECRET:-unset}|$(pwd)"; touch made-here');

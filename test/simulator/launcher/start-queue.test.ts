@@ -13,11 +13,13 @@ describe("StartQueue", () => {
     const queue = new StartQueue(2);
     const gates = Array.from({ length: 5 }, deferred);
     const began: number[] = [];
-    const runs = gates.map((gate, i) => queue.run(async () => {
-      began.push(i);
-      await gate.promise;
-      return i;
-    }));
+    const runs = gates.map((gate, i) =>
+      queue.run(async () => {
+        began.push(i);
+        await gate.promise;
+        return i;
+      }),
+    );
     await new Promise((r) => setImmediate(r));
     expect(began).toEqual([0, 1]);
     expect([queue.running, queue.queued]).toEqual([2, 3]);
@@ -41,8 +43,14 @@ describe("StartQueue", () => {
     const gate = deferred();
     const seen: Record<string, number[]> = { b: [], c: [] };
     const a = queue.run(() => gate.promise);
-    const b = queue.run(async () => {}, (ahead) => seen.b!.push(ahead));
-    const c = queue.run(async () => {}, (ahead) => seen.c!.push(ahead));
+    const b = queue.run(
+      async () => {},
+      (ahead) => seen.b!.push(ahead),
+    );
+    const c = queue.run(
+      async () => {},
+      (ahead) => seen.c!.push(ahead),
+    );
     expect(seen).toEqual({ b: [0], c: [1] });
     gate.resolve();
     await Promise.all([a, b, c]);

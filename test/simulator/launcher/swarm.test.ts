@@ -26,8 +26,16 @@ import { exec, eventually, specFor, tempBase } from "./helpers.js";
  * --swarm-registry with Debian's docker-registry; then a second engine in a container as a worker node.
  */
 const inputs = {
-  name: "sbx-ws-one-abcd", image: "python:3.12", network: "sandbox-kit-ws-1234", owner: "host/1/2", constraints: ["node.labels.pool==sbx"],
-  resolveImage: false, stopGraceSeconds: 5, agentMain: "/srv/kit/dist/sandbox-agent/main.js", node: "/usr/bin/node", user: "0:0",
+  name: "sbx-ws-one-abcd",
+  image: "python:3.12",
+  network: "sandbox-kit-ws-1234",
+  owner: "host/1/2",
+  constraints: ["node.labels.pool==sbx"],
+  resolveImage: false,
+  stopGraceSeconds: 5,
+  agentMain: "/srv/kit/dist/sandbox-agent/main.js",
+  node: "/usr/bin/node",
+  user: "0:0",
 };
 
 describe("swarm launcher: the service it creates", () => {
@@ -41,7 +49,14 @@ describe("swarm launcher: the service it creates", () => {
     expect(values("--restart-condition")).toEqual(["none"]);
     expect(values("--limit-memory")).toEqual(["512M"]);
     expect(values("--constraint")).toEqual(["node.labels.pool==sbx"]);
-    expect(values("--label")).toEqual(expect.arrayContaining([`sandbox-kit.workspace=${spec.workspace}`, "sandbox-kit.sandbox=one", `sandbox-kit.data-dir=${spec.dataDir}`, "sandbox-kit.owner=host/1/2"]));
+    expect(values("--label")).toEqual(
+      expect.arrayContaining([
+        `sandbox-kit.workspace=${spec.workspace}`,
+        "sandbox-kit.sandbox=one",
+        `sandbox-kit.data-dir=${spec.dataDir}`,
+        "sandbox-kit.owner=host/1/2",
+      ]),
+    );
     expect(values("--network")).toEqual(["sandbox-kit-ws-1234"]);
     expect(argv).toContain("--no-resolve-image");
     expect(swarmServiceArgs(spec, { ...inputs, resolveImage: true })).not.toContain("--no-resolve-image");
@@ -75,18 +90,31 @@ describe("swarm launcher: the service it creates", () => {
     expect(ownerGone(`${hostname()}/${process.pid}/1`)).toBe(true); // the pid was reused by another process
     expect(ownerGone(`${hostname()}/999999999/1`)).toBe(true);
     expect(ownerGone("another-host/999999999/1")).toBe(false);
-    const nodes = new Map([["n1", { id: "n1", hostname: "worker", state: "down", addr: "10.0.0.2" }], ["n2", { id: "n2", hostname: "mgr", state: "ready", addr: "10.0.0.1" }]]);
+    const nodes = new Map([
+      ["n1", { id: "n1", hostname: "worker", state: "down", addr: "10.0.0.2" }],
+      ["n2", { id: "n2", hostname: "mgr", state: "ready", addr: "10.0.0.1" }],
+    ]);
     expect(nodeGone("n1", nodes)).toBe("its node worker (n1) is down");
     expect(nodeGone("n3", nodes)).toBe("its node n3 left the swarm");
     expect(nodeGone("n2", nodes)).toBeUndefined();
-    const [task] = parseTasks(JSON.stringify([{ ID: "t", NodeID: "n2", Status: { State: "running", PortStatus: { Ports: [{ TargetPort: 8080, PublishedPort: 30001 }] } } }]), 8080);
+    const [task] = parseTasks(
+      JSON.stringify([{ ID: "t", NodeID: "n2", Status: { State: "running", PortStatus: { Ports: [{ TargetPort: 8080, PublishedPort: 30001 }] } } }]),
+      8080,
+    );
     expect(task).toEqual({ id: "t", state: "running", err: undefined, nodeId: "n2", exitCode: undefined, publishedPort: 30001 });
   });
 
   it("is selected by --launcher swarm, with --swarm-constraint (repeatable) and --swarm-registry", () => {
     expect(LAUNCHER_NAMES).toContain("swarm");
-    const config = parseSimConfig(["--launcher", "swarm", "--swarm-constraint", "node.role==worker", "--swarm-constraint", "node.labels.pool!=gpu", "--swarm-registry", "127.0.0.1:5000"], {});
-    expect(config !== "help" && [config.launcher, config.swarmConstraints, config.swarmRegistry]).toEqual(["swarm", ["node.role==worker", "node.labels.pool!=gpu"], "127.0.0.1:5000"]);
+    const config = parseSimConfig(
+      ["--launcher", "swarm", "--swarm-constraint", "node.role==worker", "--swarm-constraint", "node.labels.pool!=gpu", "--swarm-registry", "127.0.0.1:5000"],
+      {},
+    );
+    expect(config !== "help" && [config.launcher, config.swarmConstraints, config.swarmRegistry]).toEqual([
+      "swarm",
+      ["node.role==worker", "node.labels.pool!=gpu"],
+      "127.0.0.1:5000",
+    ]);
     expect(() => parseSimConfig(["--swarm-constraint", "anywhere"], {})).toThrow(/--swarm-constraint/);
     expect(() => parseSimConfig(["--swarm-registry", "http://x"], {})).toThrow(/--swarm-registry/);
   });
@@ -123,7 +151,9 @@ function tinyImage(): string {
   }
   // By their /bin names (on usrmerged Debian /bin is a link; --dereference stores a real bin/ directory).
   const programs = ["/bin/sh", "/bin/cat", "/bin/hostname", "/bin/echo"];
-  const libs = [...programs, process.execPath].flatMap((bin) => [...execFileSync("ldd", [bin], { encoding: "utf8" }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!));
+  const libs = [...programs, process.execPath].flatMap((bin) =>
+    [...execFileSync("ldd", [bin], { encoding: "utf8" }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!),
+  );
   const paths = [...new Set([...programs, ...libs])].map((p) => p.slice(1));
   execFileSync("sh", ["-c", `tar --dereference -cf - -C / "$@" | docker import - ${tag}`, "sh", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
   return tag;
@@ -161,12 +191,18 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     await sim?.stop();
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     // Whatever a failed test left, then the swarm this file made.
-    for (const id of servicesOf("sandbox-kit.kind=swarm-sandbox").filter((id) => docker("service", "inspect", "--format", "{{index .Spec.Labels \"sandbox-kit.workspace\"}}", id) === WS)) docker("service", "rm", id);
+    for (const id of servicesOf("sandbox-kit.kind=swarm-sandbox").filter(
+      (id) => docker("service", "inspect", "--format", '{{index .Spec.Labels "sandbox-kit.workspace"}}', id) === WS,
+    ))
+      docker("service", "rm", id);
     if (swarm.initialised) docker("swarm", "leave", "--force");
   }, 120_000);
 
   it("the SDK creates a sandbox as a service, writes, reads, runs, serves /port/n and a preview, and delete removes the service", async () => {
-    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" }, { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) });
+    sim = await serveSimulator(
+      { port: 0, apiKey: KEY, workspace: WS, logLevel: "silent" },
+      { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) },
+    );
     const health = (await (await fetch(`${sim.url}/health`)).json()) as { sandboxes: { launcher: string; detail: string } };
     expect(health.sandboxes).toMatchObject({ launcher: "swarm" });
     expect(health.sandboxes.detail).toMatch(/no --swarm-registry: images stay/);
@@ -174,7 +210,9 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     const box = await sdk.SandboxInstance.create({ name: "on-swarm", image, memory: 1024 } as never);
     const [service] = servicesOf(`sandbox-kit.sandbox=on-swarm`);
     expect(service).toBeTruthy();
-    expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.Resources.Limits.MemoryBytes}} {{.Spec.TaskTemplate.RestartPolicy.Condition}}", service!)).toBe(`${1024 * 1024 * 1024} none`);
+    expect(
+      docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.Resources.Limits.MemoryBytes}} {{.Spec.TaskTemplate.RestartPolicy.Condition}}", service!),
+    ).toBe(`${1024 * 1024 * 1024} none`);
     await box.fs.write("/notes/hello.txt", "from the SDK");
     expect(await box.fs.read("/notes/hello.txt")).toBe("from the SDK");
     // The file API's / is the sandbox's files, which commands see at /sandbox (their working directory), as with docker.
@@ -195,7 +233,11 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
 
   it("a restart for new envs replaces the service; archive removes it, unarchive makes a new one", async () => {
     const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(`${sim!.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json()) as any };
     };
     const created = await call("POST", "/v0/sandboxes", { metadata: { name: "moves" }, spec: { runtime: { image, envs: [{ name: "A", value: "1" }] } } });
@@ -218,14 +260,24 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
   it("sandboxes of one workspace reach each other on its overlay; another workspace's reach neither of its addresses", async () => {
     const launcher = new SwarmLauncher({ image, readyTimeoutMs: 120_000, pollMs: 250 });
     const base = tempBase("swarm-apart-");
-    const specs = [{ ...specFor(base, "server"), workspace: WS }, { ...specFor(base, "neighbour"), workspace: WS }, { ...specFor(base, "stranger"), workspace: `${WS}-other` }];
+    const specs = [
+      { ...specFor(base, "server"), workspace: WS },
+      { ...specFor(base, "neighbour"), workspace: WS },
+      { ...specFor(base, "stranger"), workspace: `${WS}-other` },
+    ];
     const [server, neighbour, stranger] = await Promise.all(specs.map((spec) => launcher.start(spec)));
     try {
       await exec(server!.url, specs[0]!.token, `node -e 'require("net").createServer((c) => c.end("hello")).listen(3000, "0.0.0.0")' > /dev/null 2>&1 &`);
-      const interfaces = JSON.parse((await exec(server!.url, specs[0]!.token, `node -e 'console.log(JSON.stringify(require("os").networkInterfaces()))'`)).stdout) as Record<string, { family: string; address: string; internal: boolean }[]>;
-      const addresses = Object.values(interfaces).flat().filter((a) => a.family === "IPv4" && !a.internal).map((a) => a.address);
+      const interfaces = JSON.parse(
+        (await exec(server!.url, specs[0]!.token, `node -e 'console.log(JSON.stringify(require("os").networkInterfaces()))'`)).stdout,
+      ) as Record<string, { family: string; address: string; internal: boolean }[]>;
+      const addresses = Object.values(interfaces)
+        .flat()
+        .filter((a) => a.family === "IPv4" && !a.internal)
+        .map((a) => a.address);
       expect(addresses.length).toBeGreaterThanOrEqual(2); // the workspace's overlay, and docker_gwbridge for egress
-      const probe = (ip: string) => `node -e 'const s = require("net").connect(3000, "${ip}"); s.on("data", (d) => { console.log(String(d)); process.exit(0); }); s.on("error", (e) => { console.log(e.code); process.exit(0); }); setTimeout(() => { console.log("timeout"); process.exit(0); }, 2000)'`;
+      const probe = (ip: string) =>
+        `node -e 'const s = require("net").connect(3000, "${ip}"); s.on("data", (d) => { console.log(String(d)); process.exit(0); }); s.on("error", (e) => { console.log(e.code); process.exit(0); }); setTimeout(() => { console.log("timeout"); process.exit(0); }, 2000)'`;
       const overlay = addresses.find((ip) => ip.startsWith("10."))!;
       expect(overlay).toBeTruthy();
       for (let tries = 0; (await exec(server!.url, specs[0]!.token, probe("127.0.0.1"))).stdout.trim() !== "hello"; tries++) {
@@ -283,40 +335,46 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     await exited;
   }, 300_000);
 
-  it.skipIf(!hasRegistry)(`with --swarm-registry the image is pushed to the registry and the node runs the registry's copy${hasRegistry ? "" : " (skipped: Debian's docker-registry is not installed)"}`, async () => {
-    const small = tinyImage();
-    const dir = tempBase("swarm-registry-");
-    const port = await freePort();
-    writeFileSync(join(dir, "config.yml"), `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/store\nhttp:\n  addr: 127.0.0.1:${port}\n`);
-    const registry = spawn("docker-registry", ["serve", join(dir, "config.yml")], { stdio: "ignore" });
-    children.push(registry);
-    await eventually(() => {
+  it.skipIf(!hasRegistry)(
+    `with --swarm-registry the image is pushed to the registry and the node runs the registry's copy${hasRegistry ? "" : " (skipped: Debian's docker-registry is not installed)"}`,
+    async () => {
+      const small = tinyImage();
+      const dir = tempBase("swarm-registry-");
+      const port = await freePort();
+      writeFileSync(join(dir, "config.yml"), `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/store\nhttp:\n  addr: 127.0.0.1:${port}\n`);
+      const registry = spawn("docker-registry", ["serve", join(dir, "config.yml")], { stdio: "ignore" });
+      children.push(registry);
+      await eventually(() => {
+        try {
+          execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/`], { stdio: "ignore" });
+          return true;
+        } catch {
+          return false;
+        }
+      }, 20_000);
+      const launcher = new SwarmLauncher({ image: small, registry: `127.0.0.1:${port}`, readyTimeoutMs: 120_000, pollMs: 250 });
+      expect(launcher.describe().detail).toContain(`images pushed to 127.0.0.1:${port}`);
+      const spec = { ...specFor(tempBase("swarm-reg-box-"), "pushed"), workspace: WS };
+      const agent = await launcher.start(spec);
       try {
-        execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/`], { stdio: "ignore" });
-        return true;
-      } catch {
-        return false;
+        const [service] = servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`);
+        expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.ContainerSpec.Image}}", service!)).toMatch(
+          new RegExp(`^127\\.0\\.0\\.1:${port}/sandbox-kit-test/swarm-tiny:2@sha256:`),
+        );
+        expect(execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/_catalog`], { encoding: "utf8" })).toContain("sandbox-kit-test/swarm-tiny");
+        expect((await exec(agent.url, spec.token, "echo from the pushed image")).stdout).toBe("from the pushed image\n");
+      } finally {
+        await agent.stop(2_000);
+        await launcher.close();
+        docker("image", "rm", `127.0.0.1:${port}/sandbox-kit-test/swarm-tiny:2`);
       }
-    }, 20_000);
-    const launcher = new SwarmLauncher({ image: small, registry: `127.0.0.1:${port}`, readyTimeoutMs: 120_000, pollMs: 250 });
-    expect(launcher.describe().detail).toContain(`images pushed to 127.0.0.1:${port}`);
-    const spec = { ...specFor(tempBase("swarm-reg-box-"), "pushed"), workspace: WS };
-    const agent = await launcher.start(spec);
-    try {
-      const [service] = servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`);
-      expect(docker("service", "inspect", "--format", "{{.Spec.TaskTemplate.ContainerSpec.Image}}", service!)).toMatch(new RegExp(`^127\\.0\\.0\\.1:${port}/sandbox-kit-test/swarm-tiny:2@sha256:`));
-      expect(execFileSync("curl", ["-sf", `http://127.0.0.1:${port}/v2/_catalog`], { encoding: "utf8" })).toContain("sandbox-kit-test/swarm-tiny");
-      expect((await exec(agent.url, spec.token, "echo from the pushed image")).stdout).toBe("from the pushed image\n");
-    } finally {
-      await agent.stop(2_000);
-      await launcher.close();
-      docker("image", "rm", `127.0.0.1:${port}/sandbox-kit-test/swarm-tiny:2`);
-    }
-    expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(0);
-    registry.kill("SIGTERM");
-    await new Promise((r) => registry.once("exit", r));
-    expect(isAlive(registry.pid!)).toBe(false);
-  }, 180_000);
+      expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(0);
+      registry.kill("SIGTERM");
+      await new Promise((r) => registry.once("exit", r));
+      expect(isAlive(registry.pid!)).toBe(false);
+    },
+    180_000,
+  );
 });
 
 /**
@@ -327,11 +385,38 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
  * into it at the same paths: the shared storage a cluster needs (docs/launchers.md).
  */
 async function startWorker(name: string, shared: string[]): Promise<{ hostname: string; nodeId: string }> {
-  docker("run", "--detach", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
-    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--volume", "/usr:/usr:ro", "--tmpfs", "/var/lib/docker:exec,dev,suid", "--tmpfs", "/run",
+  docker(
+    "run",
+    "--detach",
+    "--name",
+    name,
+    "--hostname",
+    name,
+    "--cap-add",
+    "SYS_ADMIN",
+    "--cap-add",
+    "NET_ADMIN",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--cgroupns",
+    "host",
+    "--volume",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--volume",
+    "/usr:/usr:ro",
+    "--tmpfs",
+    "/var/lib/docker:exec,dev,suid",
+    "--tmpfs",
+    "/run",
     ...shared.flatMap((dir) => ["--volume", `${dir}:${dir}`]),
-    "sandbox-kit-test/debian-build:bookworm", "/usr/sbin/dockerd", "--storage-driver", "vfs", "--iptables=false");
+    "sandbox-kit-test/debian-build:bookworm",
+    "/usr/sbin/dockerd",
+    "--storage-driver",
+    "vfs",
+    "--iptables=false",
+  );
   await eventually(() => {
     try {
       return docker("exec", name, "docker", "info", "--format", "{{.ServerVersion}}") !== "";
@@ -345,71 +430,81 @@ async function startWorker(name: string, shared: string[]): Promise<{ hostname: 
   return { hostname: name, nodeId };
 }
 
-describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)(`swarm launcher with a second engine as a worker${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : !swarm.initialised ? " (skipped: the daemon was already in a swarm this test did not make)" : ""}`, () => {
-  const worker = `sbxk-worker-${process.pid}`;
-  let node: { hostname: string; nodeId: string } | undefined;
-  let why: string | undefined;
-  let small = "";
-  let sim: ServedSimulator | undefined;
-  beforeAll(async () => {
-    try {
-      small = tinyImage();
-      const bridge = docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
-      docker("swarm", "init", "--advertise-addr", bridge);
-      node = await startWorker(worker, [...new Set([realpathSync(join(fileURLToPath(import.meta.url), "../../../..")), realpathSync(tmpdir())])]);
-      execFileSync("sh", ["-c", `docker save "$1" | docker exec -i "$2" docker load`, "sh", small, worker], { stdio: "ignore" });
-    } catch (err) {
-      why = `no worker engine could be started here: ${((err as { stderr?: Buffer | string }).stderr?.toString() || (err as Error).message).trim().split("\n").pop()}`;
-      console.warn(`swarm worker test skipped: ${why}`);
-    }
-  }, 180_000);
-  afterAll(async () => {
-    await sim?.stop();
-    try {
-      docker("rm", "--force", "--volumes", worker);
-    } catch {
-      // Never started, or already removed by the test.
-    }
-    try {
-      docker("swarm", "leave", "--force");
-    } catch {
-      // Not in a swarm.
-    }
-  }, 120_000);
+describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)(
+  `swarm launcher with a second engine as a worker${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : !swarm.initialised ? " (skipped: the daemon was already in a swarm this test did not make)" : ""}`,
+  () => {
+    const worker = `sbxk-worker-${process.pid}`;
+    let node: { hostname: string; nodeId: string } | undefined;
+    let why: string | undefined;
+    let small = "";
+    let sim: ServedSimulator | undefined;
+    beforeAll(async () => {
+      try {
+        small = tinyImage();
+        const bridge = docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
+        docker("swarm", "init", "--advertise-addr", bridge);
+        node = await startWorker(worker, [...new Set([realpathSync(join(fileURLToPath(import.meta.url), "../../../..")), realpathSync(tmpdir())])]);
+        execFileSync("sh", ["-c", `docker save "$1" | docker exec -i "$2" docker load`, "sh", small, worker], { stdio: "ignore" });
+      } catch (err) {
+        why = `no worker engine could be started here: ${((err as { stderr?: Buffer | string }).stderr?.toString() || (err as Error).message).trim().split("\n").pop()}`;
+        console.warn(`swarm worker test skipped: ${why}`);
+      }
+    }, 180_000);
+    afterAll(async () => {
+      await sim?.stop();
+      try {
+        docker("rm", "--force", "--volumes", worker);
+      } catch {
+        // Never started, or already removed by the test.
+      }
+      try {
+        docker("swarm", "leave", "--force");
+      } catch {
+        // Not in a swarm.
+      }
+    }, 120_000);
 
-  it("a constraint places the sandbox on the worker; its agent and preview answer there; the worker going down ends it with the reason", async (ctx) => {
-    if (why) return ctx.skip(why);
-    const launcher = new SwarmLauncher({ image: small, constraints: [`node.hostname==${node!.hostname}`], readyTimeoutMs: 30_000, pollMs: 250 });
-    sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageSource: "host" }, { launcher });
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
-    };
-    expect((await call("POST", "/v0/sandboxes", { metadata: { name: "far" }, spec: { runtime: { image: small } } })).status).toBe(200);
-    const [service] = servicesOf("sandbox-kit.sandbox=far");
-    const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
-    expect(docker("inspect", "--type", "task", "--format", "{{.NodeID}}", task)).toBe(node!.nodeId);
-    const ran = await call("POST", `/sbx/${WS}/far/process`, { command: "hostname", waitForCompletion: true });
-    expect(ran.body.stdout.trim()).toBe("far");
-    // A server in the sandbox on the worker (the tiny image has no node of its own: the agent's), behind a preview.
-    await call("POST", `/sbx/${WS}/far/process`, { command: `/opt/sandbox-kit/bin/node -e 'require("http").createServer((q, s) => s.end("worker:" + q.url)).listen(3000)'`, waitForCompletion: false });
-    const preview = await call("POST", "/v0/sandboxes/far/previews", { metadata: { name: "site" }, spec: { port: 3000, public: true } });
-    expect(preview.status).toBe(200);
-    let page = "";
-    for (let tries = 0; tries < 100 && page !== "worker:/hello"; tries++, await new Promise((r) => setTimeout(r, 100))) {
-      const res = await fetch(`${preview.body.spec.url}/hello`);
-      page = await res.text();
-    }
-    expect(page).toBe("worker:/hello");
-    // The worker's engine goes away: the swarm marks its node down, and the sandbox's agent exit says so.
-    docker("rm", "--force", "--volumes", worker);
-    let events = "";
-    for (let tries = 0; tries < 120 && !/node .*(down|left)/.test(events); tries++, await new Promise((r) => setTimeout(r, 500))) {
-      events = JSON.stringify((await call("GET", "/v0/sandboxes/far")).body);
-    }
-    expect(events).toMatch(new RegExp(`node ${node!.hostname} \\(${node!.nodeId}\\) is (down|disconnected)`));
-  }, 300_000);
-});
+    it("a constraint places the sandbox on the worker; its agent and preview answer there; the worker going down ends it with the reason", async (ctx) => {
+      if (why) return ctx.skip(why);
+      const launcher = new SwarmLauncher({ image: small, constraints: [`node.hostname==${node!.hostname}`], readyTimeoutMs: 30_000, pollMs: 250 });
+      sim = await serveSimulator({ port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", imageSource: "host" }, { launcher });
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${sim!.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+      };
+      expect((await call("POST", "/v0/sandboxes", { metadata: { name: "far" }, spec: { runtime: { image: small } } })).status).toBe(200);
+      const [service] = servicesOf("sandbox-kit.sandbox=far");
+      const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
+      expect(docker("inspect", "--type", "task", "--format", "{{.NodeID}}", task)).toBe(node!.nodeId);
+      const ran = await call("POST", `/sbx/${WS}/far/process`, { command: "hostname", waitForCompletion: true });
+      expect(ran.body.stdout.trim()).toBe("far");
+      // A server in the sandbox on the worker (the tiny image has no node of its own: the agent's), behind a preview.
+      await call("POST", `/sbx/${WS}/far/process`, {
+        command: `/opt/sandbox-kit/bin/node -e 'require("http").createServer((q, s) => s.end("worker:" + q.url)).listen(3000)'`,
+        waitForCompletion: false,
+      });
+      const preview = await call("POST", "/v0/sandboxes/far/previews", { metadata: { name: "site" }, spec: { port: 3000, public: true } });
+      expect(preview.status).toBe(200);
+      let page = "";
+      for (let tries = 0; tries < 100 && page !== "worker:/hello"; tries++, await new Promise((r) => setTimeout(r, 100))) {
+        const res = await fetch(`${preview.body.spec.url}/hello`);
+        page = await res.text();
+      }
+      expect(page).toBe("worker:/hello");
+      // The worker's engine goes away: the swarm marks its node down, and the sandbox's agent exit says so.
+      docker("rm", "--force", "--volumes", worker);
+      let events = "";
+      for (let tries = 0; tries < 120 && !/node .*(down|left)/.test(events); tries++, await new Promise((r) => setTimeout(r, 500))) {
+        events = JSON.stringify((await call("GET", "/v0/sandboxes/far")).body);
+      }
+      expect(events).toMatch(new RegExp(`node ${node!.hostname} \\(${node!.nodeId}\\) is (down|disconnected)`));
+    }, 300_000);
+  },
+);
 
 describe.skipIf(swarm.unavailable !== undefined || !swarm.initialised)("swarm launcher where no swarm is", () => {
   it("a start says the daemon is in no swarm and what to run", async () => {

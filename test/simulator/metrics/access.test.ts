@@ -15,7 +15,11 @@ beforeAll(async () => {
 
 describe("who may see what", () => {
   it("refuses the workspace filter and grouping by workspace to non-admins with 403 Access denied", async () => {
-    for (const query of [{ ...W, workspace: "ws-a" }, { ...W, groupBy: "workspace" }, { ...W, groupBy: "billing_dimension,workspace" }]) {
+    for (const query of [
+      { ...W, workspace: "ws-a" },
+      { ...W, groupBy: "workspace" },
+      { ...W, groupBy: "billing_dimension,workspace" },
+    ]) {
       const res = await get(query, "member-ws-a");
       expect(res.status).toBe(403);
       expect(res.body).toEqual({ error: "forbidden", code: 403, message: "Access denied" });
@@ -87,8 +91,18 @@ describe("pages and cursors", () => {
 
   it("keeps a walk exact while usage arrives between pages: no group twice, none skipped after the position", async () => {
     const { app: live } = metricsApp();
-    const ev = (uuid: string, usage = 3600) => ({ timestamp: "2026-02-01T00:00:00Z", workspace: "ws-a", resourceType: "sandbox", resourceName: uuid, resourceUuid: uuid, billingDimension: "sandbox_compute_runtime_gbs", usage });
-    await request(live).post("/_sim/usage-events").send(["u-01", "u-02", "u-03", "u-04"].map((u) => ev(u)));
+    const ev = (uuid: string, usage = 3600) => ({
+      timestamp: "2026-02-01T00:00:00Z",
+      workspace: "ws-a",
+      resourceType: "sandbox",
+      resourceName: uuid,
+      resourceUuid: uuid,
+      billingDimension: "sandbox_compute_runtime_gbs",
+      usage,
+    });
+    await request(live)
+      .post("/_sim/usage-events")
+      .send(["u-01", "u-02", "u-03", "u-04"].map((u) => ev(u)));
     const page = (cursor?: string) =>
       request(live)
         .get(URL)
@@ -97,7 +111,9 @@ describe("pages and cursors", () => {
     const first = await page();
     expect(first.body.data.map((e: { resourceUuid: string }) => e.resourceUuid)).toEqual(["u-01", "u-02"]);
     // More usage for a group already seen, and a new group before and after the position.
-    await request(live).post("/_sim/usage-events").send([ev("u-01"), ev("u-00"), ev("u-05")]);
+    await request(live)
+      .post("/_sim/usage-events")
+      .send([ev("u-01"), ev("u-00"), ev("u-05")]);
     const rest: string[] = [];
     let cursor = first.body.meta.nextCursor as string;
     while (cursor) {
@@ -127,7 +143,15 @@ describe("enums", () => {
 
   it("lists the resource types with events in the window, among the caller's workspaces", async () => {
     const { app: small } = metricsApp();
-    const ev = (timestamp: string, workspace: string, resourceType: string, billingDimension: string) => ({ timestamp, workspace, resourceType, resourceName: `${resourceType}-1`, resourceUuid: `${workspace}-${resourceType}`, billingDimension, usage: 1 });
+    const ev = (timestamp: string, workspace: string, resourceType: string, billingDimension: string) => ({
+      timestamp,
+      workspace,
+      resourceType,
+      resourceName: `${resourceType}-1`,
+      resourceUuid: `${workspace}-${resourceType}`,
+      billingDimension,
+      usage: 1,
+    });
     await request(small)
       .post("/_sim/usage-events")
       .send([
@@ -147,4 +171,3 @@ describe("enums", () => {
     expect(bad.body.message).toContain("query.endTime");
   });
 });
-

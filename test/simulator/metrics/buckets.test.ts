@@ -37,7 +37,12 @@ describe("bucket alignment", () => {
   it("computes the same bucket in SQL as in JS, for every resolution", () => {
     const db = openDatabase(":memory:");
     const r = rng(7);
-    const samples = [0, t("2024-02-29T23:59:59.999Z"), t("2026-12-31T23:00:00Z"), ...Array.from({ length: 300 }, () => Math.floor(r() * t("2040-01-01T00:00:00Z")))];
+    const samples = [
+      0,
+      t("2024-02-29T23:59:59.999Z"),
+      t("2026-12-31T23:00:00Z"),
+      ...Array.from({ length: 300 }, () => Math.floor(r() * t("2040-01-01T00:00:00Z"))),
+    ];
     for (const res of RESOLUTIONS) {
       const stmt = db.prepare(`SELECT ${bucketSql("CAST(@ts AS INTEGER)", res)} AS b`).pluck();
       for (const ts of samples) expect([res, iso(stmt.get({ ts }) as number)]).toEqual([res, iso(bucketStart(ts, res))]);

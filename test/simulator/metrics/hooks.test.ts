@@ -10,7 +10,13 @@ describe("POST /_sim/usage-events", () => {
   it("ingests a bare array or {events}, and the events show in the metrics", async () => {
     const { app } = metricsApp();
     expect((await request(app).post("/_sim/usage-events").send([ev(), ev()])).body).toEqual({ ingested: 2 });
-    expect((await request(app).post("/_sim/usage-events").send({ events: [ev()] })).body).toEqual({ ingested: 1 });
+    expect(
+      (
+        await request(app)
+          .post("/_sim/usage-events")
+          .send({ events: [ev()] })
+      ).body,
+    ).toEqual({ ingested: 1 });
     const res = await request(app).get(URL).set("Authorization", "Bearer admin").query(W);
     expect(res.body.summary.totalCost).toBeCloseTo(0.09, 9);
   });
@@ -32,7 +38,9 @@ describe("POST /_sim/usage-events", () => {
       [[ev({ colour: "red" })], 'body[0]: unknown field "colour"'],
     ];
     for (const [body, message] of cases) {
-      const res = await request(app).post("/_sim/usage-events").send(body as object);
+      const res = await request(app)
+        .post("/_sim/usage-events")
+        .send(body as object);
       expect(res.status, message).toBe(400);
       expect(res.body.message).toContain(message);
     }
@@ -40,7 +48,9 @@ describe("POST /_sim/usage-events", () => {
     expect(none.body.summary.totalCost).toBe(0);
     // A uuid once recorded keeps its identity across batches.
     expect((await request(app).post("/_sim/usage-events").send([ev()])).status).toBe(200);
-    const clash = await request(app).post("/_sim/usage-events").send([ev({ workspace: "ws-b" })]);
+    const clash = await request(app)
+      .post("/_sim/usage-events")
+      .send([ev({ workspace: "ws-b" })]);
     expect(clash.status).toBe(400);
     expect(clash.body.message).toBe("body[0].resourceUuid: u-box is already recorded for another workspace, type or name");
   });
@@ -63,8 +73,13 @@ describe("/_sim/prices", () => {
     await request(app).post("/_sim/usage-events").send([ev()]); // 1 GB-hour at the default $0.03
     const put = await request(app).put("/_sim/prices").send({ sandbox_compute_runtime_gbs: 0.001 });
     expect(put.body.prices.sandbox_compute_runtime_gbs).toMatchObject({ usdPerUnit: 0.001, overridden: true });
-    await request(app).post("/_sim/usage-events").send([ev({ timestamp: "2026-04-01T11:00:00Z" })]); // 3600 GB-s at $0.001
-    const res = await request(app).get(URL).set("Authorization", "Bearer admin").query({ ...W, resolution: "hourly" });
+    await request(app)
+      .post("/_sim/usage-events")
+      .send([ev({ timestamp: "2026-04-01T11:00:00Z" })]); // 3600 GB-s at $0.001
+    const res = await request(app)
+      .get(URL)
+      .set("Authorization", "Bearer admin")
+      .query({ ...W, resolution: "hourly" });
     const points = res.body.data[0].timeseries;
     expect(points[10].cost).toBeCloseTo(0.03, 9);
     expect(points[11].cost).toBeCloseTo(3.6, 9);

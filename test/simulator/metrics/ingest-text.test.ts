@@ -12,7 +12,14 @@ const reference = express();
 reference.post("/", express.json({ limit: "64mb" }), (req, res) => {
   try {
     const { events, ts, label } = parseUsageEvents(req.body);
-    res.json({ ok: outcome(events, Array.from(ts), events.map((e) => e.usage), label) });
+    res.json({
+      ok: outcome(
+        events,
+        Array.from(ts),
+        events.map((e) => e.usage),
+        label,
+      ),
+    });
   } catch (err) {
     res.json({ err: (err as Error).message });
   }
@@ -75,12 +82,18 @@ describe("the hook's sliced body reader", () => {
 
   it("leaves bodies it does not read as utf-8 text to express.json (a charset it refuses is still 415)", async () => {
     const { app } = metricsApp();
-    const latin1 = await request(app).post("/_sim/usage-events").set("Content-Type", "application/json; charset=latin1").send(JSON.stringify([ev()]));
+    const latin1 = await request(app)
+      .post("/_sim/usage-events")
+      .set("Content-Type", "application/json; charset=latin1")
+      .send(JSON.stringify([ev()]));
     expect(latin1.status).toBe(415);
     const strict = await request(app).post("/_sim/usage-events").set("Content-Type", "application/json").send("5");
     expect(strict.status).toBe(400);
     expect(strict.body.message).toMatch(/^invalid JSON body: /);
-    const ok = await request(app).post("/_sim/usage-events").set("Content-Type", "application/json; charset=UTF-8").send(JSON.stringify([ev(), ev()]));
+    const ok = await request(app)
+      .post("/_sim/usage-events")
+      .set("Content-Type", "application/json; charset=UTF-8")
+      .send(JSON.stringify([ev(), ev()]));
     expect(ok.body).toEqual({ ingested: 2 });
   });
 });

@@ -38,9 +38,17 @@ describe("recordSpan / recordUsage", () => {
     const { usage, hourly } = setup();
     expect(recordSpan(usage, box, "sandbox_compute_runtime_gbs", { from: t("2026-04-01T10:30:00Z"), to: t("2026-04-01T12:15:00Z"), gb: 2 })).toBe(3);
     recordSpan(usage, domain, "custom_domain_active_time_hours", { from: t("2026-04-01T10:30:00Z"), to: t("2026-04-01T12:00:00Z") });
-    recordUsage(usage, { ...box, resourceType: "agent", resourceUuid: "u-agent", resourceName: "ag" }, "agent_async_requests_count", 7, t("2026-04-01T13:05:00Z"));
+    recordUsage(
+      usage,
+      { ...box, resourceType: "agent", resourceUuid: "u-agent", resourceName: "ag" },
+      "agent_async_requests_count",
+      7,
+      t("2026-04-01T13:05:00Z"),
+    );
     const body = await hourly();
-    const by = Object.fromEntries(body.data.map((e: { billingDimension: string; timeseries: Array<{ usage: number }> }) => [e.billingDimension, e.timeseries.map((p) => p.usage)]));
+    const by = Object.fromEntries(
+      body.data.map((e: { billingDimension: string; timeseries: Array<{ usage: number }> }) => [e.billingDimension, e.timeseries.map((p) => p.usage)]),
+    );
     expect(by.sandbox_compute_runtime_gbs.slice(10, 13)).toEqual([1800 * 2, 3600 * 2, 900 * 2]);
     expect(by.custom_domain_active_time_hours.slice(10, 12)).toEqual([0.5, 1]);
     expect(by.agent_async_requests_count[13]).toBe(7);

@@ -16,9 +16,21 @@ export interface Expected {
 const FIELD: Record<GroupByDimension, Array<[string, (e: WireEvent) => string]>> = {
   workspace: [["workspace", (e) => e.workspace]],
   resource_type: [["resourceType", (e) => e.resourceType]],
-  resource_name: [["resourceName", (e) => e.resourceName], ["workspace", (e) => e.workspace], ["resourceType", (e) => e.resourceType]],
-  resource_uuid: [["resourceUuid", (e) => e.resourceUuid], ["resourceName", (e) => e.resourceName], ["workspace", (e) => e.workspace], ["resourceType", (e) => e.resourceType]],
-  billing_dimension: [["billingDimension", (e) => e.billingDimension], ["resourceType", (e) => e.resourceType]],
+  resource_name: [
+    ["resourceName", (e) => e.resourceName],
+    ["workspace", (e) => e.workspace],
+    ["resourceType", (e) => e.resourceType],
+  ],
+  resource_uuid: [
+    ["resourceUuid", (e) => e.resourceUuid],
+    ["resourceName", (e) => e.resourceName],
+    ["workspace", (e) => e.workspace],
+    ["resourceType", (e) => e.resourceType],
+  ],
+  billing_dimension: [
+    ["billingDimension", (e) => e.billingDimension],
+    ["resourceType", (e) => e.resourceType],
+  ],
 };
 
 export const costNanos = (e: WireEvent) => Math.round(e.usage * DIMENSION_BY_NAME.get(e.billingDimension)!.defaultUsdPerUnit * 1e9);
@@ -51,7 +63,9 @@ export function expected(
 }
 
 export function groupKey(fields: object): string {
-  return ["workspace", "resourceType", "resourceName", "resourceUuid", "billingDimension"].map((f) => String((fields as Record<string, unknown>)[f] ?? "-")).join("|");
+  return ["workspace", "resourceType", "resourceName", "resourceUuid", "billingDimension"]
+    .map((f) => String((fields as Record<string, unknown>)[f] ?? "-"))
+    .join("|");
 }
 
 export const nanos = (usd: number) => Math.round(usd * 1e9);

@@ -59,7 +59,9 @@ describe("parseGroupBy", () => {
 
 describe("parseUsageEvents", () => {
   it("caps a batch at 200,000 events before looking at any of them", () => {
-    expect(() => parseUsageEvents(new Array(MAX_BATCH_EVENTS + 1).fill(null))).toThrow(`body: at most ${MAX_BATCH_EVENTS} events per request, got ${MAX_BATCH_EVENTS + 1}`);
+    expect(() => parseUsageEvents(new Array(MAX_BATCH_EVENTS + 1).fill(null))).toThrow(
+      `body: at most ${MAX_BATCH_EVENTS} events per request, got ${MAX_BATCH_EVENTS + 1}`,
+    );
     expect(() => parseUsageEvents({ events: new Array(MAX_BATCH_EVENTS + 1).fill(null) })).toThrow("body.events: at most");
   });
 });

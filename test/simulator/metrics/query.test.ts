@@ -13,7 +13,12 @@ const history = randomEvents(4000, "2026-01-01T00:00:00Z", "2026-06-01T00:00:00Z
 type Entry = MetricsEntry;
 
 async function walk(query: Record<string, string>, token = "admin", limit = 7) {
-  const pages: Array<{ data: Entry[]; meta: { hasMore: boolean; nextCursor: string; total: number }; summary: { totalCost: number; totalUsage?: number }; resolution: string }> = [];
+  const pages: Array<{
+    data: Entry[];
+    meta: { hasMore: boolean; nextCursor: string; total: number };
+    summary: { totalCost: number; totalUsage?: number };
+    resolution: string;
+  }> = [];
   let cursor = "";
   do {
     const res = await request(app)
@@ -30,7 +35,9 @@ async function walk(query: Record<string, string>, token = "admin", limit = 7) {
 
 beforeAll(async () => {
   for (let i = 0; i < history.length; i += 1500) {
-    const res = await request(app).post("/_sim/usage-events").send(history.slice(i, i + 1500));
+    const res = await request(app)
+      .post("/_sim/usage-events")
+      .send(history.slice(i, i + 1500));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   }
 });
@@ -108,7 +115,14 @@ describe("windows, buckets and entries", () => {
       ev("2026-04-10T00:00:00Z"), // at the end: out
       ev("2026-04-05T06:00:00Z", { billingDimension: "sandbox_image_storage_gbs", usage: 86_400 }),
       ev("2026-04-05T06:00:00Z", { resourceName: "box", resourceUuid: "u-box-2" }), // same name, new uuid
-      ev("2026-04-06T00:00:00Z", { workspace: "ws-b", resourceType: "custom_domain", resourceName: "a.example.com", resourceUuid: "u-dom", billingDimension: "custom_domain_active_time_hours", usage: 24 }),
+      ev("2026-04-06T00:00:00Z", {
+        workspace: "ws-b",
+        resourceType: "custom_domain",
+        resourceName: "a.example.com",
+        resourceUuid: "u-dom",
+        billingDimension: "custom_domain_active_time_hours",
+        usage: 24,
+      }),
     ];
     expect((await request(small).post("/_sim/usage-events").send({ events })).status).toBe(200);
   });
@@ -122,8 +136,15 @@ describe("windows, buckets and entries", () => {
     const res = await q({ resolution: "daily" });
     expect(res.body.data).toHaveLength(1);
     const series = res.body.data[0].timeseries as Array<{ timestamp: string; cost: number }>;
-    expect(series.map((p) => p.timestamp)).toEqual(bucketStarts(Date.parse("2026-04-01T00:00:00Z"), Date.parse("2026-04-10T00:00:00Z"), "daily").map((b) => new Date(b).toISOString()));
-    expect(series.filter((p) => p.cost > 0).map((p) => p.timestamp)).toEqual(["2026-04-01T00:00:00.000Z", "2026-04-05T00:00:00.000Z", "2026-04-06T00:00:00.000Z", "2026-04-08T00:00:00.000Z"]);
+    expect(series.map((p) => p.timestamp)).toEqual(
+      bucketStarts(Date.parse("2026-04-01T00:00:00Z"), Date.parse("2026-04-10T00:00:00Z"), "daily").map((b) => new Date(b).toISOString()),
+    );
+    expect(series.filter((p) => p.cost > 0).map((p) => p.timestamp)).toEqual([
+      "2026-04-01T00:00:00.000Z",
+      "2026-04-05T00:00:00.000Z",
+      "2026-04-06T00:00:00.000Z",
+      "2026-04-08T00:00:00.000Z",
+    ]);
     // 1 GB-hour of compute at the default $0.03 per GB-hour.
     expect(series[0]!.cost).toBeCloseTo(0.03, 9);
   });

@@ -56,7 +56,10 @@ describe("account metrics through the simulator", () => {
     expect(res.status).toBe(200);
     expect(new Set(res.body.data.map((e: { workspace: string }) => e.workspace))).toEqual(new Set(["acme-two"]));
     expect(nanos(res.body.summary.totalCost)).toBe(expected(history, { ...W, resolution: "weekly", groupBy: [], workspaces: ["acme-two"] }).totalNanos);
-    for (const query of [{ ...W, groupBy: "workspace" }, { ...W, workspace: "acme-two" }]) {
+    for (const query of [
+      { ...W, groupBy: "workspace" },
+      { ...W, workspace: "acme-two" },
+    ]) {
       const denied = await metrics(MEMBER, query);
       expect(denied.status).toBe(403);
       expect(denied.body).toEqual({ error: "forbidden", code: 403, message: "Access denied" });

@@ -54,7 +54,14 @@ describe("UsageStore", () => {
     store.record([ev({ usage: 1 })]);
     store.clear();
     expect(store.prices().sandbox_compute_runtime_gbs!.overridden).toBe(false);
-    expect(store.db.prepare("SELECT (SELECT COUNT(*) FROM metrics_usage_events) + (SELECT COUNT(*) FROM metrics_daily_resource) + (SELECT COUNT(*) FROM metrics_resources)").pluck().get()).toBe(0);
+    expect(
+      store.db
+        .prepare(
+          "SELECT (SELECT COUNT(*) FROM metrics_usage_events) + (SELECT COUNT(*) FROM metrics_daily_resource) + (SELECT COUNT(*) FROM metrics_resources)",
+        )
+        .pluck()
+        .get(),
+    ).toBe(0);
     store.record([ev({ workspace: "ws-b" })]); // the uuid is free again
   });
 });

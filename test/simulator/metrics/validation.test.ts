@@ -22,7 +22,15 @@ describe("metrics query validation: 400 naming the parameter", () => {
   });
 
   it("requires RFC 3339 date-times with an offset and real calendar dates", async () => {
-    for (const bad of ["2026-05-01", "2026-05-01T00:00:00", "yesterday", "1714521600", "2026-02-30T00:00:00Z", "2026-05-01T24:00:00Z", "2026-13-01T00:00:00Z"]) {
+    for (const bad of [
+      "2026-05-01",
+      "2026-05-01T00:00:00",
+      "yesterday",
+      "1714521600",
+      "2026-02-30T00:00:00Z",
+      "2026-05-01T24:00:00Z",
+      "2026-13-01T00:00:00Z",
+    ]) {
       await expect400({ ...W, startTime: bad }, "startTime", /RFC 3339/);
     }
     await expect400({ ...W, endTime: "2026-05-08T00:00:00+25:00" }, "endTime", /RFC 3339/);
@@ -60,7 +68,11 @@ describe("metrics query validation: 400 naming the parameter", () => {
     const at = (days: number) => new Date(Date.parse(W.startTime) + days * 86_400_000).toISOString();
     // Exactly at the cap is allowed; a millisecond more is not.
     expect((await get({ startTime: W.startTime, endTime: at(7), resolution: "hourly" })).status).toBe(200);
-    await expect400({ startTime: W.startTime, endTime: new Date(Date.parse(at(7)) + 1).toISOString(), resolution: "hourly" }, "resolution", /hourly allows a window of at most 7 days/);
+    await expect400(
+      { startTime: W.startTime, endTime: new Date(Date.parse(at(7)) + 1).toISOString(), resolution: "hourly" },
+      "resolution",
+      /hourly allows a window of at most 7 days/,
+    );
     expect((await get({ startTime: W.startTime, endTime: at(90), resolution: "daily" })).status).toBe(200);
     await expect400({ startTime: W.startTime, endTime: at(91), resolution: "daily" }, "resolution", /at most 90 days/);
     expect((await get({ startTime: W.startTime, endTime: at(365), resolution: "weekly" })).status).toBe(200);

@@ -19,7 +19,12 @@ let sdk: Sdk;
 let sandbox: InstanceType<Sdk["SandboxInstance"]>;
 let appPort: number;
 
-interface Echo { method: string; url: string; headers: Record<string, string>; bytes: number }
+interface Echo {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  bytes: number;
+}
 
 beforeAll(async () => {
   sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, testHooks: true, logLevel: "silent" });
@@ -37,13 +42,20 @@ afterAll(async () => {
 });
 
 /** GET with a Host header (Node's resolver does not resolve *.localhost, browsers do). */
-function getWithHost(host: string, path: string, headers: Record<string, string> = {}, method = "GET"): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function getWithHost(
+  host: string,
+  path: string,
+  headers: Record<string, string> = {},
+  method = "GET",
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   const url = new URL(sim.url);
   return new Promise((resolve, reject) => {
     request({ host: url.hostname, port: url.port, path, method, headers: { ...headers, host: `${host}:${url.port}` } }, (res) => {
       let body = "";
       res.on("data", (d) => (body += d)).on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    }).on("error", reject).end();
+    })
+      .on("error", reject)
+      .end();
   });
 }
 
@@ -72,7 +84,11 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
     const socket = await upstream.openPort!(appPort);
     const reply = await new Promise<string>((resolve, reject) => {
       let text = "";
-      socket.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+      socket
+        .setEncoding("utf8")
+        .on("data", (d: string) => (text += d))
+        .on("end", () => resolve(text))
+        .on("error", reject);
       socket.end("GET /echo/raw HTTP/1.0\r\n\r\n");
     });
     expect(reply).toContain('"url":"/echo/raw"');
@@ -95,7 +111,10 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
 
 describe("previews", () => {
   it("a public preview answers at its spec.url without credentials, and at its host name", async () => {
-    const preview = await sandbox.previews.create({ metadata: { name: "site" }, spec: { port: appPort, public: true, responseHeaders: { "X-Frame-Options": "DENY" } } });
+    const preview = await sandbox.previews.create({
+      metadata: { name: "site" },
+      spec: { port: appPort, public: true, responseHeaders: { "X-Frame-Options": "DENY" } },
+    });
     expect(preview.spec.url).toBe(`${sim.url}/${WS}/sandboxes/web/previews/site`);
     const res = await fetch(`${preview.spec.url}/index.html?q=1`);
     expect(res.status).toBe(200);
@@ -116,7 +135,9 @@ describe("previews", () => {
     expect((await fetch(`${sim.url}/${WS}/previews/nobody`)).status).toBe(404);
     const res = await getWithHost(`myapp-${WS}.preview.localhost`, "/p");
     expect((JSON.parse(res.body) as Echo).url).toBe("/p");
-    await expect(sandbox.previews.create({ metadata: { name: "pref2" }, spec: { port: appPort, public: true, prefixUrl: "myapp" } })).rejects.toMatchObject({ code: 409 });
+    await expect(sandbox.previews.create({ metadata: { name: "pref2" }, spec: { port: appPort, public: true, prefixUrl: "myapp" } })).rejects.toMatchObject({
+      code: 409,
+    });
   });
 
   it("a private preview needs a live token: header, query parameter (then a cookie), 401 otherwise", async () => {
@@ -156,7 +177,9 @@ describe("previews", () => {
     } finally {
       Date.now = realNow;
     }
-    const ids = (await preview.tokens.list()).filter((t) => tokens.some((n) => n.value === t.value)).map((t) => (t as unknown as { previewToken: { metadata: { name: string } } }).previewToken.metadata.name);
+    const ids = (await preview.tokens.list())
+      .filter((t) => tokens.some((n) => n.value === t.value))
+      .map((t) => (t as unknown as { previewToken: { metadata: { name: string } } }).previewToken.metadata.name);
     expect(new Set(ids).size).toBe(15);
     expect(new Set(tokens.map((t) => t.value)).size).toBe(15);
 
@@ -176,9 +199,16 @@ describe("previews", () => {
   });
 
   it("CORS: a preflight is answered from the preview's responseHeaders, without a token", async () => {
-    const cors = { "Access-Control-Allow-Origin": "https://app.example", "Access-Control-Allow-Headers": "X-Blaxel-Preview-Token", "Access-Control-Allow-Methods": "GET, POST" };
+    const cors = {
+      "Access-Control-Allow-Origin": "https://app.example",
+      "Access-Control-Allow-Headers": "X-Blaxel-Preview-Token",
+      "Access-Control-Allow-Methods": "GET, POST",
+    };
     const preview = await sandbox.previews.create({ metadata: { name: "cors" }, spec: { port: appPort, public: false, responseHeaders: cors } });
-    const res = await fetch(`${preview.spec.url}/api`, { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "x-blaxel-preview-token" } });
+    const res = await fetch(`${preview.spec.url}/api`, {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "x-blaxel-preview-token" },
+    });
     expect(res.status).toBe(204);
     expect(res.headers.get("access-control-allow-origin")).toBe("https://app.example");
     expect(res.headers.get("access-control-allow-headers")).toBe("X-Blaxel-Preview-Token");
@@ -194,7 +224,10 @@ describe("previews", () => {
   });
 
   it("requestHeaders reach the app; WebSocket upgrades pass through a preview", async () => {
-    const preview = await sandbox.previews.create({ metadata: { name: "hmr" }, spec: { port: appPort, public: true, requestHeaders: { "X-From-Preview": "yes" } } });
+    const preview = await sandbox.previews.create({
+      metadata: { name: "hmr" },
+      spec: { port: appPort, public: true, requestHeaders: { "X-From-Preview": "yes" } },
+    });
     const echo = (await (await fetch(`${preview.spec.url}/h`)).json()) as Echo;
     expect(echo.headers["x-from-preview"]).toBe("yes");
     const ws = await wsRoundTrip(`${preview.spec.url}/_hmr`, {}, "reload");

@@ -1,12 +1,25 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { cookieWithout, matchingToken, presentedToken } from "../../../simulator/previews/tokens.js";
-import { labelCandidates, prefixedPreviewFromPath, previewFromPath, previewHostLabel, previewUrl, withoutTokenParam } from "../../../simulator/previews/urls.js";
+import {
+  labelCandidates,
+  prefixedPreviewFromPath,
+  previewFromPath,
+  previewHostLabel,
+  previewUrl,
+  withoutTokenParam,
+} from "../../../simulator/previews/urls.js";
 import { isPortPath, targetFromRunPath } from "../../../simulator/proxy/index.js";
 
 describe("preview addresses", () => {
   it("reads the path form, leaving the control plane's /v0 paths alone", () => {
-    expect(previewFromPath("/ws/sandboxes/box/previews/site/a/b?x=1")).toEqual({ workspace: "ws", sandbox: "box", preview: "site", rest: "/a/b?x=1", cookiePath: "/ws/sandboxes/box/previews/site" });
+    expect(previewFromPath("/ws/sandboxes/box/previews/site/a/b?x=1")).toEqual({
+      workspace: "ws",
+      sandbox: "box",
+      preview: "site",
+      rest: "/a/b?x=1",
+      cookiePath: "/ws/sandboxes/box/previews/site",
+    });
     expect(previewFromPath("/ws/sandboxes/box/previews/site")).toMatchObject({ rest: "/" });
     expect(previewFromPath("/ws/sandboxes/box/previews/site?q")).toMatchObject({ rest: "/?q" });
     expect(previewFromPath("/v0/sandboxes/box/previews/site")).toBeUndefined();
@@ -14,7 +27,12 @@ describe("preview addresses", () => {
   });
 
   it("reads the prefixUrl path form", () => {
-    expect(prefixedPreviewFromPath("/ws/previews/my-app/a/b?x=1")).toEqual({ workspace: "ws", prefix: "my-app", rest: "/a/b?x=1", cookiePath: "/ws/previews/my-app" });
+    expect(prefixedPreviewFromPath("/ws/previews/my-app/a/b?x=1")).toEqual({
+      workspace: "ws",
+      prefix: "my-app",
+      rest: "/a/b?x=1",
+      cookiePath: "/ws/previews/my-app",
+    });
     expect(prefixedPreviewFromPath("/ws/previews/my-app")).toMatchObject({ rest: "/" });
     expect(prefixedPreviewFromPath("/ws/previews/my-app?q")).toMatchObject({ rest: "/?q" });
     expect(prefixedPreviewFromPath("/v0/previews/my-app")).toBeUndefined();
@@ -28,7 +46,10 @@ describe("preview addresses", () => {
     expect(previewHostLabel("sbx-box-id.local.localhost")).toBeUndefined();
     const candidates = labelCandidates("site-my-box-team-a", ["team-a", "a", "other"]);
     expect(candidates.map((c) => c.workspace)).toEqual(["team-a", "a"]);
-    expect(candidates[0]!.splits).toEqual([{ preview: "site", sandbox: "my-box" }, { preview: "site-my", sandbox: "box" }]);
+    expect(candidates[0]!.splits).toEqual([
+      { preview: "site", sandbox: "my-box" },
+      { preview: "site-my", sandbox: "box" },
+    ]);
     expect(candidates[0]!.prefix).toBe("site-my-box");
   });
 
@@ -52,14 +73,20 @@ describe("preview addresses", () => {
 describe("preview tokens", () => {
   const req = (url: string, headers: Record<string, string> = {}) => ({ url, headers }) as unknown as IncomingMessage;
   it("are taken from the header, then the query parameter, then the cookie", () => {
-    expect(presentedToken(req("/x?bl_preview_token=q", { "x-blaxel-preview-token": "h", cookie: "bl_preview_token=c" }))).toEqual({ value: "h", from: "header" });
+    expect(presentedToken(req("/x?bl_preview_token=q", { "x-blaxel-preview-token": "h", cookie: "bl_preview_token=c" }))).toEqual({
+      value: "h",
+      from: "header",
+    });
     expect(presentedToken(req("/x?bl_preview_token=q", { cookie: "bl_preview_token=c" }))).toEqual({ value: "q", from: "query" });
     expect(presentedToken(req("/x", { cookie: "a=1; bl_preview_token=c" }))).toEqual({ value: "c", from: "cookie" });
     expect(presentedToken(req("/x"))).toBeUndefined();
   });
 
   it("match only a live token of the preview", () => {
-    const tokens = [{ metadata: { name: "t1" }, spec: { token: "aaa", expiresAt: "2026-01-01T00:00:10Z" } }, { metadata: { name: "t2" }, spec: { token: "bbb", expiresAt: "garbage" } }];
+    const tokens = [
+      { metadata: { name: "t1" }, spec: { token: "aaa", expiresAt: "2026-01-01T00:00:10Z" } },
+      { metadata: { name: "t2" }, spec: { token: "bbb", expiresAt: "garbage" } },
+    ];
     const at = Date.parse("2026-01-01T00:00:00Z");
     expect(matchingToken(tokens, "aaa", at)?.token.metadata.name).toBe("t1");
     expect(matchingToken(tokens, "aaa", at + 10_000)).toBeUndefined(); // expired at expiresAt exactly

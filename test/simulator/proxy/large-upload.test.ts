@@ -40,10 +40,17 @@ async function* multipartBody(mib: number): AsyncGenerator<Buffer> {
 
 function upload(mib: number): Promise<number> {
   return new Promise<number>((resolve, reject) => {
-    const req = request(`${harness.url}/sbx/ws/big/filesystem/big.bin`, {
-      method: "PUT",
-      headers: { authorization: "Bearer key-of-ws", "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
-    }, (res) => { res.resume(); res.on("end", () => resolve(res.statusCode!)); });
+    const req = request(
+      `${harness.url}/sbx/ws/big/filesystem/big.bin`,
+      {
+        method: "PUT",
+        headers: { authorization: "Bearer key-of-ws", "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode!));
+      },
+    );
     req.on("error", reject);
     pipeline(Readable.from(multipartBody(mib)), req).catch(reject);
   });
@@ -62,10 +69,19 @@ describe("a 200 MiB upload through the proxy", () => {
     let received = 0;
     const download = await rssGrowthDuring(async () => {
       await new Promise<void>((resolve, reject) => {
-        request(`${harness.url}/sbx/ws/big/filesystem/big.bin`, { headers: { authorization: "Bearer key-of-ws", accept: "application/octet-stream" } }, (res) => {
-          expect(res.statusCode).toBe(200);
-          res.on("data", (d: Buffer) => (received += d.length)).on("end", resolve).on("error", reject);
-        }).on("error", reject).end();
+        request(
+          `${harness.url}/sbx/ws/big/filesystem/big.bin`,
+          { headers: { authorization: "Bearer key-of-ws", accept: "application/octet-stream" } },
+          (res) => {
+            expect(res.statusCode).toBe(200);
+            res
+              .on("data", (d: Buffer) => (received += d.length))
+              .on("end", resolve)
+              .on("error", reject);
+          },
+        )
+          .on("error", reject)
+          .end();
       });
     });
     expect(received).toBe(SIZE_MIB * MiB);

@@ -44,7 +44,11 @@ function put(path: string, mib: number): Promise<{ status: number; echo: Echo }>
 
 describe("/port/{n} straight to the app over an opened connection", () => {
   it("reaches the app with path, query and the caller's headers; neither the caller's key nor the agent's token", async () => {
-    const res = await fetch(`${harness.url}/sbx/ws/box/port/${app.port}/echo/a?b=1`, { method: "POST", body: "12345", headers: { ...asWs, cookie: "c=1", "x-app": "mine" } });
+    const res = await fetch(`${harness.url}/sbx/ws/box/port/${app.port}/echo/a?b=1`, {
+      method: "POST",
+      body: "12345",
+      headers: { ...asWs, cookie: "c=1", "x-app": "mine" },
+    });
     expect(res.status).toBe(200);
     const echo = (await res.json()) as Echo;
     expect(echo).toMatchObject({ method: "POST", url: "/echo/a?b=1", bytes: 5 });

@@ -38,10 +38,20 @@ describe("sandbox proxy over a real agent", () => {
 
   it("routes by host name sbx-{sandbox}-{workspaceId}.{region}.localhost", async () => {
     const body = await new Promise<string>((resolve, reject) => {
-      request({ host: "127.0.0.1", port: harness.port, path: "/filesystem/notes/a.txt", headers: { ...asWs, host: `sbx-box-ws-id-1.local.localhost:${harness.port}` } }, (res) => {
-        let text = "";
-        res.on("data", (d) => (text += d)).on("end", () => resolve(text));
-      }).on("error", reject).end();
+      request(
+        {
+          host: "127.0.0.1",
+          port: harness.port,
+          path: "/filesystem/notes/a.txt",
+          headers: { ...asWs, host: `sbx-box-ws-id-1.local.localhost:${harness.port}` },
+        },
+        (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d)).on("end", () => resolve(text));
+        },
+      )
+        .on("error", reject)
+        .end();
     });
     expect(JSON.parse(body).content).toBe("through the proxy");
   });
@@ -51,7 +61,17 @@ describe("sandbox proxy over a real agent", () => {
     expect(none.status).toBe(401);
     expect(none.headers.get("x-blaxel-error-code")).toBe("AUTHENTICATION_REQUIRED");
     expect(await none.json()).toEqual({
-      error: { code: "AUTHENTICATION_REQUIRED", message: expect.any(String), status: 401, retryable: false, action: expect.any(String), do_not: expect.any(String), docs_url: expect.any(String), origin: "sandbox-sim", timestamp: expect.any(String) },
+      error: {
+        code: "AUTHENTICATION_REQUIRED",
+        message: expect.any(String),
+        status: 401,
+        retryable: false,
+        action: expect.any(String),
+        do_not: expect.any(String),
+        docs_url: expect.any(String),
+        origin: "sandbox-sim",
+        timestamp: expect.any(String),
+      },
     });
     const bad = await fetch(`${harness.url}/sbx/ws/box/filesystem/notes/a.txt`, { headers: { authorization: "Bearer wrong-key" } });
     expect(bad.status).toBe(401);
@@ -74,7 +94,9 @@ describe("sandbox proxy over a real agent", () => {
     const res = await fetch(`${harness.url}/sbx/ws/gone/filesystem/`, { headers: asWs });
     expect(res.status).toBe(503);
     expect(res.headers.get("x-blaxel-error-code")).toBe("WORKLOAD_UNAVAILABLE");
-    expect(await res.json()).toMatchObject({ error: { code: "WORKLOAD_UNAVAILABLE", status: 503, retryable: true, message: expect.stringContaining('sandbox "gone"') } });
+    expect(await res.json()).toMatchObject({
+      error: { code: "WORKLOAD_UNAVAILABLE", status: 503, retryable: true, message: expect.stringContaining('sandbox "gone"') },
+    });
   });
 
   it("passes the agent's own errors through unchanged", async () => {
@@ -92,7 +114,9 @@ describe("sandbox proxy header and abort handling", () => {
     const record = { headers: req.headers, closedEarly: false, received: 0 };
     seen.push(record);
     req.on("data", (d: Buffer) => (record.received += d.length));
-    req.on("close", () => { if (!req.complete) record.closedEarly = true; });
+    req.on("close", () => {
+      if (!req.complete) record.closedEarly = true;
+    });
     if (req.url === "/slow-upload") return; // never answers: the client gives up first
     req.on("end", () => res.writeHead(200, { "content-type": "application/json", connection: "x-hop-only", "x-hop-only": "1", "x-agent": "yes" }).end("{}"));
   });
@@ -101,15 +125,34 @@ describe("sandbox proxy header and abort handling", () => {
     upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
     harness.sandboxes.set("rec", { url: upstreamUrl, token: "sandbox-token" });
   });
-  afterAll(() => { upstream.closeAllConnections(); upstream.close(); });
+  afterAll(() => {
+    upstream.closeAllConnections();
+    upstream.close();
+  });
 
   it("drops hop-by-hop headers both ways and never forwards the caller's credentials", async () => {
     seen = [];
     // node:http, because fetch refuses to send a Connection header.
     const res = await new Promise<{ status: number; headers: IncomingHttpHeaders }>((resolve, reject) => {
-      request(`${harness.url}/sbx/ws/rec/x`, {
-        headers: { ...asWs, "x-blaxel-authorization": "Bearer key-of-ws", cookie: "a=b", connection: "x-private", "x-private": "hop", "x-kept": "end-to-end" },
-      }, (r) => { r.resume(); resolve({ status: r.statusCode!, headers: r.headers }); }).on("error", reject).end();
+      request(
+        `${harness.url}/sbx/ws/rec/x`,
+        {
+          headers: {
+            ...asWs,
+            "x-blaxel-authorization": "Bearer key-of-ws",
+            cookie: "a=b",
+            connection: "x-private",
+            "x-private": "hop",
+            "x-kept": "end-to-end",
+          },
+        },
+        (r) => {
+          r.resume();
+          resolve({ status: r.statusCode!, headers: r.headers });
+        },
+      )
+        .on("error", reject)
+        .end();
     });
     expect(res.status).toBe(200);
     expect(res.headers["x-agent"]).toBe("yes");

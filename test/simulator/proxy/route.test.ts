@@ -14,7 +14,11 @@ describe("sandbox routes", () => {
   it("splits sbx-{sandbox}-{workspaceId} where both contain dashes", () => {
     const ids: Record<string, string> = { "ws-id-7": "team" };
     const lookup = (id: string) => ids[id];
-    expect(targetFromHost("sbx-my-box-ws-id-7.local.localhost:8081", "/process?a=1", lookup)).toEqual({ workspace: "team", sandbox: "my-box", path: "/process?a=1" });
+    expect(targetFromHost("sbx-my-box-ws-id-7.local.localhost:8081", "/process?a=1", lookup)).toEqual({
+      workspace: "team",
+      sandbox: "my-box",
+      path: "/process?a=1",
+    });
     expect(targetFromHost("sbx-my-box-ws-id-7.us-pdx-1.localhost", "/", lookup)).toMatchObject({ sandbox: "my-box" });
     expect(targetFromHost("sbx-my-box-unknown.local.localhost", "/", lookup)).toBeUndefined();
     expect(targetFromHost("127.0.0.1:8081", "/", lookup)).toBeUndefined();

@@ -41,7 +41,9 @@ beforeAll(async () => {
       bytes += d.length;
       hash.update(d);
     });
-    req.on("close", () => { if (!req.complete) cut.push(req.url!); });
+    req.on("close", () => {
+      if (!req.complete) cut.push(req.url!);
+    });
     req.on("end", () => {
       const text = JSON.stringify({ bytes, sha256: hash.digest("hex") });
       if (req.url === "/duplex") res.end(text);

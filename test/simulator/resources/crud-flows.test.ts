@@ -43,12 +43,20 @@ describe("flow F1: integration connection then MCP function", () => {
       .post("/v0/integrations/connections")
       .set("Authorization", `Bearer ${ADMIN_KEY}`)
       .set("X-Service-Workspace", "default")
-      .send({ metadata: { name: "gmail-alice", displayName: "Alice's mail" }, spec: { integration: "gmail", secret: { CLIENT_ID: "id", CLIENT_SECRET: "secret", REFRESH_TOKEN: "refresh" } } })
+      .send({
+        metadata: { name: "gmail-alice", displayName: "Alice's mail" },
+        spec: { integration: "gmail", secret: { CLIENT_ID: "id", CLIENT_SECRET: "secret", REFRESH_TOKEN: "refresh" } },
+      })
       .expect(200);
     expect(conn.body.spec.secret).toEqual({ CLIENT_ID: "***", CLIENT_SECRET: "***", REFRESH_TOKEN: "***" });
     const shown = await sim.api.get("/v0/integrations/connections/gmail-alice?show_secrets=true").expect(200);
     expect(shown.body.spec.secret.REFRESH_TOKEN).toBe("refresh");
-    const fn = await sim.api.post("/v0/functions", { metadata: { name: "mail-mcp", displayName: "Mail" }, spec: { type: "mcp", integrationConnections: ["gmail-alice"], runtime: { type: "mcp" } } }).expect(200);
+    const fn = await sim.api
+      .post("/v0/functions", {
+        metadata: { name: "mail-mcp", displayName: "Mail" },
+        spec: { type: "mcp", integrationConnections: ["gmail-alice"], runtime: { type: "mcp" } },
+      })
+      .expect(200);
     expect(fn.body.spec).toMatchObject({ type: "mcp", integrationConnections: ["gmail-alice"], runtime: { type: "mcp" } });
     const missing = await sim.api.post("/v0/functions", { metadata: { name: "bad-mcp" }, spec: { type: "mcp", integrationConnections: ["nope"] } }).expect(400);
     expect(missing.body.message).toContain("spec.integrationConnections[0]");
@@ -56,7 +64,15 @@ describe("flow F1: integration connection then MCP function", () => {
   });
 
   it("masks function configurations and envs marked secret", async () => {
-    await sim.api.post("/v0/functions", { metadata: { name: "cfg" }, spec: { configurations: { TOKEN: { secret: true, value: "t" }, MODE: { secret: false, value: "m" } }, runtime: { envs: [{ name: "K", value: "v", secret: true }] } } }).expect(200);
+    await sim.api
+      .post("/v0/functions", {
+        metadata: { name: "cfg" },
+        spec: {
+          configurations: { TOKEN: { secret: true, value: "t" }, MODE: { secret: false, value: "m" } },
+          runtime: { envs: [{ name: "K", value: "v", secret: true }] },
+        },
+      })
+      .expect(200);
     const got = await sim.api.get("/v0/functions/cfg").expect(200);
     expect(got.body.spec.configurations).toEqual({ TOKEN: { secret: true, value: "***" }, MODE: { secret: false, value: "m" } });
     expect(got.body.spec.runtime.envs[0].value).toBe("***");
@@ -121,7 +137,10 @@ describe("custom domains", () => {
     expect(failed.body.spec).toMatchObject({ status: "failed" });
     expect(failed.body.spec.verificationError).toContain(record);
     expect(typeof failed.body.spec.lastVerifiedAt).toBe("string");
-    await request(sim.app).put("/_sim/dns/preview.example.com").send({ txt: { [record]: value } }).expect(200);
+    await request(sim.app)
+      .put("/_sim/dns/preview.example.com")
+      .send({ txt: { [record]: value } })
+      .expect(200);
     const ok = await sim.api.post("/v0/customdomains/preview.example.com/verify").expect(200);
     expect(ok.body.spec.status).toBe("verified");
     expect(ok.body.spec.verificationError).toBeUndefined();
@@ -136,11 +155,19 @@ describe("volumes, policies, VPCs", () => {
     await sim.api.post("/v0/sandboxes", { metadata: { name: "vol-user" }, spec: { volumes: [{ name: "data", mountPath: "/data" }] } }).expect(200);
     const conflict = await sim.api.delete("/v0/volumes/data").expect(409);
     expect(conflict.body.message).toContain("sandbox:vol-user");
-    await sim.api.post("/v0/volumes", { metadata: { name: "data" } }).expect(409).expect((r) => expect(r.body.code).toBe("VOLUME_ALREADY_EXISTS"));
+    await sim.api
+      .post("/v0/volumes", { metadata: { name: "data" } })
+      .expect(409)
+      .expect((r) => expect(r.body.code).toBe("VOLUME_ALREADY_EXISTS"));
   });
 
   it("creates policies and reports their usage", async () => {
-    await sim.api.post("/v0/policies", { metadata: { name: "eu-only" }, spec: { type: "location", locations: [{ name: "eu", type: "continent" }], resourceTypes: ["sandbox"] } }).expect(200);
+    await sim.api
+      .post("/v0/policies", {
+        metadata: { name: "eu-only" },
+        spec: { type: "location", locations: [{ name: "eu", type: "continent" }], resourceTypes: ["sandbox"] },
+      })
+      .expect(200);
     await sim.api.post("/v0/agents", { metadata: { name: "eu-agent" }, spec: { policies: ["eu-only"] } }).expect(200);
     const usage = await sim.api.get("/v0/policies/eu-only/usages").expect(200);
     expect(usage.body.agents).toEqual([{ name: "eu-agent", type: "agent" }]);
@@ -170,7 +197,11 @@ describe("workspaces", () => {
     expect(await reasons("my-blaxel-ws")).toMatchObject({ available: false, reason: "forbidden_blaxel" });
     expect(await reasons("v12")).toMatchObject({ available: false, reason: "forbidden_v_prefix" });
     expect(await reasons("fresh")).toEqual({ available: true, message: "", reason: "" });
-    const seed = await request(sim.app).post("/v0/workspaces/availability?withReason=true").set("X-Service-Authorization", `Bearer ${ADMIN_KEY}`).send({ name: "blaxel" }).expect(200);
+    const seed = await request(sim.app)
+      .post("/v0/workspaces/availability?withReason=true")
+      .set("X-Service-Authorization", `Bearer ${ADMIN_KEY}`)
+      .send({ name: "blaxel" })
+      .expect(200);
     expect(seed.body.reason).toBe("forbidden_service");
   });
 
@@ -183,7 +214,9 @@ describe("workspaces", () => {
     const features = await sim.api.get("/v0/features").expect(200);
     expect(Object.values(features.body.features).every((v) => v === true)).toBe(true);
     expect(features.body.features.gpu_flavors).toBeUndefined();
-    await api(sim.app, ADMIN_KEY, "team-b").post("/v0/sandboxes", { metadata: { name: "gone" } }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b")
+      .post("/v0/sandboxes", { metadata: { name: "gone" } })
+      .expect(200);
     await api(sim.app, ADMIN_KEY, "team-b").get("/v0/sandboxes/gone").expect(200);
     await sim.api.delete("/v0/workspaces/team-b").expect(200);
     await api(sim.app, ADMIN_KEY, "team-b").get("/v0/sandboxes").expect(403);

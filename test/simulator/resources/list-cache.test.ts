@@ -60,7 +60,10 @@ describe("list item cache", () => {
   });
 
   it("keeps the masked and the shown views apart", async () => {
-    const envs = [{ name: "TOKEN", value: "real-token", secret: true }, { name: "MODE", value: "fast" }];
+    const envs = [
+      { name: "TOKEN", value: "real-token", secret: true },
+      { name: "MODE", value: "fast" },
+    ];
     await sim.api.post("/v0/agents", { metadata: { name: "secretive" }, spec: { runtime: { envs } } }).expect(200);
     const values = async (query = "") => named(await listed("/v0/agents", query), "secretive")!.spec.runtime!.envs!.map((e) => e.value);
     expect(await values()).toEqual(["***", "fast"]);
@@ -101,7 +104,9 @@ describe("get cache", () => {
   });
 
   it("keeps the masked and the shown views apart, and apart from the list's items", async () => {
-    await sim.api.post("/v0/sandboxes", { metadata: { name: "got-secret" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "t0", secret: true }] } } }).expect(200);
+    await sim.api
+      .post("/v0/sandboxes", { metadata: { name: "got-secret" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "t0", secret: true }] } } })
+      .expect(200);
     const value = async (query = "") => (await got(`/v0/sandboxes/got-secret${query}`)).body.spec.runtime!.envs![0]!.value;
     expect(await value()).toBe("***");
     expect(await value("?show_secrets=true")).toBe("t0");

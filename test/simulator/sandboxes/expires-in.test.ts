@@ -28,7 +28,12 @@ describe("expiresIn", () => {
   });
 
   it("takes the earliest limit; ttl-idle counts from the last update", async () => {
-    const lifecycle = { expirationPolicies: [{ type: "ttl-idle", value: "30m", action: "delete" }, { type: "ttl-max-age", value: "2h", action: "delete" }] };
+    const lifecycle = {
+      expirationPolicies: [
+        { type: "ttl-idle", value: "30m", action: "delete" },
+        { type: "ttl-max-age", value: "2h", action: "delete" },
+      ],
+    };
     await sim.api.post("/v0/sandboxes", { metadata: { name: "idle" }, spec: { lifecycle } }).expect(200);
     sim.clock.advance(20 * 60_000);
     expect((await sim.api.get("/v0/sandboxes/idle").expect(200)).body.expiresIn).toBe(10 * 60);

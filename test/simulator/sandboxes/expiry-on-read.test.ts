@@ -53,7 +53,9 @@ const get = (name: string) => auth(request(sim.url).get(`/v0/sandboxes/${name}`)
 
 describe("sandbox expiry on read", () => {
   it("ttl 1s: the first GET after 1 s reads TERMINATED, without waiting for the sweeper; its URL answers 404 WORKLOAD_NOT_FOUND", async () => {
-    await auth(request(sim.url).post("/v0/sandboxes")).send({ metadata: { name: "one-second" }, spec: { runtime: { ttl: "1s" } } }).expect(200);
+    await auth(request(sim.url).post("/v0/sandboxes"))
+      .send({ metadata: { name: "one-second" }, spec: { runtime: { ttl: "1s" } } })
+      .expect(200);
     expect((await get("one-second")).body.status).toBe("DEPLOYED");
     sim.deps.clock.advance(1_001);
     const read = await get("one-second");
@@ -67,7 +69,9 @@ describe("sandbox expiry on read", () => {
   });
 
   it("a list is a read too: a sandbox past its ttl is TERMINATED (hidden) in the first list after it", async () => {
-    await auth(request(sim.url).post("/v0/sandboxes")).send({ metadata: { name: "listed" }, spec: { runtime: { ttl: "1s" } } }).expect(200);
+    await auth(request(sim.url).post("/v0/sandboxes"))
+      .send({ metadata: { name: "listed" }, spec: { runtime: { ttl: "1s" } } })
+      .expect(200);
     sim.deps.clock.advance(2_000);
     const list = await auth(request(sim.url).get("/v0/sandboxes")).expect(200);
     expect(JSON.stringify(list.body)).not.toContain('"listed"');
@@ -76,7 +80,9 @@ describe("sandbox expiry on read", () => {
 
   it("a sweep while the create is in flight leaves it alone: the create answers 200 DEPLOYED, and the ttl counts from then", async () => {
     launcher.hold();
-    const creating = auth(request(sim.url).post("/v0/sandboxes")).send({ metadata: { name: "raced" }, spec: { runtime: { ttl: "1s" } } }).then((r) => r);
+    const creating = auth(request(sim.url).post("/v0/sandboxes"))
+      .send({ metadata: { name: "raced" }, spec: { runtime: { ttl: "1s" } } })
+      .then((r) => r);
     for (let i = 0; i < 500 && launcher.waiting === 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(launcher.waiting).toBe(1);
     sim.deps.clock.advance(5_000); // the ttl has long passed while the agent is still starting

@@ -49,7 +49,10 @@ describe("sandbox expiry", () => {
   });
 
   it("writes the reason of the earliest limit only, and parses the same strings alike each time (memoized)", () => {
-    const spec = { runtime: { ttl: "3h", expires: "2026-01-01T02:00:00Z" }, lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "1h", action: "delete" }] } };
+    const spec = {
+      runtime: { ttl: "3h", expires: "2026-01-01T02:00:00Z" },
+      lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "1h", action: "delete" }] },
+    };
     const idle = expiryOf(doc(spec), T0 + 30 * 60_000);
     expect(idle).toMatchObject({ dueMs: T0 + 90 * 60_000, action: "delete", reason: "expiration policy ttl-idle 1h: idle since 2026-01-01T00:30:00.000Z" });
     expect(expiryOf(doc(spec), T0 + 30 * 60_000)?.dueMs).toBe(idle?.dueMs);

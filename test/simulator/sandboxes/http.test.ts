@@ -7,7 +7,12 @@ afterAll(() => sim.close());
 
 describe("sandboxes", () => {
   it("creates synchronously with status DEPLOYED, metadata and a url", async () => {
-    const res = await sim.api.post("/v0/sandboxes", { metadata: { name: "demo", labels: { team: "a" } }, spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096, generation: "mk3" } } }).expect(200);
+    const res = await sim.api
+      .post("/v0/sandboxes", {
+        metadata: { name: "demo", labels: { team: "a" } },
+        spec: { region: "us-pdx-1", runtime: { image: "blaxel/base-image:latest", memory: 4096, generation: "mk3" } },
+      })
+      .expect(200);
     expect(res.body.status).toBe("DEPLOYED");
     expect(res.body.metadata).toMatchObject({ name: "demo", displayName: "demo", workspace: "default", labels: { team: "a" }, createdBy: "admin@local.test" });
     expect(res.body.metadata.url).toBe("http://127.0.0.1:8081/default/sandboxes/demo");
@@ -64,12 +69,30 @@ describe("sandboxes", () => {
   });
 
   it("masks secret envs unless an admin passes show_secrets=true", async () => {
-    await sim.api.post("/v0/sandboxes", { metadata: { name: "sec" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "s3cret", secret: true }, { name: "MODE", value: "dev" }] } } }).expect(200);
+    await sim.api
+      .post("/v0/sandboxes", {
+        metadata: { name: "sec" },
+        spec: {
+          runtime: {
+            envs: [
+              { name: "TOKEN", value: "s3cret", secret: true },
+              { name: "MODE", value: "dev" },
+            ],
+          },
+        },
+      })
+      .expect(200);
     const masked = await sim.api.get("/v0/sandboxes/sec").expect(200);
-    expect(masked.body.spec.runtime.envs).toEqual([{ name: "TOKEN", value: "***", secret: true }, { name: "MODE", value: "dev" }]);
+    expect(masked.body.spec.runtime.envs).toEqual([
+      { name: "TOKEN", value: "***", secret: true },
+      { name: "MODE", value: "dev" },
+    ]);
     const shown = await sim.api.get("/v0/sandboxes/sec?show_secrets=true").expect(200);
     expect(shown.body.spec.runtime.envs[0].value).toBe("s3cret");
-    await request(sim.app).post("/_sim/seed").send({ users: [{ email: "m@local.test", accountId: "local", workspaces: ["default"], apiKey: "member-key-01" }] }).expect(200);
+    await request(sim.app)
+      .post("/_sim/seed")
+      .send({ users: [{ email: "m@local.test", accountId: "local", workspaces: ["default"], apiKey: "member-key-01" }] })
+      .expect(200);
     const member = await api(sim.app, "member-key-01").get("/v0/sandboxes/sec?show_secrets=true").expect(200);
     expect(member.body.spec.runtime.envs[0].value).toBe("***");
   });
@@ -104,9 +127,14 @@ describe("pagination and versions", () => {
   const ws = "pages";
   const p = () => api(sim.app, ADMIN_KEY, ws);
   it("sets up 7 sandboxes", async () => {
-    await request(sim.app).post("/_sim/seed").send({ workspaces: [{ name: ws, accountId: "local" }] }).expect(200);
+    await request(sim.app)
+      .post("/_sim/seed")
+      .send({ workspaces: [{ name: ws, accountId: "local" }] })
+      .expect(200);
     for (let i = 0; i < 7; i++) {
-      await p().post("/v0/sandboxes", { metadata: { name: `s${i}`, displayName: i === 3 ? "Special One" : undefined } }).expect(200);
+      await p()
+        .post("/v0/sandboxes", { metadata: { name: `s${i}`, displayName: i === 3 ? "Special One" : undefined } })
+        .expect(200);
       sim.clock.advance(1000);
     }
   });
@@ -115,7 +143,9 @@ describe("pagination and versions", () => {
     const seen: string[] = [];
     let cursor = "";
     for (let page = 0; page < 5; page++) {
-      const res = await p().get(`/v0/sandboxes?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`).expect(200);
+      const res = await p()
+        .get(`/v0/sandboxes?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`)
+        .expect(200);
       expect(res.body.meta.total).toBe(7);
       seen.push(...res.body.data.map((s: { metadata: { name: string } }) => s.metadata.name));
       cursor = res.body.meta.nextCursor;
@@ -178,7 +208,9 @@ describe("list filters and secret round trips", () => {
   });
 
   it("keeps a stored secret when a masked value is sent back on update", async () => {
-    await sim.api.post("/v0/sandboxes", { metadata: { name: "rt" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "real", secret: true }] } } }).expect(200);
+    await sim.api
+      .post("/v0/sandboxes", { metadata: { name: "rt" }, spec: { runtime: { envs: [{ name: "TOKEN", value: "real", secret: true }] } } })
+      .expect(200);
     const masked = (await sim.api.get("/v0/sandboxes/rt").expect(200)).body;
     expect(masked.spec.runtime.envs[0].value).toBe("***");
     await sim.api.put("/v0/sandboxes/rt", { metadata: masked.metadata, spec: masked.spec }).expect(200);

@@ -22,7 +22,12 @@ async function eventually(check: () => Promise<boolean>, ms: number): Promise<vo
 async function call(method: string, path: string, body?: unknown, version = "2026-04-28"): Promise<{ status: number; body: any }> {
   const res = await fetch(`${sim.url}${path}`, {
     method,
-    headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": "default", "blaxel-version": version, ...(body ? { "content-type": "application/json" } : {}) },
+    headers: {
+      authorization: `Bearer ${KEY}`,
+      "x-blaxel-workspace": "default",
+      "blaxel-version": version,
+      ...(body ? { "content-type": "application/json" } : {}),
+    },
     body: body ? JSON.stringify(body) : undefined,
   });
   return { status: res.status, body: await res.json() };
@@ -40,7 +45,11 @@ describe("schedules delegated to the sandboxes' agents", () => {
   let sleepId = "";
 
   it("creates on the agent: sleep resolved to at, env masked unless an admin asks", async () => {
-    const created = await call("POST", "/v0/sandboxes/alpha/schedules", { type: "sleep", value: "1s", input: { command: "echo ran > ran.txt", env: { TOKEN: "s3cret" } } });
+    const created = await call("POST", "/v0/sandboxes/alpha/schedules", {
+      type: "sleep",
+      value: "1s",
+      input: { command: "echo ran > ran.txt", env: { TOKEN: "s3cret" } },
+    });
     expect(created.status).toBe(200);
     expect(created.body).toMatchObject({ sandbox: "alpha", type: "at", maxExecutions: 100, input: { command: "echo ran > ran.txt", env: { TOKEN: "***" } } });
     sleepId = created.body.id;
@@ -49,7 +58,9 @@ describe("schedules delegated to the sandboxes' agents", () => {
     const cron = await call("POST", "/v0/sandboxes/beta/schedules", { id: "nightly", type: "cron", value: "0 3 * * *", input: { command: "true" } });
     expect(cron.status).toBe(200);
     // The agent's own validation and conflicts come back with their status.
-    expect((await call("POST", "/v0/sandboxes/beta/schedules", { id: "nightly", type: "cron", value: "0 3 * * *", input: { command: "true" } })).status).toBe(409);
+    expect((await call("POST", "/v0/sandboxes/beta/schedules", { id: "nightly", type: "cron", value: "0 3 * * *", input: { command: "true" } })).status).toBe(
+      409,
+    );
     const bad = await call("POST", "/v0/sandboxes/beta/schedules", { type: "cron", value: "not cron", input: { command: "true" } });
     expect(bad.status).toBe(400);
     expect(bad.body.message).toMatch(/value/);
@@ -78,7 +89,9 @@ describe("schedules delegated to the sandboxes' agents", () => {
   });
 
   it("cross-sandbox lists merge the agents' pages behind one cursor", async () => {
-    expect((await call("POST", "/v0/sandboxes/alpha/schedules", { id: "hourly", type: "cron", value: "0 * * * *", input: { command: "true" } })).status).toBe(200);
+    expect((await call("POST", "/v0/sandboxes/alpha/schedules", { id: "hourly", type: "cron", value: "0 * * * *", input: { command: "true" } })).status).toBe(
+      200,
+    );
     const all = await call("GET", "/v0/schedules");
     expect(all.body.data.map((s: { sandbox: string }) => s.sandbox).sort()).toEqual(["alpha", "beta"]);
     expect(all.body.meta.total).toBe(2);

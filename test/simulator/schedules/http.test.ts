@@ -38,21 +38,31 @@ describe("sandbox schedules over HTTP", () => {
 
   it("stores sleep as at with an RFC 3339 value, defaults maxExecutions to 100, masks env values", async () => {
     const res = await sim.api.post("/v0/sandboxes/box/schedules", { type: "sleep", value: "1h", input: { command: "echo hi", env: { KEY: "v" } } }).expect(200);
-    expect(res.body).toMatchObject({ type: "at", value: "2026-05-01T11:00:00.000Z", maxExecutions: 100, sandbox: "box", input: { command: "echo hi", env: { KEY: "***" } } });
+    expect(res.body).toMatchObject({
+      type: "at",
+      value: "2026-05-01T11:00:00.000Z",
+      maxExecutions: 100,
+      sandbox: "box",
+      input: { command: "echo hi", env: { KEY: "***" } },
+    });
     const shown = await sim.api.get(`/v0/sandboxes/box/schedules/${res.body.id}?show_secrets=true`).expect(200);
     expect(shown.body.input.env.KEY).toBe("v");
   });
 
   it("rejects bad values, unknown fields and unknown sandboxes", async () => {
     expect((await sim.api.post("/v0/sandboxes/box/schedules", { type: "cron", value: "* *" }).expect(400)).body.message).toContain("value");
-    expect((await sim.api.post("/v0/sandboxes/box/schedules", { type: "at", value: "2026-05-01T12:00:00Z", extra: 1 }).expect(400)).body.message).toContain("extra");
+    expect((await sim.api.post("/v0/sandboxes/box/schedules", { type: "at", value: "2026-05-01T12:00:00Z", extra: 1 }).expect(400)).body.message).toContain(
+      "extra",
+    );
     await sim.api.post("/v0/sandboxes/ghost/schedules", { type: "sleep", value: "1m" }).expect(404);
     await sim.api.post("/v0/sandboxes/box/schedules", { id: "dup", type: "cron", value: "0 * * * *" }).expect(200);
     await sim.api.post("/v0/sandboxes/box/schedules", { id: "dup", type: "cron", value: "0 * * * *" }).expect(409);
   });
 
   it("records executions as time passes, keeps at most maxExecutions per schedule, removes fired at entries", async () => {
-    await sim.api.post("/v0/sandboxes/box/schedules", { id: "minutely", type: "cron", value: "* * * * *", maxExecutions: 3, input: { command: "date" } }).expect(200);
+    await sim.api
+      .post("/v0/sandboxes/box/schedules", { id: "minutely", type: "cron", value: "* * * * *", maxExecutions: 3, input: { command: "date" } })
+      .expect(200);
     sim.clock.advance(2 * 3_600_000);
     const execs = await sim.api.get("/v0/sandboxes/box/schedule-executions?limit=100").expect(200);
     const minutely = execs.body.data.filter((e: { scheduleId: string }) => e.scheduleId === "minutely");

@@ -40,9 +40,18 @@ async function walk(fetch: FetchPage<Row>, sandboxes: string[], limit: number, e
 describe("mergedPage over several agents", () => {
   // 250 items per sandbox so every stream spans several agent pages of 100.
   const data = {
-    a: rows("a", Array.from({ length: 250 }, (_, i) => i * 3)),
-    b: rows("b", Array.from({ length: 250 }, (_, i) => i * 3 + 1)),
-    c: rows("c", Array.from({ length: 40 }, (_, i) => i * 7 + 2)),
+    a: rows(
+      "a",
+      Array.from({ length: 250 }, (_, i) => i * 3),
+    ),
+    b: rows(
+      "b",
+      Array.from({ length: 250 }, (_, i) => i * 3 + 1),
+    ),
+    c: rows(
+      "c",
+      Array.from({ length: 40 }, (_, i) => i * 7 + 2),
+    ),
   };
 
   it("returns every item once, newest first, across pages of any size", async () => {
@@ -89,8 +98,12 @@ describe("mergedPage over several agents", () => {
   it("rejects a cursor of another query, and a tampered one", async () => {
     const { fetch } = agents(data);
     const first = await mergedPage({ sandboxes: ["a"], fetch, limit: 2, sort: "createdAt:desc", cursors, binding: { type: "cron" } });
-    await expect(mergedPage({ sandboxes: ["a"], fetch, limit: 2, sort: "createdAt:desc", cursor: first.meta.nextCursor, cursors, binding: { type: "at" } })).rejects.toThrow(/different query/);
-    await expect(mergedPage({ sandboxes: ["a"], fetch, limit: 2, sort: "createdAt:desc", cursor: `x${first.meta.nextCursor}`, cursors, binding: { type: "cron" } })).rejects.toThrow(/invalid cursor/);
+    await expect(
+      mergedPage({ sandboxes: ["a"], fetch, limit: 2, sort: "createdAt:desc", cursor: first.meta.nextCursor, cursors, binding: { type: "at" } }),
+    ).rejects.toThrow(/different query/);
+    await expect(
+      mergedPage({ sandboxes: ["a"], fetch, limit: 2, sort: "createdAt:desc", cursor: `x${first.meta.nextCursor}`, cursors, binding: { type: "cron" } }),
+    ).rejects.toThrow(/invalid cursor/);
   });
 
   it("everything() walks one agent's pages to the end", async () => {

@@ -103,7 +103,14 @@ describe("IdleTracker (fake clock)", () => {
   });
 
   it("counts running keepAlive processes only (the reference daemon's scale-to-zero counter)", () => {
-    expect(runningKeepAlive([{ status: "running", keepAlive: true }, { status: "completed", keepAlive: true }, { status: "running", keepAlive: false }, { status: "killed", keepAlive: true }])).toBe(1);
+    expect(
+      runningKeepAlive([
+        { status: "running", keepAlive: true },
+        { status: "completed", keepAlive: true },
+        { status: "running", keepAlive: false },
+        { status: "killed", keepAlive: true },
+      ]),
+    ).toBe(1);
   });
 });
 
@@ -112,7 +119,14 @@ describe("StandbyController (fake clock, recorded freeze/thaw)", () => {
     const clock = fakeClock();
     const sb = fakeSandbox();
     const changes: string[] = [];
-    const standby = new StandbyController({ afterMs: 1_000, now: () => clock.now, tickMs: 0, agent: () => sb.agent, agentJson: sb.agentJson, onChange: (_k, state) => void changes.push(state) });
+    const standby = new StandbyController({
+      afterMs: 1_000,
+      now: () => clock.now,
+      tickMs: 0,
+      agent: () => sb.agent,
+      agentJson: sb.agentJson,
+      onChange: (_k, state) => void changes.push(state),
+    });
     standby.add("ws/a");
     sb.reply.processes = [{ status: "running", keepAlive: true }];
     clock.advance(1_000);
@@ -170,11 +184,17 @@ describe("StandbyController (fake clock, recorded freeze/thaw)", () => {
   it("a request during the keepAlive check keeps it awake; an agent that cannot answer is left awake", async () => {
     const clock = fakeClock();
     const sb = fakeSandbox();
-    const standby = new StandbyController({ afterMs: 1_000, now: () => clock.now, tickMs: 0, agent: () => sb.agent, agentJson: async (k, path) => {
-      clock.advance(10);
-      standby.touch(k); // a request arrives while the agent is asked
-      return sb.agentJson(k, path);
-    } });
+    const standby = new StandbyController({
+      afterMs: 1_000,
+      now: () => clock.now,
+      tickMs: 0,
+      agent: () => sb.agent,
+      agentJson: async (k, path) => {
+        clock.advance(10);
+        standby.touch(k); // a request arrives while the agent is asked
+        return sb.agentJson(k, path);
+      },
+    });
     standby.add("ws/a");
     clock.advance(1_000);
     expect(await standby.sleep("ws/a")).toBe(false);
@@ -207,7 +227,13 @@ describe("StandbyController (fake clock, recorded freeze/thaw)", () => {
 
   it("a launcher that cannot stop a sandbox in place never sleeps it", async () => {
     const clock = fakeClock();
-    const standby = new StandbyController({ afterMs: 1_000, now: () => clock.now, tickMs: 0, agent: () => ({ canFreeze: false, freeze: async () => {}, thaw: async () => {} }), agentJson: async () => [] });
+    const standby = new StandbyController({
+      afterMs: 1_000,
+      now: () => clock.now,
+      tickMs: 0,
+      agent: () => ({ canFreeze: false, freeze: async () => {}, thaw: async () => {} }),
+      agentJson: async () => [],
+    });
     standby.add("ws/a");
     clock.advance(5_000);
     expect(await standby.sleep("ws/a", true)).toBe(false);

@@ -56,7 +56,12 @@ describe("the process launcher", () => {
     const key = "standby-process-admin-key";
     const sim = await serveSimulator({ port: 0, apiKey: key, testHooks: true, logLevel: "silent", standbyAfterMs: 300 }, { launcher: "process" });
     try {
-      const call = (method: string, path: string, body?: unknown) => fetch(`${sim.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "x-blaxel-workspace": "default", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const call = (method: string, path: string, body?: unknown) =>
+        fetch(`${sim.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${key}`, "x-blaxel-workspace": "default", "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
       const health = (await (await call("GET", "/health")).json()) as { sandboxes: { standby: { unavailable?: string } } };
       expect(health.sandboxes.standby.unavailable).toMatch(/process launcher/);
       expect((await call("POST", "/v0/sandboxes", { metadata: { name: "awake" } })).status).toBe(200);
@@ -125,7 +130,12 @@ describe.skipIf(isolationUnavailable !== undefined)("the bwrap launcher's freeze
     try {
       const marker = `forker-${process.pid}`;
       // A shell forking a short-lived child ten times a second: whatever is alive when stopTree ends is stopped.
-      const res = await agentFetch(handle, { method: "POST", path: "/process", headers: { authorization: `Bearer ${spec.token}`, "content-type": "application/json" }, body: JSON.stringify({ command: `sh -c 'while :; do sleep 0.05 & wait; done' ${marker}`, waitForCompletion: false }) });
+      const res = await agentFetch(handle, {
+        method: "POST",
+        path: "/process",
+        headers: { authorization: `Bearer ${spec.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ command: `sh -c 'while :; do sleep 0.05 & wait; done' ${marker}`, waitForCompletion: false }),
+      });
       expect(res.status).toBe(200);
       await eventually(() => pidsWithMarker(marker).length > 0);
       const stopped = await stopTree(handle.sandboxPid!);
@@ -160,7 +170,8 @@ describe.skipIf(dockerUnavailable !== undefined)(`the docker launcher's freeze a
     handles.push(handle);
     await startTicker(handle, spec.token, "docker-ticker");
     const ticks = join(spec.rootDir, "tmp", "ticks");
-    const container = () => execFileSync("docker", ["ps", "--all", "--quiet", "--filter", `label=sandbox-kit.data-dir=${spec.dataDir}`], { encoding: "utf8" }).trim();
+    const container = () =>
+      execFileSync("docker", ["ps", "--all", "--quiet", "--filter", `label=sandbox-kit.data-dir=${spec.dataDir}`], { encoding: "utf8" }).trim();
     await handle.freeze!();
     expect(execFileSync("docker", ["inspect", "--format", "{{.State.Paused}}", container()], { encoding: "utf8" }).trim()).toBe("true");
     const frozenAt = ticksOf(ticks);

@@ -64,7 +64,17 @@ function ticks(name: string): number[] {
 }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, logLevel: "silent", testHooks: true, standbyAfterMs: IDLE_MS, sandboxRetentionMs: 0, warmSandboxes: 1 });
+  sim = await serveSimulator({
+    port: 0,
+    imageSource: "host",
+    apiKey: KEY,
+    workspace: WS,
+    logLevel: "silent",
+    testHooks: true,
+    standbyAfterMs: IDLE_MS,
+    sandboxRetentionMs: 0,
+    warmSandboxes: 1,
+  });
   sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
@@ -141,7 +151,11 @@ describe.skipIf(isolationUnavailable !== undefined)("standby (bwrap)", () => {
 
   it("a due `at` schedule wakes a sleeping sandbox for its run, then it sleeps again", async () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "scheduled" });
-    await sandbox.schedules.create({ type: "at", value: new Date(Date.now() + 4_000).toISOString(), input: { command: "date +%s%3N > /tmp/ran", keepAlive: true, timeout: 30 } });
+    await sandbox.schedules.create({
+      type: "at",
+      value: new Date(Date.now() + 4_000).toISOString(),
+      input: { command: "date +%s%3N > /tmp/ran", keepAlive: true, timeout: 30 },
+    });
     expect((await hook("scheduled", "STANDBY")).body.state).toBe("STANDBY");
     const ran = join(sim.deps.agents!.rootDir(WS, "scheduled"), "tmp", "ran");
     await eventually(() => existsSync(ran) && readFileSync(ran, "utf8").trim() !== "", 20_000);
@@ -182,7 +196,16 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator ending during
   }
 
   it("stop()", async () => {
-    const other = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: WS, logLevel: "silent", testHooks: true, standbyAfterMs: 0, warmSandboxes: 0 });
+    const other = await serveSimulator({
+      port: 0,
+      imageSource: "host",
+      apiKey: KEY,
+      workspace: WS,
+      logLevel: "silent",
+      testHooks: true,
+      standbyAfterMs: 0,
+      warmSandboxes: 0,
+    });
     const namespace = await asleepThrough(other.url, "stopped-sim");
     await other.stop();
     // Its processes took SIGTERM (thawed first) or SIGKILL: none is left, stopped or not.
@@ -190,7 +213,10 @@ describe.skipIf(isolationUnavailable !== undefined)("the simulator ending during
   });
 
   it("kill -9", async () => {
-    const { child, url } = await spawnSimulatorProcess(["--image-source", "host", "--api-key", KEY, "--workspace", WS, "--test-hooks", "--standby-after", "0", "--warm-sandboxes", "0", "--log-level", "silent"], { track: children });
+    const { child, url } = await spawnSimulatorProcess(
+      ["--image-source", "host", "--api-key", KEY, "--workspace", WS, "--test-hooks", "--standby-after", "0", "--warm-sandboxes", "0", "--log-level", "silent"],
+      { track: children },
+    );
     const namespace = await asleepThrough(url, "killed-sim");
     child.kill("SIGKILL");
     await eventually(() => pidsInNamespace(namespace).length === 0, 15_000);

@@ -15,12 +15,23 @@ afterAll(async () => {
 });
 
 async function call(method: string, path: string, body?: unknown): Promise<Response> {
-  return fetch(`${sim!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", "x-blaxel-workspace": "default" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return fetch(`${sim!.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", "x-blaxel-workspace": "default" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
 }
 
 async function computeGbs(sandbox: string): Promise<number> {
-  const q = new URLSearchParams({ startTime: "2026-01-01T00:00:00Z", endTime: "2028-01-01T00:00:00Z", groupBy: "billing_dimension,resource_name", resolution: "monthly" });
-  const body = (await (await call("GET", `/v0/accounts/local/metrics?${q}`)).json()) as { data: { billingDimension: string; resourceName: string; summary: { usage: number } }[] };
+  const q = new URLSearchParams({
+    startTime: "2026-01-01T00:00:00Z",
+    endTime: "2028-01-01T00:00:00Z",
+    groupBy: "billing_dimension,resource_name",
+    resolution: "monthly",
+  });
+  const body = (await (await call("GET", `/v0/accounts/local/metrics?${q}`)).json()) as {
+    data: { billingDimension: string; resourceName: string; summary: { usage: number } }[];
+  };
   return body.data.find((e) => e.billingDimension === "sandbox_compute_runtime_gbs" && e.resourceName === sandbox)?.summary.usage ?? 0;
 }
 

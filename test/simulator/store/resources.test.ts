@@ -10,7 +10,13 @@ function open() {
 }
 
 const item = (name: string, createdMs: number, extra: Record<string, unknown> = {}): StoredResource => ({
-  workspace: "ws", kind: "volume", parent: "", name, createdMs, status: "DEPLOYED", doc: { metadata: { name }, ...extra },
+  workspace: "ws",
+  kind: "volume",
+  parent: "",
+  name,
+  createdMs,
+  status: "DEPLOYED",
+  doc: { metadata: { name }, ...extra },
 });
 
 const names = (items: StoredResource[]) => items.map((i) => i.name);

@@ -26,12 +26,18 @@ afterAll(async () => {
 
 function client(url: string) {
   const headers = { authorization: `Bearer ${KEY}`, "content-type": "application/json", "x-blaxel-workspace": "default" };
-  const call = (method: string, path: string, body?: unknown) => fetch(`${url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const call = (method: string, path: string, body?: unknown) =>
+    fetch(`${url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   return {
     call,
     advance: async (ms: number) => expect((await call("POST", "/_sim/clock", { advanceMs: ms })).status).toBe(200),
     computeGbs: async (sandbox: string) => {
-      const q = new URLSearchParams({ startTime: "2026-01-01T00:00:00Z", endTime: "2028-01-01T00:00:00Z", groupBy: "billing_dimension,resource_name", resolution: "monthly" });
+      const q = new URLSearchParams({
+        startTime: "2026-01-01T00:00:00Z",
+        endTime: "2028-01-01T00:00:00Z",
+        groupBy: "billing_dimension,resource_name",
+        resolution: "monthly",
+      });
       const res = await call("GET", `/v0/accounts/local/metrics?${q}`);
       expect(res.status, await res.clone().text()).toBe(200);
       const body = (await res.json()) as { data: { billingDimension: string; resourceName: string; summary: { usage: number } }[] };

@@ -100,7 +100,10 @@ describe("usage recorded as resources live", () => {
     const created = await sim.api.post("/v0/customdomains", { metadata: { name: "app.example.com" } }).expect(200);
     await advance(sim, HOUR); // not verified yet: not billed
     const [record, value] = Object.entries(created.body.spec.txtRecords as Record<string, string>)[0]!;
-    await request(sim.app).put("/_sim/dns/app.example.com").send({ txt: { [record]: value } }).expect(200);
+    await request(sim.app)
+      .put("/_sim/dns/app.example.com")
+      .send({ txt: { [record]: value } })
+      .expect(200);
     await sim.api.post("/v0/customdomains/app.example.com/verify").expect(200);
     await advance(sim, 2 * HOUR);
     await sim.api.delete("/v0/customdomains/app.example.com").expect(200);
@@ -147,7 +150,9 @@ describe("usage recorded as resources live", () => {
   it("ends the usage of a deleted workspace's resources", async () => {
     sim = startTestSim();
     await sim.api.post("/v0/workspaces", { name: "team-b" }).expect(200);
-    await api(sim.app, ADMIN_KEY, "team-b").post("/v0/volumes", { metadata: { name: "scratch" }, spec: { size: 1024 } }).expect(200);
+    await api(sim.app, ADMIN_KEY, "team-b")
+      .post("/v0/volumes", { metadata: { name: "scratch" }, spec: { size: 1024 } })
+      .expect(200);
     await advance(sim, HOUR);
     await sim.api.delete("/v0/workspaces/team-b").expect(200);
     expect(sim.deps.meter.openSpans).toBe(0);

@@ -39,10 +39,14 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     const first = await sdk.SandboxInstance.create({ name: "resize-1", volumes: [{ name: "resize-vol", mountPath: "/data", readOnly: false }] });
     pids.push(sim.deps.agents!.get("volgrow", "resize-1")!.pid!);
     // fallocate takes the blocks without writing them: the same ENOSPC as dd, without 400 MB of I/O.
-    expect((await first.process.exec({ command: "fallocate -l 400M /data/large-file-1.bin && echo WRITTEN", waitForCompletion: true })).logs).toContain("WRITTEN");
+    expect((await first.process.exec({ command: "fallocate -l 400M /data/large-file-1.bin && echo WRITTEN", waitForCompletion: true })).logs).toContain(
+      "WRITTEN",
+    );
     const [usedBefore, sizeBefore] = await df(first);
     expect(usedBefore).toBeGreaterThan(60);
-    expect((await first.process.exec({ command: "fallocate -l 400M /data/too-big.bin 2>&1 || echo WRITE_FAILED", waitForCompletion: true })).logs).toMatch(/No space left on device[\s\S]*WRITE_FAILED/);
+    expect((await first.process.exec({ command: "fallocate -l 400M /data/too-big.bin 2>&1 || echo WRITE_FAILED", waitForCompletion: true })).logs).toMatch(
+      /No space left on device[\s\S]*WRITE_FAILED/,
+    );
     await first.process.exec({ command: "rm -f /data/too-big.bin", waitForCompletion: true });
     await sdk.SandboxInstance.delete("resize-1");
     await expect(sdk.SandboxInstance.get("resize-1")).rejects.toMatchObject({ code: 404 });
@@ -54,7 +58,9 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     const [usedAfter, sizeAfter] = await df(second);
     expect(sizeAfter).toBeGreaterThan(sizeBefore * 1.9);
     expect(usedAfter).toBeLessThan(usedBefore);
-    expect((await second.process.exec({ command: "fallocate -l 400M /data/large-file-2.bin && echo WRITE_SUCCESS", waitForCompletion: true })).logs).toContain("WRITE_SUCCESS");
+    expect((await second.process.exec({ command: "fallocate -l 400M /data/large-file-2.bin && echo WRITE_SUCCESS", waitForCompletion: true })).logs).toContain(
+      "WRITE_SUCCESS",
+    );
     const listing = (await second.process.exec({ command: "ls /data", waitForCompletion: true })).logs ?? "";
     expect(listing).toContain("large-file-1.bin");
     expect(listing).toContain("large-file-2.bin");
@@ -75,7 +81,10 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     const image = volumeImagePath(sim.deps.agents!.dir, "volgrow", "resize-vol");
     expect(loopDevicesOf(image)).toHaveLength(1);
     // Volumes only grow: a smaller size is refused and changes nothing.
-    await expect(sdk.VolumeInstance.update("resize-vol", { size: 512 })).rejects.toMatchObject({ code: 400, message: expect.stringContaining("cannot shrink") });
+    await expect(sdk.VolumeInstance.update("resize-vol", { size: 512 })).rejects.toMatchObject({
+      code: 400,
+      message: expect.stringContaining("cannot shrink"),
+    });
     expect((await sdk.VolumeInstance.get("resize-vol")).size).toBe(1536);
     await sdk.SandboxInstance.delete("resize-2");
     // The next sandbox to mount it, created as soon as the delete answered, has the whole 1536 MB and every file.
@@ -83,9 +92,10 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     pids.push(sim.deps.agents!.get("volgrow", "resize-3")!.pid!);
     const [, sizeThird] = await df(third);
     expect(sizeThird).toBeGreaterThan(sizeAttached * 1.4);
-    expect((await third.process.exec({ command: "fallocate -l 400M /data/large-file-3.bin && ls /data", waitForCompletion: true })).logs).toMatch(/large-file-1.bin\s+large-file-2.bin\s+large-file-3.bin/);
+    expect((await third.process.exec({ command: "fallocate -l 400M /data/large-file-3.bin && ls /data", waitForCompletion: true })).logs).toMatch(
+      /large-file-1.bin\s+large-file-2.bin\s+large-file-3.bin/,
+    );
     expect(loopDevicesOf(image)).toHaveLength(1);
     await sdk.SandboxInstance.delete("resize-3");
   }, 120_000);
 });
-

@@ -20,7 +20,15 @@ import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.j
  */
 describe("spec.volumes → LaunchSpec.mounts", () => {
   it("mounts each volume's directory at its mountPath, read-only when asked", () => {
-    const options = launchOptions({ spec: { runtime: { envs: [] }, volumes: [{ name: "data", mountPath: "/data/" }, { name: "cache", mountPath: "/var/cache/app", readOnly: true }] } });
+    const options = launchOptions({
+      spec: {
+        runtime: { envs: [] },
+        volumes: [
+          { name: "data", mountPath: "/data/" },
+          { name: "cache", mountPath: "/var/cache/app", readOnly: true },
+        ],
+      },
+    });
     expect(volumeMounts("/sim", "ws", options.volumes)).toEqual([
       { source: "/sim/volumes/ws/data", target: "/data", readOnly: false },
       { source: "/sim/volumes/ws/cache", target: "/var/cache/app", readOnly: true },
@@ -39,7 +47,12 @@ describe("spec.volumes → LaunchSpec.mounts", () => {
   });
 
   it("docker binds each mount at its path and under /sandbox, readonly when asked", () => {
-    const spec = specFor("/data", "one", { mounts: [{ source: "/sim/volumes/ws/data", target: "/data", readOnly: false }, { source: "/sim/volumes/ws/ro", target: "/ro", readOnly: true }] });
+    const spec = specFor("/data", "one", {
+      mounts: [
+        { source: "/sim/volumes/ws/data", target: "/data", readOnly: false },
+        { source: "/sim/volumes/ws/ro", target: "/ro", readOnly: true },
+      ],
+    });
     const argv = dockerRunArgs(spec, { name: "c", agentMain: "/srv/kit/dist/sandbox-agent/main.js", node: "/usr/bin/node", user: "0:0" });
     const mounts = argv.flatMap((a, i) => (argv[i - 1] === "--mount" ? [a] : []));
     expect(mounts).toContain("type=bind,source=/sim/volumes/ws/data,target=/data");
@@ -49,7 +62,9 @@ describe("spec.volumes → LaunchSpec.mounts", () => {
   });
 
   it("the process launcher refuses a start with mounts, naming the isolating launchers", async () => {
-    const error = await new ProcessLauncher().start(specFor(tempBase("vol-proc-"), "v", { mounts: [{ source: "/tmp/x", target: "/data", readOnly: false }] })).catch((e: Error) => e);
+    const error = await new ProcessLauncher()
+      .start(specFor(tempBase("vol-proc-"), "v", { mounts: [{ source: "/tmp/x", target: "/data", readOnly: false }] }))
+      .catch((e: Error) => e);
     expect(error).toBeInstanceOf(LaunchError);
     expect((error as Error).message).toMatch(/cannot mount volumes .*\/data.*bwrap or docker/);
   });
@@ -78,7 +93,11 @@ describe("volumes through HTTP with the process launcher", () => {
   it("a volume is a directory created and removed with it; a sandbox naming a missing volume or a bad path is a 400; the process launcher fails the sandbox clearly", async () => {
     sim = await serveSimulator({ port: 0, apiKey: "vol-proc-key", workspace: "volproc", logLevel: "silent" }, { launcher: new ProcessLauncher() });
     const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${sim.url}/v0${path}`, { method, headers: { authorization: "Bearer vol-proc-key", "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      fetch(`${sim.url}/v0${path}`, {
+        method,
+        headers: { authorization: "Bearer vol-proc-key", "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     expect((await api("POST", "/volumes", { metadata: { name: "shared" }, spec: { size: 64 } })).status).toBe(200);
     const dir = volumeDir(sim.deps.agents!.dir, "volproc", "shared");
     expect(existsSync(dir)).toBe(true);
@@ -109,14 +128,22 @@ describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size
     const config = { port: 0, apiKey: "vol-loop-key", workspace: "volloop", logLevel: "silent" as const, data };
     let served = await serveSimulator(config, { launcher: new ProcessLauncher() });
     try {
-      const res = await fetch(`${served.url}/v0/volumes`, { method: "POST", headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 16 } }) });
+      const res = await fetch(`${served.url}/v0/volumes`, {
+        method: "POST",
+        headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 16 } }),
+      });
       expect(res.status).toBe(200);
       const dir = volumeDir(served.deps.agents!.dir, "volloop", "small");
       writeFileSync(join(dir, "kept.txt"), "kept");
       expect(() => writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024))).toThrow(/ENOSPC/);
       rmSync(join(dir, "big.bin"), { force: true });
       // Grown to 64 MB (volumes only grow): resized online, the same write now fits.
-      const grown = await fetch(`${served.url}/v0/volumes/small`, { method: "PUT", headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 64 } }) });
+      const grown = await fetch(`${served.url}/v0/volumes/small`, {
+        method: "PUT",
+        headers: { authorization: "Bearer vol-loop-key", "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 64 } }),
+      });
       expect(grown.status).toBe(200);
       writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024));
       rmSync(join(dir, "big.bin"));
@@ -147,7 +174,10 @@ describe.skipIf(unavailable !== undefined)(`volumes shared between sandboxes (do
   });
 
   it("a file written by sandbox A is read by sandbox B and survives both", async () => {
-    sim = await serveSimulator({ port: 0, apiKey: "vol-docker-key", workspace: "voldocker", logLevel: "silent" }, { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) });
+    sim = await serveSimulator(
+      { port: 0, apiKey: "vol-docker-key", workspace: "voldocker", logLevel: "silent" },
+      { launcher: new DockerLauncher({ image, readyTimeoutMs: 180_000 }) },
+    );
     const sdk = await sdkForSimulator(sim.env);
     await sdk.VolumeInstance.create({ name: "shared", size: 64 });
     const a = await sdk.SandboxInstance.create({ name: "writer", image, volumes: [{ name: "shared", mountPath: "/data", readOnly: false }] } as never);
