@@ -6,7 +6,10 @@ import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
 import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
-import type { SandboxRuntime } from "./runtime.js";
+import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
+import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
+import { attachmentProblem, type VolumeAttachment } from "../agents/volumes.js";
+import { startsHealth } from "../agents/starts-health.js";
 
 /** spec.runtime.image of a request body, as sent. */
 const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
@@ -78,5 +81,32 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     isStarting: (workspace, name) => agents.get(workspace, name)?.state === "starting",
     lastUsedMs: (workspace, name) => agents.lastUsedMs(workspace, name) ?? 0,
     retire: (workspace, name, onError) => agents.retire(workspace, name, onError),
+    remove(workspace, name, onError) {
+      forgetWorkload(agents, workspace, name);
+      agents.retire(workspace, name, onError);
+    },
+    retireWorkspace: (workspace, names, onError) => agents.retireWorkspace(workspace, names, onError),
+    runUrl: (base, workspace, name) => `${base}/sbx/${workspace}/${name}`, // served by the sandbox proxy
+    preparing(ctx, doc) {
+      checkVolumeAttachments(doc, ctx);
+      // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
+      recordWorkloadLabels(agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
+    },
+    standbyState: (workspace, name) => agents.standbyState(workspace, name),
+    startsHealth: () => startsHealth(agents),
   };
+}
+
+/** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
+function checkVolumeAttachments(doc: SandboxRecordView, ctx: OpContext): void {
+  const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
+  attachments.forEach((a, i) => {
+    const problem = attachmentProblem(a, i);
+    if (problem) throw errors.badRequest(problem);
+    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!))
+      throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
+  });
+  const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));
+  const twice = targets.find((t, i) => targets.indexOf(t) !== i);
+  if (twice) throw errors.badRequest(`spec.volumes: two volumes are mounted at "${twice}"`);
 }

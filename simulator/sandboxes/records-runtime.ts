@@ -62,4 +62,11 @@ export const recordSandboxes: SandboxRuntime<OpContext> = {
   isStarting: () => false,
   lastUsedMs: () => 0,
   retire: () => {},
+  remove: () => {},
+  retireWorkspace: () => Promise.resolve(),
+  // The records' own run URL (sandboxes/routes.ts answers the SDK's sandbox-local calls there).
+  runUrl: (base, workspace, name) => `${base}/${workspace}/sandboxes/${name}`,
+  preparing: () => {},
+  standbyState: () => undefined,
+  startsHealth: () => undefined,
 };

@@ -1,7 +1,13 @@
+/** What a runtime reads of a sandbox record before it is stored. */
+export interface SandboxRecordView {
+  metadata: { name: string; labels?: unknown };
+  spec: { volumes?: unknown };
+}
+
 /**
  * What runs behind sandbox records: nothing (records-runtime.ts: statuses follow their simulated plans) or one
- * real sandbox-agent each (agent-runtime.ts). The routes and the expiry sweep call this instead of asking
- * whether agents exist; the composition root picks the implementation. `Ctx` is an operation's context
+ * real sandbox-agent each (agent-runtime.ts). The routes, the sandbox kind, the expiry sweep, workspace deletion
+ * and /health call this instead of asking whether agents exist; the composition root picks the implementation. `Ctx` is an operation's context
  * (OpContext): a parameter, so that SimDeps, which holds the runtime, and this file do not import each other.
  */
 export interface SandboxRuntime<Ctx> {
@@ -17,4 +23,16 @@ export interface SandboxRuntime<Ctx> {
   lastUsedMs(workspace: string, name: string): number;
   /** Stops what runs for an expired sandbox and retires its files; errors go to `onError`. */
   retire(workspace: string, name: string, onError: (err: Error) => void): void;
+  /** DELETE /sandboxes/{name}: as retire, and what the sandbox's labels granted it (drive permissions) is forgotten. */
+  remove(workspace: string, name: string, onError: (err: Error) => void): void;
+  /** A deleted workspace's sandboxes: stopped and their files retired; resolves once they are. */
+  retireWorkspace(workspace: string, names: string[], onError: (err: Error) => void): Promise<void>;
+  /** Where the SDK sends the sandbox's own calls (its metadata.url), under the simulator's base URL. */
+  runUrl(base: string, workspace: string, name: string): string;
+  /** A record about to be stored (the sandbox kind's prepare): may refuse it (an ApiError) or note what it needs. */
+  preparing(ctx: Ctx, doc: SandboxRecordView): void;
+  /** STANDBY while the sandbox's processes are stopped in place, RUNNING while it runs; undefined when nothing runs. */
+  standbyState(workspace: string, name: string): "RUNNING" | "STANDBY" | undefined;
+  /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */
+  startsHealth(): object | undefined;
 }
