@@ -4,7 +4,7 @@ import type { OpContext } from "../http/operation.js";
 import type { SandboxImages } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
-import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
+import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
 import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
@@ -94,6 +94,14 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     },
     standbyState: (workspace, name) => agents.standbyState(workspace, name),
     startsHealth: () => startsHealth(agents),
+    saveSnapshot: (workspace, snapshotId, name) => agents.snapshots.save(workspace, snapshotId, agents.rootDir(workspace, name)),
+    removeSnapshot: (workspace, snapshotId) => agents.snapshots.remove(workspace, snapshotId),
+    restoreSnapshot: (ctx, name, snapshotId) => restoreSnapshot(ctx, agents, name, snapshotId),
+    forking: (ctx, doc) => markDeploying(ctx, doc),
+    async startFork(ctx, name, doc, from) {
+      agents.begin(ctx.workspace, name, { ...launchOptions(doc), ...from });
+      await awaitCreated(ctx, agents, name);
+    },
   };
 }
 

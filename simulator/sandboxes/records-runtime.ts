@@ -69,4 +69,10 @@ export const recordSandboxes: SandboxRuntime<OpContext> = {
   preparing: () => {},
   standbyState: () => undefined,
   startsHealth: () => undefined,
+  // Records only: no files to keep, copy or restore, and a fork is DEPLOYED as it is stored.
+  saveSnapshot: () => Promise.resolve(),
+  removeSnapshot: () => {},
+  restoreSnapshot: () => Promise.resolve(),
+  forking: () => {},
+  startFork: () => Promise.resolve(),
 };

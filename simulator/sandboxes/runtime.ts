@@ -2,6 +2,9 @@
 export interface SandboxRecordView {
   metadata: { name: string; labels?: unknown };
   spec: { volumes?: unknown };
+  status?: string;
+  events?: unknown[];
+  __revision?: unknown;
 }
 
 /**
@@ -33,6 +36,16 @@ export interface SandboxRuntime<Ctx> {
   preparing(ctx: Ctx, doc: SandboxRecordView): void;
   /** STANDBY while the sandbox's processes are stopped in place, RUNNING while it runs; undefined when nothing runs. */
   standbyState(workspace: string, name: string): "RUNNING" | "STANDBY" | undefined;
+  /** A snapshot's copy of the sandbox's root files, made before it is answered (records only: there are none). */
+  saveSnapshot(workspace: string, snapshotId: string, name: string): Promise<void>;
+  /** Removes a snapshot's copied files. */
+  removeSnapshot(workspace: string, snapshotId: string): void;
+  /** POST .../snapshots/{id}/restore: resolves once the sandbox's files are the snapshot's. */
+  restoreSnapshot(ctx: Ctx, name: string, snapshotId: string): Promise<void>;
+  /** A fork's new record, before it is stored (as a create's). */
+  forking(ctx: Ctx, doc: SandboxRecordView): void;
+  /** The stored fork starts from a live sandbox's or a snapshot's files; resolves once it is deployed. */
+  startFork(ctx: Ctx, name: string, doc: SandboxRecordView, from: { copyFilesOf?: string; fromSnapshot?: string }): Promise<void>;
   /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */
   startsHealth(): object | undefined;
 }
