@@ -7,8 +7,8 @@ import { sandboxKind } from "./kind.js";
 import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
-import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
-import { attachmentProblem, type VolumeAttachment } from "../agents/volumes.js";
+import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
+import { attachmentProblem, provisionVolume, removeVolume, type VolumeAttachment } from "../agents/volumes.js";
 import { startsHealth } from "../agents/starts-health.js";
 
 /** spec.runtime.image of a request body, as sent. */
@@ -94,6 +94,20 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     },
     standbyState: (workspace, name) => agents.standbyState(workspace, name),
     startsHealth: () => startsHealth(agents),
+    storage: {
+      provisionVolume: (workspace, volume, sizeMb, mountedBy) =>
+        provisionVolume(
+          agents.dir,
+          workspace,
+          volume,
+          sizeMb,
+          // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
+          mountedBy.some((sandbox) => agents.get(workspace, sandbox) !== undefined),
+        ),
+      removeVolume: (workspace, volume) => removeVolume(agents.dir, workspace, volume),
+      provisionDrive: (workspace, drive, permissions) => provisionDrive(agents, workspace, drive, permissions),
+      retireDrive: (workspace, sandboxes, drive) => retireDrive(agents, workspace, sandboxes, drive),
+    },
     saveSnapshot: (workspace, snapshotId, name) => agents.snapshots.save(workspace, snapshotId, agents.rootDir(workspace, name)),
     removeSnapshot: (workspace, snapshotId) => agents.snapshots.remove(workspace, snapshotId),
     restoreSnapshot: (ctx, name, snapshotId) => restoreSnapshot(ctx, agents, name, snapshotId),

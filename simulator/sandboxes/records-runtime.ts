@@ -69,6 +69,7 @@ export const recordSandboxes: SandboxRuntime<OpContext> = {
   preparing: () => {},
   standbyState: () => undefined,
   startsHealth: () => undefined,
+  storage: { provisionVolume: () => undefined, removeVolume: () => {}, provisionDrive: () => {}, retireDrive: () => {} },
   // Records only: no files to keep, copy or restore, and a fork is DEPLOYED as it is stored.
   saveSnapshot: () => Promise.resolve(),
   removeSnapshot: () => {},

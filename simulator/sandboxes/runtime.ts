@@ -8,6 +8,23 @@ export interface SandboxRecordView {
 }
 
 /**
+ * Where volumes and drives live when sandboxes mount them (the agents runtime: directories in the simulator's
+ * data dir, simulator/agents/volumes.ts and drives.ts); records only, they are records alone and this does nothing.
+ */
+export interface SandboxStorage {
+  /**
+   * A volume created or grown to `sizeMb`; `mountedBy` are the sandboxes that name it. Undefined, or why its
+   * filesystem grows later (a sandbox with a started agent mounts it).
+   */
+  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): string | undefined;
+  removeVolume(workspace: string, volume: string): void;
+  /** A drive created or updated, with the permissions its access file grants. */
+  provisionDrive(workspace: string, drive: string, permissions: unknown[]): void;
+  /** A drive deleted: refused (409) while a running sandbox of `sandboxes` has it mounted, then its files go. */
+  retireDrive(workspace: string, sandboxes: string[], drive: string): Promise<void> | void;
+}
+
+/**
  * What runs behind sandbox records: nothing (records-runtime.ts: statuses follow their simulated plans) or one
  * real sandbox-agent each (agent-runtime.ts). The routes, the sandbox kind, the expiry sweep, workspace deletion
  * and /health call this instead of asking whether agents exist; the composition root picks the implementation. `Ctx` is an operation's context
@@ -46,6 +63,8 @@ export interface SandboxRuntime<Ctx> {
   forking(ctx: Ctx, doc: SandboxRecordView): void;
   /** The stored fork starts from a live sandbox's or a snapshot's files; resolves once it is deployed. */
   startFork(ctx: Ctx, name: string, doc: SandboxRecordView, from: { copyFilesOf?: string; fromSnapshot?: string }): Promise<void>;
+  /** Volumes' and drives' files. */
+  readonly storage: SandboxStorage;
   /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */
   startsHealth(): object | undefined;
 }
