@@ -93,6 +93,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
       recordWorkloadLabels(agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
     },
     standbyState: (workspace, name) => agents.standbyState(workspace, name),
+    setStandby: async (workspace, name, state) => (agents.standby ? agents.setStandby(workspace, name, state) : "unsupported"),
     startsHealth: () => startsHealth(agents),
     storage: {
       provisionVolume: (workspace, volume, sizeMb, mountedBy) =>

@@ -68,6 +68,7 @@ export const recordSandboxes: SandboxRuntime<OpContext> = {
   runUrl: (base, workspace, name) => `${base}/${workspace}/sandboxes/${name}`,
   preparing: () => {},
   standbyState: () => undefined,
+  setStandby: () => Promise.resolve("unsupported"),
   startsHealth: () => undefined,
   storage: { provisionVolume: () => undefined, removeVolume: () => {}, provisionDrive: () => {}, retireDrive: () => {} },
   // Records only: no files to keep, copy or restore, and a fork is DEPLOYED as it is stored.

@@ -53,6 +53,11 @@ export interface SandboxRuntime<Ctx> {
   preparing(ctx: Ctx, doc: SandboxRecordView): void;
   /** STANDBY while the sandbox's processes are stopped in place, RUNNING while it runs; undefined when nothing runs. */
   standbyState(workspace: string, name: string): "RUNNING" | "STANDBY" | undefined;
+  /**
+   * Puts a running sandbox in standby or wakes it now (POST /_sim/standby): "unsupported" when the launcher
+   * cannot stop sandboxes in place, false when it failed.
+   */
+  setStandby(workspace: string, name: string, state: "RUNNING" | "STANDBY"): Promise<boolean | "unsupported">;
   /** A snapshot's copy of the sandbox's root files, made before it is answered (records only: there are none). */
   saveSnapshot(workspace: string, snapshotId: string, name: string): Promise<void>;
   /** Removes a snapshot's copied files. */
