@@ -11,7 +11,6 @@ import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
 import { jobDataHandler } from "./jobs/data-route.js";
 import { allOperations } from "./operations.js";
-import { startsHealth } from "./agents/starts-health.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
 /**
@@ -37,7 +36,7 @@ export function createSimulatorApp(deps: SimDeps): Listener {
     app.use("/_sim", express.json(), testHooksRouter(deps));
   }
   app.get("/health", (_req, res) => {
-    const starts = deps.agents ? startsHealth(deps.agents) : undefined;
+    const starts = deps.sandboxes.startsHealth();
     res.send(
       JSON.stringify({
         status: "ok",

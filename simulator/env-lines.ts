@@ -1,11 +1,9 @@
-import type { SimDeps } from "./deps.js";
-
 /**
  * The variables that point @blaxel/core at this simulator (control-plane.md §1.6). BL_REGION is the
  * simulator's default region: with it set the SDK stops warning "'region' is not set" on every create, and
  * BL_DISABLE_H2 keeps it from tunnelling sandbox calls to the real edge because a region is set.
  */
-export function sdkEnv(deps: SimDeps, url: string): Record<string, string> {
+export function sdkEnv(deps: { config: { workspace: string }; adminApiKey: string }, url: string): Record<string, string> {
   return {
     BL_API_URL: `${url}/v0`,
     BL_RUN_URL: url,

@@ -151,7 +151,7 @@ export const accountOperations: Operation[] = [
         .filter((i) => i.parent === "")
         .map((i) => i.name);
       ctx.deps.jobs.cancelJob(ws.name); // job tasks running for real stop with their workspace
-      void ctx.deps.agents?.retireWorkspace(ws.name, sandboxes, (err) =>
+      void ctx.deps.sandboxes.retireWorkspace(ws.name, sandboxes, (err) =>
         ctx.deps.logger.warn({ workspace: ws.name, err: err.message }, "workspace sandbox cleanup failed"),
       );
       ctx.deps.accounts.deleteWorkspace(ws.name);

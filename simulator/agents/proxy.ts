@@ -4,9 +4,7 @@ import type { AccountStore } from "../accounts/store.js";
 import { ApiError, errors } from "../../src/errors.js";
 import { createPreviewRouter } from "../previews/router.js";
 import { createSandboxProxy, edgeError, type SandboxProxy, type SandboxTarget, type Upstream } from "../proxy/index.js";
-import type { Logger } from "../../src/logging.js";
-import type { SimDeps } from "../deps.js";
-import { expireDueSandboxes } from "../sandboxes/expiry.js";
+import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
 import type { SandboxAgents } from "./registry.js";
 import { isSessionToken, terminalQueryToken } from "./terminal-auth.js";
 
@@ -29,7 +27,8 @@ export const SANDBOX_URL_SCOPE: Scope = "sandboxes:update";
 /** Statuses of a sandbox that exists but has no agent to answer now: 503, retry (not 404, do not). */
 const STOPPED = new Set(["ARCHIVING", "ARCHIVED", "UNARCHIVING", "DEACTIVATING", "DEACTIVATED", "DEPLOYING", "FAILED"]);
 
-type Sources = PrincipalSources & Pick<SimDeps, "resources" | "clock" | "accounts"> & { accounts: AccountStore; logger?: Logger };
+/** What the sandbox proxy reads: who calls (principals), and the sandboxes, whose expiry it applies first. */
+type Sources = PrincipalSources & ExpiryDeps;
 
 /**
  * The running agent of a sandbox, or the error the edge gives: the sandbox's
@@ -41,7 +40,7 @@ export async function sandboxUpstream(deps: Sources, agents: SandboxAgents, targ
   if (!deps.accounts.workspace(target.workspace)) {
     throw edgeError("WORKSPACE_NOT_FOUND", errors.notFound(`workspace "${target.workspace}" not found`));
   }
-  expireDueSandboxes(deps as SimDeps, { workspace: target.workspace, sandbox: target.sandbox });
+  expireDueSandboxes(deps, { workspace: target.workspace, sandbox: target.sandbox });
   const status = deps.resources.get(target.workspace, "sandbox", target.sandbox)?.status;
   const gone = (why: string) =>
     edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`sandbox "${target.sandbox}" not found in workspace "${target.workspace}"${why}`));

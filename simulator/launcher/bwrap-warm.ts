@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { MemoryCgroup } from "./cgroup.js";
 import { isAlive } from "./proc.js";
 import type { LaunchSpec, WarmPoolState } from "./types.js";
+import { stopChild, WarmPool } from "./warm-pool.js";
 
 /**
  * Isolated sandboxes started ahead of need (the isolating launcher's `warm`):
@@ -34,9 +35,6 @@ export interface WarmSandbox {
   sandbox: SpawnedSandbox;
   rootDir: string;
   dataDir: string;
-  key: string;
-  /** Resolves once the warm agent has loaded its modules and the network is up; false when it died first. */
-  ready: Promise<boolean>;
 }
 
 function poolDir(spec: LaunchSpec): string {
@@ -68,99 +66,72 @@ function removeLater(dir: string, pending: Set<Promise<void>>): void {
   pending.add(done);
 }
 
-const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
-
-export class WarmPool {
-  private readonly idle: WarmSandbox[] = [];
-  private closed = false;
+/** The bwrap launcher's use of the shared WarmPool: a warm sandbox owns its directories under <dir>/.warm. */
+export class BwrapWarmPool {
+  private readonly pool: WarmPool<WarmSandbox & { base: string }, LaunchSpec>;
   private readonly dirs = new Set<string>();
   private readonly removals = new Set<Promise<void>>();
 
-  constructor(
-    private readonly size: number,
-    private readonly spawn: (spec: LaunchSpec) => SpawnedSandbox,
-  ) {}
+  constructor(size: number, spawn: (spec: LaunchSpec) => SpawnedSandbox) {
+    this.pool = new WarmPool({
+      size,
+      keyOf,
+      spawn: (spec) => {
+        this.dirs.add(poolDir(spec));
+        const base = join(poolDir(spec), randomBytes(6).toString("hex"));
+        const rootDir = join(base, "root");
+        const dataDir = join(base, "data");
+        mkdirSync(rootDir, { recursive: true });
+        mkdirSync(dataDir, { recursive: true });
+        try {
+          const sandbox = spawn({ ...spec, sandbox: "sandbox", rootDir, dataDir, token: "", env: undefined, memoryMb: undefined, mounts: undefined });
+          return { sandbox, rootDir, dataDir, base };
+        } catch {
+          removeQuietly(base);
+          return undefined; // the next cold start reports what is wrong
+        }
+      },
+      child: (warm) => warm.sandbox.child,
+      afterLoad: (warm) =>
+        warm.sandbox.network().then(
+          () => true,
+          () => false,
+        ),
+      // Taken or not, what is left here is the pool's (taken directories were renamed away).
+      exited: (warm) => removeLater(warm.base, this.removals),
+      discard: (warm) => warm.sandbox.child.kill("SIGKILL"),
+      stop: async ({ sandbox }) => {
+        await stopChild(sandbox.child, "SIGKILL"); // bwrap ends, and with it the whole namespace
+        // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
+        const init = sandbox.sandboxPid();
+        for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
+      },
+    });
+  }
 
-  /** A warm sandbox for this spec, waiting for it to finish warming if need be (still sooner than a cold start). */
-  async take(spec: LaunchSpec): Promise<WarmSandbox | undefined> {
-    if (this.size === 0 || spec.mounts?.length || existsSync(spec.rootDir) || existsSync(spec.dataDir)) return undefined;
-    const key = keyOf(spec);
-    for (;;) {
-      const at = this.idle.findIndex((w) => w.key === key);
-      if (at === -1) return undefined;
-      const [warm] = this.idle.splice(at, 1);
-      if ((await warm!.ready) && alive(warm!.sandbox.child) && warm!.sandbox.child.connected) return warm;
-      warm!.sandbox.child.kill("SIGKILL");
-    }
+  /** A warm sandbox for this spec: only a fresh create (no files yet, no extra mounts) takes one. */
+  take(spec: LaunchSpec): Promise<WarmSandbox | undefined> {
+    if (this.pool.size === 0 || spec.mounts?.length || existsSync(spec.rootDir) || existsSync(spec.dataDir)) return Promise.resolve(undefined);
+    return this.pool.take(spec);
   }
 
   /** Starts warm sandboxes for specs like this one until the pool holds `size` of them. */
   refill(spec: LaunchSpec): void {
-    if (this.size === 0 || this.closed || spec.mounts?.length) return;
-    const key = keyOf(spec);
-    while (this.idle.filter((w) => w.key === key).length < this.size) {
-      this.dirs.add(poolDir(spec));
-      const base = join(poolDir(spec), randomBytes(6).toString("hex"));
-      const rootDir = join(base, "root");
-      const dataDir = join(base, "data");
-      mkdirSync(rootDir, { recursive: true });
-      mkdirSync(dataDir, { recursive: true });
-      let sandbox: SpawnedSandbox;
-      try {
-        sandbox = this.spawn({ ...spec, sandbox: "sandbox", rootDir, dataDir, token: "", env: undefined, memoryMb: undefined, mounts: undefined });
-      } catch {
-        removeQuietly(base);
-        return; // the next cold start reports what is wrong
-      }
-      const child = sandbox.child;
-      const loaded = new Promise<boolean>((resolve) => {
-        child.once("message", () => resolve(true));
-        child.once("exit", () => resolve(false));
-      });
-      const ready = loaded.then(
-        async (ok) =>
-          ok &&
-          (await sandbox.network().then(
-            () => true,
-            () => false,
-          )),
-      );
-      const warm: WarmSandbox = { sandbox, rootDir, dataDir, key, ready };
-      child.once("exit", () => {
-        const at = this.idle.indexOf(warm);
-        if (at !== -1) this.idle.splice(at, 1);
-        // Taken or not, what is left here is the pool's (taken directories were renamed away).
-        removeLater(base, this.removals);
-      });
-      this.idle.push(warm);
-    }
+    if (spec.mounts?.length) return;
+    this.pool.refill(spec);
   }
 
   state(): WarmPoolState {
-    return { size: this.size, idle: this.idle.length, pids: this.idle.flatMap((w) => (w.sandbox.child.pid ? [w.sandbox.child.pid] : [])) };
+    return this.pool.state();
   }
 
   /** Resolves once every idle warm sandbox is ready (benches, tests). */
-  async warmed(): Promise<void> {
-    await Promise.all(this.idle.map((w) => w.ready));
+  warmed(): Promise<void> {
+    return this.pool.warmed();
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    const idle = this.idle.splice(0);
-    await Promise.all(
-      idle.map(async ({ sandbox }) => {
-        const { child } = sandbox;
-        await new Promise<void>((resolve) => {
-          if (!alive(child)) return resolve();
-          child.once("exit", () => resolve());
-          child.kill("SIGKILL"); // bwrap ends, and with it the whole namespace
-        });
-        // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
-        const init = sandbox.sandboxPid();
-        for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
-      }),
-    );
+    await this.pool.close();
     await Promise.all([...this.removals]);
     for (const dir of this.dirs) {
       try {

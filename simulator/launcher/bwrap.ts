@@ -6,7 +6,7 @@ import type { Readable } from "node:stream";
 import { agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { TOKEN_HANDOFF } from "./docker-args.js";
 import { adoptChild, reapOrphan } from "./child.js";
-import { WarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
+import { BwrapWarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
@@ -109,7 +109,7 @@ export class BwrapLauncher implements Launcher {
   readonly memory: CgroupSupport;
   private kit?: SandboxKit;
   private ids?: IdMapping;
-  private readonly pool: WarmPool;
+  private readonly pool: BwrapWarmPool;
 
   constructor(private readonly options: BwrapLauncherOptions = {}) {
     const probe = probeIsolation();
@@ -119,7 +119,7 @@ export class BwrapLauncher implements Launcher {
       throw new LaunchError("outbound network for sandboxes needs slirp4netns: apt-get install -y slirp4netns, or pass --sandbox-network none");
     }
     this.memory = cgroupSupport();
-    this.pool = new WarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
+    this.pool = new BwrapWarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
   }
 
   describe(): LauncherDescription {

@@ -5,13 +5,8 @@ import { AGENT_NODE_FLAGS, AGENT_TOKEN_FD, agentArgs, agentEnv, agentEnvWithoutT
 import { adoptChild, reapOrphan, startChild } from "./child.js";
 import { connectOnHost } from "./port-handoff.js";
 import type { WarmActivation } from "./warm-agent.js";
+import { stopChild, WarmPool } from "./warm-pool.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
-
-interface WarmChild {
-  child: ChildProcess;
-  /** Resolves when the warm agent has loaded its modules; false when it died first. */
-  ready: Promise<boolean>;
-}
 
 export interface ProcessLauncherOptions {
   /** Run this script as the agent instead of the compiled sandbox-agent (disables the warm pool). */
@@ -41,11 +36,19 @@ export class ProcessLauncher implements Launcher {
       detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined",
     };
   }
-  private readonly idle: WarmChild[] = [];
-  private closed = false;
+  /** Warm agents fit every spec (one key): the spec's paths, argv and environment come at activation. */
+  private readonly pool: WarmPool<ChildProcess, void>;
 
   constructor(private readonly options: ProcessLauncherOptions = {}) {
-    this.refill();
+    this.pool = new WarmPool({
+      size: options.agentMain ? 0 : (options.warm ?? 0),
+      keyOf: () => "",
+      spawn: () => spawnWarmAgent(),
+      child: (child) => child,
+      discard: () => {}, // dead already, or disconnected: a warm agent without its launcher exits by itself
+      stop: (child) => stopChild(child, "SIGTERM"),
+    });
+    this.pool.refill();
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -58,7 +61,7 @@ export class ProcessLauncher implements Launcher {
     mkdirSync(spec.dataDir, { recursive: true });
     const args = agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir });
     const env = agentEnv(spec, spec.rootDir);
-    const warm = await this.takeWarm();
+    const warm = await this.pool.take();
     if (warm) {
       await reapOrphan(spec.dataDir);
       const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
@@ -69,7 +72,7 @@ export class ProcessLauncher implements Launcher {
           () => warm.send(activation),
         );
       } finally {
-        this.refill(); // after, not during: on a small machine the next warm-up would slow this start
+        this.pool.refill(); // after, not during: on a small machine the next warm-up would slow this start
       }
     }
     // Cold start: the token goes on a pipe, not in the environment every sandbox process could read in /proc.
@@ -86,60 +89,26 @@ export class ProcessLauncher implements Launcher {
   }
 
   warmPool(): WarmPoolState {
-    return {
-      size: this.options.agentMain ? 0 : (this.options.warm ?? 0),
-      idle: this.idle.length,
-      pids: this.idle.flatMap((w) => (w.child.pid ? [w.child.pid] : [])),
-    };
+    return this.pool.state();
   }
 
   /** Resolves once every idle warm agent has loaded its modules. */
-  async warmed(): Promise<void> {
-    await Promise.all(this.idle.map((w) => w.ready));
+  warmed(): Promise<void> {
+    return this.pool.warmed();
   }
 
   /** Stops the idle warm agents (running ones belong to their sandboxes). */
-  async close(): Promise<void> {
-    this.closed = true;
-    const idle = this.idle.splice(0);
-    await Promise.all(
-      idle.map(
-        ({ child }) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once("exit", () => resolve());
-            child.kill("SIGTERM");
-          }),
-      ),
-    );
+  close(): Promise<void> {
+    return this.pool.close();
   }
+}
 
-  /** The oldest warm agent, waiting for it to finish loading if need be (still sooner than a cold start). */
-  private async takeWarm(): Promise<ChildProcess | undefined> {
-    while (this.idle.length > 0) {
-      const { child, ready } = this.idle.shift()!;
-      if ((await ready) && child.exitCode === null && child.signalCode === null && child.connected) return child;
-    }
-    return undefined;
-  }
-
-  private refill(): void {
-    const wanted = this.options.agentMain ? 0 : (this.options.warm ?? 0);
-    while (!this.closed && this.idle.length < wanted) {
-      const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
-      if (!existsSync(script)) return;
-      // A minimal environment until activation replaces it with the sandbox's.
-      const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
-      child.on("error", () => {});
-      const ready = new Promise<boolean>((resolve) => {
-        child.once("message", () => resolve(true));
-        child.once("exit", () => resolve(false));
-      });
-      child.once("exit", () => {
-        const at = this.idle.findIndex((w) => w.child === child);
-        if (at !== -1) this.idle.splice(at, 1);
-      });
-      this.idle.push({ child, ready });
-    }
-  }
+/** A warm agent (warm-agent.ts) waiting on IPC for its sandbox; undefined where the build has none. */
+function spawnWarmAgent(): ChildProcess | undefined {
+  const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
+  if (!existsSync(script)) return undefined;
+  // A minimal environment until activation replaces it with the sandbox's.
+  const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  child.on("error", () => {});
+  return child;
 }

@@ -11,6 +11,7 @@ import type { SimDeps } from "../deps.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
+import type { SandboxRecordView } from "./runtime.js";
 
 /**
  * A real sandbox's status follows its agent ("status and events
@@ -44,7 +45,7 @@ async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, d
 }
 
 /** A new sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
-export function markDeploying(ctx: OpContext, doc: ResourceDoc): void {
+export function markDeploying(ctx: OpContext, doc: SandboxRecordView): void {
   const event = {
     type: "deployment",
     status: "DEPLOYING",

@@ -4,9 +4,12 @@ import type { OpContext } from "../http/operation.js";
 import type { SandboxImages } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
-import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, unarchive } from "./agent-lifecycle.js";
+import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
-import type { SandboxRuntime } from "./runtime.js";
+import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
+import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
+import { attachmentProblem, provisionVolume, removeVolume, type VolumeAttachment } from "../agents/volumes.js";
+import { startsHealth } from "../agents/starts-health.js";
 
 /** spec.runtime.image of a request body, as sent. */
 const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
@@ -78,5 +81,55 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     isStarting: (workspace, name) => agents.get(workspace, name)?.state === "starting",
     lastUsedMs: (workspace, name) => agents.lastUsedMs(workspace, name) ?? 0,
     retire: (workspace, name, onError) => agents.retire(workspace, name, onError),
+    remove(workspace, name, onError) {
+      forgetWorkload(agents, workspace, name);
+      agents.retire(workspace, name, onError);
+    },
+    retireWorkspace: (workspace, names, onError) => agents.retireWorkspace(workspace, names, onError),
+    runUrl: (base, workspace, name) => `${base}/sbx/${workspace}/${name}`, // served by the sandbox proxy
+    preparing(ctx, doc) {
+      checkVolumeAttachments(doc, ctx);
+      // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
+      recordWorkloadLabels(agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
+    },
+    standbyState: (workspace, name) => agents.standbyState(workspace, name),
+    setStandby: async (workspace, name, state) => (agents.standby ? agents.setStandby(workspace, name, state) : "unsupported"),
+    startsHealth: () => startsHealth(agents),
+    storage: {
+      provisionVolume: (workspace, volume, sizeMb, mountedBy) =>
+        provisionVolume(
+          agents.dir,
+          workspace,
+          volume,
+          sizeMb,
+          // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
+          mountedBy.some((sandbox) => agents.get(workspace, sandbox) !== undefined),
+        ),
+      removeVolume: (workspace, volume) => removeVolume(agents.dir, workspace, volume),
+      provisionDrive: (workspace, drive, permissions) => provisionDrive(agents, workspace, drive, permissions),
+      retireDrive: (workspace, sandboxes, drive) => retireDrive(agents, workspace, sandboxes, drive),
+    },
+    saveSnapshot: (workspace, snapshotId, name) => agents.snapshots.save(workspace, snapshotId, agents.rootDir(workspace, name)),
+    removeSnapshot: (workspace, snapshotId) => agents.snapshots.remove(workspace, snapshotId),
+    restoreSnapshot: (ctx, name, snapshotId) => restoreSnapshot(ctx, agents, name, snapshotId),
+    forking: (ctx, doc) => markDeploying(ctx, doc),
+    async startFork(ctx, name, doc, from) {
+      agents.begin(ctx.workspace, name, { ...launchOptions(doc), ...from });
+      await awaitCreated(ctx, agents, name);
+    },
   };
+}
+
+/** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
+function checkVolumeAttachments(doc: SandboxRecordView, ctx: OpContext): void {
+  const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
+  attachments.forEach((a, i) => {
+    const problem = attachmentProblem(a, i);
+    if (problem) throw errors.badRequest(problem);
+    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!))
+      throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
+  });
+  const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));
+  const twice = targets.find((t, i) => targets.indexOf(t) !== i);
+  if (twice) throw errors.badRequest(`spec.volumes: two volumes are mounted at "${twice}"`);
 }

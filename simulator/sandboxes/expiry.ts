@@ -6,6 +6,9 @@ import { unmeterResource } from "../resources/usage.js";
 import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
+/** What applying expiries uses: the sandboxes' records, their runtime, the clock, the meter and the log. */
+export type ExpiryDeps = Pick<SimDeps, "clock" | "accounts" | "resources" | "sandboxes" | "logger" | "meter">;
+
 /**
  * Applies every expiry that is due (expiry-rules.ts, read on the simulator
  * clock, so the test hooks' clock moves expire sandboxes too): the sandbox records a DELETING event
@@ -17,7 +20,7 @@ import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "
  * Returns what expired.
  */
 export function expireDueSandboxes(
-  deps: SimDeps,
+  deps: ExpiryDeps,
   scope: { workspace?: string; sandbox?: string } = {},
 ): { workspace: string; sandbox: string; reason: string }[] {
   const now = deps.clock.now();
@@ -39,7 +42,7 @@ export function expireDueSandboxes(
  * is left for the next look: its create (or restart) is answering, and
  * retiring the agent under it would turn a successful create into a 503.
  */
-function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: number): string | undefined {
+function expireIfDue(deps: ExpiryDeps, ws: string, item: StoredResource, now: number): string | undefined {
   if (item.parent !== "" || item.status === "DELETING") return undefined;
   if (item.status === "TERMINATED") {
     const doc = item.doc as ExpiringDoc;
@@ -67,7 +70,7 @@ function expireIfDue(deps: SimDeps, ws: string, item: StoredResource, now: numbe
 }
 
 /** Checks for due expiries every `everyMs` of real time; the returned function stops it. */
-export function startExpirySweeps(deps: SimDeps, everyMs: number): () => void {
+export function startExpirySweeps(deps: ExpiryDeps, everyMs: number): () => void {
   const timer = setInterval(() => {
     try {
       expireDueSandboxes(deps);

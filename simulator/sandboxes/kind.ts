@@ -9,9 +9,7 @@ import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
 import { SANDBOX_CHILDREN } from "./children.js";
 import { expireDueSandboxes } from "./expiry.js";
-import { forgetWorkload, recordWorkloadLabels } from "../agents/drives.js";
 import { NetworkSpecError, parseNetwork } from "../egress/policy.js";
-import { attachmentProblem, type VolumeAttachment } from "../agents/volumes.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
@@ -51,13 +49,10 @@ export const sandboxKind: ResourceKind = {
     if (doc.spec.lifecycle === null) delete doc.spec.lifecycle;
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
-    doc.metadata.url = ctx.deps.agents
-      ? `${ctx.deps.urls.base}/sbx/${ctx.workspace}/${doc.metadata.name}` // served by the sandbox proxy
-      : `${ctx.deps.urls.base}/${ctx.workspace}/sandboxes/${doc.metadata.name}`;
+    doc.metadata.url = ctx.deps.sandboxes.runUrl(ctx.deps.urls.base, ctx.workspace, doc.metadata.name);
     doc.state = "RUNNING";
-    if (ctx.deps.agents) checkVolumeAttachments(doc, ctx);
-    // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
-    if (ctx.deps.agents) recordWorkloadLabels(ctx.deps.agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
+    // With real agents: volumes checked, labels kept for drive permissions (agent-runtime.ts).
+    ctx.deps.sandboxes.preparing(ctx, doc);
   },
   mask(doc, show) {
     const runtime = doc.spec.runtime as { envs?: unknown } | undefined;
@@ -72,11 +67,11 @@ export const sandboxKind: ResourceKind = {
     const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
     const live: Record<string, unknown> = expiry ? { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) } : {};
     // Sandbox.state: STANDBY while its processes are stopped in place (simulator/standby); the status stays DEPLOYED.
-    if (ctx.deps.agents?.standbyState(ctx.workspace, doc.metadata.name) === "STANDBY") live.state = "STANDBY";
-    // lastUsedAt to the request (the stored one is written at most once a minute).
-    const used = ctx.deps.agents?.lastUsedMs(ctx.workspace, doc.metadata.name);
+    if (ctx.deps.sandboxes.standbyState(ctx.workspace, doc.metadata.name) === "STANDBY") live.state = "STANDBY";
+    // lastUsedAt to the request (the stored one is written at most once a minute); 0: no request went through yet.
+    const used = ctx.deps.sandboxes.lastUsedMs(ctx.workspace, doc.metadata.name);
     const stored = typeof doc.lastUsedAt === "string" ? Date.parse(doc.lastUsedAt) : NaN;
-    if (used !== undefined && !(stored >= used)) live.lastUsedAt = new Date(used).toISOString();
+    if (used > 0 && !(stored >= used)) live.lastUsedAt = new Date(used).toISOString();
     return Object.keys(live).length > 0 ? live : undefined;
   },
   // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED.
@@ -87,8 +82,9 @@ export const sandboxKind: ResourceKind = {
   listItem: ({ events: _events, ...rest }) => rest,
   // Delete stops the agent (SIGTERM, then SIGKILL) and removes its files.
   beforeDelete(item, ctx) {
-    if (ctx.deps.agents) forgetWorkload(ctx.deps.agents, ctx.workspace, item.name);
-    ctx.deps.agents?.retire(ctx.workspace, item.name, (err) => ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
+    ctx.deps.sandboxes.remove(ctx.workspace, item.name, (err) =>
+      ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"),
+    );
   },
 };
 
@@ -99,20 +95,6 @@ function checkNetwork(network: unknown): void {
   } catch (err) {
     throw err instanceof NetworkSpecError ? errors.badRequest(err.message) : err;
   }
-}
-
-/** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
-function checkVolumeAttachments(doc: ResourceDoc, ctx: Parameters<NonNullable<ResourceKind["prepare"]>>[1]): void {
-  const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
-  attachments.forEach((a, i) => {
-    const problem = attachmentProblem(a, i);
-    if (problem) throw errors.badRequest(problem);
-    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!))
-      throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
-  });
-  const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));
-  const twice = targets.find((t, i) => targets.indexOf(t) !== i);
-  if (twice) throw errors.badRequest(`spec.volumes: two volumes are mounted at "${twice}"`);
 }
 
 export const previewKind: ResourceKind = {

@@ -62,4 +62,19 @@ export const recordSandboxes: SandboxRuntime<OpContext> = {
   isStarting: () => false,
   lastUsedMs: () => 0,
   retire: () => {},
+  remove: () => {},
+  retireWorkspace: () => Promise.resolve(),
+  // The records' own run URL (sandboxes/routes.ts answers the SDK's sandbox-local calls there).
+  runUrl: (base, workspace, name) => `${base}/${workspace}/sandboxes/${name}`,
+  preparing: () => {},
+  standbyState: () => undefined,
+  setStandby: () => Promise.resolve("unsupported"),
+  startsHealth: () => undefined,
+  storage: { provisionVolume: () => undefined, removeVolume: () => {}, provisionDrive: () => {}, retireDrive: () => {} },
+  // Records only: no files to keep, copy or restore, and a fork is DEPLOYED as it is stored.
+  saveSnapshot: () => Promise.resolve(),
+  removeSnapshot: () => {},
+  restoreSnapshot: () => Promise.resolve(),
+  forking: () => {},
+  startFork: () => Promise.resolve(),
 };

@@ -1,7 +1,33 @@
+/** What a runtime reads of a sandbox record before it is stored. */
+export interface SandboxRecordView {
+  metadata: { name: string; labels?: unknown };
+  spec: { volumes?: unknown };
+  status?: string;
+  events?: unknown[];
+  __revision?: unknown;
+}
+
+/**
+ * Where volumes and drives live when sandboxes mount them (the agents runtime: directories in the simulator's
+ * data dir, simulator/agents/volumes.ts and drives.ts); records only, they are records alone and this does nothing.
+ */
+export interface SandboxStorage {
+  /**
+   * A volume created or grown to `sizeMb`; `mountedBy` are the sandboxes that name it. Undefined, or why its
+   * filesystem grows later (a sandbox with a started agent mounts it).
+   */
+  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): string | undefined;
+  removeVolume(workspace: string, volume: string): void;
+  /** A drive created or updated, with the permissions its access file grants. */
+  provisionDrive(workspace: string, drive: string, permissions: unknown[]): void;
+  /** A drive deleted: refused (409) while a running sandbox of `sandboxes` has it mounted, then its files go. */
+  retireDrive(workspace: string, sandboxes: string[], drive: string): Promise<void> | void;
+}
+
 /**
  * What runs behind sandbox records: nothing (records-runtime.ts: statuses follow their simulated plans) or one
- * real sandbox-agent each (agent-runtime.ts). The routes and the expiry sweep call this instead of asking
- * whether agents exist; the composition root picks the implementation. `Ctx` is an operation's context
+ * real sandbox-agent each (agent-runtime.ts). The routes, the sandbox kind, the expiry sweep, workspace deletion
+ * and /health call this instead of asking whether agents exist; the composition root picks the implementation. `Ctx` is an operation's context
  * (OpContext): a parameter, so that SimDeps, which holds the runtime, and this file do not import each other.
  */
 export interface SandboxRuntime<Ctx> {
@@ -17,4 +43,33 @@ export interface SandboxRuntime<Ctx> {
   lastUsedMs(workspace: string, name: string): number;
   /** Stops what runs for an expired sandbox and retires its files; errors go to `onError`. */
   retire(workspace: string, name: string, onError: (err: Error) => void): void;
+  /** DELETE /sandboxes/{name}: as retire, and what the sandbox's labels granted it (drive permissions) is forgotten. */
+  remove(workspace: string, name: string, onError: (err: Error) => void): void;
+  /** A deleted workspace's sandboxes: stopped and their files retired; resolves once they are. */
+  retireWorkspace(workspace: string, names: string[], onError: (err: Error) => void): Promise<void>;
+  /** Where the SDK sends the sandbox's own calls (its metadata.url), under the simulator's base URL. */
+  runUrl(base: string, workspace: string, name: string): string;
+  /** A record about to be stored (the sandbox kind's prepare): may refuse it (an ApiError) or note what it needs. */
+  preparing(ctx: Ctx, doc: SandboxRecordView): void;
+  /** STANDBY while the sandbox's processes are stopped in place, RUNNING while it runs; undefined when nothing runs. */
+  standbyState(workspace: string, name: string): "RUNNING" | "STANDBY" | undefined;
+  /**
+   * Puts a running sandbox in standby or wakes it now (POST /_sim/standby): "unsupported" when the launcher
+   * cannot stop sandboxes in place, false when it failed.
+   */
+  setStandby(workspace: string, name: string, state: "RUNNING" | "STANDBY"): Promise<boolean | "unsupported">;
+  /** A snapshot's copy of the sandbox's root files, made before it is answered (records only: there are none). */
+  saveSnapshot(workspace: string, snapshotId: string, name: string): Promise<void>;
+  /** Removes a snapshot's copied files. */
+  removeSnapshot(workspace: string, snapshotId: string): void;
+  /** POST .../snapshots/{id}/restore: resolves once the sandbox's files are the snapshot's. */
+  restoreSnapshot(ctx: Ctx, name: string, snapshotId: string): Promise<void>;
+  /** A fork's new record, before it is stored (as a create's). */
+  forking(ctx: Ctx, doc: SandboxRecordView): void;
+  /** The stored fork starts from a live sandbox's or a snapshot's files; resolves once it is deployed. */
+  startFork(ctx: Ctx, name: string, doc: SandboxRecordView, from: { copyFilesOf?: string; fromSnapshot?: string }): Promise<void>;
+  /** Volumes' and drives' files. */
+  readonly storage: SandboxStorage;
+  /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */
+  startsHealth(): object | undefined;
 }

@@ -7,7 +7,6 @@ import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
-import { awaitCreated, launchOptions, markDeploying, restoreSnapshot } from "./agent-lifecycle.js";
 import { dropTerminated } from "./expiry.js";
 import { listResources } from "../resources/listing.js";
 import { nameSchema } from "../resources/metadata.js";
@@ -71,8 +70,7 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
   };
   const exists = () => errors.conflict(`snapshot "${snapshot.name}" already exists`);
   if (ctx.deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
-  const agents = ctx.deps.agents;
-  if (agents) await agents.snapshots.save(ctx.workspace, id, agents.rootDir(ctx.workspace, sandbox.metadata.name));
+  await ctx.deps.sandboxes.saveSnapshot(ctx.workspace, id, sandbox.metadata.name);
   if (
     !ctx.deps.resources.tryInsert({
       workspace: ctx.workspace,
@@ -84,7 +82,7 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
       doc: snapshot as never,
     })
   ) {
-    agents?.snapshots.remove(ctx.workspace, id);
+    ctx.deps.sandboxes.removeSnapshot(ctx.workspace, id);
     throw exists();
   }
   meterSnapshot(ctx, snapshot);
@@ -115,7 +113,7 @@ function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
 /** The record, its copied files and its storage metering go together. */
 function removeSnapshot(ctx: OpContext, snap: Snapshot): void {
   ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
-  ctx.deps.agents?.snapshots.remove(ctx.workspace, snap.id);
+  ctx.deps.sandboxes.removeSnapshot(ctx.workspace, snap.id);
   ctx.deps.meter.stop(snap.id);
 }
 
@@ -129,14 +127,11 @@ function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSourc
   const body = parse(ForkBody, ctx.body ?? {}, "body");
   if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
   const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
-  const agents = ctx.deps.agents;
-  if (agents) markDeploying(ctx, doc);
+  ctx.deps.sandboxes.forking(ctx, doc);
   dropTerminated(ctx.deps, ctx.workspace, body.targetName);
   insertNew(sandboxKind, ctx, "", doc);
   const reply = { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
-  if (!agents) return reply;
-  agents.begin(ctx.workspace, body.targetName, { ...launchOptions(doc), copyFilesOf: liveSource, fromSnapshot });
-  return awaitCreated(ctx, agents, body.targetName).then(() => reply);
+  return ctx.deps.sandboxes.startFork(ctx, body.targetName, doc, { copyFilesOf: liveSource, fromSnapshot }).then(() => reply);
 }
 
 export const snapshotOperations: Operation[] = [
@@ -180,8 +175,7 @@ export const snapshotOperations: Operation[] = [
       loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
       const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
       const reply = { name: ctx.params.sandboxName!, snapshotId: snap.id };
-      const agents = ctx.deps.agents;
-      return agents ? restoreSnapshot(ctx, agents, ctx.params.sandboxName!, snap.id).then(() => reply) : reply;
+      return ctx.deps.sandboxes.restoreSnapshot(ctx, ctx.params.sandboxName!, snap.id).then(() => reply);
     },
   },
   {

@@ -111,13 +111,13 @@ export function testHooksRouter(deps: SimDeps): Router {
   router.post("/standby", async (req, res) => {
     const body = parse(StandbyBody, req.body ?? {}, "body");
     const workspace = body.workspace ?? deps.config.workspace;
-    const now = deps.agents?.standbyState(workspace, body.sandbox);
+    const now = deps.sandboxes.standbyState(workspace, body.sandbox);
     if (!now) throw errors.notFound(`sandbox "${body.sandbox}" in workspace "${workspace}" has no running agent`);
-    if (!deps.agents!.standby)
+    const set = await deps.sandboxes.setStandby(workspace, body.sandbox, body.state);
+    if (set === "unsupported")
       throw errors.conflict(`sandboxes do not go to standby with the ${deps.sandboxIsolation?.launcher ?? "current"} launcher: it cannot stop them in place`);
-    if (!(await deps.agents!.setStandby(workspace, body.sandbox, body.state)))
-      throw errors.conflict(`sandbox "${body.sandbox}" could not be put in standby (see the simulator's log)`);
-    res.send(ok({ workspace, sandbox: body.sandbox, state: deps.agents!.standbyState(workspace, body.sandbox) }));
+    if (!set) throw errors.conflict(`sandbox "${body.sandbox}" could not be put in standby (see the simulator's log)`);
+    res.send(ok({ workspace, sandbox: body.sandbox, state: deps.sandboxes.standbyState(workspace, body.sandbox) }));
   });
 
   router.put("/dns/:domain", (req, res) => {

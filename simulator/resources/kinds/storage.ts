@@ -1,9 +1,7 @@
 import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
-import { provisionDrive, retireDrive } from "../../agents/drives.js";
 import { toIso as iso } from "../../../src/clock.js";
-import { provisionVolume, removeVolume } from "../../agents/volumes.js";
 import type { ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
@@ -41,10 +39,8 @@ export const volumeKind: ResourceKind = {
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
-    if (!ctx.deps.agents) return;
-    // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
-    const inUse = sandboxes.some((s) => ctx.deps.agents!.get(ctx.workspace, s.metadata.name) !== undefined && mounts(s, doc.metadata.name));
-    const pending = provisionVolume(ctx.deps.agents.dir, ctx.workspace, doc.metadata.name, doc.spec.size as number, inUse);
+    const mountedBy = sandboxes.filter((s) => mounts(s, doc.metadata.name)).map((s) => s.metadata.name);
+    const pending = ctx.deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
       const message = `spec.size ${String(doc.spec.size)} MB: the filesystem grows once no sandbox mounts the volume (${pending}); the next sandbox to mount it gets the new size`;
@@ -60,7 +56,7 @@ export const volumeKind: ResourceKind = {
     const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     const user = attachedTo(item.doc, sandboxes);
     if (user) throw errors.conflict(`volume "${item.name}" is attached to ${user}`);
-    if (ctx.deps.agents) removeVolume(ctx.deps.agents.dir, ctx.workspace, item.name);
+    ctx.deps.sandboxes.storage.removeVolume(ctx.workspace, item.name);
   },
   // Lists carry LiteVolume items.
   listItem: (doc) => ({
@@ -141,16 +137,15 @@ export const driveKind: ResourceKind = {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
     // With real sandboxes a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
-    if (ctx.deps.agents) provisionDrive(ctx.deps.agents, ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
+    ctx.deps.sandboxes.storage.provisionDrive(ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
   },
   // Refused while a sandbox has it mounted; then its files go with it.
   beforeDelete(item, ctx) {
-    if (!ctx.deps.agents) return;
     const sandboxes = ctx.deps.resources
       .allOfKind(ctx.workspace, ["sandbox"])
       .filter((s) => s.parent === "")
       .map((s) => s.name);
-    return retireDrive(ctx.deps.agents, ctx.workspace, sandboxes, item.name);
+    return ctx.deps.sandboxes.storage.retireDrive(ctx.workspace, sandboxes, item.name);
   },
   deleteReply: (doc) => ({ message: `drive ${doc.metadata.name} deleted`, name: doc.metadata.name }),
 };
