@@ -169,7 +169,11 @@ describe.skipIf(isolationUnavailable !== undefined)("standby (bwrap)", () => {
       expect((await hook(name, "STANDBY")).body.state).toBe("STANDBY");
       if (name === "deleted-asleep") expect((await call("DELETE", `/v0/sandboxes/${name}`)).status).toBe(200);
       else await sandbox.archive();
-      await eventually(() => pidsInNamespace(ticker.namespace).length === 0, 15_000);
+      // What is left, with its state, when it does not end: a process still stopped (T) means nothing thawed it.
+      const left = () => pidsInNamespace(ticker.namespace).map((pid) => `${pid}:${procState(pid)}`);
+      await eventually(() => left().length === 0, 15_000).catch(() => {
+        throw new Error(`${name}: processes left after 15 s: ${left().join(" ")}`);
+      });
     }
   });
 });
