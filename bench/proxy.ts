@@ -19,6 +19,8 @@
  *   BENCH_PROXY_SMALL_MB  first size (default 64)
  *   BENCH_PROXY_LARGE_MB  second size (default 512)
  *   BENCH_PROXY_ROUNDS    rounds per size, best of each path kept (default 2)
+ *   BENCH_EGRESS=0        without the egress line (bench/egress.ts)
+ *   BENCH_UPLOADS=0       the egress line only
  */
 import { execFile, fork, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
@@ -259,7 +261,9 @@ if (process.argv[1] && resolve(process.argv[1]) === SELF) {
       ? serveSim(args[0]!, Number(args[1]), Number(args[2]))
       : flag === "--http-proxy"
         ? serveHttpProxy(JSON.parse(args[0]!) as AgentEndpoint, JSON.parse(args[1]!) as Record<string, string>)
-        : benchProxy();
+        : process.env.BENCH_UPLOADS === "0"
+          ? benchEgress()
+          : benchProxy();
   run.catch((err) => {
     console.error(err);
     process.exitCode = 1;

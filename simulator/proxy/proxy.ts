@@ -9,6 +9,7 @@ import { closeRatherThanDrain } from "../http/body-budget.js";
 import { agentRequest, endpointHost, type AgentEndpoint } from "../launcher/endpoint.js";
 import { PortRefused } from "../launcher/port-handoff.js";
 import { Coalescer } from "./coalesce.js";
+import { flushUnlessBodyFollows } from "./early-head.js";
 import { edgeError, edgeErrorReply } from "./edge-errors.js";
 import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
 import { directRequest, directTarget, refuseUpgrade, replyPortRefused, replyServerFailed } from "./port-direct.js";
@@ -212,7 +213,7 @@ export function createSandboxProxy(options: SandboxProxyOptions): SandboxProxy {
     const spliced = length === undefined ? undefined : spliceBody(req, res, upReq, length);
     upReq.on("response", (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, { ...responseHeaders(upRes.headers), ...plan.replyHeaders });
-      res.flushHeaders(); // streamed replies (process logs) must reach the caller before their first byte
+      flushUnlessBodyFollows(upRes, res);
       pipeline(upRes, res, () => {});
     });
     upReq.on("error", (err: NodeJS.ErrnoException) => {

@@ -1,4 +1,5 @@
-import { request } from "node:http";
+import { createServer, request, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectOnHost } from "../../../simulator/launcher/port-handoff.js";
 import { rssGrowthDuring, writeMiB } from "../../helpers/memory.js";
@@ -83,6 +84,34 @@ describe("/port/{n} straight to the app over an opened connection", () => {
     const refused = await wsRoundTrip(`${harness.url}/sbx/ws/box/port/1/hmr`, asWs, "hot");
     expect(refused.status).toBe(502);
     expect(JSON.parse(refused.body!).error).toContain("port 1");
+  });
+
+  it("a reply whose body is held back reaches the caller with its head first (streamed logs, server-sent events)", async () => {
+    let held: ServerResponse | undefined;
+    const slow = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", "x-app": "head" }).flushHeaders();
+      held = res;
+    });
+    await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
+    try {
+      const port = (slow.address() as AddressInfo).port;
+      const body = await new Promise<string>((resolve, reject) => {
+        request(`${harness.url}/sbx/ws/box/port/${port}/events`, { headers: asWs }, (res) => {
+          // The head is here while the app still holds its body: only now does the app send it.
+          expect(res.statusCode).toBe(200);
+          expect(res.headers["x-app"]).toBe("head");
+          let text = "";
+          res.on("data", (d) => (text += d)).on("end", () => resolve(text));
+          held!.end("data: after the head\n\n");
+        })
+          .on("error", reject)
+          .end();
+      });
+      expect(body).toBe("data: after the head\n\n");
+    } finally {
+      slow.closeAllConnections();
+      await new Promise<void>((r) => slow.close(() => r()));
+    }
   });
 
   it("streams a 200 MiB upload with flat memory", async () => {
