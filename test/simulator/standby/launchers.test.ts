@@ -88,7 +88,7 @@ describe.skipIf(isolationUnavailable !== undefined)("the bwrap launcher's freeze
       const marker = `bwrap-ticker-${process.pid}`;
       await startTicker(handle, spec.token, marker);
       await eventually(() => pidsWithMarker(marker).length > 0);
-      const pid = pidsWithMarker(marker)[0]!;
+      const pid = Math.min(...pidsWithMarker(marker)); // the ticker itself (a child it forks shows its marker for an instant)
       const namespace = pidNamespaceOf(pid)!;
       const ticks = join(spec.rootDir, "tmp", "ticks");
       await eventually(() => ticksOf(ticks) >= 2);
@@ -106,7 +106,9 @@ describe.skipIf(isolationUnavailable !== undefined)("the bwrap launcher's freeze
       expect(ticksOf(ticks)).toBe(frozenAt);
 
       await handle.thaw!();
-      expect(pidsWithMarker(marker).sort()).toEqual(frozenPids);
+      // The ticker goes on as the same process. (Not the exact set: the shell forks its next `sleep` at once, and a
+      // child between fork and exec shows the shell's command line, marker included, for an instant.)
+      expect(pidsWithMarker(marker)).toContain(pid);
       await eventually(() => ticksOf(ticks) > frozenAt + 1);
       expect((await exec(handle, spec.token, "echo awake")).stdout.trim()).toBe("awake");
     } finally {
