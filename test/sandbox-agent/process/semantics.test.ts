@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isAlive } from "../../../sandbox-agent/process/os.js";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 import { killAll, until } from "./helpers.js";
+import { eventually } from "../schedules/eventually.js";
 
 let agent: TestAgent;
 beforeAll(async () => {
@@ -136,7 +137,15 @@ describe("the log stream", () => {
 
   it("stop and kill notices arrive raw after the output, as the reference pushes them (§4.4); the log files do not hold them", async () => {
     await exec({ command: "echo out; printf partial; sleep 30", name: "to-stop-followed" }).expect(200);
-    const stopped = await followWhile("to-stop-followed", "stdout:out\n", () => request(agent.url).delete("/process/to-stop-followed").expect(200));
+    // Stopped once `partial` is in its log (not merely once `out` arrived: under load the stop could come first).
+    const stopped = await followWhile("to-stop-followed", "stdout:out\n", async () => {
+      await eventually(
+        async () => ((await request(agent.url).get("/process/to-stop-followed/logs")).body as { stdout?: string }).stdout?.includes("partial"),
+        10_000,
+        "partial in the log",
+      );
+      await request(agent.url).delete("/process/to-stop-followed").expect(200);
+    });
     expect(stopped).toBe("stdout:out\nstdout:partial\n\n[Process is being gracefully terminated]\n");
     await exec({ command: "echo out; sleep 30", name: "to-kill-followed" }).expect(200);
     const killed = await followWhile("to-kill-followed", "stdout:out\n", () => request(agent.url).delete("/process/to-kill-followed/kill").expect(200));
