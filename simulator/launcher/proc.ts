@@ -97,9 +97,11 @@ export function stateOf(pid: number): string | undefined {
 /**
  * SIGSTOP to `root` and every descendant, from outside the sandbox: a process forked meanwhile is found by
  * the next pass (its parent, stopped, forks no more). Resolves once every one of them reads stopped (a
- * signal is delivered asynchronously) or is gone; rejects after `timeoutMs` naming one still running.
+ * signal is delivered asynchronously) or is gone; rejects after `timeoutMs` naming one still running. The
+ * default is generous: no request waits on a freeze, and on a loaded machine a process in the middle of an
+ * exec or of disk I/O can take seconds to be scheduled and stop.
  */
-export async function stopTree(root: number, timeoutMs = 2_000): Promise<number[]> {
+export async function stopTree(root: number, timeoutMs = 10_000): Promise<number[]> {
   const stopped = new Set<number>();
   for (let pass = 0; pass < 20; pass++) {
     const pids = [root, ...descendantsOf(root)].filter((p) => !stopped.has(p));
