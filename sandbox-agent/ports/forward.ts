@@ -1,6 +1,7 @@
 import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream";
+import { flushUnlessBodyFollows } from "../../src/early-head.js";
 import { AUTH_HEADERS, secretsEqual } from "../../src/auth.js";
 import { upgradeRequestHead, withoutHopByHop } from "../../src/hop-by-hop.js";
 import type { Logger } from "../../src/logging.js";
@@ -74,7 +75,9 @@ export function createPortForwarder(token: string | undefined, options: PortForw
         const upReq = request({ createConnection: () => socket, method: req.method, path: target.path, headers: withoutHopByHop(req.headers, carrying) });
         upReq.on("response", (upRes) => {
           res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, withoutHopByHop(upRes.headers));
-          res.flushHeaders(); // a streamed reply (server-sent events, logs) reaches the caller before its first byte
+          // A streamed reply (server-sent events, logs) reaches the caller before its first byte; a small one
+          // leaves with its head in one write.
+          flushUnlessBodyFollows(upRes, res);
           pipeline(upRes, res, () => {});
         });
         upReq.on("error", (err: NodeJS.ErrnoException) => {

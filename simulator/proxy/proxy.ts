@@ -9,7 +9,7 @@ import { closeRatherThanDrain } from "../http/body-budget.js";
 import { agentRequest, endpointHost, type AgentEndpoint } from "../launcher/endpoint.js";
 import { PortRefused } from "../launcher/port-handoff.js";
 import { Coalescer } from "./coalesce.js";
-import { flushUnlessBodyFollows } from "./early-head.js";
+import { flushUnlessBodyFollows } from "../../src/early-head.js";
 import { edgeError, edgeErrorReply } from "./edge-errors.js";
 import { appRequestHeaders, requestHeaders, responseHeaders, SANDBOX_CORS_HEADERS, type ForwardContext } from "./headers.js";
 import { directRequest, directTarget, refuseUpgrade, replyPortRefused, replyServerFailed } from "./port-direct.js";

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 
 /**
- * Streamed replies (process logs) must reach the caller before their first
- * byte. A reply whose body came with its head (most small ones: the parser
+ * Streamed replies (process logs, server-sent events) must reach the caller
+ * before their first byte: the simulator's proxy and the agent's port
+ * forwarding both relay them. A reply whose body came with its head (most small ones: the parser
  * has pushed it by the time `response` is handled) needs no early flush: its
  * head then leaves in the same write as the body, one packet and one wake-up
  * of the caller instead of two (sequential small requests through the
