@@ -63,5 +63,6 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   app.use("/v0", v0);
   app.use(notFoundHandler());
   app.use(errorMiddleware(renderError, deps.logger));
-  return createFront(deps, new Dispatcher(deps, allOperations()), app);
+  const { accounts, credentials, clock, jwtSecret, principals } = deps;
+  return createFront(deps, new Dispatcher({ accounts, credentials, clock, jwtSecret, principals }, allOperations(deps)), app);
 }

@@ -6,13 +6,12 @@ import type { AccountStore } from "./accounts/store.js";
 import type { CredentialStore } from "./auth/credentials.js";
 import type { PrincipalCache } from "./auth/principal-cache.js";
 import type { Principal } from "./auth/principal.js";
+import type { OpContext } from "./http/operation.js";
+import type { ScheduleBackend } from "./schedules/backend.js";
 import type { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { JobExecutor } from "./jobs/executor.js";
 import type { SandboxRuntime } from "./sandboxes/runtime.js";
-import type { IncomingHttpHeaders } from "node:http";
-import type { ApiVersion } from "../src/versioning.js";
-import type { Role } from "./accounts/store.js";
 import type { SandboxImages } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import type { UsageMeter } from "./metrics/meter.js";
@@ -67,10 +66,11 @@ export interface RealWorkloads {
 }
 
 /**
- * Everything a handler may use: the type only. The composition root (root.ts, serve.ts) builds it once,
- * complete; this file imports types alone, so any module may name it without importing what builds it. The
- * arrows from the folders below up to this file are the only ones kept besides the resource kinds': a
- * module naming the dependencies it takes (Pick<SimDeps, ...>) is what lets the root hand them in.
+ * Everything the simulator's parts are built from: the type only. The composition root (root.ts, serve.ts)
+ * builds it once, complete; this file imports types alone, so any module may name it without importing what
+ * builds it. No handler receives it whole: each route module's factory names the pieces it takes
+ * (Pick<SimDeps, ...>) and the operations table (operations.ts) hands them in once; the arrows from the
+ * folders below up to this file are those Picks (and the resource kinds').
  */
 export interface SimDeps extends SimCore {
   readonly agents?: SandboxAgents;
@@ -80,33 +80,8 @@ export interface SimDeps extends SimCore {
   readonly sandboxes: SandboxRuntime<OpContext>;
   /** Runs job executions' tasks for real, or (records only) leaves them to their simulated plan. */
   readonly jobs: JobExecutor;
+  /** Where sandbox schedules live: each sandbox's agent (real sandboxes), or records (records only). */
+  readonly schedules: ScheduleBackend;
   /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */
   onSandboxAgentEvent: (workspace: string, sandbox: string, event: SupervisorEvent) => void;
-}
-
-/** One operation's call (http/operation.ts runs it): here, beside SimDeps, because the sandbox runtime in SimDeps takes it. */
-/** What a handler sees of the HTTP request. */
-export interface RequestView {
-  method: string;
-  headers: IncomingHttpHeaders;
-  body: unknown;
-}
-
-export interface OpContext {
-  deps: SimDeps;
-  req: RequestView;
-  params: Record<string, string>;
-  query: Record<string, unknown>;
-  body: unknown;
-  version: ApiVersion;
-  /** True from 2026-04-28: lists answer {data, meta}. */
-  paginated: boolean;
-  principal: Principal;
-  /** The selected workspace ("" for account-level operations). */
-  workspace: string;
-  role: Role | undefined;
-  /** Admin of the selected workspace (account admins and service accounts included). */
-  isAdmin: boolean;
-  /** Who to write in createdBy/updatedBy. */
-  actor: string;
 }

@@ -1,5 +1,6 @@
 import { accountOperations } from "./accounts/routes.js";
 import { serviceAccountOperations } from "./accounts/service-accounts.js";
+import type { SimDeps } from "./deps.js";
 import type { Operation } from "./http/operation.js";
 import { imageOperations } from "./images/routes.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
@@ -12,22 +13,24 @@ import { snapshotOperations } from "./sandboxes/snapshots.js";
 import { scheduleOperations } from "./schedules/routes.js";
 
 /**
- * The operations table: every control-plane route, by SDK operation id.
+ * The operations table: every control-plane route, by SDK operation id, built once from the dependencies the
+ * composition root assembled. Each route module's factory takes only the pieces it names (its own Pick of
+ * SimDeps) and its handlers close over them: no handler reaches the whole set through its request context.
  * Specific routes come first (literal segments such as /sandboxes/by-external-id
  * must win over /sandboxes/:name), then the table-driven CRUD of every kind,
  * then catalogues (GET /integrations/:name must come after /integrations/connections).
  */
-export function allOperations(): Operation[] {
+export function allOperations(deps: SimDeps): Operation[] {
   return [
-    ...accountOperations,
-    ...serviceAccountOperations,
-    ...sandboxOperations,
-    ...snapshotOperations,
-    ...scheduleOperations(),
-    ...jobExecutionOperations,
-    ...imageOperations,
-    ...extraOperations,
-    ...RESOURCE_KINDS.flatMap(crudOperations),
+    ...accountOperations(deps),
+    ...serviceAccountOperations(deps),
+    ...sandboxOperations(deps),
+    ...snapshotOperations(deps),
+    ...scheduleOperations(deps.schedules, deps),
+    ...jobExecutionOperations(deps),
+    ...imageOperations(deps),
+    ...extraOperations(deps),
+    ...RESOURCE_KINDS.flatMap((kind) => crudOperations(deps, kind)),
     ...catalogueOperations,
   ];
 }

@@ -26,6 +26,9 @@ import { settleJobUsage } from "./jobs/usage.js";
 import { SIMULATED_JOBS } from "./jobs/executor.js";
 import { agentSandboxes } from "./sandboxes/agent-runtime.js";
 import { recordSandboxes } from "./sandboxes/records-runtime.js";
+import { AgentScheduleBackend } from "./schedules/agent-backend.js";
+import { LocalScheduleBackend } from "./schedules/backend.js";
+import type { SupervisorEvent } from "./launcher/index.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
 import { initialHooksState } from "./test-hooks/state.js";
@@ -94,16 +97,23 @@ export function openState(configInput: Partial<SimConfig> = {}, overrides: SimOv
  * create/update/delete layer does not know about metering.
  */
 export function assembleDeps(core: SimCore, workloads: RealWorkloads = {}): SimDeps {
-  const deps: SimDeps = {
+  // Records only or real agents is chosen here, once: every part below is handed the implementation it runs with.
+  const { agents, images } = workloads;
+  const shared = {
     ...core,
     ...workloads,
-    sandboxes: workloads.agents ? agentSandboxes(workloads.agents, workloads.images) : recordSandboxes,
     jobs: workloads.jobs ?? SIMULATED_JOBS,
-    onSandboxAgentEvent: (workspace, sandbox, event) => meterSandboxAgent(deps, workspace, sandbox, event),
+    schedules: agents ? new AgentScheduleBackend(agents, core) : new LocalScheduleBackend(core),
+    // Only real agents send events (records only, nothing runs to send them).
+    onSandboxAgentEvent: agents
+      ? (workspace: string, sandbox: string, event: SupervisorEvent) => meterSandboxAgent({ ...core, agents }, workspace, sandbox, event)
+      : () => {},
   };
+  const deps: SimDeps = { ...shared, sandboxes: agents ? agentSandboxes(agents, images, shared) : recordSandboxes(shared) };
+  const metering = { meter: core.meter, clock: core.clock, sandboxCompute: agents ? ("agent" as const) : ("record" as const) };
   core.resources.onChange(({ type, item }) => {
-    if (type === "saved") meterResource(deps, item as never);
-    else unmeterResource(deps, item as never);
+    if (type === "saved") meterResource(metering, item as never);
+    else unmeterResource(metering, item as never);
   });
   return deps;
 }

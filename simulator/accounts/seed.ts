@@ -31,8 +31,11 @@ export const SeedSchema = z.strictObject({
 });
 export type Seed = z.infer<typeof SeedSchema>;
 
+/** What seeding writes to: the account and credential tables (in one transaction), with ids and the clock. */
+export type SeedDeps = Pick<SimCore, "db" | "accounts" | "credentials" | "clock" | "ids">;
+
 export function createWorkspace(
-  deps: SimCore,
+  deps: Pick<SimCore, "accounts" | "clock" | "ids">,
   input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string },
 ): Record<string, unknown> {
   const now = deps.clock.now();
@@ -56,7 +59,7 @@ export function createWorkspace(
 }
 
 /** Creates (or extends) accounts, workspaces and users; each user's apiKey becomes a working Bearer credential. */
-export function applySeed(deps: SimCore, seed: Seed): { accounts: number; workspaces: number; users: number; oauthClients: number } {
+export function applySeed(deps: SeedDeps, seed: Seed): { accounts: number; workspaces: number; users: number; oauthClients: number } {
   const run = deps.db.transaction(() => {
     const now = deps.clock.now();
     for (const a of seed.accounts) deps.accounts.putAccount(a.id, a.name ?? a.id, now);
@@ -103,7 +106,7 @@ export const DEFAULT_ACCOUNT = "local";
 export const DEFAULT_ADMIN_EMAIL = "admin@local.test";
 
 /** The state every fresh simulator starts from: account `local`, the default workspace, an admin with the API key. */
-export function bootstrap(deps: SimCore, workspace: string, apiKey: string): void {
+export function bootstrap(deps: SeedDeps, workspace: string, apiKey: string): void {
   applySeed(deps, {
     accounts: [{ id: DEFAULT_ACCOUNT, name: "Local account" }],
     workspaces: [{ name: workspace, accountId: DEFAULT_ACCOUNT }],

@@ -6,6 +6,7 @@ import { parseDuration } from "../../src/units.js";
 import { toIso as iso } from "../../src/clock.js";
 import { digest, type ApiKeyRow, type ServiceAccountRow } from "../auth/credentials.js";
 import type { Operation, OpContext } from "../http/operation.js";
+import type { SimDeps } from "../deps.js";
 
 /**
  * Service accounts and their API keys. These objects are snake_case on the
@@ -52,21 +53,24 @@ export function expiresInMs(value: string): number {
   return ms;
 }
 
+/** Service accounts and their API keys live in the credential store. */
+export type ServiceAccountDeps = Pick<SimDeps, "credentials" | "clock" | "ids">;
+
 function requireAdmin(ctx: OpContext): void {
   if (!ctx.isAdmin) throw errors.forbidden("only a workspace admin may manage service accounts");
 }
 
-function loadSa(ctx: OpContext): ServiceAccountRow {
-  const sa = ctx.deps.credentials.serviceAccount(ctx.params.clientId!);
+function loadSa(deps: ServiceAccountDeps, ctx: OpContext): ServiceAccountRow {
+  const sa = deps.credentials.serviceAccount(ctx.params.clientId!);
   if (!sa || sa.workspace !== ctx.workspace) throw errors.notFound(`service account "${ctx.params.clientId}" not found`);
   return sa;
 }
 
-export function createApiKey(ctx: OpContext, sub: string, subType: ApiKeyRow["sub_type"], body: z.infer<typeof KeyBody>) {
-  const now = ctx.deps.clock.now();
+export function createApiKey(deps: ServiceAccountDeps, ctx: OpContext, sub: string, subType: ApiKeyRow["sub_type"], body: z.infer<typeof KeyBody>) {
+  const now = deps.clock.now();
   const value = `sim_${randomToken(24)}`;
   const row: ApiKeyRow = {
-    id: ctx.deps.ids(),
+    id: deps.ids(),
     key_hash: digest(value),
     name: body.name ?? "",
     sub,
@@ -76,95 +80,97 @@ export function createApiKey(ctx: OpContext, sub: string, subType: ApiKeyRow["su
     created_at: iso(now),
     created_by: ctx.actor,
   };
-  ctx.deps.credentials.insertApiKey(row);
+  deps.credentials.insertApiKey(row);
   return renderApiKey(row, value);
 }
 
-export const serviceAccountOperations: Operation[] = [
-  {
-    id: "getWorkspaceServiceAccounts",
-    method: "get",
-    path: "/service_accounts",
-    scope: "apiKey:list",
-    handler: (ctx) => ctx.deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa),
-  },
-  {
-    id: "createWorkspaceServiceAccount",
-    method: "post",
-    path: "/service_accounts",
-    scope: "admin",
-    handler: (ctx) => {
-      requireAdmin(ctx);
-      const body = parse(SaBody, ctx.body ?? {}, "body");
-      const now = iso(ctx.deps.clock.now());
-      const secret = randomToken(32);
-      const row: ServiceAccountRow = {
-        client_id: ctx.deps.ids(),
-        workspace: ctx.workspace,
-        name: body.name,
-        description: body.description ?? "",
-        secret_hash: digest(secret),
-        created_at: now,
-        updated_at: now,
-      };
-      ctx.deps.credentials.insertServiceAccount(row);
-      return { ...renderSa(row), client_secret: secret };
+export function serviceAccountOperations(deps: ServiceAccountDeps): Operation[] {
+  return [
+    {
+      id: "getWorkspaceServiceAccounts",
+      method: "get",
+      path: "/service_accounts",
+      scope: "apiKey:list",
+      handler: (ctx) => deps.credentials.serviceAccountsOf(ctx.workspace).map(renderSa),
     },
-  },
-  {
-    id: "updateWorkspaceServiceAccount",
-    method: "put",
-    path: "/service_accounts/:clientId",
-    scope: "admin",
-    handler: (ctx) => {
-      requireAdmin(ctx);
-      const sa = loadSa(ctx);
-      const body = parse(SaUpdate, ctx.body ?? {}, "body");
-      const next = { ...sa, name: body.name ?? sa.name, description: body.description ?? sa.description, updated_at: iso(ctx.deps.clock.now()) };
-      ctx.deps.credentials.updateServiceAccount(next);
-      return renderSa(next);
+    {
+      id: "createWorkspaceServiceAccount",
+      method: "post",
+      path: "/service_accounts",
+      scope: "admin",
+      handler: (ctx) => {
+        requireAdmin(ctx);
+        const body = parse(SaBody, ctx.body ?? {}, "body");
+        const now = iso(deps.clock.now());
+        const secret = randomToken(32);
+        const row: ServiceAccountRow = {
+          client_id: deps.ids(),
+          workspace: ctx.workspace,
+          name: body.name,
+          description: body.description ?? "",
+          secret_hash: digest(secret),
+          created_at: now,
+          updated_at: now,
+        };
+        deps.credentials.insertServiceAccount(row);
+        return { ...renderSa(row), client_secret: secret };
+      },
     },
-  },
-  {
-    id: "deleteWorkspaceServiceAccount",
-    method: "delete",
-    path: "/service_accounts/:clientId",
-    scope: "admin",
-    handler: (ctx) => {
-      requireAdmin(ctx);
-      const sa = loadSa(ctx);
-      // Secret, API keys, refresh tokens and access tokens stop working at once.
-      ctx.deps.credentials.deleteServiceAccount(sa.client_id);
-      return renderSa(sa);
+    {
+      id: "updateWorkspaceServiceAccount",
+      method: "put",
+      path: "/service_accounts/:clientId",
+      scope: "admin",
+      handler: (ctx) => {
+        requireAdmin(ctx);
+        const sa = loadSa(deps, ctx);
+        const body = parse(SaUpdate, ctx.body ?? {}, "body");
+        const next = { ...sa, name: body.name ?? sa.name, description: body.description ?? sa.description, updated_at: iso(deps.clock.now()) };
+        deps.credentials.updateServiceAccount(next);
+        return renderSa(next);
+      },
     },
-  },
-  {
-    id: "listApiKeysForServiceAccount",
-    method: "get",
-    path: "/service_accounts/:clientId/api_keys",
-    scope: "apiKey:list",
-    handler: (ctx) => ctx.deps.credentials.apiKeysOf(loadSa(ctx).client_id).map((k) => renderApiKey(k)),
-  },
-  {
-    id: "createApiKeyForServiceAccount",
-    method: "post",
-    path: "/service_accounts/:clientId/api_keys",
-    scope: "admin",
-    handler: (ctx) => {
-      requireAdmin(ctx);
-      return createApiKey(ctx, loadSa(ctx).client_id, "service_account", parse(KeyBody, ctx.body ?? {}, "body"));
+    {
+      id: "deleteWorkspaceServiceAccount",
+      method: "delete",
+      path: "/service_accounts/:clientId",
+      scope: "admin",
+      handler: (ctx) => {
+        requireAdmin(ctx);
+        const sa = loadSa(deps, ctx);
+        // Secret, API keys, refresh tokens and access tokens stop working at once.
+        deps.credentials.deleteServiceAccount(sa.client_id);
+        return renderSa(sa);
+      },
     },
-  },
-  {
-    id: "deleteApiKeyForServiceAccount",
-    method: "delete",
-    path: "/service_accounts/:clientId/api_keys/:apiKeyId",
-    scope: "apiKey:write",
-    handler: (ctx) => {
-      requireAdmin(ctx);
-      const sa = loadSa(ctx);
-      if (!ctx.deps.credentials.deleteApiKey(sa.client_id, ctx.params.apiKeyId!)) throw errors.notFound(`API key "${ctx.params.apiKeyId}" not found`);
-      return { message: `API key ${ctx.params.apiKeyId} deleted` };
+    {
+      id: "listApiKeysForServiceAccount",
+      method: "get",
+      path: "/service_accounts/:clientId/api_keys",
+      scope: "apiKey:list",
+      handler: (ctx) => deps.credentials.apiKeysOf(loadSa(deps, ctx).client_id).map((k) => renderApiKey(k)),
     },
-  },
-];
+    {
+      id: "createApiKeyForServiceAccount",
+      method: "post",
+      path: "/service_accounts/:clientId/api_keys",
+      scope: "admin",
+      handler: (ctx) => {
+        requireAdmin(ctx);
+        return createApiKey(deps, ctx, loadSa(deps, ctx).client_id, "service_account", parse(KeyBody, ctx.body ?? {}, "body"));
+      },
+    },
+    {
+      id: "deleteApiKeyForServiceAccount",
+      method: "delete",
+      path: "/service_accounts/:clientId/api_keys/:apiKeyId",
+      scope: "apiKey:write",
+      handler: (ctx) => {
+        requireAdmin(ctx);
+        const sa = loadSa(deps, ctx);
+        if (!deps.credentials.deleteApiKey(sa.client_id, ctx.params.apiKeyId!)) throw errors.notFound(`API key "${ctx.params.apiKeyId}" not found`);
+        return { message: `API key ${ctx.params.apiKeyId} deleted` };
+      },
+    },
+  ];
+}

@@ -4,10 +4,9 @@ import { bearerToken } from "../../src/auth.js";
 import { ApiError } from "../../src/errors.js";
 import { randomToken } from "../../src/ids.js";
 import { parse } from "../../src/http.js";
-import type { SimDeps } from "../deps.js";
 import { digest } from "./credentials.js";
 import { OAUTH_BODY_LIMIT, oauthError, requestedScope } from "./oauth-errors.js";
-import { authenticateHeaders, type Principal } from "./principal.js";
+import { authenticateHeaders, type Principal, type PrincipalSources } from "./principal.js";
 import { redirectUriProblem } from "./redirect-uri.js";
 
 /**
@@ -41,7 +40,7 @@ const LoginForm = AuthorizeFields.extend({ api_key: z.string().optional() });
 const HOW_TO_LOG_IN =
   "log in with a user credential: Authorization: Bearer <your API key> on GET /oauth/authorize, or POST /oauth/authorize with the form field api_key";
 
-export function authorizeRouter(deps: SimDeps): Router {
+export function authorizeRouter(deps: PrincipalSources): Router {
   const router = express.Router();
   const form = [express.urlencoded({ extended: false, limit: OAUTH_BODY_LIMIT }), express.json({ limit: OAUTH_BODY_LIMIT })];
 
@@ -62,7 +61,7 @@ export function authorizeRouter(deps: SimDeps): Router {
 }
 
 /** The client's redirect URI for this request; 400 (never a redirect) for an unknown client or a URI it did not register. */
-function registeredRedirect(deps: SimDeps, fields: AuthorizeFields): string {
+function registeredRedirect(deps: PrincipalSources, fields: AuthorizeFields): string {
   const client = deps.credentials.oauthClient(fields.client_id);
   if (!client) throw oauthError(400, "invalid_client", `client_id: "${fields.client_id}" is not a registered OAuth client (seed oauthClients)`);
   if (fields.redirect_uri === undefined) {
@@ -76,7 +75,7 @@ function registeredRedirect(deps: SimDeps, fields: AuthorizeFields): string {
   return fields.redirect_uri;
 }
 
-function authorize(deps: SimDeps, fields: AuthorizeFields, redirectUri: string, res: Response, login: () => Principal): void {
+function authorize(deps: PrincipalSources, fields: AuthorizeFields, redirectUri: string, res: Response, login: () => Principal): void {
   let user: Principal;
   try {
     user = login();

@@ -3,12 +3,11 @@ import { z } from "zod";
 import { secretsEqual } from "../../src/auth.js";
 import { randomToken } from "../../src/ids.js";
 import { parse } from "../../src/http.js";
-import type { SimDeps } from "../deps.js";
 import { digest, type SubjectType } from "./credentials.js";
 import { ACCESS_TOKEN_TTL_S, signJwt } from "./jwt.js";
 import { authorizeRouter } from "./oauth-authorize.js";
 import { OAUTH_BODY_LIMIT, oauthError, requestedScope } from "./oauth-errors.js";
-import { principalOf } from "./principal.js";
+import { principalOf, type PrincipalSources } from "./principal.js";
 
 /**
  * OAuth 2.0 endpoints (unauthenticated): POST /oauth/token for
@@ -31,7 +30,8 @@ const TokenBody = z.object({
   device_code: z.string().optional(),
 });
 
-export function oauthRouter(deps: SimDeps): Router {
+/** OAuth needs what authentication does (accounts, credentials, clock, JWT secret, principal cache): grants and clients live in the credential store. */
+export function oauthRouter(deps: PrincipalSources): Router {
   const router = express.Router();
 
   const issue = (type: SubjectType, sub: string, scope: string, clientId: string, withRefresh: boolean) => {

@@ -3,6 +3,9 @@ import { ApiError, errors } from "../../src/errors.js";
 import { redactUrl } from "../../src/logging.js";
 import { resolveVersion, VERSION_HEADERS } from "../../src/versioning.js";
 import type { SimDeps } from "../deps.js";
+
+/** The front logs each request and applies the test hooks' injected faults; the rest is the dispatcher's. */
+export type FrontDeps = Pick<SimDeps, "logger" | "testHooks">;
 import { injectedFault } from "../test-hooks/faults.js";
 import { closeRatherThanDrain, hasBody } from "./body-budget.js";
 import type { Dispatcher, Match, RequestView } from "./operation.js";
@@ -22,7 +25,7 @@ export function renderError(err: ApiError): Record<string, unknown> {
   return { error: err.code, code: err.status, message: err.message, ...err.details };
 }
 
-export function createFront(deps: SimDeps, dispatcher: Dispatcher, fallback: Listener): Listener {
+export function createFront(deps: FrontDeps, dispatcher: Dispatcher, fallback: Listener): Listener {
   return (req, res) => {
     const url = req.url ?? "/";
     if (!url.startsWith("/v0/")) return fallback(req, res);
@@ -63,7 +66,7 @@ export function createFront(deps: SimDeps, dispatcher: Dispatcher, fallback: Lis
   };
 }
 
-async function handle(deps: SimDeps, dispatcher: Dispatcher, match: Match, req: IncomingMessage, res: ServerResponse, search: string): Promise<void> {
+async function handle(deps: FrontDeps, dispatcher: Dispatcher, match: Match, req: IncomingMessage, res: ServerResponse, search: string): Promise<void> {
   if (deps.testHooks.enabled) {
     const fault = injectedFault(deps.testHooks, req.method ?? "GET", (req.url ?? "").split("?")[0]!, req.headers.prefer);
     if (fault) throw fault;
@@ -145,7 +148,7 @@ function readJsonBody(req: IncomingMessage): Promise<unknown> {
   });
 }
 
-function toApiError(deps: SimDeps, err: unknown, req: IncomingMessage): ApiError {
+function toApiError(deps: FrontDeps, err: unknown, req: IncomingMessage): ApiError {
   if (err instanceof ApiError) return err;
   deps.logger.error({ err, method: req.method, url: redactUrl(req.url ?? "") }, "request failed");
   return errors.internal("internal error");
@@ -173,13 +176,13 @@ const levelOf = (status: number) => (status >= 500 ? "error" : status >= 400 ? "
  * The request's log line once its reply is finished, when the line's level
  * is on; with it off (a success below debug) no listener is added at all.
  */
-function logWhenFinished(deps: SimDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
+function logWhenFinished(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
   if (!deps.logger.isLevelEnabled(levelOf(res.statusCode))) return;
   if (res.writableFinished) logLine(deps, req, res, started);
   else res.once("finish", () => logLine(deps, req, res, started));
 }
 
-function logLine(deps: SimDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
+function logLine(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, started: bigint): void {
   const level = levelOf(res.statusCode);
   // Redacting the URL costs more than the rest of a get: only for a line that will be written.
   if (!deps.logger.isLevelEnabled(level)) return;

@@ -2,9 +2,8 @@ import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { errors, type ApiError } from "../../src/errors.js";
 import { paginates, type ApiVersion } from "../../src/versioning.js";
 import type { Role } from "../accounts/store.js";
-import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal } from "../auth/principal.js";
+import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal, type PrincipalSources } from "../auth/principal.js";
 import { grants, type Scope } from "../auth/scopes.js";
-import type { OpContext, RequestView, SimDeps } from "../deps.js";
 
 /**
  * The operations table: every route is one entry `{id, method, path, scope,
@@ -13,7 +12,34 @@ import type { OpContext, RequestView, SimDeps } from "../deps.js";
  */
 export type Method = "get" | "post" | "put" | "delete";
 
-export type { OpContext, RequestView } from "../deps.js";
+/** What a handler sees of the HTTP request. */
+export interface RequestView {
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: unknown;
+}
+
+/**
+ * One operation's call: the request and its caller, nothing else. What a handler uses besides (stores, clock,
+ * runtimes) it was given when its route module's factory built it (operations.ts), never through this.
+ */
+export interface OpContext {
+  req: RequestView;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  version: ApiVersion;
+  /** True from 2026-04-28: lists answer {data, meta}. */
+  paginated: boolean;
+  principal: Principal;
+  /** The selected workspace ("" for account-level operations). */
+  workspace: string;
+  role: Role | undefined;
+  /** Admin of the selected workspace (account admins and service accounts included). */
+  isAdmin: boolean;
+  /** Who to write in createdBy/updatedBy. */
+  actor: string;
+}
 
 export interface Operation {
   /** SDK function name, e.g. `listSandboxes`. */
@@ -66,10 +92,11 @@ export interface Match {
  */
 export class Dispatcher {
   readonly #index = new Map<string, { op: Operation; segments: string[] }[]>();
-  readonly #deps: SimDeps;
+  /** Authentication's sources (accounts, credentials, clock, JWT secret): all the dispatcher itself uses. */
+  readonly #auth: PrincipalSources;
 
-  constructor(deps: SimDeps, operations: readonly Operation[]) {
-    this.#deps = deps;
+  constructor(auth: PrincipalSources, operations: readonly Operation[]) {
+    this.#auth = auth;
     for (const op of operations) {
       const segments = op.path.split("/").slice(1);
       if (!segments[0] || segments[0].startsWith(":")) throw new Error(`${op.id}: a path must start with a literal segment`);
@@ -97,7 +124,7 @@ export class Dispatcher {
    * and its workspace (403). The front calls it before reading any body.
    */
   authorize({ op, params }: Match, headers: IncomingHttpHeaders, query: Record<string, unknown>): Caller {
-    const principal = authenticateHeaders(this.#deps, headers);
+    const principal = authenticateHeaders(this.#auth, headers);
     if (!grants(principal.scopes, op.scope, op.alsoGrantedBy?.(params))) throw errors.forbidden(`missing scope ${op.scope}`);
     let workspace = "";
     let role: Role | undefined;
@@ -117,7 +144,6 @@ export class Dispatcher {
     const { op, params } = match;
     const { principal, workspace, role } = caller;
     const ctx: OpContext = {
-      deps: this.#deps,
       req,
       params,
       query,

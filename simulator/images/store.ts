@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { errors } from "../../src/errors.js";
 import { toIso as iso } from "../../src/clock.js";
+import type { SimDeps } from "../deps.js";
 import type { OpContext } from "../http/operation.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
@@ -19,15 +20,18 @@ const BASE_LAYER = 50 * 2 ** 20;
 const TOP_LAYER = 5 * 2 ** 20;
 const digest = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
 
+/** What the image records use: the store, the clock, and the meter (an image's storage is metered). */
+export type ImageRecordDeps = Pick<SimDeps, "resources" | "clock" | "meter">;
+
 export function parseResourceType(value: string | undefined): ResourceType {
   const plural = (RESOURCE_TYPES as readonly string[]).includes(value ?? "") ? (value as ResourceType) : RESOURCE_TYPES.find((t) => SINGULAR[t] === value);
   if (!plural) throw errors.badRequest(`resourceType: expected one of ${RESOURCE_TYPES.join(", ")}`);
   return plural;
 }
 
-export function loadImage(ctx: OpContext, workspace = ctx.workspace): StoredResource<ImageDoc> {
+export function loadImage(deps: ImageRecordDeps, ctx: OpContext, workspace = ctx.workspace): StoredResource<ImageDoc> {
   const type = parseResourceType(ctx.params.resourceType);
-  const item = ctx.deps.resources.get<ImageDoc>(workspace, IMAGE_KIND, ctx.params.imageName!, type);
+  const item = deps.resources.get<ImageDoc>(workspace, IMAGE_KIND, ctx.params.imageName!, type);
   if (!item) throw errors.notFound(`image ${type}/${ctx.params.imageName} not found`);
   return item;
 }
@@ -41,9 +45,9 @@ export function recomputeSizes(doc: ImageDoc): void {
 }
 
 /** Registers `tag` of an image: a base layer shared by all tags of the repository plus a tag-specific layer. */
-export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: string): ImageDoc {
-  const now = iso(ctx.deps.clock.now());
-  const existing = ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type);
+export function pushTag(deps: ImageRecordDeps, ctx: OpContext, type: ResourceType, name: string, tag: string): ImageDoc {
+  const now = iso(deps.clock.now());
+  const existing = deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type);
   const doc: ImageDoc = existing?.doc ?? {
     metadata: {
       name,
@@ -72,27 +76,27 @@ export function pushTag(ctx: OpContext, type: ResourceType, name: string, tag: s
   recomputeSizes(doc);
   if (existing) {
     existing.doc = doc;
-    ctx.deps.resources.update(existing as never);
+    deps.resources.update(existing as never);
   } else
-    ctx.deps.resources.insert({
+    deps.resources.insert({
       workspace: ctx.workspace,
       kind: IMAGE_KIND,
       parent: type,
       name,
-      createdMs: ctx.deps.clock.now(),
+      createdMs: deps.clock.now(),
       status: "DEPLOYED",
       doc: doc as never,
     });
-  meterImage(ctx.deps, ctx.deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
+  meterImage(deps, deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
   return doc;
 }
 
 /** Resources whose runtime image is this repository at this tag ("name:tag", optionally with a registry prefix). */
-export function tagUsers(ctx: OpContext, name: string, tag: string): string[] {
+export function tagUsers(deps: ImageRecordDeps, ctx: OpContext, name: string, tag: string): string[] {
   const matches = (image: unknown) =>
     typeof image === "string" &&
     (image === `${name}:${tag}` || image.endsWith(`/${name}:${tag}`) || (tag === "latest" && (image === name || image.endsWith(`/${name}`))));
-  return ctx.deps.resources
+  return deps.resources
     .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "sandbox", "job"])
     .filter((r) => matches((r.doc.spec?.runtime as { image?: unknown } | undefined)?.image))
     .map((r) => `${r.kind} ${r.name}`);

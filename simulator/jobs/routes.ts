@@ -7,6 +7,7 @@ import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
+import type { SimDeps } from "../deps.js";
 import { jobKind } from "../resources/kinds/workloads.js";
 import { listResources } from "../resources/listing.js";
 import { maskMap } from "../resources/render.js";
@@ -15,6 +16,9 @@ import { randomBytes } from "node:crypto";
 import { DEFAULT_TASK_MS, TERMINAL, type ExecutionPlan } from "./plan.js";
 import { executionState, jobCommand, newRunTasks, type RunRecord, type RunTask } from "./run-state.js";
 import { settleExecution } from "./usage.js";
+
+/** What the execution routes use: the records, the clock, ids, list cursors, usage (settled executions) and the task runner. */
+export type JobRouteDeps = Pick<SimDeps, "resources" | "clock" | "ids" | "cursors" | "usage" | "jobs">;
 
 /** Job executions: POST starts one, DELETE cancels (control-plane.md §3.5). */
 export const EXECUTION_KIND = "job-execution";
@@ -80,11 +84,11 @@ function taskPlan(task: Record<string, unknown>, index: number) {
   return { durationMs, fail: task.fail === true };
 }
 
-function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
+function render(deps: JobRouteDeps, ctx: OpContext, item: StoredResource<ExecutionDoc>) {
   const doc = item.doc;
-  const now = ctx.deps.clock.now();
+  const now = deps.clock.now();
   // Settles the stored status and, once it ended, records the execution's compute usage.
-  const state = settleExecution(ctx.deps, item, now);
+  const state = settleExecution(deps, item, now);
   const stamp = (ms?: number) => (ms === undefined ? undefined : iso(ms));
   const jobTimeout = doc.__plan.timeoutMs / 1000;
   const tasks = state.tasks.map((t) => ({
@@ -126,118 +130,127 @@ function render(ctx: OpContext, item: StoredResource<ExecutionDoc>) {
   };
 }
 
-function loadExecution(ctx: OpContext): StoredResource<ExecutionDoc> {
-  loadItem(jobKind, ctx, ctx.params.jobId!, "");
-  const item = ctx.deps.resources.get<ExecutionDoc>(ctx.workspace, EXECUTION_KIND, ctx.params.executionId!, ctx.params.jobId!);
+function loadExecution(deps: JobRouteDeps, ctx: OpContext): StoredResource<ExecutionDoc> {
+  loadItem(deps, jobKind, ctx, ctx.params.jobId!, "");
+  const item = deps.resources.get<ExecutionDoc>(ctx.workspace, EXECUTION_KIND, ctx.params.executionId!, ctx.params.jobId!);
   if (!item) throw errors.notFound(`execution "${ctx.params.executionId}" not found for job "${ctx.params.jobId}"`);
   return item;
 }
 
-export const jobExecutionOperations: Operation[] = [
-  {
-    id: "listJobExecutions",
-    method: "get",
-    path: "/jobs/:jobId/executions",
-    scope: "jobs:get",
-    handler: (ctx) => {
-      loadItem(jobKind, ctx, ctx.params.jobId!, "");
-      return listResources(
-        ctx,
-        { kind: EXECUTION_KIND, parent: ctx.params.jobId!, shape: "versioned", limits: { ...SCHEDULE_PAGE, sorts: undefined } },
-        (row) => render(ctx, row as unknown as StoredResource<ExecutionDoc>),
-      );
+export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
+  return [
+    {
+      id: "listJobExecutions",
+      method: "get",
+      path: "/jobs/:jobId/executions",
+      scope: "jobs:get",
+      handler: (ctx) => {
+        loadItem(deps, jobKind, ctx, ctx.params.jobId!, "");
+        return listResources(
+          deps,
+          ctx,
+          { kind: EXECUTION_KIND, parent: ctx.params.jobId!, shape: "versioned", limits: { ...SCHEDULE_PAGE, sorts: undefined } },
+          (row) => render(deps, ctx, row as unknown as StoredResource<ExecutionDoc>),
+        );
+      },
     },
-  },
-  {
-    id: "createJobExecution",
-    method: "post",
-    path: "/jobs/:jobId/executions",
-    scope: "jobs:update",
-    handler: (ctx) => {
-      const job = loadItem(jobKind, ctx, ctx.params.jobId!, "");
-      if (job.status === "DEACTIVATED" || job.status === "DEACTIVATING") throw errors.conflict(`job "${job.name}" is ${job.status}`);
-      const body = parse(CreateBody, ctx.body ?? {}, "body");
-      const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as {
-        memory?: number;
-        timeout?: number;
-        maxConcurrentTasks?: number;
-        maxRetries?: number;
-        command?: unknown;
-        args?: unknown;
-      };
-      if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory)
-        throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
-      const inputs = body.tasks?.length ? body.tasks : [{}];
-      const id = body.executionId ?? body.id ?? ctx.deps.ids();
-      const doc: ExecutionDoc = {
-        id,
-        job: job.name,
-        env: body.env ?? {},
-        memory: body.memory,
-        taskInputs: inputs,
-        __plan: {
-          createdMs: ctx.deps.clock.now(),
-          tasks: inputs.map(taskPlan),
-          parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length),
-          timeoutMs: (runtime.timeout ?? 0) * 1000,
-        },
-      };
-      // With a launcher (serveSimulator) and a command, the tasks run for real (jobs/runner.ts); else they follow the plan.
-      const command = jobCommand(runtime);
-      if (ctx.deps.jobs.runsTasks && command) {
-        const by = { sub: ctx.principal.sub, type: ctx.principal.type, scopes: [...ctx.principal.scopes] };
-        doc.__run = {
-          dataToken: randomBytes(24).toString("base64url"),
-          command,
-          maxRetries: Math.max(0, runtime.maxRetries ?? 0),
-          by,
-          tasks: newRunTasks(inputs.length),
+    {
+      id: "createJobExecution",
+      method: "post",
+      path: "/jobs/:jobId/executions",
+      scope: "jobs:update",
+      handler: (ctx) => {
+        const job = loadItem(deps, jobKind, ctx, ctx.params.jobId!, "");
+        if (job.status === "DEACTIVATED" || job.status === "DEACTIVATING") throw errors.conflict(`job "${job.name}" is ${job.status}`);
+        const body = parse(CreateBody, ctx.body ?? {}, "body");
+        const runtime = ((job.doc as ResourceDoc).spec.runtime ?? {}) as {
+          memory?: number;
+          timeout?: number;
+          maxConcurrentTasks?: number;
+          maxRetries?: number;
+          command?: unknown;
+          args?: unknown;
         };
-      }
-      if (
-        !ctx.deps.resources.tryInsert({
-          workspace: ctx.workspace,
-          kind: EXECUTION_KIND,
-          parent: job.name,
-          name: id,
-          createdMs: doc.__plan.createdMs,
-          status: "queued",
-          doc: doc as never,
-        })
-      )
-        throw errors.conflict(`execution "${id}" already exists`);
-      if (doc.__run) ctx.deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
-      return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
+        if (body.memory !== undefined && runtime.memory !== undefined && body.memory > runtime.memory)
+          throw errors.badRequest(`memory: at most the job's memory (${runtime.memory})`);
+        const inputs = body.tasks?.length ? body.tasks : [{}];
+        const id = body.executionId ?? body.id ?? deps.ids();
+        const doc: ExecutionDoc = {
+          id,
+          job: job.name,
+          env: body.env ?? {},
+          memory: body.memory,
+          taskInputs: inputs,
+          __plan: {
+            createdMs: deps.clock.now(),
+            tasks: inputs.map(taskPlan),
+            parallelism: Math.min(inputs.length, runtime.maxConcurrentTasks ?? inputs.length),
+            timeoutMs: (runtime.timeout ?? 0) * 1000,
+          },
+        };
+        // With a launcher (serveSimulator) and a command, the tasks run for real (jobs/runner.ts); else they follow the plan.
+        const command = jobCommand(runtime);
+        if (deps.jobs.runsTasks && command) {
+          const by = { sub: ctx.principal.sub, type: ctx.principal.type, scopes: [...ctx.principal.scopes] };
+          doc.__run = {
+            dataToken: randomBytes(24).toString("base64url"),
+            command,
+            maxRetries: Math.max(0, runtime.maxRetries ?? 0),
+            by,
+            tasks: newRunTasks(inputs.length),
+          };
+        }
+        if (
+          !deps.resources.tryInsert({
+            workspace: ctx.workspace,
+            kind: EXECUTION_KIND,
+            parent: job.name,
+            name: id,
+            createdMs: doc.__plan.createdMs,
+            status: "queued",
+            doc: doc as never,
+          })
+        )
+          throw errors.conflict(`execution "${id}" already exists`);
+        if (doc.__run) deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
+        return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
+      },
     },
-  },
-  { id: "getJobExecution", method: "get", path: "/jobs/:jobId/executions/:executionId", scope: "jobs:get", handler: (ctx) => render(ctx, loadExecution(ctx)) },
-  {
-    id: "deleteJobExecution",
-    method: "delete",
-    path: "/jobs/:jobId/executions/:executionId",
-    scope: "jobs:update",
-    handler: (ctx) => {
-      const item = loadExecution(ctx);
-      const state = executionState(item.doc, ctx.deps.clock.now());
-      // Cancelling a finished execution changes nothing. Simulated: tasks in flight finish, none start.
-      // Run for real: the running commands are killed (their tasks end cancelled), none start.
-      if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
-        item.doc.__plan.cancelMs = ctx.deps.clock.now();
-        ctx.deps.resources.update(item as never);
-        if (item.doc.__run) ctx.deps.jobs.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
-      }
-      return render(ctx, item);
+    {
+      id: "getJobExecution",
+      method: "get",
+      path: "/jobs/:jobId/executions/:executionId",
+      scope: "jobs:get",
+      handler: (ctx) => render(deps, ctx, loadExecution(deps, ctx)),
     },
-  },
-  {
-    id: "listJobExecutionTasks",
-    method: "get",
-    path: "/jobs/:jobId/executions/:executionId/tasks",
-    scope: "jobs:get",
-    handler: (ctx) => {
-      const tasks = render(ctx, loadExecution(ctx)).tasks;
-      if (!ctx.paginated) return tasks;
-      return { data: tasks, meta: { hasMore: false, nextCursor: "", total: tasks.length } };
+    {
+      id: "deleteJobExecution",
+      method: "delete",
+      path: "/jobs/:jobId/executions/:executionId",
+      scope: "jobs:update",
+      handler: (ctx) => {
+        const item = loadExecution(deps, ctx);
+        const state = executionState(item.doc, deps.clock.now());
+        // Cancelling a finished execution changes nothing. Simulated: tasks in flight finish, none start.
+        // Run for real: the running commands are killed (their tasks end cancelled), none start.
+        if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
+          item.doc.__plan.cancelMs = deps.clock.now();
+          deps.resources.update(item as never);
+          if (item.doc.__run) deps.jobs.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
+        }
+        return render(deps, ctx, item);
+      },
     },
-  },
-];
+    {
+      id: "listJobExecutionTasks",
+      method: "get",
+      path: "/jobs/:jobId/executions/:executionId/tasks",
+      scope: "jobs:get",
+      handler: (ctx) => {
+        const tasks = render(deps, ctx, loadExecution(deps, ctx)).tasks;
+        if (!ctx.paginated) return tasks;
+        return { data: tasks, meta: { hasMore: false, nextCursor: "", total: tasks.length } };
+      },
+    },
+  ];
+}

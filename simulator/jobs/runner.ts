@@ -2,12 +2,13 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { signJwt } from "../auth/jwt.js";
 import { removeTree, type AgentHandle, type Launcher, type LaunchSpec } from "../launcher/types.js";
-import { agentFetch, describeLauncher, type AgentEndpoint } from "../launcher/index.js";
+import { describeLauncher } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import type { ResourceStore, StoredResource } from "../store/resources.js";
-import { tail, type RunDoc, type RunRecord, type RunTask } from "./run-state.js";
+import type { RunDoc, RunRecord, RunTask } from "./run-state.js";
+import { killTaskCommand, runTaskCommand, type AttemptResult } from "./task-command.js";
+import { taskEnv } from "./task-env.js";
 import { settleExecution } from "./usage.js";
 import type { ExecutionRef, JobExecutor } from "./executor.js";
 import type { Clock } from "../../src/clock.js";
@@ -27,8 +28,6 @@ import type { UsageStore } from "../metrics/store.js";
  * no new ones.
  */
 
-/** The name of a task's command in its agent: a cancel kills it by this name. */
-const TASK_PROCESS = "job-task";
 const EXECUTION_KIND = "job-execution";
 
 export interface JobRunnerOptions {
@@ -44,15 +43,6 @@ export interface JobRunnerOptions {
 interface Attempt {
   handle?: AgentHandle;
   token: string;
-}
-
-interface AttemptResult {
-  ok: boolean;
-  exitCode?: number;
-  timedOut?: boolean;
-  error?: string;
-  stdout?: string;
-  stderr?: string;
 }
 
 type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
@@ -220,7 +210,7 @@ export class JobRunner implements JobExecutor {
       rootDir: join(base, "root"),
       dataDir: join(base, "agent"),
       token: current.token,
-      env: this.taskEnv(ref, item, runtime.envs ?? [], index, attempt),
+      env: taskEnv(this.options.deps, ref, item.doc, runtime.envs ?? [], index, attempt, this.executionDataUrl(ref, item.doc.taskInputs, run.dataToken)),
       image: runtime.image,
       logLevel: this.options.logLevel,
       memoryMb: (item.doc as { memory?: number }).memory ?? runtime.memory,
@@ -234,31 +224,7 @@ export class JobRunner implements JobExecutor {
       current.handle = await this.options.launcher.start(spec);
       if (this.cancelled.has(key)) return { ok: false, error: "cancelled" };
       const timeout = runtime.timeout && runtime.timeout > 0 ? runtime.timeout : undefined;
-      // The agent's timeout bounds the wait (422 when it expires, as the reference daemon); keepAlive with a
-      // timeout is what kills the process group. A task past the job's timeout is killed either way.
-      const { status, body } = await postJson(current.handle, "/process", current.token, {
-        command: run.command,
-        name: TASK_PROCESS,
-        waitForCompletion: true,
-        timeout,
-        keepAlive: timeout !== undefined,
-      });
-      if (status === 422 && timeout !== undefined && /timed out/.test(String(body.error ?? ""))) {
-        await postJson(current.handle, `/process/${TASK_PROCESS}/kill`, current.token, {}).catch(() => undefined);
-        return { ok: false, exitCode: -1, timedOut: true, error: `timed out after ${timeout} s: killed` };
-      }
-      if (status !== 200) return { ok: false, error: `the task's agent refused the command (${status}): ${String(body.error ?? body.message ?? "")}` };
-      const exitCode = typeof body.exitCode === "number" ? body.exitCode : -1;
-      const timedOut = body.status === "killed" && /timed out|timeout/.test(String(body.error ?? ""));
-      const ok = body.status === "completed" && exitCode === 0;
-      const error = ok
-        ? undefined
-        : timedOut
-          ? `timed out after ${timeout} s: killed`
-          : body.status === "killed" || body.status === "stopped"
-            ? String(body.error ?? body.status)
-            : `exited with code ${exitCode}`;
-      return { ok, exitCode, timedOut, error, stdout: tail(body.stdout as string), stderr: tail(body.stderr as string) };
+      return await runTaskCommand(current.handle, current.token, run.command, timeout);
     } catch (err) {
       return { ok: false, error: `the task's environment did not start: ${(err as Error).message}` };
     } finally {
@@ -269,49 +235,6 @@ export class JobRunner implements JobExecutor {
     }
   }
 
-  /** The task's environment: the job's envs, the execution's overrides, then what blStartJob and @blaxel/core read. */
-  private taskEnv(
-    ref: ExecutionRef,
-    item: ExecutionItem,
-    jobEnvs: { name?: string; value?: string }[],
-    index: number,
-    attempt: number,
-  ): Record<string, string> {
-    const run = item.doc.__run!;
-    const base = this.options.deps.urls.base;
-    const iat = Math.floor(this.options.deps.clock.now() / 1000);
-    const apiKey = signJwt(
-      {
-        iss: "sandbox-sim",
-        sub: run.by.sub,
-        sub_type: run.by.type,
-        scope: run.by.scopes.join(" "),
-        iat,
-        exp: iat + 86_400,
-        jti: randomBytes(12).toString("base64url"),
-        workspace: ref.workspace,
-      },
-      this.options.deps.jwtSecret,
-    );
-    const fromJob = Object.fromEntries(jobEnvs.filter((e) => e.name).map((e) => [e.name!, e.value ?? ""]));
-    return {
-      ...fromJob,
-      ...item.doc.env,
-      BL_EXECUTION_DATA_URL: this.executionDataUrl(ref, item.doc.taskInputs, run.dataToken),
-      TASK_INDEX: String(index),
-      TASK_COUNT: String(run.tasks.length),
-      TASK_ATTEMPT: String(attempt - 1),
-      BL_EXECUTION_ID: ref.execution,
-      BL_NAME: ref.job,
-      BL_TYPE: "job",
-      BL_WORKSPACE: ref.workspace,
-      BL_API_KEY: apiKey,
-      BL_API_URL: `${base}/v0`,
-      BL_RUN_URL: base,
-      BL_DISABLE_H2: "true",
-    };
-  }
-
   /**
    * Kills a running command by its name (the agent kills its process group);
    * the waiting POST then answers. Repeated while the attempt lasts: a cancel
@@ -319,23 +242,8 @@ export class JobRunner implements JobExecutor {
    */
   private async killCommand(attempt: Attempt): Promise<void> {
     for (let tries = 0; tries < 100 && [...this.attempts.values()].some((set) => set.has(attempt)); tries++) {
-      if (attempt.handle) await postJson(attempt.handle, `/process/${TASK_PROCESS}/kill`, attempt.token, {}).catch(() => {});
+      if (attempt.handle) await killTaskCommand(attempt.handle, attempt.token).catch(() => {});
       await sleep(200);
     }
   }
-}
-
-/**
- * POST with a JSON body through node:http, without a response timeout: a
- * task's command may run for hours (fetch would give up after 5 minutes).
- */
-/** A JSON POST to a task's agent, through its endpoint (a TCP URL, or the Unix socket of an isolated one). */
-async function postJson(agent: AgentEndpoint, path: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const reply = await agentFetch(agent, {
-    method: "POST",
-    path,
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: reply.status, body: JSON.parse(reply.text || "{}") as Record<string, unknown> };
 }

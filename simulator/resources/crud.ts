@@ -4,7 +4,7 @@ import { parse, queryBool } from "../../src/http.js";
 import { scopeFor } from "../auth/scopes.js";
 import { RawJson, type Operation, type OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
-import type { ResourceDoc, ResourceKind } from "./kind.js";
+import type { ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
 import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
@@ -37,32 +37,37 @@ function buildBodySchema(kind: ResourceKind) {
   return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadata.default({}), spec: kind.spec.optional() });
 }
 
-export function parentKey(kind: ResourceKind, ctx: OpContext): string {
+export function parentKey(deps: Pick<ResourceDeps, "resources">, kind: ResourceKind, ctx: OpContext): string {
   if (!kind.parent) return "";
   const parts = kind.parent.params.map((p) => ctx.params[p]!);
   // The direct parent (the last param) must exist: /vpcs/x/egressgateways needs VPC x.
   const parentName = parts[parts.length - 1]!;
   const grandParent = parts.slice(0, -1).join("/");
-  if (!ctx.deps.resources.get(ctx.workspace, kind.parent.kind, parentName, grandParent))
-    throw errors.notFound(`${kind.parent.label} "${parentName}" not found`);
+  if (!deps.resources.get(ctx.workspace, kind.parent.kind, parentName, grandParent)) throw errors.notFound(`${kind.parent.label} "${parentName}" not found`);
   return parts.join("/");
 }
 
 /** Loads an item, settling due status moves (and saving them). */
-export function loadItem(kind: ResourceKind, ctx: OpContext, name: string, parent: string): StoredResource<ResourceDoc> {
-  const item = ctx.deps.resources.get<ResourceDoc>(ctx.workspace, kind.kind, name, parent);
+export function loadItem(
+  deps: Pick<ResourceDeps, "resources" | "clock">,
+  kind: ResourceKind,
+  ctx: OpContext,
+  name: string,
+  parent: string,
+): StoredResource<ResourceDoc> {
+  const item = deps.resources.get<ResourceDoc>(ctx.workspace, kind.kind, name, parent);
   if (!item) throw errors.notFound(`${kind.kind.replace(/-/g, " ")} "${name}" not found`);
-  settleItem(ctx, item);
+  settleItem(deps, item);
   return item;
 }
 
-export function settleItem(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
-  if (settle(item.doc as Deployable, ctx.deps.clock.now())) save(ctx, item);
+export function settleItem(deps: Pick<ResourceDeps, "resources" | "clock">, item: StoredResource<ResourceDoc>): void {
+  if (settle(item.doc as Deployable, deps.clock.now())) save(deps, item);
 }
 
-export function save(ctx: OpContext, item: StoredResource<ResourceDoc>): void {
+export function save(deps: Pick<ResourceDeps, "resources">, item: StoredResource<ResourceDoc>): void {
   item.status = item.doc.status ?? "";
-  ctx.deps.resources.update(item);
+  deps.resources.update(item);
 }
 
 export function showSecrets(ctx: OpContext): boolean {
@@ -70,43 +75,43 @@ export function showSecrets(ctx: OpContext): boolean {
 }
 
 /** The document as answered; with the request's context, its read-time fields (kind.readFields) too. */
-export function renderDoc(kind: ResourceKind, doc: ResourceDoc, show: boolean, ctx?: OpContext): ResourceDoc {
+export function renderDoc(deps: ResourceDeps, kind: ResourceKind, doc: ResourceDoc, show: boolean, ctx?: OpContext): ResourceDoc {
   const view = publicView(doc);
   const masked = kind.mask ? kind.mask(view, show) : view;
-  const live = ctx && kind.readFields?.(doc, ctx);
+  const live = ctx && kind.readFields?.(doc, ctx, deps);
   return live ? { ...masked, ...live } : masked;
 }
 
 /** Builds a new document from a create body; shared with kinds that add their own create routes. */
-export function buildNew(kind: ResourceKind, ctx: OpContext, parent: string): ResourceDoc {
+export function buildNew(deps: ResourceDeps, kind: ResourceKind, ctx: OpContext, parent: string): ResourceDoc {
   const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
-  const name = body.metadata.name ?? kind.generateName?.(ctx);
+  const name = body.metadata.name ?? kind.generateName?.(ctx, deps);
   if (!name) throw errors.badRequest("metadata.name: required");
-  const now = ctx.deps.clock.now();
+  const now = deps.clock.now();
   const doc: ResourceDoc = {
     metadata: newMetadata(body.metadata, name, ctx.workspace, ctx.actor, now),
     spec: (body.spec ?? {}) as Record<string, unknown>,
-    __uid: ctx.deps.ids(),
+    __uid: deps.ids(),
   };
   for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
-  kind.prepare?.(doc, ctx);
+  kind.prepare?.(doc, ctx, deps);
   if (kind.lifecycle === "deployment")
-    startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, ctx.deps.testHooks.transitions);
+    startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, deps.testHooks.transitions);
   if (kind.lifecycle === "synchronous")
-    startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? ctx.deps.testHooks.transitions : "immediate");
+    startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? deps.testHooks.transitions : "immediate");
   return doc;
 }
 
-export function insertNew(kind: ResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
-  const item = { workspace: ctx.workspace, kind: kind.kind, parent, name: doc.metadata.name, createdMs: ctx.deps.clock.now(), status: doc.status ?? "", doc };
-  if (!ctx.deps.resources.tryInsert(item)) {
+export function insertNew(deps: Pick<ResourceDeps, "resources" | "clock">, kind: ResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
+  const item = { workspace: ctx.workspace, kind: kind.kind, parent, name: doc.metadata.name, createdMs: deps.clock.now(), status: doc.status ?? "", doc };
+  if (!deps.resources.tryInsert(item)) {
     throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
   }
 }
 
 const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };
 
-export function crudOperations(kind: ResourceKind): Operation[] {
+export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operation[] {
   const item = `${kind.collection}/:${kind.param}`;
   const ops: Operation[] = [];
   const { list, create, get, update, delete: del } = kind.ops;
@@ -117,8 +122,8 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       path: kind.collection,
       scope: scopeFor(kind.scope, "list"),
       handler: (ctx) => {
-        kind.beforeRead?.(ctx);
-        const parent = parentKey(kind, ctx);
+        kind.beforeRead?.(ctx, deps);
+        const parent = parentKey(deps, kind, ctx);
         const statuses = kind.statusFilter ? statusFilter(ctx.query.status) : undefined;
         // e.g. sandboxes: TERMINATED hidden unless ?showTerminated=true; an explicit ?status= wins.
         const hidden = kind.hiddenStatuses && !statuses && !queryBool(ctx.query[kind.hiddenStatuses.shownBy]) ? kind.hiddenStatuses.statuses : undefined;
@@ -127,21 +132,22 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         const show = showSecrets(ctx);
         const variant = show ? "secrets-shown" : "secrets-masked";
         // One instant for the whole page (settleItem reads the clock per item).
-        const now = ctx.deps.clock.now();
+        const now = deps.clock.now();
         const list = listResources(
+          deps,
           ctx,
           { kind: kind.kind, parent, shape: kind.list, limits: kind.listLimits, statuses, excludeStatuses: hidden, keep, filters: { externalId } },
           (row) => {
             // Due status moves first: settling saves the item, which drops its cached texts.
-            if (settle(row.doc as Deployable, now)) save(ctx, row as StoredResource<ResourceDoc>);
+            if (settle(row.doc as Deployable, now)) save(deps, row as StoredResource<ResourceDoc>);
             const render = () => {
-              const doc = renderDoc(kind, row.doc as ResourceDoc, show);
+              const doc = renderDoc(deps, kind, row.doc as ResourceDoc, show);
               return kind.listItem ? kind.listItem(doc) : doc;
             };
             // The item's JSON is kept until its next save (it depends only on the document and `show`);
             // read-time fields (they follow the clock) are added to it on each read.
-            const live = kind.readFields?.(row.doc as ResourceDoc, ctx);
-            const text = withLiveFields(ctx.deps.resources.renderedJson(row, variant, render), row.doc as ResourceDoc, live);
+            const live = kind.readFields?.(row.doc as ResourceDoc, ctx, deps);
+            const text = withLiveFields(deps.resources.renderedJson(row, variant, render), row.doc as ResourceDoc, live);
             return text ?? JSON.stringify({ ...(render() as object), ...live });
           },
         );
@@ -156,10 +162,10 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       path: kind.collection,
       scope: scopeFor(kind.scope, "create"),
       handler: (ctx) => {
-        const parent = parentKey(kind, ctx);
-        const doc = buildNew(kind, ctx, parent);
-        insertNew(kind, ctx, parent, doc);
-        return renderDoc(kind, doc, false, ctx);
+        const parent = parentKey(deps, kind, ctx);
+        const doc = buildNew(deps, kind, ctx, parent);
+        insertNew(deps, kind, ctx, parent, doc);
+        return renderDoc(deps, kind, doc, false, ctx);
       },
     });
   }
@@ -171,14 +177,14 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       scope: scopeFor(kind.scope, "get"),
       alsoGrantedBy: kind.itemTokenScope ? (params) => `${kind.itemTokenScope}:${params[kind.param]}` : undefined,
       handler: (ctx) => {
-        kind.beforeRead?.(ctx, ctx.params[kind.param]!);
-        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx));
+        kind.beforeRead?.(ctx, deps, ctx.params[kind.param]!);
+        const found = loadItem(deps, kind, ctx, ctx.params[kind.param]!, parentKey(deps, kind, ctx));
         const show = showSecrets(ctx);
         // The document's JSON is kept until its next save, like a list item's (the "get" variants keep the events
         // a list item drops); read-time fields (they follow the clock) are added to it on each read.
-        const live = kind.readFields?.(found.doc, ctx);
-        const render = () => renderDoc(kind, found.doc, show);
-        const text = withLiveFields(ctx.deps.resources.renderedJson(found, show ? "get-secrets-shown" : "get-secrets-masked", render), found.doc, live);
+        const live = kind.readFields?.(found.doc, ctx, deps);
+        const render = () => renderDoc(deps, kind, found.doc, show);
+        const text = withLiveFields(deps.resources.renderedJson(found, show ? "get-secrets-shown" : "get-secrets-masked", render), found.doc, live);
         return text === undefined ? { ...render(), ...live } : new RawJson(text);
       },
     });
@@ -190,11 +196,11 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       path: item,
       scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
       handler: (ctx) => {
-        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parentKey(kind, ctx));
+        const found = loadItem(deps, kind, ctx, ctx.params[kind.param]!, parentKey(deps, kind, ctx));
         const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
         if (body.metadata.name !== undefined && body.metadata.name !== found.name)
           throw errors.badRequest("metadata.name: cannot be changed (names are immutable)");
-        const now = ctx.deps.clock.now();
+        const now = deps.clock.now();
         const previous = found.doc;
         const doc: ResourceDoc = {
           ...previous,
@@ -204,14 +210,14 @@ export function crudOperations(kind: ResourceKind): Operation[] {
         for (const key of Object.keys(kind.extra ?? {}))
           if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
         keepMaskedSecrets(doc.spec, previous.spec);
-        kind.prepare?.(doc, ctx, previous);
+        kind.prepare?.(doc, ctx, deps, previous);
         if (kind.lifecycle === "deployment") {
           (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
-          startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, ctx.deps.testHooks.transitions);
+          startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);
         }
         found.doc = doc;
-        save(ctx, found);
-        return renderDoc(kind, doc, false, ctx);
+        save(deps, found);
+        return renderDoc(deps, kind, doc, false, ctx);
       },
     });
   }
@@ -222,19 +228,19 @@ export function crudOperations(kind: ResourceKind): Operation[] {
       path: item,
       scope: scopeFor(kind.scope, "delete"),
       handler: (ctx) => {
-        const parent = parentKey(kind, ctx);
-        const found = loadItem(kind, ctx, ctx.params[kind.param]!, parent);
+        const parent = parentKey(deps, kind, ctx);
+        const found = loadItem(deps, kind, ctx, ctx.params[kind.param]!, parent);
         const finish = () => {
-          ctx.deps.db.transaction(() => {
-            ctx.deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
-            if (kind.children?.length) ctx.deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
+          deps.db.transaction(() => {
+            deps.resources.delete(ctx.workspace, kind.kind, found.name, parent);
+            if (kind.children?.length) deps.resources.deleteChildren(ctx.workspace, kind.children, parent ? `${parent}/${found.name}` : found.name);
           })();
-          if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", ctx.deps.clock.now(), "deleting");
-          const rendered = renderDoc(kind, found.doc, false);
+          if (kind.lifecycle !== "none") forceStatus(found.doc as Deployable, "DELETING", deps.clock.now(), "deleting");
+          const rendered = renderDoc(deps, kind, found.doc, false);
           return kind.deleteReply ? kind.deleteReply(rendered) : rendered;
         };
         // A check that must ask the sandboxes' agents (drives: mounted anywhere?) answers later.
-        const check = kind.beforeDelete?.(found, ctx);
+        const check = kind.beforeDelete?.(found, ctx, deps);
         return check instanceof Promise ? check.then(finish) : finish();
       },
     });

@@ -5,7 +5,8 @@ import { toIso as iso } from "../../src/clock.js";
 import { signJwt } from "../auth/jwt.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
-import type { ResourceDoc, ResourceKind } from "./kind.js";
+import type { SimDeps } from "../deps.js";
+import type { ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
 import { customDomainKind, integrationConnectionKind, policyKind } from "./kinds/config.js";
 import { egressGatewayKind, egressIpKind } from "./kinds/network.js";
 import { driveKind, volumeKind, volumeTemplateKind } from "./kinds/storage.js";
@@ -14,8 +15,11 @@ import type { CoreEvent } from "./lifecycle.js";
 
 /** Operations attached to a kind that are not plain CRUD: revisions, lookups, verify, shares, tokens. */
 
-function revisions(kind: ResourceKind, ctx: OpContext) {
-  const item = loadItem(kind, ctx, ctx.params[kind.param]!, "");
+/** The generic layer's dependencies, and the key drive tokens are signed with. */
+export type ExtraDeps = ResourceDeps & Pick<SimDeps, "jwtSecret">;
+
+function revisions(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+  const item = loadItem(deps, kind, ctx, ctx.params[kind.param]!, "");
   const events = (item.doc.events ?? []) as CoreEvent[];
   const byRevision = new Map<string, CoreEvent>();
   for (const e of events) if (!byRevision.has(e.revision)) byRevision.set(e.revision, e);
@@ -31,29 +35,29 @@ function revisions(kind: ResourceKind, ctx: OpContext) {
   }));
 }
 
-function byExternalId(kind: ResourceKind, ctx: OpContext) {
-  const found = ctx.deps.resources
+function byExternalId(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+  const found = deps.resources
     .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, sort: "createdAt:desc" })
     .find((i) => i.doc.metadata.externalId === ctx.params.externalId);
   if (!found) throw errors.notFound(`no ${kind.kind} with externalId "${ctx.params.externalId}"`);
-  return renderDoc(kind, loadItem(kind, ctx, found.name, "").doc, showSecrets(ctx));
+  return renderDoc(deps, kind, loadItem(deps, kind, ctx, found.name, "").doc, showSecrets(ctx));
 }
 
-function allUnderParents(kind: ResourceKind, ctx: OpContext) {
-  return ctx.deps.resources
+function allUnderParents(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+  return deps.resources
     .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, parent: null, sort: "createdAt:desc" })
-    .map((i) => renderDoc(kind, i.doc, false));
+    .map((i) => renderDoc(deps, kind, i.doc, false));
 }
 
 /** Verify: the TXT records the domain was given must be published in the simulated DNS (set with PUT /_sim/dns/{domain}). */
-function verifyDomain(ctx: OpContext) {
-  const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
+function verifyDomain(deps: ExtraDeps, ctx: OpContext) {
+  const item = loadItem(deps, customDomainKind, ctx, ctx.params.domainName!, "");
   const spec = item.doc.spec as { txtRecords?: Record<string, string>; status?: string; lastVerifiedAt?: string; verificationError?: string };
-  const published = ctx.deps.testHooks.dns.get(item.name)?.txt ?? {};
+  const published = deps.testHooks.dns.get(item.name)?.txt ?? {};
   const missing = Object.entries(spec.txtRecords ?? {})
     .filter(([name, value]) => published[name] !== value)
     .map(([name]) => name);
-  spec.lastVerifiedAt = iso(ctx.deps.clock.now());
+  spec.lastVerifiedAt = iso(deps.clock.now());
   if (missing.length) {
     spec.status = "failed";
     spec.verificationError = `TXT record${missing.length > 1 ? "s" : ""} not found: ${missing.join(", ")}`;
@@ -62,14 +66,14 @@ function verifyDomain(ctx: OpContext) {
     delete spec.verificationError;
   }
   item.doc.metadata.updatedAt = spec.lastVerifiedAt;
-  save(ctx, item);
-  return renderDoc(customDomainKind, item.doc, false);
+  save(deps, item);
+  return renderDoc(deps, customDomainKind, item.doc, false);
 }
 
 const SHARE_KIND = "custom-domain-share";
 
-function domainShares(ctx: OpContext, domain: string) {
-  return ctx.deps.resources
+function domainShares(deps: ExtraDeps, ctx: OpContext, domain: string) {
+  return deps.resources
     .list<{ workspace: string; status: string; workspaceDisplayName?: string }>({
       workspace: ctx.workspace,
       kind: SHARE_KIND,
@@ -79,194 +83,214 @@ function domainShares(ctx: OpContext, domain: string) {
     .map((s) => s.doc);
 }
 
-function shareDomain(ctx: OpContext) {
-  const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
+function shareDomain(deps: ExtraDeps, ctx: OpContext) {
+  const item = loadItem(deps, customDomainKind, ctx, ctx.params.domainName!, "");
   const { targetWorkspace } = parse(z.strictObject({ targetWorkspace: z.string().min(1, "required") }), ctx.body ?? {}, "body");
-  const target = targetWorkspace === "account" ? undefined : ctx.deps.accounts.workspace(targetWorkspace);
+  const target = targetWorkspace === "account" ? undefined : deps.accounts.workspace(targetWorkspace);
   if (targetWorkspace !== "account" && (!target || target.accountId !== ctx.principal.accountId))
     throw errors.badRequest(`targetWorkspace: "${targetWorkspace}" is not a workspace of this account`);
   if (targetWorkspace === ctx.workspace) throw errors.badRequest("targetWorkspace: cannot share a domain with its own workspace");
   const share = { workspace: targetWorkspace, status: "active", workspaceDisplayName: String(target?.doc.displayName ?? "account") };
   if (
-    !ctx.deps.resources.tryInsert({
+    !deps.resources.tryInsert({
       workspace: ctx.workspace,
       kind: SHARE_KIND,
       parent: item.name,
       name: targetWorkspace,
-      createdMs: ctx.deps.clock.now(),
+      createdMs: deps.clock.now(),
       status: "active",
       doc: share,
     })
   )
     throw errors.conflict(`domain already shared with "${targetWorkspace}"`);
-  return renderDoc(customDomainKind, item.doc, false);
+  return renderDoc(deps, customDomainKind, item.doc, false);
 }
 
 const AccessTokenTtlS = 3600;
 
-export const extraOperations: Operation[] = [
-  ...([agentKind, functionKind, jobKind, modelKind] as const).map((kind): Operation => ({
-    id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`,
-    method: "get",
-    path: `${kind.collection}/:${kind.param}/revisions`,
-    scope: `${kind.scope}:get` as never,
-    handler: (ctx) => revisions(kind, ctx),
-  })),
-  {
-    id: "listApplicationRevisions",
-    method: "get",
-    path: "/applications/:applicationName/revisions",
-    scope: "applications:get",
-    handler: (ctx) => revisions(applicationKind, ctx),
-  },
-  {
-    id: "createApplicationCustomDomain",
-    method: "post",
-    path: "/applications/:applicationName/customdomains",
-    scope: "customdomains:create",
-    handler: (ctx) => {
-      loadItem(applicationKind, ctx, ctx.params.applicationName!, "");
-      const doc = buildNew(customDomainKind, ctx, "");
-      doc.spec.domainType = "applications";
-      doc.metadata.labels = { ...doc.metadata.labels, application: ctx.params.applicationName! };
-      insertNew(customDomainKind, ctx, "", doc);
-      return renderDoc(customDomainKind, doc, false);
-    },
-  },
-  {
-    id: "getVolumeByExternalId",
-    method: "get",
-    path: "/volumes/by-external-id/:externalId",
-    scope: "volumes:get",
-    handler: (ctx) => byExternalId(volumeKind, ctx),
-  },
-  { id: "getDriveByExternalId", method: "get", path: "/drives/by-external-id/:externalId", scope: "admin", handler: (ctx) => byExternalId(driveKind, ctx) },
-  // HS256 tokens have no public key to publish; the set names the key id and algorithm.
-  {
-    id: "getDriveJwks",
-    method: "get",
-    path: "/drives/jwks.json",
-    scope: "admin",
-    level: "account",
-    handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }),
-  },
-  {
-    id: "createDriveAccessToken",
-    method: "post",
-    path: "/drives/:driveName/access-token",
-    scope: "admin",
-    handler: (ctx) => {
-      const drive = loadItem(driveKind, ctx, ctx.params.driveName!, "");
-      const iat = Math.floor(ctx.deps.clock.now() / 1000);
-      const token = signJwt(
-        {
-          iss: "sandbox-sim",
-          sub: ctx.principal.sub,
-          sub_type: ctx.principal.type,
-          scope: `drive:${drive.name}`,
-          iat,
-          exp: iat + AccessTokenTtlS,
-          jti: ctx.deps.ids(),
-          workspace: ctx.workspace,
-        },
-        ctx.deps.jwtSecret,
-      );
-      return { access_token: token, expires_in: AccessTokenTtlS, token_type: "Bearer" };
-    },
-  },
-  {
-    id: "deleteVolumeTemplateVersion",
-    method: "delete",
-    path: "/volume_templates/:volumeTemplateName/versions/:versionName",
-    scope: "volumeTemplates:delete",
-    handler: (ctx) => {
-      const item = loadItem(volumeTemplateKind, ctx, ctx.params.volumeTemplateName!, "");
-      const versions = (item.doc.versions ?? []) as { name?: string }[];
-      if (!versions.some((v) => v.name === ctx.params.versionName)) throw errors.notFound(`version "${ctx.params.versionName}" not found`);
-      item.doc.versions = versions.filter((v) => v.name !== ctx.params.versionName);
-      item.doc.state = {
-        ...(item.doc.state as object),
-        versionCount: (item.doc.versions as unknown[]).length,
-        latestVersion: (item.doc.versions as { name?: string }[]).at(-1)?.name,
-      };
-      save(ctx, item);
-      return { message: `version ${ctx.params.versionName} deleted`, template: renderDoc(volumeTemplateKind, item.doc, false) };
-    },
-  },
-  { id: "verifyCustomDomain", method: "post", path: "/customdomains/:domainName/verify", scope: "customdomains:update", handler: verifyDomain },
-  {
-    id: "listCustomDomainShares",
-    method: "get",
-    path: "/customdomains/:domainName/share",
-    scope: "customdomains:get",
-    handler: (ctx) => domainShares(ctx, loadItem(customDomainKind, ctx, ctx.params.domainName!, "").name),
-  },
-  { id: "shareCustomDomain", method: "post", path: "/customdomains/:domainName/share", scope: "customdomains:update", handler: shareDomain },
-  {
-    id: "unshareCustomDomain",
-    method: "delete",
-    path: "/customdomains/:domainName/share/:targetWorkspace",
-    scope: "customdomains:update",
-    handler: (ctx) => {
-      const item = loadItem(customDomainKind, ctx, ctx.params.domainName!, "");
-      if (!ctx.deps.resources.delete(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, item.name))
-        throw errors.notFound(`domain not shared with "${ctx.params.targetWorkspace}"`);
-      return renderDoc(customDomainKind, item.doc, false);
-    },
-  },
-  {
-    id: "getPolicyUsages",
-    method: "get",
-    path: "/policies/:policyName/usages",
-    scope: "policies:get",
-    handler: (ctx) => {
-      const policy = loadItem(policyKind, ctx, ctx.params.policyName!, "");
-      const users = ctx.deps.resources
-        .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "job", "model", "sandbox"])
-        .filter((r) => Array.isArray(r.doc.spec?.policies) && (r.doc.spec.policies as string[]).includes(policy.name));
-      const of = (kind: string) => users.filter((u) => u.kind === kind).map((u) => ({ name: u.name, type: kind }));
-      return { agents: of("agent"), functions: of("function"), jobs: of("job"), models: of("model"), sandboxes: of("sandbox") };
-    },
-  },
-  { id: "listAllEgressGateways", method: "get", path: "/egressgateways", scope: "admin", handler: (ctx) => allUnderParents(egressGatewayKind, ctx) },
-  {
-    id: "getEgressGatewayUsage",
-    method: "get",
-    path: "/egressgateways/usage",
-    scope: "admin",
-    handler: (ctx) => {
-      const usage: Record<string, string[]> = {};
-      for (const g of ctx.deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: egressGatewayKind.kind, parent: null, sort: "name:asc" }))
-        usage[g.name] = [];
-      for (const s of ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"])) {
-        const gateway = (s.doc.spec?.network as { egress?: { gateway?: string } } | undefined)?.egress?.gateway;
-        if (gateway) (usage[gateway] ??= []).push(s.name);
-      }
-      return usage;
-    },
-  },
-  { id: "listAllEgressIps", method: "get", path: "/egressips", scope: "admin", handler: (ctx) => allUnderParents(egressIpKind, ctx) },
-  ...["getIntegrationConnectionModelEndpointConfigurations:/endpointConfigurations", "listIntegrationConnectionModels:/models"].map((entry): Operation => {
-    const [id, suffix] = entry.split(":") as [string, string];
-    return {
-      id,
+export function extraOperations(deps: ExtraDeps): Operation[] {
+  return [
+    ...([agentKind, functionKind, jobKind, modelKind] as const).map((kind): Operation => ({
+      id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`,
       method: "get",
-      path: `/integrations/connections/:connectionName${suffix}`,
+      path: `${kind.collection}/:${kind.param}/revisions`,
+      scope: `${kind.scope}:get` as never,
+      handler: (ctx) => revisions(deps, kind, ctx),
+    })),
+    {
+      id: "listApplicationRevisions",
+      method: "get",
+      path: "/applications/:applicationName/revisions",
+      scope: "applications:get",
+      handler: (ctx) => revisions(deps, applicationKind, ctx),
+    },
+    {
+      id: "createApplicationCustomDomain",
+      method: "post",
+      path: "/applications/:applicationName/customdomains",
+      scope: "customdomains:create",
+      handler: (ctx) => {
+        loadItem(deps, applicationKind, ctx, ctx.params.applicationName!, "");
+        const doc = buildNew(deps, customDomainKind, ctx, "");
+        doc.spec.domainType = "applications";
+        doc.metadata.labels = { ...doc.metadata.labels, application: ctx.params.applicationName! };
+        insertNew(deps, customDomainKind, ctx, "", doc);
+        return renderDoc(deps, customDomainKind, doc, false);
+      },
+    },
+    {
+      id: "getVolumeByExternalId",
+      method: "get",
+      path: "/volumes/by-external-id/:externalId",
+      scope: "volumes:get",
+      handler: (ctx) => byExternalId(deps, volumeKind, ctx),
+    },
+    {
+      id: "getDriveByExternalId",
+      method: "get",
+      path: "/drives/by-external-id/:externalId",
+      scope: "admin",
+      handler: (ctx) => byExternalId(deps, driveKind, ctx),
+    },
+    // HS256 tokens have no public key to publish; the set names the key id and algorithm.
+    {
+      id: "getDriveJwks",
+      method: "get",
+      path: "/drives/jwks.json",
+      scope: "admin",
+      level: "account",
+      handler: () => ({ keys: [{ kty: "oct", kid: "sandbox-sim", alg: "HS256", use: "sig" }] }),
+    },
+    {
+      id: "createDriveAccessToken",
+      method: "post",
+      path: "/drives/:driveName/access-token",
       scope: "admin",
       handler: (ctx) => {
-        const c = loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
-        return suffix === "/models" ? [] : { integration: (c.doc.spec as { integration?: string }).integration ?? "", endpoints: {} };
+        const drive = loadItem(deps, driveKind, ctx, ctx.params.driveName!, "");
+        const iat = Math.floor(deps.clock.now() / 1000);
+        const token = signJwt(
+          {
+            iss: "sandbox-sim",
+            sub: ctx.principal.sub,
+            sub_type: ctx.principal.type,
+            scope: `drive:${drive.name}`,
+            iat,
+            exp: iat + AccessTokenTtlS,
+            jti: deps.ids(),
+            workspace: ctx.workspace,
+          },
+          deps.jwtSecret,
+        );
+        return { access_token: token, expires_in: AccessTokenTtlS, token_type: "Bearer" };
       },
-    };
-  }),
-  {
-    id: "getIntegrationConnectionModel",
-    method: "get",
-    path: "/integrations/connections/:connectionName/models/:modelId",
-    scope: "admin",
-    handler: (ctx) => {
-      loadItem(integrationConnectionKind, ctx, ctx.params.connectionName!, "");
-      throw errors.notFound(`model "${ctx.params.modelId}" not found on this connection`);
     },
-  },
-];
+    {
+      id: "deleteVolumeTemplateVersion",
+      method: "delete",
+      path: "/volume_templates/:volumeTemplateName/versions/:versionName",
+      scope: "volumeTemplates:delete",
+      handler: (ctx) => {
+        const item = loadItem(deps, volumeTemplateKind, ctx, ctx.params.volumeTemplateName!, "");
+        const versions = (item.doc.versions ?? []) as { name?: string }[];
+        if (!versions.some((v) => v.name === ctx.params.versionName)) throw errors.notFound(`version "${ctx.params.versionName}" not found`);
+        item.doc.versions = versions.filter((v) => v.name !== ctx.params.versionName);
+        item.doc.state = {
+          ...(item.doc.state as object),
+          versionCount: (item.doc.versions as unknown[]).length,
+          latestVersion: (item.doc.versions as { name?: string }[]).at(-1)?.name,
+        };
+        save(deps, item);
+        return { message: `version ${ctx.params.versionName} deleted`, template: renderDoc(deps, volumeTemplateKind, item.doc, false) };
+      },
+    },
+    {
+      id: "verifyCustomDomain",
+      method: "post",
+      path: "/customdomains/:domainName/verify",
+      scope: "customdomains:update",
+      handler: (ctx) => verifyDomain(deps, ctx),
+    },
+    {
+      id: "listCustomDomainShares",
+      method: "get",
+      path: "/customdomains/:domainName/share",
+      scope: "customdomains:get",
+      handler: (ctx) => domainShares(deps, ctx, loadItem(deps, customDomainKind, ctx, ctx.params.domainName!, "").name),
+    },
+    {
+      id: "shareCustomDomain",
+      method: "post",
+      path: "/customdomains/:domainName/share",
+      scope: "customdomains:update",
+      handler: (ctx) => shareDomain(deps, ctx),
+    },
+    {
+      id: "unshareCustomDomain",
+      method: "delete",
+      path: "/customdomains/:domainName/share/:targetWorkspace",
+      scope: "customdomains:update",
+      handler: (ctx) => {
+        const item = loadItem(deps, customDomainKind, ctx, ctx.params.domainName!, "");
+        if (!deps.resources.delete(ctx.workspace, SHARE_KIND, ctx.params.targetWorkspace!, item.name))
+          throw errors.notFound(`domain not shared with "${ctx.params.targetWorkspace}"`);
+        return renderDoc(deps, customDomainKind, item.doc, false);
+      },
+    },
+    {
+      id: "getPolicyUsages",
+      method: "get",
+      path: "/policies/:policyName/usages",
+      scope: "policies:get",
+      handler: (ctx) => {
+        const policy = loadItem(deps, policyKind, ctx, ctx.params.policyName!, "");
+        const users = deps.resources
+          .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "job", "model", "sandbox"])
+          .filter((r) => Array.isArray(r.doc.spec?.policies) && (r.doc.spec.policies as string[]).includes(policy.name));
+        const of = (kind: string) => users.filter((u) => u.kind === kind).map((u) => ({ name: u.name, type: kind }));
+        return { agents: of("agent"), functions: of("function"), jobs: of("job"), models: of("model"), sandboxes: of("sandbox") };
+      },
+    },
+    { id: "listAllEgressGateways", method: "get", path: "/egressgateways", scope: "admin", handler: (ctx) => allUnderParents(deps, egressGatewayKind, ctx) },
+    {
+      id: "getEgressGatewayUsage",
+      method: "get",
+      path: "/egressgateways/usage",
+      scope: "admin",
+      handler: (ctx) => {
+        const usage: Record<string, string[]> = {};
+        for (const g of deps.resources.list<ResourceDoc>({ workspace: ctx.workspace, kind: egressGatewayKind.kind, parent: null, sort: "name:asc" }))
+          usage[g.name] = [];
+        for (const s of deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"])) {
+          const gateway = (s.doc.spec?.network as { egress?: { gateway?: string } } | undefined)?.egress?.gateway;
+          if (gateway) (usage[gateway] ??= []).push(s.name);
+        }
+        return usage;
+      },
+    },
+    { id: "listAllEgressIps", method: "get", path: "/egressips", scope: "admin", handler: (ctx) => allUnderParents(deps, egressIpKind, ctx) },
+    ...["getIntegrationConnectionModelEndpointConfigurations:/endpointConfigurations", "listIntegrationConnectionModels:/models"].map((entry): Operation => {
+      const [id, suffix] = entry.split(":") as [string, string];
+      return {
+        id,
+        method: "get",
+        path: `/integrations/connections/:connectionName${suffix}`,
+        scope: "admin",
+        handler: (ctx) => {
+          const c = loadItem(deps, integrationConnectionKind, ctx, ctx.params.connectionName!, "");
+          return suffix === "/models" ? [] : { integration: (c.doc.spec as { integration?: string }).integration ?? "", endpoints: {} };
+        },
+      };
+    }),
+    {
+      id: "getIntegrationConnectionModel",
+      method: "get",
+      path: "/integrations/connections/:connectionName/models/:modelId",
+      scope: "admin",
+      handler: (ctx) => {
+        loadItem(deps, integrationConnectionKind, ctx, ctx.params.connectionName!, "");
+        throw errors.notFound(`model "${ctx.params.modelId}" not found on this connection`);
+      },
+    },
+  ];
+}

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { PageLimits } from "../../src/pagination.js";
+import type { SimDeps } from "../deps.js";
 import type { OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
 import type { DeploymentStatus } from "./lifecycle.js";
@@ -19,6 +20,15 @@ export interface ResourceDoc {
   events?: unknown[];
   [key: string]: unknown;
 }
+
+/**
+ * What the generic CRUD layer (crud.ts) and the kinds' hooks use, handed in where the operations table is built
+ * (operations.ts, from the composition root): a kind's hook gets it as an argument, never from the request.
+ */
+export type ResourceDeps = Pick<
+  SimDeps,
+  "db" | "resources" | "clock" | "ids" | "testHooks" | "cursors" | "urls" | "logger" | "config" | "sandboxes" | "jobs" | "accounts" | "meter"
+>;
 
 export interface ResourceKind {
   /** Store key, singular: "agent", "egress-gateway". */
@@ -52,15 +62,15 @@ export interface ResourceKind {
   /** Name rule when it differs from the common one (custom domains are DNS names). */
   name?: z.ZodType<string>;
   /** Name generated when metadata.name is absent; without it the name is required. */
-  generateName?: (ctx: OpContext) => string;
+  generateName?: (ctx: OpContext, deps: ResourceDeps) => string;
   /** Fills defaults and derived fields (url, region...) on create and update. */
-  prepare?: (doc: ResourceDoc, ctx: OpContext, previous?: ResourceDoc) => void;
+  prepare?: (doc: ResourceDoc, ctx: OpContext, deps: ResourceDeps, previous?: ResourceDoc) => void;
   /** Secret masking; `show` is true only for an admin passing show_secrets=true. */
   mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
   /** Fields that depend on the moment of reading (a sandbox's expiresIn): added to every read, never cached. */
-  readFields?: (doc: ResourceDoc, ctx: OpContext) => Record<string, unknown> | undefined;
+  readFields?: (doc: ResourceDoc, ctx: OpContext, deps: ResourceDeps) => Record<string, unknown> | undefined;
   /** Runs before a get (with the item's name) or a list answers: time-driven changes the reader must see (a sandbox's expiry). */
-  beforeRead?: (ctx: OpContext, name?: string) => void;
+  beforeRead?: (ctx: OpContext, deps: ResourceDeps, name?: string) => void;
   /** The list item form (e.g. lite sandboxes without events). */
   listItem?: (doc: ResourceDoc) => unknown;
   /** Error details for a duplicate name (e.g. {code: "VOLUME_ALREADY_EXISTS"}). */
@@ -68,7 +78,7 @@ export interface ResourceKind {
   /** Child kinds stored under this resource, deleted with it. */
   children?: string[];
   /** Throws (409) when the resource may not be deleted now; may answer later (a promise) when it must ask the sandboxes' agents. */
-  beforeDelete?: (item: StoredResource<ResourceDoc>, ctx: OpContext) => void | Promise<void>;
+  beforeDelete?: (item: StoredResource<ResourceDoc>, ctx: OpContext, deps: ResourceDeps) => void | Promise<void>;
   /** What DELETE answers; default: the resource (status DELETING for deployed kinds). */
   deleteReply?: (doc: ResourceDoc) => unknown;
 }

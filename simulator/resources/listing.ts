@@ -1,7 +1,8 @@
 import { errors } from "../../src/errors.js";
 import { parsePageQuery, RESOURCE_PAGE, type Page, type PageLimits } from "../../src/pagination.js";
+import type { CursorCodec } from "../../src/cursor.js";
 import type { OpContext } from "../http/operation.js";
-import type { StoredResource } from "../store/resources.js";
+import type { ResourceStore, StoredResource } from "../store/resources.js";
 
 /**
  * How a list answers (control-plane.md §4): "versioned" = bare array below
@@ -29,8 +30,13 @@ interface Position {
   name: string;
 }
 
-export function listResources<T>(ctx: OpContext, request: ListRequest, render: (item: StoredResource) => T): T[] | Page<T> {
-  const { deps, workspace } = ctx;
+export function listResources<T>(
+  deps: { resources: ResourceStore; cursors: CursorCodec },
+  ctx: OpContext,
+  request: ListRequest,
+  render: (item: StoredResource) => T,
+): T[] | Page<T> {
+  const { workspace } = ctx;
   const store = deps.resources;
   const paged = request.shape === "paged" || (request.shape === "versioned" && ctx.paginated);
   const base = { workspace, kind: request.kind, parent: request.parent === undefined ? "" : request.parent };

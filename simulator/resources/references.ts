@@ -1,9 +1,9 @@
 import { errors } from "../../src/errors.js";
 import type { OpContext } from "../http/operation.js";
-import type { ResourceDoc } from "./kind.js";
+import type { ResourceDeps, ResourceDoc } from "./kind.js";
 
 /** Names in `spec.policies` / `spec.integrationConnections` must exist in the workspace (400 naming the field). */
-export function checkReferences(doc: ResourceDoc, ctx: OpContext): void {
+export function checkReferences(deps: Pick<ResourceDeps, "resources">, doc: ResourceDoc, ctx: OpContext): void {
   const refs: [string, string, string][] = [
     ["policies", "policy", "spec.policies"],
     ["integrationConnections", "integration-connection", "spec.integrationConnections"],
@@ -12,7 +12,7 @@ export function checkReferences(doc: ResourceDoc, ctx: OpContext): void {
     const names = doc.spec[field];
     if (!Array.isArray(names)) continue;
     names.forEach((name, i) => {
-      if (typeof name !== "string" || !ctx.deps.resources.get(ctx.workspace, kind, name))
+      if (typeof name !== "string" || !deps.resources.get(ctx.workspace, kind, name))
         throw errors.badRequest(`${label}[${i}]: ${kind.replace("-", " ")} "${String(name)}" does not exist`);
     });
   }
@@ -22,11 +22,12 @@ export function checkReferences(doc: ResourceDoc, ctx: OpContext): void {
 export const REFERRING_KINDS = ["agent", "function", "job", "model", "sandbox", "application"];
 
 /** Names of resources whose spec[field] lists `name` (for 409 on delete and for policy usages). */
-export function referrers(ctx: OpContext, field: string, name: string): { kind: string; name: string }[] {
-  return ctx.deps.resources
+export function referrers(deps: Pick<ResourceDeps, "resources">, ctx: OpContext, field: string, name: string): { kind: string; name: string }[] {
+  return deps.resources
     .allOfKind<ResourceDoc>(ctx.workspace, REFERRING_KINDS)
     .filter((r) => Array.isArray(r.doc.spec?.[field]) && (r.doc.spec[field] as unknown[]).includes(name))
     .map((r) => ({ kind: r.kind, name: r.name }));
 }
 
-export const runUrl = (ctx: OpContext, plural: string, name: string): string => `${ctx.deps.urls.base}/${ctx.workspace}/${plural}/${name}`;
+export const runUrl = (deps: Pick<ResourceDeps, "urls">, ctx: OpContext, plural: string, name: string): string =>
+  `${deps.urls.base}/${ctx.workspace}/${plural}/${name}`;

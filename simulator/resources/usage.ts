@@ -4,7 +4,6 @@ import type { ResourceRef } from "../metrics/record.js";
 import type { StoredResource } from "../store/resources.js";
 import type { ResourceDoc } from "./kind.js";
 import type { Deployable } from "./lifecycle.js";
-import type { SandboxAgents } from "../agents/registry.js";
 import type { Clock } from "../../src/clock.js";
 import type { UsageMeter } from "../metrics/meter.js";
 
@@ -52,13 +51,21 @@ interface Metering {
   live: "deployment" | "stored" | "verified";
 }
 
+/**
+ * What a sandbox's compute is billed by: its record's DEPLOYED time (records only), or its agent's run time
+ * ("agent": sandboxes/usage.ts meters it from the agent's events). The composition root picks it once.
+ */
+export type SandboxCompute = "record" | "agent";
+
 /** What a resource of this kind is billed for; undefined: nothing. */
-export function meteringOf(deps: { agents?: SandboxAgents }, item: Meterable): Metering | undefined {
+export function meteringOf(deps: { sandboxCompute: SandboxCompute }, item: Meterable): Metering | undefined {
   const doc = item.doc;
   switch (item.kind) {
     case "sandbox":
       // With real agents, a sandbox is billed for its agent's run time (sandboxes/usage.ts).
-      return deps.agents ? undefined : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
+      return deps.sandboxCompute === "agent"
+        ? undefined
+        : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
     case "agent":
       return { type: "agent", dimension: "agent_compute_runtime_gbs", gb: memoryGb(doc), live: "deployment" };
     case "function":
@@ -73,7 +80,7 @@ export function meteringOf(deps: { agents?: SandboxAgents }, item: Meterable): M
 }
 
 /** Brings the meter in line with the resource as it is now (after create, update, settle, verify, status hook). */
-export function meterResource(deps: { agents?: SandboxAgents; meter: UsageMeter; clock: Clock }, item: Meterable): void {
+export function meterResource(deps: { sandboxCompute: SandboxCompute; meter: UsageMeter; clock: Clock }, item: Meterable): void {
   const m = meteringOf(deps, item);
   if (!m) return;
   const ref = refOf(item, m.type);

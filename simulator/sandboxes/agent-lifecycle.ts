@@ -7,9 +7,8 @@ import { mountsUnder } from "../agents/retention.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "./status.js";
 import type { OpContext } from "../http/operation.js";
-import type { SimDeps } from "../deps.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
-import type { ResourceDoc } from "../resources/kind.js";
+import type { ResourceDeps, ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import type { SandboxRecordView } from "./runtime.js";
 
@@ -31,60 +30,60 @@ export function launchOptions(doc: unknown): { env: Record<string, string>; imag
   return { env: envOf(doc as Parameters<typeof envOf>[0]), image: spec?.runtime?.image, volumes, ...(memory ? { memoryMb: memory } : {}) };
 }
 
-function reply(ctx: OpContext, name: string): ResourceDoc {
-  return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, name, "").doc, false, ctx);
+function reply(deps: ResourceDeps, ctx: OpContext, name: string): ResourceDoc {
+  return renderDoc(deps, sandboxKind, loadItem(deps, sandboxKind, ctx, name, "").doc, false, ctx);
 }
 
 /** Starts the agent (status DEPLOYED once it is healthy, through its "started" event) and waits for it. */
-async function startAgent(ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
+async function startAgent(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
   // Deleted while its agent was stopping (a restart): no new agent for a sandbox that is gone.
-  if (!ctx.deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found (deleted meanwhile)`);
+  if (!deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found (deleted meanwhile)`);
   agents.begin(ctx.workspace, name, launchOptions(doc));
   const failure = await agents.ensure(ctx.workspace, name);
   if (failure) throw errors.serviceUnavailable(`sandbox "${name}" in workspace "${ctx.workspace}": its agent did not start: ${failure}`);
 }
 
 /** A new sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
-export function markDeploying(ctx: OpContext, doc: SandboxRecordView): void {
+export function markDeploying(deps: ResourceDeps, ctx: OpContext, doc: SandboxRecordView): void {
   const event = {
     type: "deployment",
     status: "DEPLOYING",
     message: "deploying: starting the sandbox agent",
     revision: `rev-${(doc.__revision as number | undefined) ?? 1}`,
-    time: iso(ctx.deps.clock.now()),
+    time: iso(deps.clock.now()),
   };
   doc.status = "DEPLOYING";
   doc.events = [event];
 }
 
 /** Create: the record is DEPLOYING until the agent answers /health. */
-export async function awaitCreated(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export async function awaitCreated(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   const failure = await agents.ensure(ctx.workspace, name);
   if (failure) throw errors.serviceUnavailable(`sandbox "${name}" was created but its agent did not start: ${failure}`);
-  return reply(ctx, name);
+  return reply(deps, ctx, name);
 }
 
 /** Archive: ARCHIVING, the agent stops (files kept), ARCHIVED. */
-export function archive(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export function archive(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
-    const item = loadItem(sandboxKind, ctx, name, "");
+    const item = loadItem(deps, sandboxKind, ctx, name, "");
     if (!["DEPLOYED", "DEACTIVATED", "FAILED"].includes(item.status))
       throw errors.conflict(`sandbox "${name}" is ${item.status}; archive needs DEPLOYED, DEACTIVATED or FAILED`);
-    recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVING", "archiving: stopping the sandbox agent");
+    recordStatus(deps, ctx.workspace, name, "ARCHIVING", "archiving: stopping the sandbox agent");
     await agents.stop(ctx.workspace, name);
-    recordStatus(ctx.deps, ctx.workspace, name, "ARCHIVED", "archived: the sandbox agent is stopped, its files are kept");
-    return reply(ctx, name);
+    recordStatus(deps, ctx.workspace, name, "ARCHIVED", "archived: the sandbox agent is stopped, its files are kept");
+    return reply(deps, ctx, name);
   });
 }
 
 /** Unarchive: UNARCHIVING, a new agent on the same files, DEPLOYED once healthy. */
-export function unarchive(ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export function unarchive(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
-    const item = loadItem(sandboxKind, ctx, name, "");
+    const item = loadItem(deps, sandboxKind, ctx, name, "");
     if (item.status !== "ARCHIVED") throw errors.conflict(`sandbox "${name}" is ${item.status}; unarchive needs ARCHIVED`);
-    recordStatus(ctx.deps, ctx.workspace, name, "UNARCHIVING", "unarchiving: starting the sandbox agent on the kept files");
-    await startAgent(ctx, agents, name, item.doc);
-    return reply(ctx, name);
+    recordStatus(deps, ctx.workspace, name, "UNARCHIVING", "unarchiving: starting the sandbox agent on the kept files");
+    await startAgent(deps, ctx, agents, name, item.doc);
+    return reply(deps, ctx, name);
   });
 }
 
@@ -98,23 +97,30 @@ const UNTOUCHED = new Set(["ARCHIVED", "ARCHIVING", "UNARCHIVING", "FAILED", "DE
  * starts its agent again (files kept), and a change to what the agent is
  * launched with (spec.runtime.envs, image, memory, volumes) reboots it (reboot()).
  */
-export function afterUpdate(ctx: OpContext, agents: SandboxAgents, name: string, previous: ResourceDoc, previousStatus: string): Promise<ResourceDoc> {
+export function afterUpdate(
+  deps: ResourceDeps,
+  ctx: OpContext,
+  agents: SandboxAgents,
+  name: string,
+  previous: ResourceDoc,
+  previousStatus: string,
+): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
-    const item = loadItem(sandboxKind, ctx, name, "");
-    if (UNTOUCHED.has(previousStatus)) return reply(ctx, name);
+    const item = loadItem(deps, sandboxKind, ctx, name, "");
+    if (UNTOUCHED.has(previousStatus)) return reply(deps, ctx, name);
     const wantOff = (item.doc.spec as { enabled?: boolean }).enabled === false;
     const wasOff = OFF.has(previousStatus);
     if (wantOff && !wasOff) {
-      recordStatus(ctx.deps, ctx.workspace, name, "DEACTIVATING", "deactivating: stopping the sandbox agent");
+      recordStatus(deps, ctx.workspace, name, "DEACTIVATING", "deactivating: stopping the sandbox agent");
       await agents.stop(ctx.workspace, name);
-      recordStatus(ctx.deps, ctx.workspace, name, "DEACTIVATED", "deactivated: the sandbox agent is stopped, its files are kept");
+      recordStatus(deps, ctx.workspace, name, "DEACTIVATED", "deactivated: the sandbox agent is stopped, its files are kept");
     } else if (!wantOff && wasOff) {
-      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", "activating: starting the sandbox agent");
-      await startAgent(ctx, agents, name, item.doc);
+      recordStatus(deps, ctx.workspace, name, "DEPLOYING", "activating: starting the sandbox agent");
+      await startAgent(deps, ctx, agents, name, item.doc);
     } else if (!wantOff && !isDeepStrictEqual(launchOptions(previous), launchOptions(item.doc))) {
-      await reboot(ctx, agents, name, item.doc, changedLaunchField(launchOptions(previous), launchOptions(item.doc)));
+      await reboot(deps, ctx, agents, name, item.doc, changedLaunchField(launchOptions(previous), launchOptions(item.doc)));
     }
-    return reply(ctx, name);
+    return reply(deps, ctx, name);
   });
 }
 
@@ -135,8 +141,8 @@ function changedLaunchField(before: ReturnType<typeof launchOptions>, after: Ret
  * (they are not the sandbox's files), and so does the agent's state (process records, schedules,
  * which the platform keeps in its control plane).
  */
-async function reboot(ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown, what: string): Promise<void> {
-  recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `${what} changed: rebooting the sandbox (its files are reset)`);
+async function reboot(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown, what: string): Promise<void> {
+  recordStatus(deps, ctx.workspace, name, "DEPLOYING", `${what} changed: rebooting the sandbox (its files are reset)`);
   await agents.stop(ctx.workspace, name);
   let resetFailure: Error | undefined;
   try {
@@ -144,7 +150,7 @@ async function reboot(ctx: OpContext, agents: SandboxAgents, name: string, doc: 
   } catch (err) {
     resetFailure = err as Error;
   }
-  await startAgent(ctx, agents, name, doc);
+  await startAgent(deps, ctx, agents, name, doc);
   // Up again on its old files: the update applied, the reset did not, and the caller is told so.
   if (resetFailure) throw errors.internal(`sandbox "${name}" rebooted with its new spec, but its files could not be reset: ${resetFailure.message}`);
 }
@@ -175,9 +181,14 @@ const AGENTLESS = new Set(["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TER
  * it and waits until it is healthy (503 naming the sandbox when it cannot).
  * Other forced statuses (in-between ones) leave the agent as it is.
  */
-export function followForcedStatus(deps: SimDeps, workspace: string, name: string, status: string): Promise<void> {
-  const agents = deps.agents;
-  if (!agents || (!AGENTLESS.has(status) && status !== "DEPLOYED")) return Promise.resolve();
+export function followForcedStatus(
+  deps: Pick<ResourceDeps, "resources" | "clock">,
+  agents: SandboxAgents,
+  workspace: string,
+  name: string,
+  status: string,
+): Promise<void> {
+  if (!AGENTLESS.has(status) && status !== "DEPLOYED") return Promise.resolve();
   return agents.exclusive(workspace, name, async () => {
     const item = deps.resources.get(workspace, "sandbox", name);
     if (!item) return;
@@ -202,21 +213,21 @@ export function followForcedStatus(deps: SimDeps, workspace: string, name: strin
  * the restored files, the status DEPLOYING in between; a sandbox without an
  * agent (archived, deactivated) only gets its files replaced.
  */
-export function restoreSnapshot(ctx: OpContext, agents: SandboxAgents, name: string, snapshotId: string): Promise<void> {
+export function restoreSnapshot(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, snapshotId: string): Promise<void> {
   return agents.exclusive(ctx.workspace, name, async () => {
-    const item = loadItem(sandboxKind, ctx, name, "");
+    const item = loadItem(deps, sandboxKind, ctx, name, "");
     const running = agents.get(ctx.workspace, name) !== undefined;
     if (running) {
-      recordStatus(ctx.deps, ctx.workspace, name, "DEPLOYING", `restoring snapshot ${snapshotId}: stopping the sandbox agent`);
+      recordStatus(deps, ctx.workspace, name, "DEPLOYING", `restoring snapshot ${snapshotId}: stopping the sandbox agent`);
       await agents.stop(ctx.workspace, name);
     }
     try {
       await agents.snapshots.restoreInto(ctx.workspace, snapshotId, agents.rootDir(ctx.workspace, name));
     } catch (err) {
-      if (running) await startAgent(ctx, agents, name, item.doc);
+      if (running) await startAgent(deps, ctx, agents, name, item.doc);
       throw errors.conflict(`sandbox "${name}": snapshot ${snapshotId} could not be restored: ${(err as Error).message}`);
     }
-    if (running) await startAgent(ctx, agents, name, item.doc);
-    else recordStatus(ctx.deps, ctx.workspace, name, item.status, `restored snapshot ${snapshotId}: the sandbox's files were replaced`);
+    if (running) await startAgent(deps, ctx, agents, name, item.doc);
+    else recordStatus(deps, ctx.workspace, name, item.status, `restored snapshot ${snapshotId}: the sandbox's files were replaced`);
   });
 }

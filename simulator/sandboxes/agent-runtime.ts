@@ -4,7 +4,8 @@ import type { OpContext } from "../http/operation.js";
 import type { SandboxImages } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
-import { afterUpdate, archive, awaitCreated, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
+import type { ResourceDeps } from "../resources/kind.js";
+import { afterUpdate, archive, awaitCreated, followForcedStatus, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
 import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
@@ -42,29 +43,33 @@ export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = 
   return Promise.race([created, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Sandboxes with one real sandbox-agent each (simulator/agents); images checked at create when there is a store. */
-export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | undefined): SandboxRuntime<OpContext> {
+/**
+ * Sandboxes with one real sandbox-agent each (simulator/agents); images checked at create when there is a store.
+ * `shared` is what the generic record layer uses; the sandbox kind's hooks reach this runtime through it, so
+ * it is completed with the runtime itself.
+ */
+export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | undefined, shared: Omit<ResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
   const hooks: RecordHooks = {
     // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
     reused: (ctx, item) => {
       if (item.status === "DEPLOYED" || item.status === "DEPLOYING") agents.begin(ctx.workspace, item.name, launchOptions(item.doc));
     },
-    creating: (ctx, doc) => markDeploying(ctx, doc),
+    creating: (ctx, doc) => markDeploying(deps, ctx, doc),
     // Started now; calls through metadata.url wait until it is healthy.
     created: (ctx, doc) => agents.begin(ctx.workspace, doc.metadata.name, launchOptions(doc)),
   };
-  return {
+  const runtime: SandboxRuntime<OpContext> = {
     async create(ctx: OpContext) {
       // An image no source provides: 400 INVALID_IMAGE before any record exists, as the platform answers (no sandbox left behind).
       const image = imageOf(ctx.body);
       await images?.check(typeof image === "string" ? image : undefined);
       // DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED (the SDK's create expects it).
-      const doc = createRecord(ctx, hooks);
-      return withinCreateWait(awaitCreated(ctx, agents, doc.metadata.name), doc.metadata.name);
+      const doc = createRecord(deps, ctx, hooks);
+      return withinCreateWait(awaitCreated(deps, ctx, agents, doc.metadata.name), doc.metadata.name);
     },
     async update(ctx: OpContext) {
       // Read before the update: the store may hand the update the same (cached) item object.
-      const { name, doc, status } = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
+      const { name, doc, status } = loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "");
       const image = imageOf(ctx.body);
       // A new image must exist (the default error shape here: numeric code, the reason in the message).
       if (typeof image === "string" && image !== launchOptions(doc).image) {
@@ -72,12 +77,12 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
           throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
         });
       }
-      genericUpdate.handler(ctx);
+      update.handler(ctx);
       // A new spec.network applies to the running sandbox at once (simulator/egress): no restart.
       await agents.applyNetwork(ctx.workspace, name);
-      return afterUpdate(ctx, agents, name, doc, status);
+      return afterUpdate(deps, ctx, agents, name, doc, status);
     },
-    move: (ctx, plan) => (plan === "archive" ? archive(ctx, agents, ctx.params.sandboxName!) : unarchive(ctx, agents, ctx.params.sandboxName!)),
+    move: (ctx, plan) => (plan === "archive" ? archive(deps, ctx, agents, ctx.params.sandboxName!) : unarchive(deps, ctx, agents, ctx.params.sandboxName!)),
     isStarting: (workspace, name) => agents.get(workspace, name)?.state === "starting",
     lastUsedMs: (workspace, name) => agents.lastUsedMs(workspace, name) ?? 0,
     retire: (workspace, name, onError) => agents.retire(workspace, name, onError),
@@ -88,7 +93,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     retireWorkspace: (workspace, names, onError) => agents.retireWorkspace(workspace, names, onError),
     runUrl: (base, workspace, name) => `${base}/sbx/${workspace}/${name}`, // served by the sandbox proxy
     preparing(ctx, doc) {
-      checkVolumeAttachments(doc, ctx);
+      checkVolumeAttachments(deps, doc, ctx);
       // Drive permissions match these labels at mount time (agents/drives.ts, sandbox-agent/drives/access.ts).
       recordWorkloadLabels(agents, ctx.workspace, doc.metadata.name, doc.metadata.labels as Record<string, unknown> | undefined);
     },
@@ -111,22 +116,26 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     },
     saveSnapshot: (workspace, snapshotId, name) => agents.snapshots.save(workspace, snapshotId, agents.rootDir(workspace, name)),
     removeSnapshot: (workspace, snapshotId) => agents.snapshots.remove(workspace, snapshotId),
-    restoreSnapshot: (ctx, name, snapshotId) => restoreSnapshot(ctx, agents, name, snapshotId),
-    forking: (ctx, doc) => markDeploying(ctx, doc),
+    restoreSnapshot: (ctx, name, snapshotId) => restoreSnapshot(deps, ctx, agents, name, snapshotId),
+    forking: (ctx, doc) => markDeploying(deps, ctx, doc),
     async startFork(ctx, name, doc, from) {
       agents.begin(ctx.workspace, name, { ...launchOptions(doc), ...from });
-      await awaitCreated(ctx, agents, name);
+      await awaitCreated(deps, ctx, agents, name);
     },
+    followForcedStatus: (workspace, name, status) => followForcedStatus(deps, agents, workspace, name, status),
   };
+  const deps: ResourceDeps = { ...shared, sandboxes: runtime };
+  const update = genericUpdate(deps);
+  return runtime;
 }
 
 /** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
-function checkVolumeAttachments(doc: SandboxRecordView, ctx: OpContext): void {
+function checkVolumeAttachments(deps: Pick<ResourceDeps, "resources">, doc: SandboxRecordView, ctx: OpContext): void {
   const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
   attachments.forEach((a, i) => {
     const problem = attachmentProblem(a, i);
     if (problem) throw errors.badRequest(problem);
-    if (!ctx.deps.resources.get(ctx.workspace, "volume", a.name!))
+    if (!deps.resources.get(ctx.workspace, "volume", a.name!))
       throw errors.badRequest(`spec.volumes[${i}].name: volume "${a.name}" not found in workspace "${ctx.workspace}"`);
   });
   const targets = attachments.map((a) => a.mountPath!.replace(/\/+$/, ""));

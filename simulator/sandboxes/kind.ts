@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { errors } from "../../src/errors.js";
 import type { OpContext } from "../http/operation.js";
 import { previewUrl } from "../previews/urls.js";
-import type { ResourceDoc, ResourceKind } from "../resources/kind.js";
+import type { ResourceDeps, ResourceDoc, ResourceKind } from "../resources/kind.js";
 import { maskEnvs, maskMap } from "../resources/render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
@@ -39,7 +39,7 @@ export const sandboxKind: ResourceKind = {
   generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
   children: SANDBOX_CHILDREN,
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
-  prepare(doc, ctx) {
+  prepare(doc, ctx, deps) {
     checkNetwork(doc.spec.network);
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
@@ -49,10 +49,10 @@ export const sandboxKind: ResourceKind = {
     if (doc.spec.lifecycle === null) delete doc.spec.lifecycle;
     doc.spec.region ??= "us-pdx-1";
     // Where the SDK sends sandbox-local calls (filesystem, processes): the run-URL pattern.
-    doc.metadata.url = ctx.deps.sandboxes.runUrl(ctx.deps.urls.base, ctx.workspace, doc.metadata.name);
+    doc.metadata.url = deps.sandboxes.runUrl(deps.urls.base, ctx.workspace, doc.metadata.name);
     doc.state = "RUNNING";
     // With real agents: volumes checked, labels kept for drive permissions (agent-runtime.ts).
-    ctx.deps.sandboxes.preparing(ctx, doc);
+    deps.sandboxes.preparing(ctx, doc);
   },
   mask(doc, show) {
     const runtime = doc.spec.runtime as { envs?: unknown } | undefined;
@@ -62,29 +62,27 @@ export const sandboxKind: ResourceKind = {
   },
   // "Time in seconds until the sandbox is automatically deleted based on TTL and lifecycle policies. Only present
   // for sandboxes with lifecycle configured" (the SDK's Sandbox.expiresIn).
-  readFields(doc, ctx) {
+  readFields(doc, ctx, deps) {
     if (doc.status === "TERMINATED" || doc.status === "DELETING") return undefined;
-    const expiry = sandboxExpiry(ctx.deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
-    const live: Record<string, unknown> = expiry ? { expiresIn: Math.max(0, Math.floor((expiry.dueMs - ctx.deps.clock.now()) / 1000)) } : {};
+    const expiry = sandboxExpiry(deps, ctx.workspace, doc.metadata.name, doc as ExpiringDoc);
+    const live: Record<string, unknown> = expiry ? { expiresIn: Math.max(0, Math.floor((expiry.dueMs - deps.clock.now()) / 1000)) } : {};
     // Sandbox.state: STANDBY while its processes are stopped in place (simulator/standby); the status stays DEPLOYED.
-    if (ctx.deps.sandboxes.standbyState(ctx.workspace, doc.metadata.name) === "STANDBY") live.state = "STANDBY";
+    if (deps.sandboxes.standbyState(ctx.workspace, doc.metadata.name) === "STANDBY") live.state = "STANDBY";
     // lastUsedAt to the request (the stored one is written at most once a minute); 0: no request went through yet.
-    const used = ctx.deps.sandboxes.lastUsedMs(ctx.workspace, doc.metadata.name);
+    const used = deps.sandboxes.lastUsedMs(ctx.workspace, doc.metadata.name);
     const stored = typeof doc.lastUsedAt === "string" ? Date.parse(doc.lastUsedAt) : NaN;
     if (used > 0 && !(stored >= used)) live.lastUsedAt = new Date(used).toISOString();
     return Object.keys(live).length > 0 ? live : undefined;
   },
   // Expiry is due on the clock, not on the sweeper's schedule: a read after the ttl sees TERMINATED.
-  beforeRead(ctx, name) {
-    expireDueSandboxes(ctx.deps, { workspace: ctx.workspace, sandbox: name });
+  beforeRead(ctx, deps, name) {
+    expireDueSandboxes(deps, { workspace: ctx.workspace, sandbox: name });
   },
   // Lists carry the lite form: no events (control-plane.md §3.2).
   listItem: ({ events: _events, ...rest }) => rest,
   // Delete stops the agent (SIGTERM, then SIGKILL) and removes its files.
-  beforeDelete(item, ctx) {
-    ctx.deps.sandboxes.remove(ctx.workspace, item.name, (err) =>
-      ctx.deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"),
-    );
+  beforeDelete(item, ctx, deps) {
+    deps.sandboxes.remove(ctx.workspace, item.name, (err) => deps.logger.warn({ sandbox: item.name, err: err.message }, "sandbox agent cleanup failed"));
   },
 };
 
@@ -119,16 +117,16 @@ export const previewKind: ResourceKind = {
   lifecycle: "synchronous",
   list: "bare",
   children: ["preview-token"],
-  prepare(doc, ctx) {
+  prepare(doc, ctx, deps) {
     doc.metadata.resourceName = ctx.params.sandboxName;
     doc.metadata.resourceType = "sandbox";
     doc.spec.port ??= 80;
     doc.spec.public ??= false;
-    checkPrefixUrl(ctx, doc);
+    checkPrefixUrl(deps, ctx, doc);
     // Served by the sandbox proxy (simulator/previews): both forms answer, the config picks the one written here.
     doc.spec.url = previewUrl(
-      ctx.deps.urls.base,
-      ctx.deps.config.previewUrls,
+      deps.urls.base,
+      deps.config.previewUrls,
       ctx.workspace,
       ctx.params.sandboxName!,
       doc.metadata.name,
@@ -138,12 +136,12 @@ export const previewKind: ResourceKind = {
 };
 
 /** prefixUrl names the preview's host (`{prefixUrl}-{workspace}.preview...`): a DNS label, one preview per workspace. */
-function checkPrefixUrl(ctx: OpContext, doc: ResourceDoc): void {
+function checkPrefixUrl(deps: Pick<ResourceDeps, "resources">, ctx: OpContext, doc: ResourceDoc): void {
   const prefix = doc.spec.prefixUrl;
   if (prefix === undefined || prefix === "") return void delete doc.spec.prefixUrl;
   if (typeof prefix !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/.test(prefix))
     throw errors.badRequest("spec.prefixUrl: lowercase letters, digits and '-', at most 32 characters");
-  const taken = ctx.deps.resources
+  const taken = deps.resources
     .allOfKind(ctx.workspace, ["preview"])
     .find((p) => (p.doc as ResourceDoc).spec.prefixUrl === prefix && !(p.parent === ctx.params.sandboxName && p.name === doc.metadata.name));
   if (taken) throw errors.conflict(`spec.prefixUrl "${prefix}" is already used by preview "${taken.name}" of sandbox "${taken.parent}"`);
@@ -162,7 +160,7 @@ export const previewTokenKind: ResourceKind = {
   list: "bare",
   generateName: () => `token-${randomBytes(4).toString("hex")}`,
   // `expired` follows the simulator clock.
-  readFields: (doc, ctx) => ({ spec: { ...doc.spec, expired: !(Date.parse(String(doc.spec.expiresAt)) > ctx.deps.clock.now()) } }),
+  readFields: (doc, _ctx, deps) => ({ spec: { ...doc.spec, expired: !(Date.parse(String(doc.spec.expiresAt)) > deps.clock.now()) } }),
 };
 
 /**

@@ -8,7 +8,7 @@ import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
 import { previewKind, previewTokenKind, sandboxKind } from "./kind.js";
-import { genericUpdate } from "./records-runtime.js";
+import type { ResourceDeps } from "../resources/kind.js";
 
 /**
  * Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews,
@@ -44,114 +44,116 @@ const TokenBody = z.strictObject({
   spec: z.strictObject({ expiresAt: z.iso.datetime({ offset: true }).optional(), token: z.string().optional(), expired: z.boolean().optional() }).optional(),
 });
 
-export const sandboxOperations: Operation[] = [
-  {
-    id: "createSandbox",
-    method: "post",
-    path: "/sandboxes",
-    scope: "sandboxes:create",
-    handler: (ctx) => ctx.deps.sandboxes.create(ctx),
-    errorShape: sandboxError,
-  },
-  {
-    id: "getSandboxByExternalId",
-    method: "get",
-    path: "/sandboxes/by-external-id/:externalId",
-    scope: "sandboxes:get",
-    handler: (ctx) => {
-      const found = ctx.deps.resources
-        .list({ workspace: ctx.workspace, kind: "sandbox", sort: "createdAt:desc" })
-        .find((i) => (i.doc as { metadata?: { externalId?: string } }).metadata?.externalId === ctx.params.externalId);
-      if (!found) throw errors.notFound(`no sandbox with externalId "${ctx.params.externalId}"`);
-      return renderDoc(sandboxKind, loadItem(sandboxKind, ctx, found.name, "").doc, showSecrets(ctx), ctx);
+export function sandboxOperations(deps: ResourceDeps): Operation[] {
+  return [
+    {
+      id: "createSandbox",
+      method: "post",
+      path: "/sandboxes",
+      scope: "sandboxes:create",
+      handler: (ctx) => deps.sandboxes.create(ctx),
+      errorShape: sandboxError,
     },
-  },
-  {
-    id: "updateSandbox",
-    method: "put",
-    path: "/sandboxes/:sandboxName",
-    scope: genericUpdate.scope,
-    handler: (ctx) => ctx.deps.sandboxes.update(withoutIgnoredFields(ctx)),
-  },
-  {
-    id: "archiveSandbox",
-    method: "post",
-    path: "/sandboxes/:sandboxName/archive",
-    scope: "sandboxes:control",
-    handler: (ctx) => ctx.deps.sandboxes.move(ctx, "archive"),
-  },
-  {
-    id: "unarchiveSandbox",
-    method: "post",
-    path: "/sandboxes/:sandboxName/unarchive",
-    scope: "sandboxes:control",
-    handler: (ctx) => ctx.deps.sandboxes.move(ctx, "unarchive"),
-  },
-  {
-    id: "createSandboxPreview",
-    method: "post",
-    path: "/sandboxes/:sandboxName/previews",
-    scope: "sandboxes:update",
-    handler: (ctx) => {
-      loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
-      const doc = buildNew(previewKind, ctx, ctx.params.sandboxName!);
-      // ?force=true replaces an existing preview of the same name.
-      if (queryBool(ctx.query.force)) ctx.deps.resources.delete(ctx.workspace, "preview", doc.metadata.name, ctx.params.sandboxName!);
-      insertNew(previewKind, ctx, ctx.params.sandboxName!, doc);
-      return renderDoc(previewKind, doc, false);
+    {
+      id: "getSandboxByExternalId",
+      method: "get",
+      path: "/sandboxes/by-external-id/:externalId",
+      scope: "sandboxes:get",
+      handler: (ctx) => {
+        const found = deps.resources
+          .list({ workspace: ctx.workspace, kind: "sandbox", sort: "createdAt:desc" })
+          .find((i) => (i.doc as { metadata?: { externalId?: string } }).metadata?.externalId === ctx.params.externalId);
+        if (!found) throw errors.notFound(`no sandbox with externalId "${ctx.params.externalId}"`);
+        return renderDoc(deps, sandboxKind, loadItem(deps, sandboxKind, ctx, found.name, "").doc, showSecrets(ctx), ctx);
+      },
     },
-  },
-  {
-    id: "createSandboxPreviewToken",
-    method: "post",
-    path: "/sandboxes/:sandboxName/previews/:previewName/tokens",
-    scope: "sandboxes:update",
-    handler: (ctx) => {
-      loadItem(previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
-      const body = parse(TokenBody, ctx.body ?? {}, "body");
-      const now = ctx.deps.clock.now();
-      // Every token gets its own id: the SDK names them "token-" + Date.now(), which collides within a millisecond.
-      const name = `token-${randomBytes(8).toString("hex")}`;
-      const expiresAt = body.spec?.expiresAt ?? iso(now + 24 * 3_600_000);
-      const doc = {
-        metadata: {
-          name,
-          previewName: ctx.params.previewName!,
-          resourceName: ctx.params.sandboxName!,
-          resourceType: "sandbox",
-          workspace: ctx.workspace,
-          createdAt: iso(now),
-          updatedAt: iso(now),
-          createdBy: ctx.actor,
-          updatedBy: ctx.actor,
-          displayName: body.metadata?.name ?? name,
-          labels: {},
-        },
-        spec: { token: randomBytes(24).toString("base64url"), expiresAt, expired: Date.parse(expiresAt) <= now },
-      };
-      insertNew(previewTokenKind, ctx, `${ctx.params.sandboxName}/${ctx.params.previewName}`, doc);
-      return doc;
+    {
+      id: "updateSandbox",
+      method: "put",
+      path: "/sandboxes/:sandboxName",
+      scope: scopeFor("sandboxes", "update"), // the generic update's
+      handler: (ctx) => deps.sandboxes.update(withoutIgnoredFields(ctx)),
     },
-  },
-  {
-    // By the token's id (metadata.name) or by its value (what SandboxPreviewToken.value hands a program).
-    id: "deleteSandboxPreviewToken",
-    method: "delete",
-    path: "/sandboxes/:sandboxName/previews/:previewName/tokens/:tokenName",
-    scope: scopeFor("sandboxes", "delete"),
-    handler: (ctx) => {
-      loadItem(previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
-      const parent = `${ctx.params.sandboxName}/${ctx.params.previewName}`;
-      const given = ctx.params.tokenName!;
-      const byName = ctx.deps.resources.get(ctx.workspace, "preview-token", given, parent);
-      const found =
-        byName ??
-        ctx.deps.resources
-          .list<{ spec: { token?: string } }>({ workspace: ctx.workspace, kind: "preview-token", parent, sort: "createdAt:asc" })
-          .find((t) => t.doc.spec.token !== undefined && secretsEqual(t.doc.spec.token, given));
-      if (!found) throw errors.notFound(`preview token "${given.length > 24 ? `${given.slice(0, 6)}…` : given}" not found`);
-      ctx.deps.resources.delete(ctx.workspace, "preview-token", found.name, parent);
-      return { message: `preview token ${found.name} deleted` };
+    {
+      id: "archiveSandbox",
+      method: "post",
+      path: "/sandboxes/:sandboxName/archive",
+      scope: "sandboxes:control",
+      handler: (ctx) => deps.sandboxes.move(ctx, "archive"),
     },
-  },
-];
+    {
+      id: "unarchiveSandbox",
+      method: "post",
+      path: "/sandboxes/:sandboxName/unarchive",
+      scope: "sandboxes:control",
+      handler: (ctx) => deps.sandboxes.move(ctx, "unarchive"),
+    },
+    {
+      id: "createSandboxPreview",
+      method: "post",
+      path: "/sandboxes/:sandboxName/previews",
+      scope: "sandboxes:update",
+      handler: (ctx) => {
+        loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "");
+        const doc = buildNew(deps, previewKind, ctx, ctx.params.sandboxName!);
+        // ?force=true replaces an existing preview of the same name.
+        if (queryBool(ctx.query.force)) deps.resources.delete(ctx.workspace, "preview", doc.metadata.name, ctx.params.sandboxName!);
+        insertNew(deps, previewKind, ctx, ctx.params.sandboxName!, doc);
+        return renderDoc(deps, previewKind, doc, false);
+      },
+    },
+    {
+      id: "createSandboxPreviewToken",
+      method: "post",
+      path: "/sandboxes/:sandboxName/previews/:previewName/tokens",
+      scope: "sandboxes:update",
+      handler: (ctx) => {
+        loadItem(deps, previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
+        const body = parse(TokenBody, ctx.body ?? {}, "body");
+        const now = deps.clock.now();
+        // Every token gets its own id: the SDK names them "token-" + Date.now(), which collides within a millisecond.
+        const name = `token-${randomBytes(8).toString("hex")}`;
+        const expiresAt = body.spec?.expiresAt ?? iso(now + 24 * 3_600_000);
+        const doc = {
+          metadata: {
+            name,
+            previewName: ctx.params.previewName!,
+            resourceName: ctx.params.sandboxName!,
+            resourceType: "sandbox",
+            workspace: ctx.workspace,
+            createdAt: iso(now),
+            updatedAt: iso(now),
+            createdBy: ctx.actor,
+            updatedBy: ctx.actor,
+            displayName: body.metadata?.name ?? name,
+            labels: {},
+          },
+          spec: { token: randomBytes(24).toString("base64url"), expiresAt, expired: Date.parse(expiresAt) <= now },
+        };
+        insertNew(deps, previewTokenKind, ctx, `${ctx.params.sandboxName}/${ctx.params.previewName}`, doc);
+        return doc;
+      },
+    },
+    {
+      // By the token's id (metadata.name) or by its value (what SandboxPreviewToken.value hands a program).
+      id: "deleteSandboxPreviewToken",
+      method: "delete",
+      path: "/sandboxes/:sandboxName/previews/:previewName/tokens/:tokenName",
+      scope: scopeFor("sandboxes", "delete"),
+      handler: (ctx) => {
+        loadItem(deps, previewKind, ctx, ctx.params.previewName!, ctx.params.sandboxName!);
+        const parent = `${ctx.params.sandboxName}/${ctx.params.previewName}`;
+        const given = ctx.params.tokenName!;
+        const byName = deps.resources.get(ctx.workspace, "preview-token", given, parent);
+        const found =
+          byName ??
+          deps.resources
+            .list<{ spec: { token?: string } }>({ workspace: ctx.workspace, kind: "preview-token", parent, sort: "createdAt:asc" })
+            .find((t) => t.doc.spec.token !== undefined && secretsEqual(t.doc.spec.token, given));
+        if (!found) throw errors.notFound(`preview token "${given.length > 24 ? `${given.slice(0, 6)}…` : given}" not found`);
+        deps.resources.delete(ctx.workspace, "preview-token", found.name, parent);
+        return { message: `preview token ${found.name} deleted` };
+      },
+    },
+  ];
+}

@@ -68,6 +68,8 @@ export interface SandboxRuntime<Ctx> {
   forking(ctx: Ctx, doc: SandboxRecordView): void;
   /** The stored fork starts from a live sandbox's or a snapshot's files; resolves once it is deployed. */
   startFork(ctx: Ctx, name: string, doc: SandboxRecordView, from: { copyFilesOf?: string; fromSnapshot?: string }): Promise<void>;
+  /** A status forced by the test hooks (POST /_sim/transitions/step): what runs follows it (records only: nothing runs). */
+  followForcedStatus(workspace: string, name: string, status: string): Promise<void>;
   /** Volumes' and drives' files. */
   readonly storage: SandboxStorage;
   /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */

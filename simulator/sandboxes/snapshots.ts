@@ -5,7 +5,7 @@ import { parse } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem } from "../resources/crud.js";
-import type { ResourceDoc } from "../resources/kind.js";
+import type { ResourceDeps, ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import { dropTerminated } from "./expiry.js";
 import { listResources } from "../resources/listing.js";
@@ -47,7 +47,7 @@ const ForkBody = z.strictObject({
   envs: z.array(z.looseObject({})).optional(),
 });
 
-async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Promise<Snapshot> {
+async function snapshotOf(deps: ResourceDeps, ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Promise<Snapshot> {
   const runtime = (sandbox.spec.runtime ?? {}) as Record<string, unknown>;
   const id = `snap-${randomBytes(6).toString("hex")}`;
   const snapshot: Snapshot = {
@@ -55,7 +55,7 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
     name: name ?? id,
     status: "ready",
     workspace: ctx.workspace,
-    createdAt: iso(ctx.deps.clock.now()),
+    createdAt: iso(deps.clock.now()),
     createdBy: ctx.actor,
     sandboxName: sandbox.metadata.name,
     source: { name: sandbox.metadata.name, kind: "sandbox" },
@@ -69,23 +69,23 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
     },
   };
   const exists = () => errors.conflict(`snapshot "${snapshot.name}" already exists`);
-  if (ctx.deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
-  await ctx.deps.sandboxes.saveSnapshot(ctx.workspace, id, sandbox.metadata.name);
+  if (deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
+  await deps.sandboxes.saveSnapshot(ctx.workspace, id, sandbox.metadata.name);
   if (
-    !ctx.deps.resources.tryInsert({
+    !deps.resources.tryInsert({
       workspace: ctx.workspace,
       kind: SNAPSHOT_KIND,
       parent: "",
       name: snapshot.name,
-      createdMs: ctx.deps.clock.now(),
+      createdMs: deps.clock.now(),
       status: "ready",
       doc: snapshot as never,
     })
   ) {
-    ctx.deps.sandboxes.removeSnapshot(ctx.workspace, id);
+    deps.sandboxes.removeSnapshot(ctx.workspace, id);
     throw exists();
   }
-  meterSnapshot(ctx, snapshot);
+  meterSnapshot(deps, ctx, snapshot);
   return snapshot;
 }
 
@@ -94,27 +94,27 @@ async function snapshotOf(ctx: OpContext, sandbox: ResourceDoc, name: string | u
  * its size taken as the sandbox's memory (spec.memory MB, 4096 by default):
  * a sandbox snapshot keeps its memory state, billed at that size.
  */
-function meterSnapshot(ctx: OpContext, snapshot: Snapshot): void {
+function meterSnapshot(deps: ResourceDeps, ctx: OpContext, snapshot: Snapshot): void {
   const memory = typeof snapshot.spec.memory === "number" && snapshot.spec.memory > 0 ? snapshot.spec.memory : 4096;
-  ctx.deps.meter.start(
+  deps.meter.start(
     { workspace: ctx.workspace, resourceType: "sandbox", resourceName: snapshot.name, resourceUuid: snapshot.id },
     "sandbox_snapshot_storage_gbs",
     memory / 1024,
   );
 }
 
-function findSnapshot(ctx: OpContext, key: string, sandbox?: string): Snapshot {
-  const all = ctx.deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc);
+function findSnapshot(deps: ResourceDeps, ctx: OpContext, key: string, sandbox?: string): Snapshot {
+  const all = deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc);
   const found = all.find((s) => (s.id === key || s.name === key) && (!sandbox || s.sandboxName === sandbox));
   if (!found) throw errors.notFound(`snapshot "${key}" not found`);
   return found;
 }
 
 /** The record, its copied files and its storage metering go together. */
-function removeSnapshot(ctx: OpContext, snap: Snapshot): void {
-  ctx.deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
-  ctx.deps.sandboxes.removeSnapshot(ctx.workspace, snap.id);
-  ctx.deps.meter.stop(snap.id);
+function removeSnapshot(deps: ResourceDeps, ctx: OpContext, snap: Snapshot): void {
+  deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
+  deps.sandboxes.removeSnapshot(ctx.workspace, snap.id);
+  deps.meter.stop(snap.id);
 }
 
 /**
@@ -123,114 +123,123 @@ function removeSnapshot(ctx: OpContext, snap: Snapshot): void {
  * live sandbox, a copy of that sandbox's files; forked from a stored
  * snapshot, a copy of the snapshot's files.
  */
-function fork(ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string, fromSnapshot?: string): unknown {
+function fork(deps: ResourceDeps, ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string, fromSnapshot?: string): unknown {
   const body = parse(ForkBody, ctx.body ?? {}, "body");
   if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
-  const doc = buildNew(sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
-  ctx.deps.sandboxes.forking(ctx, doc);
-  dropTerminated(ctx.deps, ctx.workspace, body.targetName);
-  insertNew(sandboxKind, ctx, "", doc);
+  const doc = buildNew(deps, sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
+  deps.sandboxes.forking(ctx, doc);
+  dropTerminated(deps, ctx.workspace, body.targetName);
+  insertNew(deps, sandboxKind, ctx, "", doc);
   const reply = { name: body.targetName, snapshotId: body.snapshotId ?? snapshotId, type: "sandbox" };
-  return ctx.deps.sandboxes.startFork(ctx, body.targetName, doc, { copyFilesOf: liveSource, fromSnapshot }).then(() => reply);
+  return deps.sandboxes.startFork(ctx, body.targetName, doc, { copyFilesOf: liveSource, fromSnapshot }).then(() => reply);
 }
 
-export const snapshotOperations: Operation[] = [
-  {
-    id: "listSandboxSnapshots",
-    method: "get",
-    path: "/sandboxes/:sandboxName/snapshots",
-    scope: "sandboxes:get",
-    handler: (ctx) => {
-      const sandbox = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
-      return ctx.deps.resources
-        .list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" })
-        .map((s) => s.doc)
-        .filter((s) => s.sandboxName === sandbox.name);
+export function snapshotOperations(deps: ResourceDeps): Operation[] {
+  return [
+    {
+      id: "listSandboxSnapshots",
+      method: "get",
+      path: "/sandboxes/:sandboxName/snapshots",
+      scope: "sandboxes:get",
+      handler: (ctx) => {
+        const sandbox = loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "");
+        return deps.resources
+          .list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" })
+          .map((s) => s.doc)
+          .filter((s) => s.sandboxName === sandbox.name);
+      },
     },
-  },
-  {
-    id: "createSandboxSnapshot",
-    method: "post",
-    path: "/sandboxes/:sandboxName/snapshots",
-    scope: "sandboxes:control",
-    handler: (ctx) => snapshotOf(ctx, loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc, parse(SnapshotBody, ctx.body ?? {}, "body").name),
-  },
-  {
-    id: "deleteSandboxSnapshot",
-    method: "delete",
-    path: "/sandboxes/:sandboxName/snapshots/:snapshotId",
-    scope: "sandboxes:control",
-    handler: (ctx) => {
-      const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
-      removeSnapshot(ctx, snap);
-      return new Reply(204);
+    {
+      id: "createSandboxSnapshot",
+      method: "post",
+      path: "/sandboxes/:sandboxName/snapshots",
+      scope: "sandboxes:control",
+      handler: (ctx) =>
+        snapshotOf(deps, ctx, loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "").doc, parse(SnapshotBody, ctx.body ?? {}, "body").name),
     },
-  },
-  {
-    id: "restoreSandboxSnapshot",
-    method: "post",
-    path: "/sandboxes/:sandboxName/snapshots/:snapshotId/restore",
-    scope: "sandboxes:control",
-    handler: (ctx) => {
-      loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "");
-      const snap = findSnapshot(ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
-      const reply = { name: ctx.params.sandboxName!, snapshotId: snap.id };
-      return ctx.deps.sandboxes.restoreSnapshot(ctx, ctx.params.sandboxName!, snap.id).then(() => reply);
+    {
+      id: "deleteSandboxSnapshot",
+      method: "delete",
+      path: "/sandboxes/:sandboxName/snapshots/:snapshotId",
+      scope: "sandboxes:control",
+      handler: (ctx) => {
+        const snap = findSnapshot(deps, ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
+        removeSnapshot(deps, ctx, snap);
+        return new Reply(204);
+      },
     },
-  },
-  {
-    id: "forkSandbox",
-    method: "post",
-    path: "/sandboxes/:sandboxName/fork",
-    scope: "sandboxes:create",
-    handler: (ctx) => {
-      const source = loadItem(sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
-      return snapshotOf(ctx, source, undefined).then((snap) => fork(ctx, source, snap.id, ctx.params.sandboxName!));
+    {
+      id: "restoreSandboxSnapshot",
+      method: "post",
+      path: "/sandboxes/:sandboxName/snapshots/:snapshotId/restore",
+      scope: "sandboxes:control",
+      handler: (ctx) => {
+        loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "");
+        const snap = findSnapshot(deps, ctx, ctx.params.snapshotId!, ctx.params.sandboxName);
+        const reply = { name: ctx.params.sandboxName!, snapshotId: snap.id };
+        return deps.sandboxes.restoreSnapshot(ctx, ctx.params.sandboxName!, snap.id).then(() => reply);
+      },
     },
-  },
-  {
-    id: "listSnapshots",
-    method: "get",
-    path: "/snapshots",
-    scope: "sandboxes:list",
-    handler: (ctx) => listResources(ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc),
-  },
-  {
-    id: "createSnapshot",
-    method: "post",
-    path: "/snapshots",
-    scope: "sandboxes:control",
-    handler: (ctx) => {
-      const body = parse(SnapshotBody, ctx.body ?? {}, "body");
-      if (!body.source?.name) throw errors.badRequest("source.name: required (the sandbox to snapshot)");
-      return snapshotOf(ctx, loadItem(sandboxKind, ctx, body.source.name, "").doc, body.name);
+    {
+      id: "forkSandbox",
+      method: "post",
+      path: "/sandboxes/:sandboxName/fork",
+      scope: "sandboxes:create",
+      handler: (ctx) => {
+        const source = loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "").doc;
+        return snapshotOf(deps, ctx, source, undefined).then((snap) => fork(deps, ctx, source, snap.id, ctx.params.sandboxName!));
+      },
     },
-  },
-  { id: "getSnapshot", method: "get", path: "/snapshots/:snapshotName", scope: "sandboxes:get", handler: (ctx) => findSnapshot(ctx, ctx.params.snapshotName!) },
-  {
-    id: "deleteSnapshot",
-    method: "delete",
-    path: "/snapshots/:snapshotName",
-    scope: "sandboxes:control",
-    handler: (ctx) => {
-      const snap = findSnapshot(ctx, ctx.params.snapshotName!);
-      removeSnapshot(ctx, snap);
-      return new Reply(204);
+    {
+      id: "listSnapshots",
+      method: "get",
+      path: "/snapshots",
+      scope: "sandboxes:list",
+      handler: (ctx) => listResources(deps, ctx, { kind: SNAPSHOT_KIND, shape: "versioned" }, (row) => row.doc),
     },
-  },
-  {
-    id: "forkSnapshot",
-    method: "post",
-    path: "/snapshots/:snapshotName/fork",
-    scope: "sandboxes:create",
-    handler: (ctx) => {
-      const snap = findSnapshot(ctx, ctx.params.snapshotName!);
-      const spec = {
-        region: snap.spec.region,
-        runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation },
-        volumes: snap.spec.volumes,
-      };
-      return fork(ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id, undefined, snap.id);
+    {
+      id: "createSnapshot",
+      method: "post",
+      path: "/snapshots",
+      scope: "sandboxes:control",
+      handler: (ctx) => {
+        const body = parse(SnapshotBody, ctx.body ?? {}, "body");
+        if (!body.source?.name) throw errors.badRequest("source.name: required (the sandbox to snapshot)");
+        return snapshotOf(deps, ctx, loadItem(deps, sandboxKind, ctx, body.source.name, "").doc, body.name);
+      },
     },
-  },
-];
+    {
+      id: "getSnapshot",
+      method: "get",
+      path: "/snapshots/:snapshotName",
+      scope: "sandboxes:get",
+      handler: (ctx) => findSnapshot(deps, ctx, ctx.params.snapshotName!),
+    },
+    {
+      id: "deleteSnapshot",
+      method: "delete",
+      path: "/snapshots/:snapshotName",
+      scope: "sandboxes:control",
+      handler: (ctx) => {
+        const snap = findSnapshot(deps, ctx, ctx.params.snapshotName!);
+        removeSnapshot(deps, ctx, snap);
+        return new Reply(204);
+      },
+    },
+    {
+      id: "forkSnapshot",
+      method: "post",
+      path: "/snapshots/:snapshotName/fork",
+      scope: "sandboxes:create",
+      handler: (ctx) => {
+        const snap = findSnapshot(deps, ctx, ctx.params.snapshotName!);
+        const spec = {
+          region: snap.spec.region,
+          runtime: { image: snap.spec.image, memory: snap.spec.memory, ports: snap.spec.ports, generation: snap.spec.generation },
+          volumes: snap.spec.volumes,
+        };
+        return fork(deps, ctx, { metadata: { name: snap.sandboxName }, spec: JSON.parse(JSON.stringify(spec)) } as ResourceDoc, snap.id, undefined, snap.id);
+      },
+    },
+  ];
+}

@@ -16,7 +16,7 @@ export const SANDBOX_COMPUTE = "sandbox_compute_runtime_gbs";
  * Called with every supervisor event of a sandbox's agent.
  */
 export function meterSandboxAgent(
-  deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents?: SandboxAgents },
+  deps: { resources: ResourceStore; meter: UsageMeter; clock: Clock; agents: SandboxAgents },
   workspace: string,
   sandbox: string,
   event: SupervisorEvent,
@@ -31,7 +31,7 @@ export function meterSandboxAgent(
   }
   // A stop from the previous agent of a sandbox deleted and re-created under the same name, arriving
   // once the new agent runs, is not this sandbox's.
-  if (deps.agents?.get(workspace, sandbox)?.state === "running") return;
+  if (deps.agents.get(workspace, sandbox)?.state === "running") return;
   deps.meter.stop(ref.resourceUuid, SANDBOX_COMPUTE, now);
 }
 

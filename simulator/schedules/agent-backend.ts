@@ -2,6 +2,7 @@ import { errors } from "../../src/errors.js";
 import { parsePageQuery, SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
 import { callAgent } from "../agents/client.js";
 import type { SandboxAgents } from "../agents/registry.js";
+import type { SimDeps } from "../deps.js";
 import type { OpContext } from "../http/operation.js";
 import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";
@@ -64,7 +65,10 @@ export function toControlPlaneExecution(e: AgentExecution): ScheduleExecution & 
 }
 
 export class AgentScheduleBackend implements ScheduleBackend {
-  constructor(private readonly agents: (ctx: OpContext) => SandboxAgents) {}
+  constructor(
+    private readonly agents: SandboxAgents,
+    private readonly deps: Pick<SimDeps, "resources" | "cursors">,
+  ) {}
 
   async list(ctx: OpContext, sandbox: string | null, shape: ListShape): Promise<ScheduleEntry[] | Page<ScheduleEntry>> {
     const type = ctx.query.type === "cron" || ctx.query.type === "at" ? ctx.query.type : undefined;
@@ -121,27 +125,27 @@ export class AgentScheduleBackend implements ScheduleBackend {
   }
 
   create(ctx: OpContext, sandbox: string, input: ScheduleInput): Promise<ScheduleEntry> {
-    return callAgent(this.agents(ctx), ctx.workspace, sandbox, { method: "POST", path: "/schedules", body: writable(input) });
+    return callAgent(this.agents, ctx.workspace, sandbox, { method: "POST", path: "/schedules", body: writable(input) });
   }
 
   get(ctx: OpContext, sandbox: string, id: string): Promise<ScheduleEntry> {
-    return callAgent(this.agents(ctx), ctx.workspace, sandbox, {
+    return callAgent(this.agents, ctx.workspace, sandbox, {
       path: `/schedules/${encodeURIComponent(id)}`,
       query: { show_secrets: showSecrets(ctx) || undefined },
     });
   }
 
   update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): Promise<ScheduleEntry> {
-    return callAgent(this.agents(ctx), ctx.workspace, sandbox, { method: "PUT", path: `/schedules/${encodeURIComponent(id)}`, body: writable(input) });
+    return callAgent(this.agents, ctx.workspace, sandbox, { method: "PUT", path: `/schedules/${encodeURIComponent(id)}`, body: writable(input) });
   }
 
   delete(ctx: OpContext, sandbox: string, id: string): Promise<ScheduleEntry> {
-    return callAgent(this.agents(ctx), ctx.workspace, sandbox, { method: "DELETE", path: `/schedules/${encodeURIComponent(id)}` });
+    return callAgent(this.agents, ctx.workspace, sandbox, { method: "DELETE", path: `/schedules/${encodeURIComponent(id)}` });
   }
 
   #fetcher<T>(ctx: OpContext, path: string, query: Record<string, string | boolean | undefined>): FetchPage<T> {
     return (sandbox, cursor, limit) =>
-      callAgent<AgentPage<T>>(this.agents(ctx), ctx.workspace, sandbox, { path, query: { ...query, limit, cursor: cursor || undefined } });
+      callAgent<AgentPage<T>>(this.agents, ctx.workspace, sandbox, { path, query: { ...query, limit, cursor: cursor || undefined } });
   }
 
   #merged<T extends { id: string; createdAt: string }>(
@@ -159,15 +163,15 @@ export class AgentScheduleBackend implements ScheduleBackend {
       limit: page.limit,
       sort: page.sort as "createdAt:desc" | "createdAt:asc",
       cursor: page.cursor,
-      cursors: ctx.deps.cursors,
+      cursors: this.deps.cursors,
       binding: { workspace: ctx.workspace, sandbox, sort: page.sort, ...filters },
     });
   }
 
   /** The sandbox asked for, or every sandbox of the workspace that should have an agent. */
   #sandboxes(ctx: OpContext, sandbox: string | null): string[] {
-    if (sandbox !== null) return ctx.deps.resources.get(ctx.workspace, "sandbox", sandbox) ? [sandbox] : [];
-    return ctx.deps.resources
+    if (sandbox !== null) return this.deps.resources.get(ctx.workspace, "sandbox", sandbox) ? [sandbox] : [];
+    return this.deps.resources
       .allOfKind(ctx.workspace, ["sandbox"])
       .filter((s) => s.parent === "" && !WITHOUT_AGENT.has(s.status))
       .map((s) => s.name);

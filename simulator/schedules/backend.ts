@@ -4,13 +4,17 @@ import { SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
 import { listResources, type ListShape } from "../resources/listing.js";
 import { keepMaskedSecrets } from "../resources/render.js";
 import { toIso as iso } from "../../src/clock.js";
+import type { CursorCodec } from "../../src/cursor.js";
+import type { Ids } from "../../src/ids.js";
+import type { Clock } from "../../src/clock.js";
+import type { Db } from "../../src/sqlite.js";
 import type { OpContext } from "../http/operation.js";
-import type { StoredResource } from "../store/resources.js";
+import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { dueFirings, normalizeScheduleValue, type StoredType } from "./parse.js";
 
 /**
- * Where a sandbox's schedules live. A simulator with real sandboxes
- * (serveSimulator, deps.agents set) delegates to each sandbox's agent
+ * Where a sandbox's schedules live (the composition root picks one). A simulator with real sandboxes
+ * (serveSimulator) delegates to each sandbox's agent
  * (AgentScheduleBackend, agent-backend.ts). LocalScheduleBackend keeps them
  * in the resources table for a records-only simulator (openSimulator without
  * agents: the API conformance tests), simulating each firing as accepted.
@@ -77,12 +81,24 @@ export const DEFAULT_MAX_EXECUTIONS = 100;
 export const SCHEDULE_KIND = "schedule";
 export const EXECUTION_KIND = "schedule-execution";
 
+/** What the records-only backend keeps schedules and their executions in (named here, not as a Pick of SimDeps, which holds a backend). */
+export interface LocalScheduleDeps {
+  db: Db;
+  resources: ResourceStore;
+  clock: Clock;
+  ids: Ids;
+  cursors: CursorCodec;
+}
+
 export class LocalScheduleBackend implements ScheduleBackend {
+  constructor(private readonly deps: LocalScheduleDeps) {}
+
   list(ctx: OpContext, sandbox: string | null, shape: ListShape): ScheduleEntry[] | Page<ScheduleEntry> {
     this.catchUp(ctx, sandbox);
     // Only stored types filter; other values are ignored (control-plane.md §3.3).
     const type = ctx.query.type === "cron" || ctx.query.type === "at" ? [ctx.query.type] : undefined;
     return listResources(
+      this.deps,
       ctx,
       { kind: SCHEDULE_KIND, parent: sandbox, shape, limits: SCHEDULE_PAGE, statuses: type },
       (row) => row.doc as unknown as ScheduleEntry,
@@ -93,6 +109,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
     this.catchUp(ctx, sandbox);
     const status = ctx.query.status === "succeeded" || ctx.query.status === "failed" ? [ctx.query.status] : undefined;
     return listResources(
+      this.deps,
       ctx,
       {
         kind: EXECUTION_KIND,
@@ -109,8 +126,8 @@ export class LocalScheduleBackend implements ScheduleBackend {
 
   metrics(ctx: OpContext, sinceMs: number, untilMs: number): ScheduleMetricsCounts {
     this.catchUp(ctx, null);
-    const schedules = ctx.deps.resources.list({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: null, sort: "createdAt:asc" });
-    const executions = ctx.deps.resources
+    const schedules = this.deps.resources.list({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: null, sort: "createdAt:asc" });
+    const executions = this.deps.resources
       .list({ workspace: ctx.workspace, kind: EXECUTION_KIND, parent: null, sort: "createdAt:asc" })
       .filter((e) => e.createdMs >= sinceMs && e.createdMs < untilMs);
     return {
@@ -125,7 +142,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
   }
 
   create(ctx: OpContext, sandbox: string, input: ScheduleInput): ScheduleEntry {
-    const now = ctx.deps.clock.now();
+    const now = this.deps.clock.now();
     const { type, value } = normalizeScheduleValue(input.type, input.value, now);
     const entry: ScheduleEntry = {
       id: input.id ?? `sched-${randomBytes(4).toString("hex")}`,
@@ -138,7 +155,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
       __firedUntilMs: now,
     };
     const stored = { workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, name: entry.id, createdMs: now, status: type, doc: entry as never };
-    if (!ctx.deps.resources.tryInsert(stored)) throw errors.conflict(`schedule "${entry.id}" already exists on sandbox "${sandbox}"`);
+    if (!this.deps.resources.tryInsert(stored)) throw errors.conflict(`schedule "${entry.id}" already exists on sandbox "${sandbox}"`);
     return entry;
   }
 
@@ -149,27 +166,27 @@ export class LocalScheduleBackend implements ScheduleBackend {
 
   update(ctx: OpContext, sandbox: string, id: string, input: ScheduleInput): ScheduleEntry {
     const item = this.#load(ctx, sandbox, id);
-    const { type, value } = normalizeScheduleValue(input.type, input.value, ctx.deps.clock.now());
+    const { type, value } = normalizeScheduleValue(input.type, input.value, this.deps.clock.now());
     const next = input.input && structuredClone(input.input);
     keepMaskedSecrets(next, item.doc.input); // a masked env value sent back keeps the stored one
     item.doc = { ...item.doc, type, value, input: next ?? item.doc.input, maxExecutions: input.maxExecutions ?? item.doc.maxExecutions };
     item.status = type;
-    ctx.deps.resources.update(item as never);
+    this.deps.resources.update(item as never);
     return item.doc;
   }
 
   delete(ctx: OpContext, sandbox: string, id: string): ScheduleEntry {
     const item = this.#load(ctx, sandbox, id);
-    ctx.deps.resources.delete(ctx.workspace, SCHEDULE_KIND, id, sandbox);
+    this.deps.resources.delete(ctx.workspace, SCHEDULE_KIND, id, sandbox);
     return item.doc;
   }
 
   /** Records the executions that fell due up to now (for every sandbox when `sandbox` is null). */
   catchUp(ctx: OpContext, sandbox: string | null): void {
-    const { resources, clock } = ctx.deps;
+    const { resources, clock } = this.deps;
     const now = clock.now();
     const schedules = resources.list<ScheduleEntry>({ workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, sort: "createdAt:asc" });
-    ctx.deps.db.transaction(() => {
+    this.deps.db.transaction(() => {
       for (const item of schedules) {
         const entry = item.doc;
         const from = entry.__firedUntilMs ?? Date.parse(entry.createdAt);
@@ -192,7 +209,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
    * submit to, so the submission is simulated as accepted (statusCode 200).
    */
   #record(ctx: OpContext, schedule: StoredResource<ScheduleEntry>, atMs: number): void {
-    const { resources, ids } = ctx.deps;
+    const { resources, ids } = this.deps;
     const entry = schedule.doc;
     const id = ids();
     const execution: ScheduleExecution = {
@@ -224,7 +241,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
   }
 
   #load(ctx: OpContext, sandbox: string, id: string): StoredResource<ScheduleEntry> {
-    const item = ctx.deps.resources.get<ScheduleEntry>(ctx.workspace, SCHEDULE_KIND, id, sandbox);
+    const item = this.deps.resources.get<ScheduleEntry>(ctx.workspace, SCHEDULE_KIND, id, sandbox);
     if (!item) throw errors.notFound(`schedule "${id}" not found on sandbox "${sandbox}"`);
     return item;
   }

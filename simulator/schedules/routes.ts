@@ -7,8 +7,8 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";
 import { publicView, maskMap } from "../resources/render.js";
-import { AgentScheduleBackend } from "./agent-backend.js";
-import { LocalScheduleBackend, type Awaitable, type ScheduleBackend, type ScheduleEntry } from "./backend.js";
+import type { Awaitable, ScheduleBackend, ScheduleEntry } from "./backend.js";
+import type { SimDeps } from "../deps.js";
 
 const InputSchema = z.strictObject({
   command: z.string().optional(),
@@ -33,9 +33,9 @@ const EntryBody = z.strictObject({
   createdAt: z.string().optional(),
 });
 
-function requireSandbox(ctx: OpContext): string {
+function requireSandbox(deps: ScheduleRouteDeps, ctx: OpContext): string {
   const name = ctx.params.sandboxName!;
-  if (!ctx.deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found`);
+  if (!deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found`);
   return name;
 }
 
@@ -50,22 +50,21 @@ function then<T, R>(value: Awaitable<T>, f: (v: T) => R): Awaitable<R> {
   return value instanceof Promise ? value.then(f) : f(value);
 }
 
+/** What the schedule routes read besides their backend: the sandbox records and the clock (metrics' window). */
+export type ScheduleRouteDeps = Pick<SimDeps, "resources" | "clock">;
+
 /**
- * The schedule operations. Without an explicit backend, each call goes to
- * the sandbox's agent when the simulator runs real sandboxes (deps.agents),
- * else to the records-only LocalScheduleBackend.
+ * The schedule operations, over the backend the composition root chose: each sandbox's agent when the
+ * simulator runs real sandboxes (AgentScheduleBackend), else the records-only LocalScheduleBackend.
  */
-export function scheduleOperations(fixed?: ScheduleBackend): Operation[] {
-  const local = new LocalScheduleBackend();
-  const viaAgents = new AgentScheduleBackend((ctx) => ctx.deps.agents!);
-  const backendOf = (ctx: OpContext): ScheduleBackend => fixed ?? (ctx.deps.agents ? viaAgents : local);
+export function scheduleOperations(backend: ScheduleBackend, deps: ScheduleRouteDeps): Operation[] {
   const renderList = (ctx: OpContext, result: ScheduleEntry[] | Page<ScheduleEntry>) => {
     const show = showSecrets(ctx);
     return Array.isArray(result) ? result.map((e) => renderEntry(e, show)) : { ...result, data: result.data.map((e) => renderEntry(e, show)) };
   };
   const sandboxFilter = (ctx: OpContext) => (typeof ctx.query.sandbox === "string" && ctx.query.sandbox !== "" ? ctx.query.sandbox : null);
-  const listEntries = (ctx: OpContext, parent: string | null, shape: ListShape) => then(backendOf(ctx).list(ctx, parent, shape), (r) => renderList(ctx, r));
-  const listExecutions = (ctx: OpContext, parent: string | null) => backendOf(ctx).executions(ctx, parent);
+  const listEntries = (ctx: OpContext, parent: string | null, shape: ListShape) => then(backend.list(ctx, parent, shape), (r) => renderList(ctx, r));
+  const listExecutions = (ctx: OpContext, parent: string | null) => backend.executions(ctx, parent);
   const one = (ctx: OpContext, entry: Awaitable<ScheduleEntry>, show = false) => then(entry, (e) => renderEntry(e, show));
   return [
     {
@@ -73,44 +72,44 @@ export function scheduleOperations(fixed?: ScheduleBackend): Operation[] {
       method: "get",
       path: "/sandboxes/:sandboxName/schedules",
       scope: "sandboxes:get",
-      handler: (ctx) => listEntries(ctx, requireSandbox(ctx), "versioned"),
+      handler: (ctx) => listEntries(ctx, requireSandbox(deps, ctx), "versioned"),
     },
     {
       id: "createSandboxSchedule",
       method: "post",
       path: "/sandboxes/:sandboxName/schedules",
       scope: "sandboxes:update",
-      handler: (ctx) => one(ctx, backendOf(ctx).create(ctx, requireSandbox(ctx), parse(EntryBody, ctx.body ?? {}, "body"))),
+      handler: (ctx) => one(ctx, backend.create(ctx, requireSandbox(deps, ctx), parse(EntryBody, ctx.body ?? {}, "body"))),
     },
     {
       id: "getSandboxSchedule",
       method: "get",
       path: "/sandboxes/:sandboxName/schedules/:scheduleId",
       scope: "sandboxes:get",
-      handler: (ctx) => one(ctx, backendOf(ctx).get(ctx, requireSandbox(ctx), ctx.params.scheduleId!), showSecrets(ctx)),
+      handler: (ctx) => one(ctx, backend.get(ctx, requireSandbox(deps, ctx), ctx.params.scheduleId!), showSecrets(ctx)),
     },
     {
       id: "updateSandboxSchedule",
       method: "put",
       path: "/sandboxes/:sandboxName/schedules/:scheduleId",
       scope: "sandboxes:update",
-      handler: (ctx) => one(ctx, backendOf(ctx).update(ctx, requireSandbox(ctx), ctx.params.scheduleId!, parse(EntryBody, ctx.body ?? {}, "body"))),
+      handler: (ctx) => one(ctx, backend.update(ctx, requireSandbox(deps, ctx), ctx.params.scheduleId!, parse(EntryBody, ctx.body ?? {}, "body"))),
     },
     {
       id: "deleteSandboxSchedule",
       method: "delete",
       path: "/sandboxes/:sandboxName/schedules/:scheduleId",
       scope: "sandboxes:update",
-      handler: (ctx) => one(ctx, backendOf(ctx).delete(ctx, requireSandbox(ctx), ctx.params.scheduleId!)),
+      handler: (ctx) => one(ctx, backend.delete(ctx, requireSandbox(deps, ctx), ctx.params.scheduleId!)),
     },
     {
       id: "listSandboxScheduleExecutions",
       method: "get",
       path: "/sandboxes/:sandboxName/schedule-executions",
       scope: "sandboxes:get",
-      handler: (ctx) => listExecutions(ctx, requireSandbox(ctx)),
+      handler: (ctx) => listExecutions(ctx, requireSandbox(deps, ctx)),
     },
-    { id: "getSandboxScheduleMetrics", method: "get", path: "/schedules/metrics", scope: "sandboxes:list", handler: (ctx) => metrics(backendOf(ctx))(ctx) },
+    { id: "getSandboxScheduleMetrics", method: "get", path: "/schedules/metrics", scope: "sandboxes:list", handler: (ctx) => metrics(deps, backend)(ctx) },
     { id: "listSchedules", method: "get", path: "/schedules", scope: "sandboxes:list", handler: (ctx) => listEntries(ctx, sandboxFilter(ctx), "paged") },
     {
       id: "listScheduleExecutions",
@@ -123,9 +122,9 @@ export function scheduleOperations(fixed?: ScheduleBackend): Operation[] {
 }
 
 /** Counts over a window (default the last 24 h, at most 7 days back), minutes in UTC. */
-function metrics(backend: ScheduleBackend) {
+function metrics(deps: ScheduleRouteDeps, backend: ScheduleBackend) {
   return (ctx: OpContext) => {
-    const now = ctx.deps.clock.now();
+    const now = deps.clock.now();
     const minute = (ms: number) => Math.floor(ms / 60_000) * 60_000;
     const at = (name: "since" | "until") =>
       typeof ctx.query[name] === "string" && !Number.isNaN(Date.parse(ctx.query[name] as string)) ? minute(Date.parse(ctx.query[name] as string)) : undefined;

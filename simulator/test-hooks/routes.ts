@@ -5,11 +5,10 @@ import { injectedFault } from "./faults.js";
 import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
 import type { SimDeps } from "../deps.js";
-import { resetState } from "./reset.js";
+import { resetState, type ResetDeps } from "./reset.js";
 import { toIso as iso } from "../../src/clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
-import { expireDueSandboxes } from "../sandboxes/expiry.js";
-import { followForcedStatus } from "../sandboxes/agent-lifecycle.js";
+import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -44,7 +43,13 @@ const StandbyBody = z.strictObject({ workspace: z.string().optional(), sandbox: 
 
 const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(), cname: z.string().optional() });
 
-export function testHooksRouter(deps: SimDeps): Router {
+/**
+ * The test hooks (/_sim): a reset and a seed write every table, and expiry, forced statuses and standby reach the
+ * sandboxes' runtime; their type says so (the reset's, expiry's, and the runtime with its description).
+ */
+export type TestHooksDeps = ResetDeps & ExpiryDeps & Pick<SimDeps, "sandboxIsolation">;
+
+export function testHooksRouter(deps: TestHooksDeps): Router {
   const router = express.Router();
   const ok = (body: unknown) => JSON.stringify(body);
 
@@ -89,7 +94,7 @@ export function testHooksRouter(deps: SimDeps): Router {
     item.status = item.doc.status ?? "";
     deps.resources.update(item as never); // usage follows forced and stepped moves (the root's metering listener)
     // A real sandbox's agent follows a forced status, so status and agent never contradict each other.
-    if (body.status && body.kind === "sandbox" && body.parent === "") await followForcedStatus(deps, workspace, body.name, body.status);
+    if (body.status && body.kind === "sandbox" && body.parent === "") await deps.sandboxes.followForcedStatus(workspace, body.name, body.status);
     const after = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent)?.doc ?? item.doc;
     res.send(ok({ moved, status: after.status, pending: (after.__pending ?? []).map((p) => p.status) }));
   });
@@ -130,7 +135,7 @@ export function testHooksRouter(deps: SimDeps): Router {
 }
 
 /** Fault injection for the routes Express serves (the operations front calls injectedFault itself). */
-export function faultInjection(deps: SimDeps): RequestHandler {
+export function faultInjection(deps: Pick<SimDeps, "testHooks">): RequestHandler {
   return (req, _res, next) => {
     const fault = injectedFault(deps.testHooks, req.method, req.path, req.headers.prefer);
     if (fault) throw fault;

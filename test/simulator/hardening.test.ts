@@ -113,7 +113,7 @@ describe("1. OAuth authorize needs the user's credential and a registered client
 
 describe("2. every operation checks an explicit scope", () => {
   it("walks the whole operations table: each operation names a known scope", () => {
-    const missing = allOperations()
+    const missing = allOperations(sim.deps)
       .filter((op) => typeof op.scope !== "string" || !isScope(op.scope))
       .map((op) => op.id);
     expect(missing).toEqual([]);

@@ -31,8 +31,8 @@ export const policyKind: ResourceKind = {
   }),
   lifecycle: "none",
   list: "versioned",
-  beforeDelete(item, ctx) {
-    const users = referrers(ctx, "policies", item.name);
+  beforeDelete(item, ctx, deps) {
+    const users = referrers(deps, ctx, "policies", item.name);
     if (users.length) throw errors.conflict(`policy "${item.name}" is used by ${users.map((u) => `${u.kind} ${u.name}`).join(", ")}`);
   },
 };
@@ -59,8 +59,8 @@ export const integrationConnectionKind: ResourceKind = {
   list: "bare",
   // Every secret value is masked unless an admin asks (seed: integration connection secrets).
   mask: (doc, show) => (show || !doc.spec.secret ? doc : { ...doc, spec: { ...doc.spec, secret: maskMap(doc.spec.secret, false) } }),
-  beforeDelete(item, ctx) {
-    const users = referrers(ctx, "integrationConnections", item.name);
+  beforeDelete(item, ctx, deps) {
+    const users = referrers(deps, ctx, "integrationConnections", item.name);
     if (users.length) throw errors.conflict(`integration connection "${item.name}" is used by ${users.map((u) => `${u.kind} ${u.name}`).join(", ")}`);
   },
 };
@@ -89,7 +89,7 @@ export const customDomainKind: ResourceKind = {
   lifecycle: "none",
   list: "bare",
   children: ["custom-domain-share"],
-  prepare(doc, ctx, previous) {
+  prepare(doc, ctx, deps, previous) {
     const name = doc.metadata.name;
     const prev = previous?.spec ?? {};
     // The records a user must publish; verify re-checks them against the simulated DNS.
@@ -98,7 +98,7 @@ export const customDomainKind: ResourceKind = {
       domainType: doc.spec.domainType ?? "previews",
       region: doc.spec.region ?? "us-pdx-1",
       cnameRecords: `preview.${ctx.workspace}.sim.local`,
-      txtRecords: prev.txtRecords ?? { [`_sim-challenge.${name}`]: `sim-verify-${ctx.deps.ids()}` },
+      txtRecords: prev.txtRecords ?? { [`_sim-challenge.${name}`]: `sim-verify-${deps.ids()}` },
       status: prev.status ?? "pending",
       ...(prev.lastVerifiedAt ? { lastVerifiedAt: prev.lastVerifiedAt } : {}),
       ...(prev.verificationError ? { verificationError: prev.verificationError } : {}),

@@ -37,11 +37,11 @@ export const egressIpKind: ResourceKind = {
   spec: z.strictObject({ ipFamily: z.enum(["IPv4", "IPv6"], { error: "required: IPv4 or IPv6" }), publicIp: z.string().optional() }),
   lifecycle: "deployment",
   list: "bare",
-  prepare(doc, ctx) {
+  prepare(doc, ctx, deps) {
     doc.metadata.vpcName = ctx.params.vpcName;
     doc.metadata.gatewayName = ctx.params.gatewayName;
     // Documentation address ranges (RFC 5737 / RFC 3849): never routable.
-    const n = ctx.deps.resources.count(ctx.workspace, "egress-ip", `${ctx.params.vpcName}/${ctx.params.gatewayName}`) + 1;
+    const n = deps.resources.count(ctx.workspace, "egress-ip", `${ctx.params.vpcName}/${ctx.params.gatewayName}`) + 1;
     doc.spec.publicIp = doc.spec.ipFamily === "IPv6" ? `2001:db8::${n.toString(16)}` : `203.0.113.${n % 255}`;
   },
 };

@@ -29,34 +29,34 @@ export const volumeKind: ResourceKind = {
   list: "versioned",
   statusFilter: true,
   conflictDetails: { code: "VOLUME_ALREADY_EXISTS" },
-  prepare(doc, ctx, previous) {
+  prepare(doc, ctx, deps, previous) {
     doc.spec.size ??= 1024;
     doc.spec.region ??= "us-pdx-1";
     // Volumes only grow (control-plane.md §3.14).
     const before = previous?.spec.size as number | undefined;
     if (before !== undefined && (doc.spec.size as number) < before)
       throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
-    const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
+    const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
     // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
     const mountedBy = sandboxes.filter((s) => mounts(s, doc.metadata.name)).map((s) => s.metadata.name);
-    const pending = ctx.deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
+    const pending = deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
       const message = `spec.size ${String(doc.spec.size)} MB: the filesystem grows once no sandbox mounts the volume (${pending}); the next sandbox to mount it gets the new size`;
       doc.events = [
         ...((doc.events as unknown[] | undefined) ?? []),
-        { type: "resize", status: doc.status, message, revision: "rev-1", time: iso(ctx.deps.clock.now()) },
+        { type: "resize", status: doc.status, message, revision: "rev-1", time: iso(deps.clock.now()) },
       ];
-      ctx.deps.logger.info({ workspace: ctx.workspace, volume: doc.metadata.name, reason: pending }, "volume growth waits");
+      deps.logger.info({ workspace: ctx.workspace, volume: doc.metadata.name, reason: pending }, "volume growth waits");
     }
   },
   // Refused (409) while a sandbox names it, as the platform does; then its files go with it.
-  beforeDelete(item, ctx) {
-    const sandboxes = ctx.deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
+  beforeDelete(item, ctx, deps) {
+    const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     const user = attachedTo(item.doc, sandboxes);
     if (user) throw errors.conflict(`volume "${item.name}" is attached to ${user}`);
-    ctx.deps.sandboxes.storage.removeVolume(ctx.workspace, item.name);
+    deps.sandboxes.storage.removeVolume(ctx.workspace, item.name);
   },
   // Lists carry LiteVolume items.
   listItem: (doc) => ({
@@ -89,7 +89,7 @@ export const volumeTemplateKind: ResourceKind = {
   extra: { versions: z.array(z.looseObject({})).optional() },
   lifecycle: "none",
   list: "bare",
-  prepare(doc, ctx, previous) {
+  prepare(doc, ctx, _deps, previous) {
     const versions = ((previous?.versions ?? []) as Record<string, unknown>[]).slice();
     const version = typeof ctx.query.version === "string" ? ctx.query.version : undefined;
     if (version || !previous) {
@@ -133,19 +133,19 @@ export const driveKind: ResourceKind = {
   statusFilter: true,
   generateName: () => `drive-${randomBytes(4).toString("hex")}`,
   conflictDetails: { code: "DRIVE_ALREADY_EXISTS" },
-  prepare(doc, ctx) {
+  prepare(doc, ctx, deps) {
     doc.spec.region ??= "us-pdx-1";
     doc.state = { s3Url: `s3://sim-drives/${doc.metadata.workspace}/${doc.metadata.name}` };
     // With real sandboxes a drive is a directory the workspace's agents mount (simulator/agents/drives.ts).
-    ctx.deps.sandboxes.storage.provisionDrive(ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
+    deps.sandboxes.storage.provisionDrive(ctx.workspace, doc.metadata.name, (doc.spec.permissions as unknown[] | undefined) ?? []);
   },
   // Refused while a sandbox has it mounted; then its files go with it.
-  beforeDelete(item, ctx) {
-    const sandboxes = ctx.deps.resources
+  beforeDelete(item, ctx, deps) {
+    const sandboxes = deps.resources
       .allOfKind(ctx.workspace, ["sandbox"])
       .filter((s) => s.parent === "")
       .map((s) => s.name);
-    return ctx.deps.sandboxes.storage.retireDrive(ctx.workspace, sandboxes, item.name);
+    return deps.sandboxes.storage.retireDrive(ctx.workspace, sandboxes, item.name);
   },
   deleteReply: (doc) => ({ message: `drive ${doc.metadata.name} deleted`, name: doc.metadata.name }),
 };

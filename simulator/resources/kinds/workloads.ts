@@ -36,9 +36,9 @@ export const agentKind: ResourceKind = {
   lifecycle: "deployment",
   list: "versioned",
   statusFilter: true,
-  prepare(doc, ctx) {
-    checkReferences(doc, ctx);
-    doc.metadata.url = runUrl(ctx, "agents", doc.metadata.name);
+  prepare(doc, ctx, deps) {
+    checkReferences(deps, doc, ctx);
+    doc.metadata.url = runUrl(deps, ctx, "agents", doc.metadata.name);
   },
   mask: maskRuntimeEnvs,
 };
@@ -66,15 +66,15 @@ export const functionKind: ResourceKind = {
   lifecycle: "deployment",
   list: "versioned",
   statusFilter: true,
-  prepare(doc, ctx) {
-    checkReferences(doc, ctx);
+  prepare(doc, ctx, deps) {
+    checkReferences(deps, doc, ctx);
     // An MCP server may be declared by spec.type or runtime.type; both read back as "mcp".
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     if (doc.spec.type === "mcp" || runtime.type === "mcp") {
       doc.spec.type = "mcp";
       doc.spec.runtime = { ...runtime, type: "mcp" };
     }
-    doc.metadata.url = runUrl(ctx, "functions", doc.metadata.name);
+    doc.metadata.url = runUrl(deps, ctx, "functions", doc.metadata.name);
   },
   mask(doc, show) {
     const masked = maskRuntimeEnvs(doc, show);
@@ -103,13 +103,13 @@ export const jobKind: ResourceKind = {
   list: "versioned",
   statusFilter: true,
   children: ["job-execution"],
-  prepare(doc, ctx) {
-    checkReferences(doc, ctx);
-    doc.metadata.url = runUrl(ctx, "jobs", doc.metadata.name);
+  prepare(doc, ctx, deps) {
+    checkReferences(deps, doc, ctx);
+    doc.metadata.url = runUrl(deps, ctx, "jobs", doc.metadata.name);
   },
   // Executions running for real (simulator/jobs/runner.ts) stop with their job.
-  beforeDelete(item, ctx) {
-    ctx.deps.jobs.cancelJob(ctx.workspace, item.name);
+  beforeDelete(item, ctx, deps) {
+    deps.jobs.cancelJob(ctx.workspace, item.name);
   },
   mask: (doc, show) => {
     const masked = maskRuntimeEnvs(doc, show);
@@ -129,9 +129,9 @@ export const modelKind: ResourceKind = {
   lifecycle: "deployment",
   list: "versioned",
   statusFilter: true,
-  prepare(doc, ctx) {
-    checkReferences(doc, ctx);
-    doc.metadata.url = runUrl(ctx, "models", doc.metadata.name);
+  prepare(doc, ctx, deps) {
+    checkReferences(deps, doc, ctx);
+    doc.metadata.url = runUrl(deps, ctx, "models", doc.metadata.name);
   },
   mask: maskRuntimeEnvs,
 };
@@ -159,8 +159,8 @@ export const applicationKind: ResourceKind = {
   list: "versioned",
   statusFilter: true,
   children: ["customdomain-link"],
-  prepare(doc, ctx) {
-    doc.metadata.url = runUrl(ctx, "applications", doc.metadata.name);
+  prepare(doc, ctx, deps) {
+    doc.metadata.url = runUrl(deps, ctx, "applications", doc.metadata.name);
   },
   mask: (doc, show) => (show || !doc.spec.envs ? doc : { ...doc, spec: { ...doc.spec, envs: maskEnvs(doc.spec.envs, false) } }),
 };
