@@ -15,7 +15,7 @@ import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { defaultImageCacheDir, ImageStore } from "../simulator/images/image-store.js";
 import type { AgentEndpoint } from "../simulator/launcher/endpoint.js";
-import { fmt, percentile } from "./lib.js";
+import { fmt, percentile, pointSdkAt } from "./lib.js";
 
 const N = Number(process.env.BENCH_EXEC_N ?? 30);
 const KEY = "bench-exec-admin-key";
@@ -71,14 +71,7 @@ async function main(): Promise<void> {
   // The floor: the `node -v` the sandbox runs, alone.
   const floorRun = rootfs ? imageNode(rootfs) : hostNode;
   const sim = await startSim(source);
-  Object.assign(process.env, {
-    BL_API_URL: `${sim.url}/v0`,
-    BL_RUN_URL: sim.url,
-    BL_WORKSPACE: "default",
-    BL_API_KEY: KEY,
-    BL_REGION: "us-pdx-1",
-    BL_DISABLE_H2: "true",
-  });
+  pointSdkAt(sim.url, KEY);
   try {
     const { SandboxInstance } = await import("@blaxel/core");
     const { agentFetch } = await import("../simulator/launcher/endpoint.js");

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { sdkEnv } from "../simulator/env-lines.js";
 
 /** Peak resident set size of a process (VmHWM), in MiB. */
 export function peakRssMiB(pid: number): number {
@@ -69,4 +70,12 @@ export async function spawnListening(args: string[], stdin = ""): Promise<Listen
 export function startAgentProcess(args: string[]): Promise<Listening> {
   const main = fileURLToPath(new URL("../sandbox-agent/main.js", import.meta.url));
   return spawnListening([main, "--port", "0", "--log-level", "warn", ...args]);
+}
+
+/**
+ * Points @blaxel/core in this process at a simulator with its admin key, in the default workspace: the variables
+ * `sandbox-sim env` prints (simulator/env-lines.ts). Call before the SDK is first imported: it reads them once.
+ */
+export function pointSdkAt(url: string, apiKey: string): void {
+  Object.assign(process.env, sdkEnv({ config: { workspace: "default" }, adminApiKey: apiKey }, url));
 }

@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
-import { cpuTimeMs, fmt, percentile, spawnListening, type Listening } from "./lib.js";
+import { cpuTimeMs, fmt, percentile, pointSdkAt, spawnListening, type Listening } from "./lib.js";
 
 type Mode = "sequential" | "staggered" | "burst";
 const arg = (name: string, fallback: string) => {
@@ -129,14 +129,7 @@ async function main(): Promise<void> {
   const { spawned: sim, cgroup } = await inCpuCgroup<Listening>(() => spawnListening([simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn"]));
   const cpuSeconds = cgroup ? cgroup.seconds : () => machineBusySeconds() - clientSeconds();
   const cpuWhat = cgroup ? "the simulator's cgroup: simulator, sandboxes, probes" : "the machine's busy time less this client's: simulator, sandboxes, probes";
-  Object.assign(process.env, {
-    BL_API_URL: `${sim.url}/v0`,
-    BL_RUN_URL: sim.url,
-    BL_WORKSPACE: "default",
-    BL_API_KEY: KEY,
-    BL_REGION: "us-pdx-1",
-    BL_DISABLE_H2: "true",
-  });
+  pointSdkAt(sim.url, KEY);
   const { SandboxInstance } = await import("@blaxel/core");
   let up = 0;
   let maxUp = 0;

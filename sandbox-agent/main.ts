@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import "./zod-jitless.js"; // first: zod reads it when schemas are built
 import type { RequestListener } from "node:http";
 import { createLogger } from "../src/logging.js";
 import { listen, listenSocket, onShutdownSignal, type UpgradeListener } from "../src/serve.js";

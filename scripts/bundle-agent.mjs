@@ -15,8 +15,9 @@
  * whole graph but for main.ts: activated on a temp data dir and loopback, asked for /health and one command;
  * scripts/agent-loader.cjs) under the agent's own V8 flags: V8 rejects a cache made under other flags or another V8 (the loader then compiles from source, as
  * without a cache). Code loaded on first use (the MCP server's session module, chrono-node) is in the bundle but
- * compiled only when first called. Native addons (better-sqlite3, node-pty) stay in node_modules, resolved from
- * the bundle's place in the package as before.
+ * compiled only when first called. Native addons stay in node_modules, resolved from the bundle's place in the
+ * package as before: node-pty whole (loaded on a terminal's first use), better-sqlite3's addon alone (its
+ * JavaScript is in the bundle).
  *
  * `import.meta.url` of each bundled module of the package is rewritten to that module's original place in dist/
  * (relative to the bundle, so a package moved elsewhere or bound into a sandbox still works): the search worker
@@ -36,7 +37,13 @@ const entries = { main: join(dist, "sandbox-agent", "main.js"), "warm-agent": jo
 // The agent's V8 flags (simulator/launcher/agent-main.ts AGENT_NODE_FLAGS): the cache must be made under them.
 const { AGENT_NODE_FLAGS } = await import(join(dist, "simulator", "launcher", "agent-main.js"));
 
-const EXTERNAL = ["better-sqlite3", "node-pty"];
+const EXTERNAL = ["node-pty"];
+// better-sqlite3's JavaScript is bundled, so it comes from the code cache instead of being resolved, read and
+// compiled from node_modules at every start (~5 ms of CPU); its native addon stays in node_modules, required from
+// the bundle's place in the package where the package's `bindings` lookup would find it (build/Release), since
+// `bindings` finds it from the calling file's path, which in a bundle is the bundle's.
+const SQLITE_BINDING = "require('bindings')('better_sqlite3.node')";
+const SQLITE_ADDON = "better-sqlite3/build/Release/better_sqlite3.node";
 const STUB_MARK = "The bundle (scripts/bundle-agent.mjs)";
 for (const source of Object.values(entries)) {
   // Bundling a stub would make a bundle of the bundle: tsc must have written the entry points afresh.
@@ -48,6 +55,11 @@ const keepMetaUrl = {
   setup(build) {
     build.onLoad({ filter: /\.js$/ }, async (args) => {
       let contents = await readFile(args.path, "utf8");
+      if (args.path.endsWith(join("better-sqlite3", "lib", "database.js"))) {
+        if (!contents.includes(SQLITE_BINDING))
+          throw new Error(`${args.path} no longer loads its addon through ${SQLITE_BINDING}: see scripts/bundle-agent.mjs`);
+        contents = contents.replace(SQLITE_BINDING, `require(${JSON.stringify(SQLITE_ADDON)})`);
+      }
       // A lazy import() of a native addon would stay an import() in CommonJS, which a vm.Script can only run
       // through an experimental loader hook (and its warning): it becomes the require() it amounts to.
       for (const name of EXTERNAL)
@@ -76,7 +88,7 @@ const result = await esbuild.build({
   format: "cjs",
   platform: "node",
   target: "node20",
-  external: EXTERNAL,
+  external: [...EXTERNAL, SQLITE_ADDON],
   // Dependencies' own import.meta.url (ES modules in node_modules) is the bundle's, as it was in the ESM bundle.
   banner: { js: 'const __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
   define: { "import.meta.url": "__bundleUrl" },

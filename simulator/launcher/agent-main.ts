@@ -69,7 +69,10 @@ export const AGENT_TOKEN_FD = 3;
 /**
  * V8 flags of every sandbox's agent: a young generation of at most 2 MiB per
  * semi-space (V8's default grows to 16) keeps ~5 MiB less heap per idle agent,
- * and an agent's allocations are small objects around streamed Buffers.
+ * and an agent's allocations are small objects around streamed Buffers. Any V8
+ * flag also makes Node compile its own built-in modules from source (its embedded
+ * code cache is bound to V8's default flags): ~20 ms more CPU per start, against
+ * ~8 MiB more memory per used agent without it (docs/launchers.md).
  */
 export const AGENT_NODE_FLAGS = ["--max-semi-space-size=2"];
 

@@ -265,10 +265,15 @@ export class BwrapLauncher implements Launcher {
     keepHostsCurrent(join(spec.dataDir, "etc", "hosts"), spec, warm.sandbox.child);
     if (spec.egress) this.trustEgress(spec, spec.egress, false);
     if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
-    await setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
+    // Named while its agent activates (the agent never reads the hostname): the create answers once both are done.
+    const named = setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
     const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
-    return adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation));
+    const [handle] = await Promise.all([
+      adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation)),
+      named,
+    ]);
+    return handle;
   }
 
   private agentArgv(spec: LaunchSpec, memoryEvents: boolean): string[] {

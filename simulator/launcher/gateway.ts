@@ -23,13 +23,16 @@ export interface GatewaySpec {
 export async function openGateways(child: ChildProcess, spec: GatewaySpec): Promise<void> {
   const servers: Server[] = [];
   child.once("exit", () => servers.forEach((s) => s.close()));
-  for (const address of spec.listen) {
-    const server = await openGateway(child, address.host, address.port);
-    servers.push(server);
-    if (child.exitCode !== null || child.signalCode !== null) server.close();
-    server.on("connection", (socket: Socket) => spec.accept(socket));
-    server.on("error", () => server.close());
-  }
+  // Every address at once: each is an IPC round trip to the agent, and a create answers only once all are open.
+  await Promise.all(
+    spec.listen.map(async (address) => {
+      const server = await openGateway(child, address.host, address.port);
+      servers.push(server);
+      if (child.exitCode !== null || child.signalCode !== null) server.close();
+      server.on("connection", (socket: Socket) => spec.accept(socket));
+      server.on("error", () => server.close());
+    }),
+  );
 }
 
 let nextId = 0;

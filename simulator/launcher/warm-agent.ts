@@ -6,6 +6,7 @@
  * sandbox-agent/main.ts does. The process launcher keeps one or two idle, so
  * creating a sandbox costs opening its database and listening, not loading Node modules.
  */
+import "../../sandbox-agent/zod-jitless.js"; // first: zod reads it when schemas are built
 import { createLogger } from "../../src/logging.js";
 import { listen, listenSocket, onShutdownSignal } from "../../src/serve.js";
 import { enableUpgrade, openAgent, shutdownAgent } from "../../sandbox-agent/agent.js";
