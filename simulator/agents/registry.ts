@@ -177,7 +177,8 @@ export class SandboxAgents {
   /** Lets the launcher get ready for the workspace's sandboxes (a warm isolated sandbox) before the first create. */
   prepare(workspace: string): void {
     const dir = this.sandboxDir(workspace, "prepared");
-    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, "prepared").spec : undefined;
+    const egress = this.options.launcher.egress ? this.options.egress?.launchFor(workspace, "prepared") : undefined;
+    // The egress environment too: a warm sandbox fits the specs whose agent starts with the same CA (bwrap-warm.ts).
     this.options.launcher.prepare?.({
       workspace,
       sandbox: "prepared",
@@ -186,7 +187,8 @@ export class SandboxAgents {
       token: "",
       drivesDir: this.drivesDir(workspace),
       logLevel: this.options.logLevel,
-      egress,
+      egress: egress?.spec,
+      env: egress?.env,
     });
   }
 

@@ -6,7 +6,7 @@ import type { Readable } from "node:stream";
 import { agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { TOKEN_HANDOFF } from "./docker-args.js";
 import { adoptChild, reapOrphan } from "./child.js";
-import { BwrapWarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
+import { BwrapWarmPool, killWarmSandbox, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { SOCKET_URL } from "./endpoint.js";
@@ -97,6 +97,16 @@ function caEnv(): Record<string, string> {
   return hostExtraCertificates() ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA_BUNDLE } : {};
 }
 
+/**
+ * The extra CAs the agent's own Node trusts: the spec's (the egress proxy's CA, simulator/egress), else the
+ * host's (caEnv). Node reads NODE_EXTRA_CA_CERTS once, at start-up, so a warm agent is started with it: setting
+ * it at activation reaches the commands it runs, never the agent itself.
+ */
+function agentCaEnv(spec: LaunchSpec): Record<string, string> {
+  const own = spec.env?.NODE_EXTRA_CA_CERTS;
+  return own !== undefined ? { NODE_EXTRA_CA_CERTS: own } : caEnv();
+}
+
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
   /** Each sandbox's `/` is an overlay over its image's root filesystem (LaunchSpec.imageRootDir) when one is given. */
@@ -164,10 +174,10 @@ export class BwrapLauncher implements Launcher {
     const warm = await this.pool.take(spec);
     try {
       if (warm) {
-        return await this.activate(warm, spec).catch((err: unknown) => {
+        return await this.activate(warm, spec).catch(async (err: unknown) => {
           // Taken out of the pool but never adopted (a rename, the hostname, the network failed): nothing else
-          // owns it now, so it ends here rather than outliving the simulator.
-          warm.sandbox.child.kill("SIGKILL");
+          // owns it now, so it ends here, its whole process tree, rather than outliving the simulator.
+          await killWarmSandbox(warm.sandbox);
           throw err;
         });
       }
@@ -374,7 +384,7 @@ export class BwrapLauncher implements Launcher {
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), {
-      env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
+      env: warm ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
       stdio,
     });
     child.on("error", () => {});
