@@ -3,11 +3,13 @@ import type { Timer } from "../../src/clock.js";
 import type { LiveOutput } from "./live-output.js";
 import type { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus } from "./store.js";
-import type { ProcessRecord } from "./types.js";
+import { processStartTime } from "./os.js";
+import type { ProcessRecord, StartProcessRequest } from "./types.js";
 
 /**
  * What the supervisor (supervisor.ts) keeps of each run it watches, in memory, and the timings it keeps them by:
- * the adopted-process poll, the pause before a restart, how long a stalled stdin waits, what an OOM kill reads as.
+ * the adopted-process poll, the pause before a restart, how long a stalled stdin waits, what an OOM kill reads as;
+ * and the pure parts of a record's life: a new run's row, whether a failed run restarts.
  */
 
 /** In-memory state of a process this agent is watching. */
@@ -50,4 +52,44 @@ export const STDIN_STALL_MS = 30_000;
 export function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const { SANDBOX_AGENT_TOKEN: _token, ...rest } = env;
   return rest;
+}
+
+/** A new run's record as it is stored: running, never restarted, nothing dropped yet. */
+export function newProcessRow(
+  id: string,
+  pid: number,
+  name: string,
+  input: StartProcessRequest,
+  workingDir: string,
+  stdin: boolean,
+  startedAt: number,
+): ProcessRow {
+  return {
+    id,
+    pid,
+    runPid: pid,
+    name,
+    command: input.command,
+    status: "running",
+    exitCode: null,
+    error: null,
+    startedAt,
+    completedAt: null,
+    workingDir,
+    keepAlive: input.keepAlive ?? false,
+    timeout: input.timeout ?? 0,
+    killAfter: input.killAfter ?? 0,
+    restartOnFailure: input.restartOnFailure ?? false,
+    maxRestarts: input.maxRestarts ?? 0,
+    restartCount: 0,
+    stdin,
+    procStart: processStartTime(pid),
+    stdoutDropped: 0,
+    stderrDropped: 0,
+  };
+}
+
+/** Whether a failed run of this record is run again (restartOnFailure, within maxRestarts; negative: no limit). */
+export function mayRestart(row: ProcessRow): boolean {
+  return row.restartOnFailure && (row.maxRestarts < 0 || row.restartCount < row.maxRestarts);
 }

@@ -11,7 +11,17 @@ import { spawnInGroup } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
-import { ADOPTED_POLL_MS, EXIT_RECORD_WAIT_POLLS, inheritedEnv, OOM_KILLED, RESTART_DELAY_MS, STDIN_STALL_MS, type Running } from "./running.js";
+import {
+  ADOPTED_POLL_MS,
+  EXIT_RECORD_WAIT_POLLS,
+  inheritedEnv,
+  mayRestart,
+  newProcessRow,
+  OOM_KILLED,
+  RESTART_DELAY_MS,
+  STDIN_STALL_MS,
+  type Running,
+} from "./running.js";
 
 /** A run's in-memory state (running.ts), importable from here as before. */
 export type { Running } from "./running.js";
@@ -93,29 +103,7 @@ export class Supervisor {
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
     }
     const pid = child.pid!;
-    const row: ProcessRow = {
-      id: files.id,
-      pid,
-      runPid: pid,
-      name,
-      command: input.command,
-      status: "running",
-      exitCode: null,
-      error: null,
-      startedAt: this.#o.clock.now(),
-      completedAt: null,
-      workingDir,
-      keepAlive: input.keepAlive ?? false,
-      timeout: input.timeout ?? 0,
-      killAfter: input.killAfter ?? 0,
-      restartOnFailure: input.restartOnFailure ?? false,
-      maxRestarts: input.maxRestarts ?? 0,
-      restartCount: 0,
-      stdin,
-      procStart: processStartTime(pid),
-      stdoutDropped: 0,
-      stderrDropped: 0,
-    };
+    const row = newProcessRow(files.id, pid, name, input, workingDir, stdin, this.#o.clock.now());
     this.#store.insert(row);
     const running = this.#track(row, files);
     running.spec = { command: input.command, cwd, env: input.env };
@@ -192,7 +180,7 @@ export class Supervisor {
     const end =
       running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined && !exitKnown));
     // An adopted process (no spec: not our child, exit status unknown) is not restarted.
-    if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
+    if (!running.endReason && running.spec && end.status === "failed" && mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);
   }
 
@@ -223,10 +211,6 @@ export class Supervisor {
     if (groupAlive(running.row.runPid)) this.#linger(running.row, running.output.dropped);
     await this.#prune();
     for (const w of running.waiters) w.resolve(record);
-  }
-
-  #mayRestart(row: ProcessRow): boolean {
-    return row.restartOnFailure && (row.maxRestarts < 0 || row.restartCount < row.maxRestarts);
   }
 
   /** Reference §9.7: a notice in stdout, a 1 s pause, the same command again; the record stays `running`, its pid unchanged. */
