@@ -1,53 +1,21 @@
-import { promises as fsp, realpathSync } from "node:fs";
+import { promises as fsp } from "node:fs";
 import { join } from "node:path";
-import type { Clock } from "../../src/clock.js";
 import { ApiError, errors } from "../../src/errors.js";
-import type { Logger } from "../../src/logging.js";
-import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { checkDriveAccess } from "./access.js";
 import { backendFor } from "./backends/index.js";
-import type { BackendName, DriveBackend, MountSpec } from "./backends/types.js";
+import type { DriveBackend, MountSpec } from "./backends/types.js";
 import { DriveBusyError } from "./backends/busy-error.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";
 import { detach, mountIdAt, mountOn, withMountTarget, type MountTarget } from "./pinned-mount.js";
 import { driveAt, place, type Placed } from "./liveness.js";
-import type { MountPrograms } from "./run.js";
-import type { DriveRecord, DriveStore } from "./store.js";
+import type { DriveRecord } from "./store.js";
+import { asMountPathError, realpathOrSelf, recordKey, specOf, type DriveMountInfo, type DriveServiceOptions, type MountRequest } from "./mount-api.js";
 import { checkMountTarget, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "./validate.js";
 
-export interface MountRequest {
-  driveName: string;
-  mountPath: string;
-  drivePath?: string;
-  readOnly?: boolean;
-}
-
-export interface DriveMountInfo {
-  driveName: string;
-  mountPath: string;
-  drivePath: string;
-  readOnly: boolean;
-  backend: BackendName;
-}
-
-export interface DriveServiceOptions {
-  backend: DriveBackend;
-  store: DriveStore;
-  paths: SandboxPaths;
-  drivesDir: string;
-  /** Refuse drives whose directory under drivesDir does not exist (--drives-existing-only). */
-  existingOnly?: boolean;
-  /** This sandbox's name: with existingOnly, its labels and the drive's permissions decide a mount (access.ts). */
-  sandboxName?: string;
-  dataDir: string;
-  clock: Clock;
-  logger: Logger;
-  readTable?: () => Promise<MountEntry[]>;
-  /** umount(8) for undoing a misplaced mount (default: the one on PATH). */
-  programs?: MountPrograms;
-}
+/** The service's shapes (mount-api.ts), importable from here as before. */
+export type { DriveMountInfo, DriveServiceOptions, MountRequest } from "./mount-api.js";
 
 /**
  * Mount, unmount and list drives. One lock per mount point (host path, so
@@ -307,29 +275,5 @@ export class DriveService {
   #scrubError(e: unknown, hostPath: string, mountPath: string): unknown {
     if (!(e instanceof ApiError)) return e;
     return new ApiError(e.code, this.#scrub(e.message, hostPath, mountPath), { status: e.status });
-  }
-}
-
-/** A path refused by the confinement (403) is a bad mount path (400): outside the root, or over the agent's own state. */
-function asMountPathError(e: unknown, mountPath: string): unknown {
-  if (!(e instanceof ApiError) || e.status !== 403) return e;
-  if (e.message.includes("agent's own state")) return errors.badRequest(`mountPath: ${mountPath} overlaps the agent's data directory or drives directory`);
-  return errors.badRequest(`mountPath: ${mountPath} resolves outside the sandbox root`);
-}
-
-/** One mount's identity: a path reused by a later mount is a different record. */
-function recordKey(record: DriveRecord): string {
-  return `${record.hostPath}\0${record.mountedAt}\0${record.mountId}\0${record.linkTarget}`;
-}
-
-function specOf(record: DriveRecord): MountSpec {
-  return { driveName: record.driveName, drivePath: record.drivePath, readOnly: record.readOnly, hostMountPath: record.hostPath };
-}
-
-function realpathOrSelf(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
   }
 }

@@ -1,7 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { appendFileSync } from "node:fs";
-import type { Timer } from "../../src/clock.js";
 import { errors } from "../../src/errors.js";
 import { capWhileGroupLives } from "./linger.js";
 import { LiveOutput } from "./live-output.js";
@@ -12,42 +11,21 @@ import { spawnInGroup } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
+import {
+  ADOPTED_POLL_MS,
+  EXIT_RECORD_WAIT_POLLS,
+  inheritedEnv,
+  mayRestart,
+  newProcessRow,
+  OOM_KILLED,
+  RESTART_DELAY_MS,
+  STDIN_STALL_MS,
+  type Running,
+} from "./running.js";
 
-/** In-memory state of a process this agent is watching. */
-export interface Running {
-  row: ProcessRow;
-  child?: ChildProcess;
-  stdin?: StdinPipe;
-  /** The client closed stdin: a restarted run gets EOF at once too. */
-  stdinClosed?: boolean;
-  /** How to run it again (restartOnFailure); absent for a process adopted after an agent restart. */
-  spec?: { command: string; cwd: string; env?: Record<string, string> };
-  output: LiveOutput;
-  /** Set by stop, kill or the kill timer: what the exit means. */
-  endReason?: { status: ProcessStatus; error: string };
-  /** Stop's SIGKILL after the grace period. */
-  timers: Timer[];
-  killTimer?: Timer;
-  /** Pending respawn after a failed run. */
-  restart?: Timer;
-  /** From a failed run's end to the next run's start (the pause and the respawn itself). */
-  betweenRuns?: boolean;
-  /** #finish has begun: once only. */
-  finishing?: boolean;
-  /** Adopted after a restart: polled, since it is not our child. */
-  poll?: NodeJS.Timeout;
-  waiters: { resolve(r: ProcessRecord): void; reject(e: Error): void }[];
-  /** The sandbox's OOM-kill count when the current run started: a SIGKILL with a higher count since is an OOM kill. */
-  oomKillsAtStart?: number;
-}
+/** A run's in-memory state (running.ts), importable from here as before. */
+export type { Running } from "./running.js";
 
-const ADOPTED_POLL_MS = 500;
-/** Polls an adopted process may be gone without an exit record before its exit is taken as unknown. */
-const EXIT_RECORD_WAIT_POLLS = 3;
-/** What the platform reports for a process the kernel killed at the sandbox's memory limit. */
-const OOM_KILLED = { status: "failed" as ProcessStatus, error: "killed by the OOM killer: the sandbox ran out of memory (spec.runtime.memory)" };
-const RESTART_DELAY_MS = 1_000; // reference: 1 s between a failure and the restart
-const STDIN_STALL_MS = 30_000;
 /**
  * The life of each run the manager watches: spawn, follow the exit, restart
  * a failed run that asked for it, kill at the kill timer, record the end and
@@ -125,29 +103,7 @@ export class Supervisor {
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
     }
     const pid = child.pid!;
-    const row: ProcessRow = {
-      id: files.id,
-      pid,
-      runPid: pid,
-      name,
-      command: input.command,
-      status: "running",
-      exitCode: null,
-      error: null,
-      startedAt: this.#o.clock.now(),
-      completedAt: null,
-      workingDir,
-      keepAlive: input.keepAlive ?? false,
-      timeout: input.timeout ?? 0,
-      killAfter: input.killAfter ?? 0,
-      restartOnFailure: input.restartOnFailure ?? false,
-      maxRestarts: input.maxRestarts ?? 0,
-      restartCount: 0,
-      stdin,
-      procStart: processStartTime(pid),
-      stdoutDropped: 0,
-      stderrDropped: 0,
-    };
+    const row = newProcessRow(files.id, pid, name, input, workingDir, stdin, this.#o.clock.now());
     this.#store.insert(row);
     const running = this.#track(row, files);
     running.spec = { command: input.command, cwd, env: input.env };
@@ -224,7 +180,7 @@ export class Supervisor {
     const end =
       running.endReason ?? (this.#oomKilled(running, code, signal) ? OOM_KILLED : exitMeaning(code, signal, running.spec === undefined && !exitKnown));
     // An adopted process (no spec: not our child, exit status unknown) is not restarted.
-    if (!running.endReason && running.spec && end.status === "failed" && this.#mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
+    if (!running.endReason && running.spec && end.status === "failed" && mayRestart(running.row)) return this.#restartLater(running, code ?? -1);
     await this.#finish(running, end, code, signal);
   }
 
@@ -255,10 +211,6 @@ export class Supervisor {
     if (groupAlive(running.row.runPid)) this.#linger(running.row, running.output.dropped);
     await this.#prune();
     for (const w of running.waiters) w.resolve(record);
-  }
-
-  #mayRestart(row: ProcessRow): boolean {
-    return row.restartOnFailure && (row.maxRestarts < 0 || row.restartCount < row.maxRestarts);
   }
 
   /** Reference §9.7: a notice in stdout, a 1 s pause, the same command again; the record stays `running`, its pid unchanged. */
@@ -351,10 +303,4 @@ export class Supervisor {
   waitRunning(running: Running): Promise<ProcessRecord> {
     return new Promise((resolve, reject) => running.waiters.push({ resolve, reject }));
   }
-}
-
-/** The agent's environment minus its own API token: a command in the sandbox should not learn it for free. */
-function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const { SANDBOX_AGENT_TOKEN: _token, ...rest } = env;
-  return rest;
 }

@@ -1,18 +1,16 @@
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { exportDockerImage, inspectDockerImage } from "./docker-source.js";
 import { formatImageRef, parseImageRef, storeKey, type ImageRef } from "./image-ref.js";
-import { alive, withLock } from "./lock.js";
-import { releaseMounts } from "./mounts.js";
+import { withLock } from "./lock.js";
 import { ImportError, importLayout, isImageLayout, unpackArchive } from "./oci-import.js";
 import { sharedProgress, silentProgress, type Progress, type SharedProgress } from "./progress.js";
 import { buildRecipe, HOST_APT_ARCHIVES, type BuildTools } from "./recipe-build.js";
 import { HUB_IMAGES, isHubTag, recipeDigest, recipeFor, type Recipe } from "./recipes.js";
-import { hexOf, ImageNotFoundError, writeAtomic, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
-import { runTool } from "./tools.js";
+import { hexOf, ImageNotFoundError, type ImageManifest, type ImagePlan, type StoredImage } from "./store-records.js";
+import { ImageFiles } from "./image-files.js";
 
 /**
  * The image store: root filesystems on disk, built once and shared by every
@@ -41,8 +39,7 @@ export interface ImageStoreOptions {
   mirror?: string;
 }
 
-export class ImageStore {
-  readonly dir: string;
+export class ImageStore extends ImageFiles {
   private readonly docker: string | null;
   /** Builds under way in this process, by name and digest: a second caller joins the first's build and hears its progress. */
   private readonly building = new Map<string, { done: Promise<StoredImage>; progress: SharedProgress }>();
@@ -50,41 +47,8 @@ export class ImageStore {
   private readonly closing = new AbortController();
 
   constructor(private readonly options: ImageStoreOptions) {
-    this.dir = options.dir;
+    super(options.dir);
     this.docker = options.docker === undefined ? "docker" : options.docker;
-    for (const sub of ["images", "refs", "tmp", "locks"]) mkdirSync(join(this.dir, sub), { recursive: true });
-    this.removeAbandonedWork();
-  }
-
-  /** Work dirs are named <kind>-<pid>-<random>: those of a process that died mid-build are removed. */
-  private removeAbandonedWork(): void {
-    for (const name of readdirSync(join(this.dir, "tmp"))) {
-      const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
-      if (pid && pid !== process.pid && !alive(pid) && releaseMounts(join(this.dir, "tmp", name)))
-        rmSync(join(this.dir, "tmp", name), { recursive: true, force: true });
-    }
-  }
-
-  /** A new work dir under tmp/, named for this process. */
-  private workDir(kind: string): string {
-    return join(this.dir, "tmp", `${kind}-${process.pid}-${randomBytes(6).toString("hex")}`);
-  }
-
-  /** Every name in the store with its image. */
-  list(): StoredImage[] {
-    const out: StoredImage[] = [];
-    for (const file of readdirSync(join(this.dir, "refs"))
-      .filter((f) => f.endsWith(".json"))
-      .sort()) {
-      const image = this.readRef(join(this.dir, "refs", file));
-      if (image) out.push(image);
-    }
-    return out;
-  }
-
-  /** The stored image a name points at (exactly that name), if any. */
-  get(name: string): StoredImage | undefined {
-    return this.readRef(this.refPath(formatImageRef(parseImageRef(name))));
   }
 
   /**
@@ -301,33 +265,6 @@ export class ImageStore {
     return unused.map((hex) => `sha256:${hex}`);
   }
 
-  /** The images (digest hex) a name points at, and every image those are stacked on (a template's base keeps its files). */
-  private inUse(): Set<string> {
-    const used = new Set<string>();
-    for (const image of this.list()) {
-      for (let digest: string | undefined = image.manifest.digest; digest && !used.has(hexOf(digest)); digest = this.manifestOf(digest)?.base)
-        used.add(hexOf(digest));
-    }
-    return used;
-  }
-
-  private manifestOf(digest: string): ImageManifest | undefined {
-    try {
-      return JSON.parse(readFileSync(join(this.imageDir(digest), "manifest.json"), "utf8")) as ImageManifest;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** The root directories of an image, top first (its base's below its own); undefined when one is missing. */
-  private layersOf(digest: string, manifest: ImageManifest | undefined = this.manifestOf(digest), depth = 0): string[] | undefined {
-    if (!manifest || depth > 64) return undefined;
-    const own = join(this.imageDir(digest), "rootfs");
-    if (!manifest.base) return [own];
-    const below = this.layersOf(manifest.base, undefined, depth + 1);
-    return below && [own, ...below];
-  }
-
   /** What INVALID_IMAGE lists as supported: the hub images and the names in the store. */
   supported(): string[] {
     return [...new Set([...HUB_IMAGES, ...this.list().map((i) => i.ref)])];
@@ -340,95 +277,6 @@ export class ImageStore {
     // An image the user imported under a hub name replaces the recipe.
     if (stored && (stored.manifest.digest === digest || stored.manifest.source === "import")) return { kind: "stored", image: stored };
     return { kind: "recipe", ref, recipe, digest };
-  }
-
-  private refPath(canonical: string): string {
-    return join(this.dir, "refs", `${storeKey(canonical)}.json`);
-  }
-
-  private imageDir(digest: string): string {
-    return join(this.dir, "images", hexOf(digest));
-  }
-
-  private hasImage(digest: string): boolean {
-    return existsSync(join(this.imageDir(digest), "manifest.json"));
-  }
-
-  private readRef(path: string): StoredImage | undefined {
-    let ref: { ref: string; digest: string };
-    try {
-      ref = JSON.parse(readFileSync(path, "utf8")) as typeof ref;
-    } catch {
-      return undefined;
-    }
-    const manifest = this.manifestOf(ref.digest);
-    const layers = this.layersOf(ref.digest, manifest);
-    if (!manifest || !layers) return undefined; // the image (or the base it is stacked on) was removed under its name
-    return { ref: ref.ref, rootfs: layers[0]!, layers, manifest: { ...manifest, refs: this.refsOf(ref.digest) } };
-  }
-
-  private refsOf(digest: string): string[] {
-    const out: string[] = [];
-    for (const file of readdirSync(join(this.dir, "refs")).filter((f) => f.endsWith(".json"))) {
-      try {
-        const ref = JSON.parse(readFileSync(join(this.dir, "refs", file), "utf8")) as { ref: string; digest: string };
-        if (ref.digest === digest) out.push(ref.ref);
-      } catch {
-        /* being replaced */
-      }
-    }
-    return out.sort();
-  }
-
-  private point(canonical: string, digest: string): StoredImage {
-    writeAtomic(this.refPath(canonical), JSON.stringify({ ref: canonical, digest }) + "\n");
-    return this.readRef(this.refPath(canonical))!;
-  }
-
-  /** Builds into a temp dir, then renames it into place: a half-built image is never visible. */
-  private async install(
-    digest: string,
-    progress: Progress,
-    populate: (rootfs: string) => Promise<Omit<ImageManifest, "refs" | "digest" | "size" | "created">>,
-  ): Promise<void> {
-    const work = this.workDir("build");
-    mkdirSync(join(work, "rootfs"), { recursive: true });
-    try {
-      const described = await populate(join(work, "rootfs"));
-      await this.finish(work, digest, described);
-      progress.phase("done");
-    } finally {
-      // Async: a failed build's tree can be large. Left in place (and reported) if a mount under it stays.
-      if (releaseMounts(work)) await rm(work, { recursive: true, force: true });
-      else progress.note(`${work} left in place: something is still mounted under it`);
-    }
-  }
-
-  /** `knownSize`: the builder's count (a template over its base), sparing a walk of the whole tree. */
-  private async finish(
-    work: string,
-    digest: string,
-    described: Omit<ImageManifest, "refs" | "digest" | "size" | "created">,
-    knownSize?: number,
-  ): Promise<void> {
-    const size = knownSize ?? (Number((await runTool("du", ["-sb", join(work, "rootfs")])).split("\t")[0]) || 0);
-    const manifest: ImageManifest = { refs: [], ...described, digest, size, created: new Date().toISOString() };
-    writeAtomic(join(work, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
-    try {
-      renameSync(work, this.imageDir(digest));
-    } catch (err) {
-      // Another process installed the same image first: keep theirs.
-      if (!["EEXIST", "ENOTEMPTY"].includes((err as NodeJS.ErrnoException).code ?? "")) throw err;
-    }
-  }
-
-  private removeImageDir(digest: string): void {
-    const dir = this.imageDir(digest);
-    if (!existsSync(dir)) return;
-    // Renamed away first: a reader never sees a half-removed image.
-    const gone = this.workDir("removed");
-    renameSync(dir, gone);
-    rmSync(gone, { recursive: true, force: true });
   }
 }
 

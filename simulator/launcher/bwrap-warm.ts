@@ -5,7 +5,7 @@ import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MemoryCgroup } from "./cgroup.js";
-import { isAlive } from "./proc.js";
+import { killTree, stateOf } from "./proc.js";
 import type { LaunchSpec, WarmPoolState } from "./types.js";
 import { stopChild, WarmPool } from "./warm-pool.js";
 
@@ -16,7 +16,7 @@ import { stopChild, WarmPool } from "./warm-pool.js";
  * isolated start is that work, so a create that takes one over costs renaming
  * two directories, setting a hostname and a memory limit, and opening the
  * agent's database. A warm sandbox fits a spec with the same drives dir,
- * image and network, no extra mounts, and no files yet (a fresh create; a
+ * image, network and extra CAs for its agent (NODE_EXTRA_CA_CERTS), no extra mounts, and no files yet (a fresh create; a
  * restart, fork or restore starts cold). Warm sandboxes live beside the
  * sandboxes' directories (<dir>/.warm/<id>), so the renames stay on one filesystem.
  */
@@ -41,8 +41,34 @@ function poolDir(spec: LaunchSpec): string {
   return join(dirname(dirname(spec.rootDir)), ".warm");
 }
 
+/** The one variable of a spec's environment a warm agent starts with: its Node reads it at start-up only (bwrap.ts agentCaEnv). */
+function startupEnv(spec: LaunchSpec): Record<string, string> | undefined {
+  const ca = spec.env?.NODE_EXTRA_CA_CERTS;
+  return ca === undefined ? undefined : { NODE_EXTRA_CA_CERTS: ca };
+}
+
 function keyOf(spec: LaunchSpec): string {
-  return JSON.stringify([poolDir(spec), spec.drivesDir ?? "", spec.imageRootDir ?? "", ...(spec.imageLowerDirs ?? []), spec.outboundNetwork ?? "default"]);
+  return JSON.stringify([
+    poolDir(spec),
+    spec.drivesDir ?? "",
+    spec.imageRootDir ?? "",
+    ...(spec.imageLowerDirs ?? []),
+    spec.outboundNetwork ?? "default",
+    spec.env?.NODE_EXTRA_CA_CERTS ?? "",
+  ]);
+}
+
+/**
+ * Kills a warm sandbox's whole process tree and resolves once its processes are gone (its directories may then be
+ * removed). Not a SIGKILL to the outer bwrap alone: its namespace's init dies with it (--die-with-parent) only once
+ * it has finished its setup, and one killed before that is left waiting for the outer bwrap forever, reparented to
+ * pid 1 (seen in CI after a warm sandbox was stopped right after it was spawned). killTree reaches it first.
+ */
+export async function killWarmSandbox(sandbox: SpawnedSandbox): Promise<void> {
+  const pids = sandbox.child.pid === undefined ? [] : killTree(sandbox.child.pid);
+  await stopChild(sandbox.child, "SIGKILL");
+  const running = (pid: number) => !["Z", "X", undefined].includes(stateOf(pid));
+  for (let waited = 0; pids.some(running) && waited < 2_000; waited += 20) await sleep(20);
 }
 
 /** A sandbox killed mid-setup may still be creating mount points there: retry once, never throw from an exit handler. */
@@ -84,7 +110,7 @@ export class BwrapWarmPool {
         mkdirSync(rootDir, { recursive: true });
         mkdirSync(dataDir, { recursive: true });
         try {
-          const sandbox = spawn({ ...spec, sandbox: "sandbox", rootDir, dataDir, token: "", env: undefined, memoryMb: undefined, mounts: undefined });
+          const sandbox = spawn({ ...spec, sandbox: "sandbox", rootDir, dataDir, token: "", env: startupEnv(spec), memoryMb: undefined, mounts: undefined });
           return { sandbox, rootDir, dataDir, base };
         } catch {
           removeQuietly(base);
@@ -99,13 +125,8 @@ export class BwrapWarmPool {
         ),
       // Taken or not, what is left here is the pool's (taken directories were renamed away).
       exited: (warm) => removeLater(warm.base, this.removals),
-      discard: (warm) => warm.sandbox.child.kill("SIGKILL"),
-      stop: async ({ sandbox }) => {
-        await stopChild(sandbox.child, "SIGKILL"); // bwrap ends, and with it the whole namespace
-        // Its init (killed with bwrap) may still be setting up: wait for it, so the caller can remove the directories.
-        const init = sandbox.sandboxPid();
-        for (let waited = 0; init !== undefined && isAlive(init) && waited < 2_000; waited += 20) await sleep(20);
-      },
+      discard: (warm) => void killWarmSandbox(warm.sandbox),
+      stop: (warm) => killWarmSandbox(warm.sandbox),
     });
   }
 

@@ -1,65 +1,36 @@
 import { spawn, spawnSync, type StdioOptions } from "node:child_process";
-import { existsSync, mkdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
-import { agentArgs, agentEnv, agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
-import { TOKEN_HANDOFF } from "./docker-args.js";
+import { agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan } from "./child.js";
-import { BwrapWarmPool, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
+import { adoption } from "./bwrap-adoption.js";
+import {
+  agentArgv,
+  bwrapArgv,
+  agentCaEnv,
+  caEnv,
+  overlay as overlayOf,
+  SANDBOX_PATH,
+  sandboxEnv,
+  STAGE0,
+  STAGE1,
+  trustEgress,
+  writeSandboxEtc,
+} from "./bwrap-layout.js";
+import { BwrapWarmPool, killWarmSandbox, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
 import type { WarmActivation } from "./warm-agent.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
-import { SOCKET_URL } from "./endpoint.js";
 import { copyMappedTree, describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
-import { DirectOutbound, SANDBOX_RESOLV_CONF } from "./network.js";
-import { cmdlineOf, continueTree, descendantsOf, signal, stopTree } from "./proc.js";
+import { DirectOutbound } from "./network.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
-import { wrapperAs } from "./process-user.js";
-import { portHandoff } from "./port-handoff.js";
-import { openGateways, type SandboxEgressSpec } from "./gateway.js";
-import { readBundle, trustInImage, writeTrustFiles } from "./egress-trust.js";
-import {
-  addHostCertificates,
-  hostExtraCertificates,
-  hostsFile,
-  imageFile,
-  imageLayers,
-  keepHostsCurrent,
-  readInfo,
-  SANDBOX_CA_BUNDLE,
-  setHostname,
-  unlockWorkDir,
-} from "./sandbox-setup.js";
+import { addHostCertificates, hostsFile, imageLayers, keepHostsCurrent, readInfo, setHostname, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
-/** Inside the sandbox: the agent's state (and its socket), the workspace's drives, the memory cgroup's OOM counter. */
-export const AGENT_DATA = "/run/sandbox-agent";
-export const AGENT_SOCKET = `${AGENT_DATA}/agent.sock`;
-export const DRIVES = "/run/sandbox-drives";
-export const MEMORY_EVENTS = "/run/sandbox-memory/events";
-/** The platform's daemon listens on 8080 inside every sandbox (its port is reserved for it). */
-export const IN_SANDBOX_API_PORT = 8080;
-/** --image-source host: the host's system directories, read-only, under the sandbox's own writable root. */
-const HOST_SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
-const HOST_ETC = ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives"];
-const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/**
- * Stage 1, inside the sandbox's user and mount namespace (unshare): mount the
- * image's overlay (lower: the image, read-only and shared; upper: the
- * sandbox's own directory) over the image's path — visible in this namespace
- * only, gone with it — then become bwrap.
- */
-const STAGE1 = 'set -e; if [ -n "$1" ]; then mount -t overlay overlay -o "$1" "$2"; fi; shift 2; exec "$@"';
-/** Stage 0 (memory limit): the first process joins the sandbox's cgroup before anything else starts. */
-const STAGE0 = 'echo $$ > "$0/cgroup.procs" && exec "$@"';
-
-function sandboxPidOf(sandbox: SpawnedSandbox): number {
-  const pid = sandbox.sandboxPid();
-  if (pid === undefined) throw new LaunchError("the sandbox's PID namespace is not known yet");
-  return pid;
-}
+/** Paths inside every sandbox (bwrap-layout.ts), importable from here as before. */
+export { AGENT_DATA, AGENT_SOCKET, DRIVES, IN_SANDBOX_API_PORT, MEMORY_EVENTS } from "./bwrap-layout.js";
 
 export function bwrapPath(): string | undefined {
   return which("bwrap");
@@ -92,11 +63,6 @@ export interface BwrapLauncherOptions {
  * memory cgroup where the host allows one, and its agent on a Unix socket
  * in its data dir (no host port). docs/launchers.md.
  */
-/** Node reads only its own CA list: pointed at the sandbox's bundle when the host added certificates to it. */
-function caEnv(): Record<string, string> {
-  return hostExtraCertificates() ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA_BUNDLE } : {};
-}
-
 export class BwrapLauncher implements Launcher {
   readonly name = "bwrap";
   /** Each sandbox's `/` is an overlay over its image's root filesystem (LaunchSpec.imageRootDir) when one is given. */
@@ -164,17 +130,17 @@ export class BwrapLauncher implements Launcher {
     const warm = await this.pool.take(spec);
     try {
       if (warm) {
-        return await this.activate(warm, spec).catch((err: unknown) => {
+        return await this.activate(warm, spec).catch(async (err: unknown) => {
           // Taken out of the pool but never adopted (a rename, the hostname, the network failed): nothing else
-          // owns it now, so it ends here rather than outliving the simulator.
-          warm.sandbox.child.kill("SIGKILL");
+          // owns it now, so it ends here, its whole process tree, rather than outliving the simulator.
+          await killWarmSandbox(warm.sandbox);
           throw err;
         });
       }
       for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
       await reapOrphan(spec.dataDir);
       const sandbox = this.spawnSandbox(spec, false);
-      return await adoptChild(sandbox.child, this.adoption(sandbox, spec, kit));
+      return await adoptChild(sandbox.child, adoption(sandbox, spec, kit, this.options.readyTimeoutMs));
     } finally {
       this.pool.refill(spec); // after, not during: on a small machine the next warm-up would slow this start
     }
@@ -218,34 +184,6 @@ export class BwrapLauncher implements Launcher {
     return this.kit;
   }
 
-  private adoption(sandbox: SpawnedSandbox, spec: LaunchSpec, kit: SandboxKit) {
-    let stopped: number[] = [];
-    return {
-      command: "bwrap",
-      dataDir: spec.dataDir,
-      readyTimeoutMs: this.options.readyTimeoutMs,
-      // SIGTERM must reach the agent so it closes its database; bwrap does not forward signals.
-      termTargets: (pid: number) => descendantsOf(pid).filter((p) => cmdlineOf(p).includes(kit.agentMain) || cmdlineOf(p).includes(kit.warmMain)),
-      endpointOf: () => ({ url: SOCKET_URL, socketPath: join(spec.dataDir, "agent.sock") }),
-      // The network, then the egress gateway: the simulator's address inside the sandbox (gateway.ts).
-      alsoReady: () => Promise.all([sandbox.network(), spec.egress && openGateways(sandbox.child, spec.egress)]).then(() => undefined),
-      sandboxPid: sandbox.sandboxPid,
-      // The host cannot reach the sandbox's loopback: its agent connects there and hands the socket over.
-      openPort: portHandoff(sandbox.child),
-      setDirectOutbound: sandbox.setDirect,
-      // Standby: every process of the sandbox's PID namespace (its init, the agent, what it runs) is stopped
-      // from outside; slirp4netns, the egress gateways and the simulator are not in it and keep running.
-      freeze: async () => void (stopped = await stopTree(sandboxPidOf(sandbox))),
-      // A stopped process forks nothing: the processes stopped are all there is to continue (no /proc scan on
-      // the resume path, which a request waits for).
-      thaw: async () => {
-        if (stopped.length === 0) return continueTree(sandboxPidOf(sandbox));
-        for (const pid of stopped) signal(pid, "SIGCONT");
-        stopped = [];
-      },
-    };
-  }
-
   /** A warm sandbox becomes this one: its directories take the spec's paths, its agent gets the spec's argv and env. */
   private async activate(warm: WarmSandbox, spec: LaunchSpec): Promise<AgentHandle> {
     // The sandbox's binds follow the directories' inodes: renamed, they stay mounted where they were.
@@ -263,48 +201,17 @@ export class BwrapLauncher implements Launcher {
     }
     writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox, spec.egress?.hosts));
     keepHostsCurrent(join(spec.dataDir, "etc", "hosts"), spec, warm.sandbox.child);
-    if (spec.egress) this.trustEgress(spec, spec.egress, false);
+    if (spec.egress) trustEgress(spec, spec.egress, false);
     if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
     // Named while its agent activates (the agent never reads the hostname): the create answers once both are done.
     const named = setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
     const kit = this.sandboxKit();
-    const activation: WarmActivation = { argv: this.agentArgv(spec, warm.sandbox.cgroup !== undefined), env: this.sandboxEnv(spec) as Record<string, string> };
+    const activation: WarmActivation = { argv: agentArgv(spec, warm.sandbox.cgroup !== undefined, kit), env: sandboxEnv(spec) as Record<string, string> };
     const [handle] = await Promise.all([
-      adoptChild(warm.sandbox.child, this.adoption(warm.sandbox, spec, kit), () => warm.sandbox.child.send(activation)),
+      adoptChild(warm.sandbox.child, adoption(warm.sandbox, spec, kit, this.options.readyTimeoutMs), () => warm.sandbox.child.send(activation)),
       named,
     ]);
     return handle;
-  }
-
-  private agentArgv(spec: LaunchSpec, memoryEvents: boolean): string[] {
-    return [
-      ...agentArgs({ root: "/", dataDir: AGENT_DATA, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir ? DRIVES : undefined }),
-      "--socket",
-      AGENT_SOCKET,
-      // The sandbox's own processes (a template's entrypoint: curl localhost:8080/process) reach it as on the platform.
-      "--in-sandbox-port",
-      String(IN_SANDBOX_API_PORT),
-      "--port-handoff",
-      "--process-wrapper",
-      JSON.stringify(wrapperAs(this.sandboxKit().processWrapper, spec.user)),
-      ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
-      "--mount-program",
-      JSON.stringify(this.sandboxKit().mountProgram),
-      "--umount-program",
-      JSON.stringify(this.sandboxKit().umountProgram),
-      ...(memoryEvents ? ["--memory-events", MEMORY_EVENTS] : []),
-    ];
-  }
-
-  /** The one-time token file a cold agent reads and removes (--token-file-remove), as the docker launcher does. */
-  private tokenHandoff(spec: LaunchSpec): string[] {
-    mkdirSync(spec.dataDir, { recursive: true });
-    writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
-    return ["--token-file", `${AGENT_DATA}/${TOKEN_HANDOFF}`, "--token-file-remove"];
-  }
-
-  private sandboxEnv(spec: LaunchSpec): NodeJS.ProcessEnv {
-    return { ...caEnv(), ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
   }
 
   /**
@@ -314,50 +221,12 @@ export class BwrapLauncher implements Launcher {
   spawnSandbox(spec: LaunchSpec, warm: boolean): SpawnedSandbox {
     const kit = this.sandboxKit();
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
-    const etc = this.writeSandboxEtc(spec);
-    const overlay = spec.imageRootDir ? this.overlay(spec) : undefined;
+    const etc = writeSandboxEtc(spec);
+    const overlay = spec.imageRootDir ? overlayOf(spec) : undefined;
     if (overlay) addHostCertificates(imageLayers(spec), spec.rootDir);
-    if (spec.egress) this.trustEgress(spec, spec.egress, overlay !== undefined);
+    if (spec.egress) trustEgress(spec, spec.egress, overlay !== undefined);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
-    const bwrapArgs = [
-      "--die-with-parent",
-      "--new-session",
-      "--unshare-pid",
-      "--unshare-ipc",
-      "--unshare-uts",
-      "--unshare-net",
-      "--unshare-cgroup-try",
-      "--hostname",
-      spec.sandbox.slice(0, 63),
-      "--info-fd",
-      "3",
-      ...this.rootBinds(spec),
-      "--ro-bind",
-      etc.resolv,
-      "/etc/resolv.conf",
-      "--ro-bind",
-      etc.hosts,
-      "/etc/hosts",
-      ...kit.binds,
-      "--proc",
-      "/proc",
-      "--dev",
-      "/dev",
-      "--bind",
-      spec.dataDir,
-      AGENT_DATA,
-      ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
-      ...(cgroup ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
-      ...(spec.mounts ?? []).flatMap((m) => {
-        if (!existsSync(m.source)) throw new LaunchError(`mount source ${m.source} (for ${m.target}) does not exist`);
-        return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
-      }),
-      "--chdir",
-      "/",
-      "--",
-      ...kit.loader,
-      ...(warm ? [kit.warmMain] : [kit.agentMain, ...this.agentArgv(spec, cgroup !== undefined), ...this.tokenHandoff(spec)]),
-    ];
+    const bwrapArgs = bwrapArgv(spec, etc, kit, cgroup, warm);
     const stage1 = [
       this.tools.unshare,
       ...unshareIdArgs(this.mapIds()),
@@ -379,7 +248,7 @@ export class BwrapLauncher implements Launcher {
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), {
-      env: warm ? { PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
+      env: warm ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
       stdio,
     });
     child.on("error", () => {});
@@ -409,14 +278,6 @@ export class BwrapLauncher implements Launcher {
     return { child, cgroup, network, setDirect, sandboxPid: () => sandboxPid };
   }
 
-  /** The egress proxy's CA in the sandbox's store (its own layer, before the overlay is mounted) and in its data dir's trust files (egress-trust.ts). */
-  private trustEgress(spec: LaunchSpec, egress: SandboxEgressSpec, beforeOverlay: boolean): void {
-    if (beforeOverlay) trustInImage(imageLayers(spec), spec.rootDir, egress.caPem);
-    const own = join(spec.rootDir, SANDBOX_CA_BUNDLE);
-    const system = spec.imageRootDir ? (readBundle(own) ? own : (imageFile(imageLayers(spec), SANDBOX_CA_BUNDLE) ?? "")) : SANDBOX_CA_BUNDLE;
-    writeTrustFiles(spec.dataDir, egress.caPem, system);
-  }
-
   /** A memory cgroup, or none when the host refuses one after all (the sandbox then runs without a limit, rather than not at all). */
   private memoryCgroup(limitMb: number | undefined): MemoryCgroup | undefined {
     try {
@@ -425,37 +286,5 @@ export class BwrapLauncher implements Launcher {
       this.memory.unavailable = `creating a memory cgroup failed: ${(err as Error).message}`;
       return undefined;
     }
-  }
-
-  /** `/` of the sandbox: the overlay (mounted over the image's path in stage 1), or its own directory with the host's system read-only. */
-  private rootBinds(spec: LaunchSpec): string[] {
-    if (spec.imageRootDir) return ["--bind", realpathSync(spec.imageRootDir), "/"];
-    for (const dir of ["tmp", "root"]) mkdirSync(join(spec.rootDir, dir), { recursive: true });
-    const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
-    return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
-  }
-
-  /** The sandbox's own layer over the image's layers (a template's over its base's: overlayfs stacks several lower layers, top first). */
-  private overlay(spec: LaunchSpec): { options: string; mountAt: string; workDir: string } {
-    const lowers = imageLayers(spec).map((dir) => realpathSync(dir));
-    const upper = realpathSync(spec.rootDir);
-    const workDir = `${upper}.overlay-work`;
-    mkdirSync(workDir, { recursive: true });
-    for (const path of [...lowers, upper, workDir]) {
-      // overlayfs splits its options on "," and ":" (and treats "\" as an escape).
-      if (/[,:\\]/.test(path)) throw new LaunchError(`the overlay cannot use ${path}: paths with ",", ":" or "\\" are not supported`);
-    }
-    return { options: `lowerdir=${lowers.join(":")},upperdir=${upper},workdir=${workDir},userxattr`, mountAt: lowers[0]!, workDir };
-  }
-
-  /** The sandbox's resolver (slirp4netns's DNS forwarder) and hosts file, in its data dir. */
-  private writeSandboxEtc(spec: LaunchSpec): { resolv: string; hosts: string } {
-    const dir = join(spec.dataDir, "etc");
-    mkdirSync(dir, { recursive: true });
-    const resolv = join(dir, "resolv.conf");
-    const hosts = join(dir, "hosts");
-    writeFileSync(resolv, SANDBOX_RESOLV_CONF);
-    writeFileSync(hosts, hostsFile(spec.sandbox, spec.egress?.hosts));
-    return { resolv, hosts };
   }
 }

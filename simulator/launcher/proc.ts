@@ -127,3 +127,24 @@ export async function stopTree(root: number, timeoutMs = 10_000): Promise<number
 export function continueTree(root: number): void {
   for (const pid of [root, ...descendantsOf(root)]) signal(pid, "SIGCONT");
 }
+
+/**
+ * SIGKILL to `root` and every descendant. A SIGKILL to the root alone leaves its children running, reparented
+ * away where no /proc walk from the root finds them: bwrap's --die-with-parent binds its namespace's init to the
+ * outer bwrap only once that init has finished setting up (before then, killed outer bwrap leaves the init
+ * waiting for it forever). So the tree is held first (SIGSTOP: a process with a signal pending forks no more, so
+ * the walk is complete once a pass finds nothing new), then killed; returns the pids signalled.
+ */
+export function killTree(root: number): number[] {
+  const held = new Set<number>();
+  for (let pass = 0; pass < 20; pass++) {
+    const pids = [root, ...descendantsOf(root)].filter((p) => !held.has(p));
+    if (pids.length === 0) break;
+    for (const pid of pids) {
+      signal(pid, "SIGSTOP");
+      held.add(pid);
+    }
+  }
+  for (const pid of held) signal(pid, "SIGKILL");
+  return [...held];
+}

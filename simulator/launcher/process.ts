@@ -36,19 +36,22 @@ export class ProcessLauncher implements Launcher {
       detail: "NOT ISOLATED: sandbox commands run on the host as the simulator's user; only the filesystem API is confined",
     };
   }
-  /** Warm agents fit every spec (one key): the spec's paths, argv and environment come at activation. */
-  private readonly pool: WarmPool<ChildProcess, void>;
+  /**
+   * Warm agents fit every spec with the same NODE_EXTRA_CA_CERTS (the key): the spec's paths, argv and the rest
+   * of its environment come at activation, but Node reads that one variable at start-up only.
+   */
+  private readonly pool: WarmPool<ChildProcess, string>;
 
   constructor(private readonly options: ProcessLauncherOptions = {}) {
     this.pool = new WarmPool({
       size: options.agentMain ? 0 : (options.warm ?? 0),
-      keyOf: () => "",
-      spawn: () => spawnWarmAgent(),
+      keyOf: (ca) => ca,
+      spawn: (ca) => spawnWarmAgent(ca),
       child: (child) => child,
       discard: () => {}, // dead already, or disconnected: a warm agent without its launcher exits by itself
       stop: (child) => stopChild(child, "SIGTERM"),
     });
-    this.pool.refill();
+    this.pool.refill("");
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -61,7 +64,8 @@ export class ProcessLauncher implements Launcher {
     mkdirSync(spec.dataDir, { recursive: true });
     const args = agentArgs({ root: spec.rootDir, dataDir: spec.dataDir, sandbox: spec.sandbox, logLevel: spec.logLevel, drivesDir: spec.drivesDir });
     const env = agentEnv(spec, spec.rootDir);
-    const warm = await this.pool.take();
+    const ca = spec.env?.NODE_EXTRA_CA_CERTS ?? "";
+    const warm = await this.pool.take(ca);
     if (warm) {
       await reapOrphan(spec.dataDir);
       const activation: WarmActivation = { argv: args, env: env as Record<string, string> };
@@ -72,7 +76,7 @@ export class ProcessLauncher implements Launcher {
           () => warm.send(activation),
         );
       } finally {
-        this.pool.refill(); // after, not during: on a small machine the next warm-up would slow this start
+        this.pool.refill(ca); // after, not during: on a small machine the next warm-up would slow this start
       }
     }
     // Cold start: the token goes on a pipe, not in the environment every sandbox process could read in /proc.
@@ -104,11 +108,12 @@ export class ProcessLauncher implements Launcher {
 }
 
 /** A warm agent (warm-agent.ts) waiting on IPC for its sandbox; undefined where the build has none. */
-function spawnWarmAgent(): ChildProcess | undefined {
+function spawnWarmAgent(ca: string): ChildProcess | undefined {
   const script = join(dirname(agentMainPath()), "../simulator/launcher/warm-agent.js");
   if (!existsSync(script)) return undefined;
-  // A minimal environment until activation replaces it with the sandbox's.
-  const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env: agentEnv({ token: "" }, "/"), stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  // A minimal environment until activation replaces it with the sandbox's, but for what Node reads at start-up.
+  const env = agentEnv({ token: "", env: ca ? { NODE_EXTRA_CA_CERTS: ca } : undefined }, "/");
+  const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, script], { env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
   child.on("error", () => {});
   return child;
 }

@@ -121,3 +121,10 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     ...agentCommand(spec, inputs.agentMain),
   ];
 }
+
+/** The registry's name for an image: `<registry>/<path>` (a registry host in the source reference dropped). */
+export function registryRef(registry: string, image: string): string {
+  const parts = image.split("/");
+  const hasHost = parts.length > 1 && /[.:]|^localhost$/.test(parts[0]!);
+  return `${registry.replace(/\/+$/, "")}/${(hasHost ? parts.slice(1) : parts).join("/")}`;
+}

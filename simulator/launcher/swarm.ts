@@ -1,15 +1,13 @@
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
-import { hostname } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF } from "./docker-args.js";
 import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
-import { isAlive, startTimeOf } from "./proc.js";
-import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { liveServices, ownerGone, ownerLabel, trackService } from "./swarm-owner.js";
+import { registryRef, specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
 import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
@@ -38,48 +36,9 @@ export interface SwarmLauncherOptions {
   pollMs?: number;
 }
 
-/**
- * Services of this process not yet removed (every launcher's): a forced exit (a shutdown past its deadline, a
- * second signal) removes them synchronously on the way out, as other launchers' agents die with the simulator.
- * Only kill -9 skips this; the next start reaps those by their owner label.
- */
-const liveServices = new Map<string, string>(); // service -> docker CLI
-let exitHooked = false;
-function trackService(docker: string, service: string): void {
-  liveServices.set(service, docker);
-  if (exitHooked) return;
-  exitHooked = true;
-  process.once("exit", () => {
-    const byCli = new Map<string, string[]>();
-    for (const [name, cli] of liveServices) byCli.set(cli, [...(byCli.get(cli) ?? []), name]);
-    for (const [cli, names] of byCli) {
-      try {
-        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000 });
-      } catch {
-        // Some were gone already; the next start reaps whatever is left.
-      }
-    }
-  });
-}
-
-/** This process as an owner label: `<hostname>/<pid>/<start time>`. */
-export function ownerLabel(pid = process.pid): string {
-  return `${hostname()}/${pid}/${startTimeOf(pid) ?? "?"}`;
-}
-
-/** True when the owner label names a process of this host that no longer runs (a killed simulator). */
-export function ownerGone(owner: string): boolean {
-  const [host, pid, started] = owner.split("/");
-  if (host !== hostname() || !/^\d+$/.test(pid ?? "")) return false; // another host's simulator reaps its own
-  return !isAlive(Number(pid)) || startTimeOf(Number(pid)) !== started;
-}
-
-/** The registry's name for an image: `<registry>/<path>` (a registry host in the source reference dropped). */
-export function registryRef(registry: string, image: string): string {
-  const parts = image.split("/");
-  const hasHost = parts.length > 1 && /[.:]|^localhost$/.test(parts[0]!);
-  return `${registry.replace(/\/+$/, "")}/${(hasHost ? parts.slice(1) : parts).join("/")}`;
-}
+/** The owner label (swarm-owner.ts) and the registry's image name (swarm-args.ts), importable from here as before. */
+export { ownerGone, ownerLabel } from "./swarm-owner.js";
+export { registryRef } from "./swarm-args.js";
 
 export class SwarmLauncher implements Launcher {
   readonly name = "swarm";

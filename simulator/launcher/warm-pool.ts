@@ -23,7 +23,7 @@ export interface WarmPoolParts<T, S> {
   exited?(item: T): void;
   /** An item found dead or disconnected when taken. */
   discard(item: T): void;
-  /** Stops an idle item when the pool closes; resolves once it is gone. */
+  /** Stops an item the pool still holds when it closes (idle, or being taken); resolves once its processes are gone. */
   stop(item: T): Promise<void>;
 }
 
@@ -38,6 +38,8 @@ const alive = (child: ChildProcess) => child.exitCode === null && child.signalCo
 
 export class WarmPool<T, S> {
   private readonly idle: Idle<T>[] = [];
+  /** Items out of `idle` whose take() still waits for them to be ready: not handed out yet, so still the pool's to stop. */
+  private readonly taking = new Set<Idle<T>>();
   private closed = false;
 
   constructor(private readonly parts: WarmPoolParts<T, S>) {}
@@ -53,10 +55,14 @@ export class WarmPool<T, S> {
     for (;;) {
       const at = this.idle.findIndex((w) => w.key === key);
       if (at === -1) return undefined;
-      const [warm] = this.idle.splice(at, 1);
-      const child = this.parts.child(warm!.item);
-      if ((await warm!.ready) && alive(child) && child.connected) return warm!.item;
-      this.parts.discard(warm!.item);
+      const warm = this.idle.splice(at, 1)[0]!;
+      const child = this.parts.child(warm.item);
+      this.taking.add(warm);
+      const ready = await warm.ready;
+      const stillOurs = this.taking.delete(warm); // false: close() took it back and stopped it meanwhile
+      if (!stillOurs) return undefined;
+      if (ready && alive(child) && child.connected) return warm.item;
+      this.parts.discard(warm.item);
     }
   }
 
@@ -65,7 +71,12 @@ export class WarmPool<T, S> {
     if (this.parts.size === 0 || this.closed) return;
     const key = this.parts.keyOf(spec);
     while (!this.closed && this.idle.filter((w) => w.key === key).length < this.parts.size) {
-      const item = this.parts.spawn(spec);
+      let item: T | undefined;
+      try {
+        item = this.parts.spawn(spec);
+      } catch {
+        return; // refill runs in a start's `finally`: a throw there would lose the sandbox just started
+      }
       if (item === undefined) return;
       const child = this.parts.child(item);
       const loaded = new Promise<boolean>((resolve) => {
@@ -100,11 +111,15 @@ export class WarmPool<T, S> {
     await Promise.all(this.idle.map((w) => w.ready));
   }
 
-  /** Stops the idle items (taken ones belong to their sandboxes); no item starts after. */
+  /**
+   * Stops the idle items and those a take() still waits for (handed-out ones belong to their sandboxes); no item
+   * starts after. Every item is stopped whether it finished warming or not: one still starting is a process tree too.
+   */
   async close(): Promise<void> {
     this.closed = true;
-    const idle = this.idle.splice(0);
-    await Promise.all(idle.map((w) => this.parts.stop(w.item)));
+    const held = [...this.idle.splice(0), ...this.taking];
+    this.taking.clear();
+    await Promise.all(held.map((w) => this.parts.stop(w.item)));
   }
 }
 

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { BwrapLauncher, type AgentHandle, type LaunchSpec } from "../../../simulator/launcher/index.js";
 import { agentFetch } from "../../../simulator/launcher/endpoint.js";
-import { isAlive } from "../../../simulator/launcher/proc.js";
+import { cmdlineOf, descendantsOf, isAlive, stateOf } from "../../../simulator/launcher/proc.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace } from "../../helpers/sandbox-procs.js";
 import { eventually, exec, specFor, tempBase } from "./helpers.js";
 
@@ -164,6 +164,35 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher (isolated)",
 });
 
 describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandboxes", () => {
+  it("a warm agent starts with the NODE_EXTRA_CA_CERTS a cold one gets (Node reads it at start-up only)", async () => {
+    const base = tempBase("bwrap-warm-ca-");
+    const launcher = new BwrapLauncher({ network: "none", warm: 1 });
+    const handles: AgentHandle[] = [];
+    const agentEnvOf = (handle: AgentHandle) => {
+      const agent = descendantsOf(handle.pid!).find((pid) => cmdlineOf(pid).some((arg) => /(warm-agent|sandbox-agent\/main)\.js$/.test(arg)));
+      const environ = readFileSync(`/proc/${agent}/environ`, "utf8").split("\0");
+      return { warm: cmdlineOf(agent!).some((arg) => arg.endsWith("warm-agent.js")), ca: environ.find((v) => v.startsWith("NODE_EXTRA_CA_CERTS=")) };
+    };
+    try {
+      const env = { NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt" };
+      for (const [name, extra] of [
+        ["own-ca", { env }],
+        ["host-ca", {}], // the host's extra CAs (caEnv), where it has some
+      ] as const) {
+        handles.push(await launcher.start(specFor(join(base, "ws"), `cold-${name}`, { drivesDir: join(base, "drives"), ...extra })));
+        await launcher.warmed();
+        handles.push(await launcher.start(specFor(join(base, "ws"), `warm-${name}`, { drivesDir: join(base, "drives"), ...extra })));
+        const [cold, warm] = handles.slice(-2).map(agentEnvOf);
+        expect([cold!.warm, warm!.warm]).toEqual([false, true]);
+        expect(warm!.ca).toBe(cold!.ca);
+        if (name === "own-ca") expect(warm!.ca).toBe(`NODE_EXTRA_CA_CERTS=${env.NODE_EXTRA_CA_CERTS}`);
+      }
+    } finally {
+      await Promise.all(handles.map((h) => h.stop(2_000)));
+      await launcher.close();
+    }
+  });
+
   it("a fresh sandbox takes over a warm one: its own name, env, directories, socket and isolation", async () => {
     const base = tempBase("bwrap-warm-");
     const launcher = new BwrapLauncher({ network: "none", warm: 1 });
@@ -192,6 +221,14 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandbox
   });
 });
 
+/** Live (not zombie) processes whose command line mentions `text`. */
+function processesMentioning(text: string): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => cmdlineOf(pid).some((arg) => arg.includes(text)) && !["Z", "X", undefined].includes(stateOf(pid)));
+}
+
 describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandboxes that fail to activate", () => {
   it("a warm sandbox taken by a start that fails before its agent is adopted is killed, not left behind", async () => {
     const base = tempBase("bwrap-warm-fail-");
@@ -201,14 +238,21 @@ describe.skipIf(isolationUnavailable !== undefined)("bwrap launcher warm sandbox
       await launcher.warmed();
       const [pid] = launcher.warmPool().pids;
       expect(pid && isAlive(pid)).toBe(true);
+      // bwrap, its namespace's init, the warm agent: all of them, by pid.
+      const tree = [pid!, ...descendantsOf(pid!)];
+      expect(tree.length).toBeGreaterThan(2);
       // The sandbox's directory cannot be made (a file stands where it goes): the take-over's rename fails.
       writeFileSync(join(base, "ws", "blocked"), "not a directory");
       await expect(launcher.start(specFor(join(base, "ws"), "blocked", { drivesDir: join(base, "drives") }))).rejects.toThrow();
-      await eventually(() => !isAlive(pid!));
-      expect(isAlive(pid!)).toBe(false);
+      await eventually(() => tree.every((p) => !isAlive(p)));
+      expect(tree.filter((p) => isAlive(p))).toEqual([]);
+      // The failed start refilled the pool: closing now stops that warm sandbox while it is still being set up.
+      expect(launcher.warmPool().idle).toBe(1);
     } finally {
       await launcher.close();
     }
+    // Nothing of either warm sandbox is left, even reparented away (bwrap's argv names the sandbox's directories).
+    await eventually(() => processesMentioning(base).length === 0);
   });
 });
 

@@ -126,4 +126,17 @@ describe("process launcher with warm agents", () => {
       await warm.close();
     }
   });
+  it("an agent whose sandbox names NODE_EXTRA_CA_CERTS starts with it, warm pool or not (Node reads it at start-up only)", async () => {
+    const warm = new ProcessLauncher({ warm: 1 });
+    try {
+      await warm.warmed();
+      const ca = "/etc/ssl/certs/ca-certificates.crt";
+      const agent = await warm.start(specFor(base, "warm-ca", { env: { NODE_EXTRA_CA_CERTS: ca } }));
+      running.push(agent);
+      const environ = readFileSync(`/proc/${agent.pid}/environ`, "utf8").split("\0");
+      expect(environ).toContain(`NODE_EXTRA_CA_CERTS=${ca}`);
+    } finally {
+      await warm.close();
+    }
+  });
 });

@@ -6,6 +6,8 @@ import { stopChild, WarmPool } from "../../../simulator/launcher/warm-pool.js";
 // A stand-in warm agent: a real Node process that says it has loaded (one IPC message) and waits, as warm-agent.ts does.
 const WARM = "process.send('warm'); process.on('disconnect', () => process.exit(0)); setInterval(() => {}, 1000);";
 const SILENT_DEATH = "process.exit(3);";
+// A warm agent still loading: it has not said so yet when the pool closes.
+const STILL_WARMING = "setInterval(() => {}, 1000);";
 
 const started: ChildProcess[] = [];
 function spawnNode(script: string): ChildProcess {
@@ -91,6 +93,31 @@ describe("the launchers' shared warm pool", () => {
     await pool.close();
     expect(pids.filter((pid) => isAlive(pid))).toEqual([]);
     pool.refill("a");
+    expect(pool.state().idle).toBe(0);
+  });
+  it("close stops an item a take still waits for (it is not handed out yet): nothing left by pid, and the take gets none", async () => {
+    const { pool } = poolOf(1, () => STILL_WARMING);
+    pool.refill("a");
+    const [pid] = pool.state().pids;
+    const taking = pool.take("a");
+    expect(pool.state().idle).toBe(0); // out of the pool's idle list, waiting for readiness
+    await pool.close();
+    expect(isAlive(pid!)).toBe(false);
+    expect(await taking).toBeUndefined();
+  });
+
+  it("a spawn that throws ends the refill quietly (it runs in a start's finally, where a throw would lose the sandbox)", () => {
+    const pool = new WarmPool<ChildProcess, string>({
+      size: 1,
+      keyOf: (spec) => spec,
+      spawn: () => {
+        throw new Error("no room for a warm item");
+      },
+      child: (child) => child,
+      discard: () => {},
+      stop: (child) => stopChild(child, "SIGTERM"),
+    });
+    expect(() => pool.refill("a")).not.toThrow();
     expect(pool.state().idle).toBe(0);
   });
 });
