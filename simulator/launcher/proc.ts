@@ -100,27 +100,65 @@ export function stateOf(pid: number): string | undefined {
  * signal is delivered asynchronously) or is gone; rejects after `timeoutMs` naming one still running. The
  * default is generous: no request waits on a freeze, and on a loaded machine a process in the middle of an
  * exec or of disk I/O can take seconds to be scheduled and stop.
+ *
+ * One wait never ends by itself: a parent in vfork() (dash runs its commands so, as does posix_spawn) sleeps
+ * uninterruptibly (state D) until its child has exec'd, and a SIGSTOP that caught the child before its exec
+ * holds the parent there for good. A process that stays in D has its stopped children let go (SIGCONT) until
+ * it stops; the next round stops them again, past their exec.
  */
 export async function stopTree(root: number, timeoutMs = 10_000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
   const stopped = new Set<number>();
+  for (;;) {
+    signalTree(root, stopped, "SIGSTOP");
+    const released = await waitUntilStopped(stopped, deadline);
+    if (released.length === 0) return [...stopped];
+    for (const pid of released) stopped.delete(pid);
+  }
+}
+
+/** Sends `sig` to `root` and its descendants not yet in `done`, pass after pass until a pass finds none new. */
+function signalTree(root: number, done: Set<number>, sig: NodeJS.Signals): void {
   for (let pass = 0; pass < 20; pass++) {
-    const pids = [root, ...descendantsOf(root)].filter((p) => !stopped.has(p));
+    const pids = [root, ...descendantsOf(root)].filter((p) => !done.has(p));
     if (pids.length === 0) break;
     for (const pid of pids) {
-      signal(pid, "SIGSTOP");
-      stopped.add(pid);
+      signal(pid, sig);
+      done.add(pid);
     }
   }
-  const deadline = Date.now() + timeoutMs;
-  for (const pid of stopped) {
+}
+
+/** A D state lasting this long is taken for a vfork() parent waiting on a stopped child, not for disk I/O. */
+const VFORK_WAIT_MS = 50;
+
+/** Waits until every pid reads stopped or is gone; returns the children it let go to free a vfork() parent. */
+async function waitUntilStopped(pids: Set<number>, deadline: number): Promise<number[]> {
+  const released: number[] = [];
+  for (const pid of pids) {
+    if (released.includes(pid)) continue; // let go above: the next round stops it again
+    let inD: number | undefined;
     for (;;) {
       const state = stateOf(pid);
       if (state === undefined || state === "T" || state === "t" || state === "Z" || state === "X") break;
       if (Date.now() > deadline) throw new Error(`process ${pid} of the sandbox did not stop (state ${state})`);
+      inD = state === "D" ? (inD ?? Date.now()) : undefined;
+      if (inD !== undefined && Date.now() - inD >= VFORK_WAIT_MS) {
+        for (const child of childrenOf(pid))
+          if (stateOf(child) === "T") {
+            signal(child, "SIGCONT");
+            released.push(child);
+          }
+        inD = Date.now();
+      }
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
   }
-  return [...stopped];
+  return released;
+}
+
+function childrenOf(pid: number): number[] {
+  return readdirSync("/proc").flatMap((entry) => (/^\d+$/.test(entry) && parentOf(Number(entry)) === pid ? [Number(entry)] : []));
 }
 
 /** SIGCONT to `root` and every descendant (stopped processes fork nothing: one pass finds them all). */
@@ -137,14 +175,7 @@ export function continueTree(root: number): void {
  */
 export function killTree(root: number): number[] {
   const held = new Set<number>();
-  for (let pass = 0; pass < 20; pass++) {
-    const pids = [root, ...descendantsOf(root)].filter((p) => !held.has(p));
-    if (pids.length === 0) break;
-    for (const pid of pids) {
-      signal(pid, "SIGSTOP");
-      held.add(pid);
-    }
-  }
+  signalTree(root, held, "SIGSTOP");
   for (const pid of held) signal(pid, "SIGKILL");
   return [...held];
 }
