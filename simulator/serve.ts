@@ -146,7 +146,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     onUse: (workspace, sandbox) => recordLastUse(core, workspace, sandbox),
     standbyAfterMs: core.config.standbyAfterMs,
     onStandby: (workspace, sandbox, state) => meterSandboxStandby(core, workspace, sandbox, state),
-    prepareVolumes: (workspace, sandbox, volumes) => {
+    prepareVolumes: async (workspace, sandbox, volumes) => {
       for (const volume of volumes) {
         const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
         if (size === undefined) continue;
@@ -154,7 +154,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
         const inUse = core.resources
           .allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"])
           .some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
-        const pending = provisionVolume(dir, workspace, volume, size, inUse);
+        const pending = await provisionVolume(dir, workspace, volume, size, inUse);
         if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
       }
     },
@@ -171,7 +171,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
   for (const ws of core.accounts.allWorkspaces()) {
     for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"]))
-      provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
+      await provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
   }
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
   const jobs = new JobRunner({

@@ -38,7 +38,7 @@ export interface SandboxAgentsOptions {
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
   images?: SandboxImages;
   /** Before each launch with volumes: brings each volume to its spec.size (a growth that had to wait is applied then). */
-  prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => void;
+  prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => Promise<void>;
   /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */
   startQueue?: StartQueue;
   /** Idle time before a sandbox goes to standby (--standby-after, real time); 0 or absent = never by itself (the hook still can). */

@@ -126,7 +126,7 @@ export class SandboxAgents extends SandboxAgentsLifecycle {
       if (opts.volumes?.length && this.options.prepareVolumes) {
         // A deleted sandbox of the workspace still stopping may hold one of these volumes: an offline growth waits for it.
         await Promise.allSettled([...this.retiring].filter(([k]) => k.startsWith(`${workspace}/`)).map(([, done]) => done));
-        this.options.prepareVolumes(
+        await this.options.prepareVolumes(
           workspace,
           sandbox,
           opts.volumes.map((v) => v.name!),

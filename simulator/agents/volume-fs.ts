@@ -1,5 +1,6 @@
-import { execFileSync } from "node:child_process";
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
+import { chmodSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { mountsUnder } from "./retention.js";
 
@@ -14,6 +15,8 @@ import { mountsUnder } from "./retention.js";
  * A volume that grows is resized online. Elsewhere a volume is a plain
  * directory (volumes.ts) and the reason is logged.
  */
+
+const execFileAsync = promisify(execFile);
 
 let support: string | undefined | null = null;
 
@@ -48,11 +51,17 @@ export function volumeImagePath(simDir: string, workspace: string, volume: strin
 
 const isMounted = (dir: string) => mountsUnder(dir).includes(dir);
 
+/** Runs a tool without holding up the event loop (mkfs.ext4 of a large volume takes tens of milliseconds). */
+async function run(command: string, args: string[]): Promise<void> {
+  await execFileAsync(command, args, { encoding: "utf8" });
+}
+
 /**
  * Makes the volume's directory a filesystem of `sizeMb`: the image is created
- * (sparse) and formatted on first use, then loop-mounted. Idempotent.
+ * (sparse) and formatted on first use, then loop-mounted. Idempotent; callers
+ * run one at a time per volume (volumes.ts).
  */
-export function mountVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number): void {
+export async function mountVolumeImage(simDir: string, workspace: string, volume: string, mountDir: string, sizeMb: number): Promise<void> {
   const image = volumeImagePath(simDir, workspace, volume);
   mkdirSync(mountDir, { recursive: true });
   if (isMounted(mountDir)) return;
@@ -65,16 +74,22 @@ export function mountVolumeImage(simDir: string, workspace: string, volume: stri
       closeSync(fd);
     }
     const owner = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
-    execFileSync(
-      "mkfs.ext4",
-      ["-q", "-F", "-m", "0", "-E", `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner}`, "-L", volume.slice(0, 16), `${image}.tmp`],
-      { stdio: ["ignore", "ignore", "pipe"] },
-    );
-    execFileSync("mv", [`${image}.tmp`, image]);
+    await run("mkfs.ext4", [
+      "-q",
+      "-F",
+      "-m",
+      "0",
+      "-E",
+      `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner}`,
+      "-L",
+      volume.slice(0, 16),
+      `${image}.tmp`,
+    ]);
+    renameSync(`${image}.tmp`, image);
   }
-  execFileSync("mount", ["-o", "loop", "-t", "ext4", image, mountDir], { stdio: ["ignore", "ignore", "pipe"] });
+  await run("mount", ["-o", "loop", "-t", "ext4", image, mountDir]);
   // Sandboxes run as the simulator's user and as others (containers): the volume's root is writable by all, as a fresh platform volume is.
-  execFileSync("chmod", ["0777", mountDir]);
+  chmodSync(mountDir, 0o777);
   rmSync(join(mountDir, "lost+found"), { recursive: true, force: true });
 }
 

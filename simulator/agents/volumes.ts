@@ -56,13 +56,30 @@ export function volumeMounts(simDir: string, workspace: string, attachments: Vol
  * applied then): a filesystem of that size where the host allows it.
  * Returns why the filesystem is still smaller, if it is (volume-fs.ts).
  */
-export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number, inUse = false): string | undefined {
+export function provisionVolume(simDir: string, workspace: string, volume: string, sizeMb: number, inUse = false): Promise<string | undefined> {
   const dir = volumeDir(simDir, workspace, volume);
-  mkdirSync(dir, { recursive: true, mode: 0o755 });
-  if (loopVolumesUnsupported()) return undefined;
-  mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
-  return growVolumeImage(simDir, workspace, volume, dir, sizeMb, inUse);
+  // One at a time per volume: two creates of one name (one of them then answers 409), or a create and a sandbox's
+  // start, must not format the same image file at once.
+  const previous = provisioning.get(dir) ?? Promise.resolve(undefined);
+  const done = previous
+    .catch(() => undefined)
+    .then(async () => {
+      mkdirSync(dir, { recursive: true, mode: 0o755 });
+      if (loopVolumesUnsupported()) return undefined;
+      await mountVolumeImage(simDir, workspace, volume, dir, sizeMb);
+      return growVolumeImage(simDir, workspace, volume, dir, sizeMb, inUse);
+    });
+  provisioning.set(dir, done);
+  void done
+    .finally(() => {
+      if (provisioning.get(dir) === done) provisioning.delete(dir);
+    })
+    .catch(() => {});
+  return done;
 }
+
+/** The provisioning in flight per volume directory (provisionVolume). */
+const provisioning = new Map<string, Promise<string | undefined>>();
 
 /** Removes the volume's files (deleteVolume, once no sandbox names it): its filesystem is unmounted first. */
 export function removeVolume(simDir: string, workspace: string, volume: string): void {

@@ -161,9 +161,10 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
       method: "post",
       path: kind.collection,
       scope: scopeFor(kind.scope, "create"),
-      handler: (ctx) => {
+      handler: async (ctx) => {
         const parent = parentKey(deps, kind, ctx);
         const doc = buildNew(deps, kind, ctx, parent);
+        if (kind.provision) await kind.provision(doc, ctx, deps); // a name taken meanwhile still answers 409 below
         insertNew(deps, kind, ctx, parent, doc);
         return renderDoc(deps, kind, doc, false, ctx);
       },
@@ -195,7 +196,7 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
       method: "put",
       path: item,
       scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
-      handler: (ctx) => {
+      handler: async (ctx) => {
         const found = loadItem(deps, kind, ctx, ctx.params[kind.param]!, parentKey(deps, kind, ctx));
         const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
         if (body.metadata.name !== undefined && body.metadata.name !== found.name)
@@ -211,6 +212,10 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
           if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
         keepMaskedSecrets(doc.spec, previous.spec);
         kind.prepare?.(doc, ctx, deps, previous);
+        if (kind.provision) {
+          await kind.provision(doc, ctx, deps, previous);
+          loadItem(deps, kind, ctx, found.name, parentKey(deps, kind, ctx)); // deleted meanwhile: 404, not brought back
+        }
         if (kind.lifecycle === "deployment") {
           (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
           startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);

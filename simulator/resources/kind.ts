@@ -65,6 +65,12 @@ export interface ResourceKind {
   generateName?: (ctx: OpContext, deps: ResourceDeps) => string;
   /** Fills defaults and derived fields (url, region...) on create and update. */
   prepare?: (doc: ResourceDoc, ctx: OpContext, deps: ResourceDeps, previous?: ResourceDoc) => void;
+  /**
+   * Provisions what the resource stands for outside the records (a volume's filesystem) after `prepare`, before
+   * the record is written, on the generic create and update; awaited, so the work (mkfs, mount) never holds up
+   * the simulator's other requests.
+   */
+  provision?: (doc: ResourceDoc, ctx: OpContext, deps: ResourceDeps, previous?: ResourceDoc) => Promise<void>;
   /** Secret masking; `show` is true only for an admin passing show_secrets=true. */
   mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
   /** Fields that depend on the moment of reading (a sandbox's expiresIn): added to every read, never cached. */

@@ -76,7 +76,7 @@ export function recordSandboxes(shared: Omit<ResourceDeps, "sandboxes">): Sandbo
     standbyState: () => undefined,
     setStandby: () => Promise.resolve("unsupported"),
     startsHealth: () => undefined,
-    storage: { provisionVolume: () => undefined, removeVolume: () => {}, provisionDrive: () => {}, retireDrive: () => {} },
+    storage: { provisionVolume: async () => undefined, removeVolume: () => {}, provisionDrive: () => {}, retireDrive: () => {} },
     // Records only: no files to keep, copy or restore, and a fork is DEPLOYED as it is stored.
     saveSnapshot: () => Promise.resolve(),
     removeSnapshot: () => {},

@@ -16,7 +16,7 @@ export interface SandboxStorage {
    * A volume created or grown to `sizeMb`; `mountedBy` are the sandboxes that name it. Undefined, or why its
    * filesystem grows later (a sandbox with a started agent mounts it).
    */
-  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): string | undefined;
+  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): Promise<string | undefined>;
   removeVolume(workspace: string, volume: string): void;
   /** A drive created or updated, with the permissions its access file grants. */
   provisionDrive(workspace: string, drive: string, permissions: unknown[]): void;

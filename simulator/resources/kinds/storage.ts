@@ -38,9 +38,13 @@ export const volumeKind: ResourceKind = {
       throw errors.badRequest(`spec.size: a volume cannot shrink (${before} → ${String(doc.spec.size)})`);
     const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     doc.state = { attachedTo: attachedTo(doc, sandboxes) };
-    // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts).
+  },
+  // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts): made (mkfs, mount) or
+  // grown without holding up the simulator's other requests.
+  async provision(doc, ctx, deps) {
+    const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
     const mountedBy = sandboxes.filter((s) => mounts(s, doc.metadata.name)).map((s) => s.metadata.name);
-    const pending = deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
+    const pending = await deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
       const message = `spec.size ${String(doc.spec.size)} MB: the filesystem grows once no sandbox mounts the volume (${pending}); the next sandbox to mount it gets the new size`;

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,7 +11,7 @@ import { DockerLauncher, LaunchError, ProcessLauncher } from "../../../simulator
 import { launchOptions } from "../../../simulator/sandboxes/agent-lifecycle.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { startTestSim } from "../../helpers/simulator.js";
-import { specFor, tempBase } from "../launcher/helpers.js";
+import { eventually, specFor, tempBase } from "../launcher/helpers.js";
 import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
 
 /**
@@ -157,6 +158,51 @@ describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size
       await served.stop();
     }
   }, 60_000);
+});
+
+describe.skipIf(noLoop !== undefined)(`a volume's filesystem is made without holding up the simulator${noLoop ? ` (skipped: ${noLoop})` : ""}`, () => {
+  it("while a create's mkfs.ext4 runs, other requests are answered; a second create of the same name waits for it, then answers 409", async () => {
+    // mkfs.ext4 held until the test lets it go (10 s at most): a stand-in first on PATH that marks its start, waits, then runs the real one.
+    const marks = tempBase("vol-mkfs-");
+    const real = execFileSync("sh", ["-c", "command -v mkfs.ext4"], { encoding: "utf8" }).trim();
+    writeFileSync(
+      join(marks, "mkfs.ext4"),
+      `#!/bin/sh\ntouch "${marks}/started"\ni=0; while [ ! -e "${marks}/go" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done\nexec "${real}" "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const path = process.env.PATH;
+    process.env.PATH = `${marks}:${path}`;
+    const served = await serveSimulator({ port: 0, apiKey: "vol-async-key", workspace: "volasync", logLevel: "silent" }, { launcher: new ProcessLauncher() });
+    try {
+      const api = (method: string, route: string, body?: unknown) =>
+        fetch(`${served.url}${route}`, {
+          method,
+          headers: { authorization: "Bearer vol-async-key", "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+      const create = api("POST", "/v0/volumes", { metadata: { name: "held" }, spec: { size: 16 } });
+      await eventually(() => existsSync(join(marks, "started")));
+      const again = api("POST", "/v0/volumes", { metadata: { name: "held" }, spec: { size: 16 } });
+      let created = false;
+      void create.then(() => (created = true));
+      // The event loop is free while mkfs.ext4 runs: these are answered before the create (before, execFileSync
+      // held every request until mkfs.ext4 ended, which the stand-in does by itself after 10 s).
+      expect((await api("GET", "/health")).status).toBe(200);
+      expect((await api("GET", "/v0/volumes")).status).toBe(200);
+      expect(created).toBe(false);
+      writeFileSync(join(marks, "go"), "");
+      expect((await create).status).toBe(200);
+      expect((await again).status).toBe(409);
+      const dir = volumeDir(served.deps.agents!.dir, "volasync", "held");
+      expect(mountsUnder(dir).includes(dir)).toBe(true);
+    } finally {
+      process.env.PATH = path;
+      writeFileSync(join(marks, "go"), "");
+      await served.stop();
+    }
+  }, 30_000);
 });
 
 // A daemon started here if need be, and an image built locally: no registry is reachable, so a registry image
