@@ -161,12 +161,15 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
       method: "post",
       path: kind.collection,
       scope: scopeFor(kind.scope, "create"),
-      handler: async (ctx) => {
+      handler: (ctx) => {
         const parent = parentKey(deps, kind, ctx);
         const doc = buildNew(deps, kind, ctx, parent);
-        if (kind.provision) await kind.provision(doc, ctx, deps); // a name taken meanwhile still answers 409 below
-        insertNew(deps, kind, ctx, parent, doc);
-        return renderDoc(deps, kind, doc, false, ctx);
+        const finish = () => {
+          insertNew(deps, kind, ctx, parent, doc); // a name taken while provisioning still answers 409
+          return renderDoc(deps, kind, doc, false, ctx);
+        };
+        // Synchronous unless the kind provisions something: callers of a kind without it get a value, not a promise.
+        return kind.provision ? kind.provision(doc, ctx, deps).then(finish) : finish();
       },
     });
   }
@@ -196,7 +199,7 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
       method: "put",
       path: item,
       scope: scopeFor(kind.scope, kind.scope === "volumeTemplates" ? "upsert" : "update"),
-      handler: async (ctx) => {
+      handler: (ctx) => {
         const found = loadItem(deps, kind, ctx, ctx.params[kind.param]!, parentKey(deps, kind, ctx));
         const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
         if (body.metadata.name !== undefined && body.metadata.name !== found.name)
@@ -212,17 +215,20 @@ export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operatio
           if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
         keepMaskedSecrets(doc.spec, previous.spec);
         kind.prepare?.(doc, ctx, deps, previous);
-        if (kind.provision) {
-          await kind.provision(doc, ctx, deps, previous);
+        const finish = () => {
+          if (kind.lifecycle === "deployment") {
+            (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
+            startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);
+          }
+          found.doc = doc;
+          save(deps, found);
+          return renderDoc(deps, kind, doc, false, ctx);
+        };
+        if (!kind.provision) return finish(); // synchronous: the sandbox runtimes call this handler directly
+        return kind.provision(doc, ctx, deps, previous).then(() => {
           loadItem(deps, kind, ctx, found.name, parentKey(deps, kind, ctx)); // deleted meanwhile: 404, not brought back
-        }
-        if (kind.lifecycle === "deployment") {
-          (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
-          startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);
-        }
-        found.doc = doc;
-        save(deps, found);
-        return renderDoc(deps, kind, doc, false, ctx);
+          return finish();
+        });
       },
     });
   }

@@ -77,7 +77,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
           throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
         });
       }
-      update.handler(ctx);
+      await update.handler(ctx);
       // A new spec.network applies to the running sandbox at once (simulator/egress): no restart.
       await agents.applyNetwork(ctx.workspace, name);
       return afterUpdate(deps, ctx, agents, name, doc, status);
