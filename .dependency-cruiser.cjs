@@ -28,7 +28,7 @@ const SIMULATOR = [
 
 /** sandbox-agent/, lowest band first. */
 const AGENT = [
-  ["version.ts", "zod-jitless.ts", "environment.ts", "data-dir-lock.ts"],
+  ["version.ts", "zod-jitless.ts", "environment.ts", "data-dir-lock.ts", "config-options.ts"],
   ["http", "paths"],
   ["filesystem", "search", "ports"],
   ["process"],

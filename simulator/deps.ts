@@ -2,7 +2,7 @@ import type { CursorCodec } from "../src/cursor.js";
 import type { Ids } from "../src/ids.js";
 import type { Logger } from "../src/logging.js";
 import type { Db } from "../src/sqlite.js";
-import type { AccountStore } from "./accounts/store.js";
+import type { AccountStore } from "./store/accounts.js";
 import type { CredentialStore } from "./auth/credentials.js";
 import type { PrincipalCache } from "./auth/principal-cache.js";
 import type { Principal } from "./auth/principal.js";
@@ -18,7 +18,7 @@ import type { UsageMeter } from "./metrics/meter.js";
 import type { UsageStore } from "./metrics/store.js";
 import type { SupervisorEvent } from "./launcher/index.js";
 import type { ResourceStore } from "./store/resources.js";
-import type { TestHooksState } from "./test-hooks/state.js";
+import type { TestHooksState } from "./http/test-hooks-state.js";
 
 /** The state every simulator shares, records-only or with real sandboxes: configuration, database, stores, clock, ids, metering. */
 export interface SimCore {

@@ -8,7 +8,7 @@ import { CursorCodec } from "../src/cursor.js";
 import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase } from "../src/sqlite.js";
-import { AccountStore } from "./accounts/store.js";
+import { AccountStore } from "./store/accounts.js";
 import { applySeed, bootstrap, generateApiKey, readSeedFile } from "./accounts/seed.js";
 import { CredentialStore } from "./auth/credentials.js";
 import { PrincipalCache } from "./auth/principal-cache.js";
@@ -31,7 +31,7 @@ import { LocalScheduleBackend } from "./schedules/backend.js";
 import type { SupervisorEvent } from "./launcher/index.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
-import { initialHooksState } from "./test-hooks/state.js";
+import { initialHooksState } from "./http/test-hooks-state.js";
 
 export interface SimOverrides {
   clock?: SimClock;

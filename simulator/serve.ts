@@ -20,7 +20,8 @@ import { createSimulatorSandboxProxy } from "./agents/proxy.js";
 import { SimulatorEgress } from "./egress/index.js";
 import type { SimulatorHandler } from "./egress/in-process.js";
 import { SandboxAgents } from "./agents/registry.js";
-import { mountsUnder } from "./agents/retention.js";
+
+import { mountsUnder } from "../src/mounts.js";
 import { JobRunner } from "./jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
 import { provisionVolume } from "./agents/volumes.js";

@@ -1,6 +1,6 @@
 import { authenticateHeaders, selectWorkspace, type PrincipalSources } from "../auth/principal.js";
 import { grants, type Scope } from "../auth/scopes.js";
-import type { AccountStore } from "../accounts/store.js";
+import type { AccountStore } from "../store/accounts.js";
 import { ApiError, errors } from "../../src/errors.js";
 import { createPreviewRouter } from "../previews/router.js";
 import { createSandboxProxy, edgeError, type SandboxProxy, type SandboxTarget, type Upstream } from "../proxy/index.js";

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { AgentSupervisor } from "../launcher/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices } from "../images/sandbox-images.js";
-import { mountsUnder } from "./retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 import { volumeMounts, type VolumeAttachment } from "./volumes.js";
 import { key } from "./registry-state.js";
 import { SandboxAgentsLifecycle } from "./registry-lifecycle.js";

@@ -6,7 +6,7 @@ import type { SimDeps } from "../deps.js";
 
 /** The front logs each request and applies the test hooks' injected faults; the rest is the dispatcher's. */
 export type FrontDeps = Pick<SimDeps, "logger" | "testHooks">;
-import { injectedFault } from "../test-hooks/faults.js";
+import { injectedFault } from "./faults.js";
 import { closeRatherThanDrain, hasBody } from "./body-budget.js";
 import type { Dispatcher, Match, RequestView } from "./operation.js";
 

@@ -9,6 +9,7 @@ import { agentFetch, agentRequest, type AgentEndpoint } from "../launcher/endpoi
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
 import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
+import { DEFAULT_SANDBOX_IMAGE } from "../config.js";
 
 /**
  * What sandboxes need from the image store: a create checks its image at
@@ -17,9 +18,6 @@ import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
  * exporting a Docker image on first use (child processes: the event loop
  * keeps serving, the create waits).
  */
-
-/** The SDK's default image (SandboxInstance.create). */
-export const DEFAULT_SANDBOX_IMAGE = "blaxel/base-image:latest";
 
 export interface ResolvedImage {
   ref: string;

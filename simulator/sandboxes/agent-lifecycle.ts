@@ -3,7 +3,8 @@ import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
 import { toIso as iso } from "../../src/clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
-import { mountsUnder } from "../agents/retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "./status.js";
 import type { OpContext } from "../http/operation.js";

@@ -1,7 +1,7 @@
 import express, { type RequestHandler, type Router } from "express";
 import { z } from "zod";
 import { errors } from "../../src/errors.js";
-import { injectedFault } from "./faults.js";
+import { injectedFault } from "../http/faults.js";
 import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
 import type { SimDeps } from "../deps.js";

@@ -3,7 +3,8 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
-import { mountsUnder } from "../../../simulator/agents/retention.js";
+
+import { mountsUnder } from "../../../src/mounts.js";
 import { loopVolumesUnsupported, volumeImagePath } from "../../../simulator/agents/volume-fs.js";
 import { attachmentProblem, volumeDir, volumeMounts } from "../../../simulator/agents/volumes.js";
 import { dockerRunArgs } from "../../../simulator/launcher/docker-args.js";
