@@ -4,13 +4,13 @@ import type { OpContext } from "../http/operation.js";
 import type { SandboxImages } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
-import type { ResourceDeps } from "../resources/kind.js";
 import { afterUpdate, archive, awaitCreated, followForcedStatus, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
 import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
 import { attachmentProblem, provisionVolume, removeVolume, type VolumeAttachment } from "../agents/volumes.js";
 import { startsHealth } from "../agents/starts-health.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /** spec.runtime.image of a request body, as sent. */
 const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
@@ -48,7 +48,11 @@ export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = 
  * `shared` is what the generic record layer uses; the sandbox kind's hooks reach this runtime through it, so
  * it is completed with the runtime itself.
  */
-export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | undefined, shared: Omit<ResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
+export function agentSandboxes(
+  agents: SandboxAgents,
+  images: SandboxImages | undefined,
+  shared: Omit<SandboxResourceDeps, "sandboxes">,
+): SandboxRuntime<OpContext> {
   const hooks: RecordHooks = {
     // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
     reused: (ctx, item) => {
@@ -124,13 +128,13 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     },
     followForcedStatus: (workspace, name, status) => followForcedStatus(deps, agents, workspace, name, status),
   };
-  const deps: ResourceDeps = { ...shared, sandboxes: runtime };
+  const deps: SandboxResourceDeps = { ...shared, sandboxes: runtime };
   const update = genericUpdate(deps);
   return runtime;
 }
 
 /** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
-function checkVolumeAttachments(deps: Pick<ResourceDeps, "resources">, doc: SandboxRecordView, ctx: OpContext): void {
+function checkVolumeAttachments(deps: Pick<SandboxResourceDeps, "resources">, doc: SandboxRecordView, ctx: OpContext): void {
   const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
   attachments.forEach((a, i) => {
     const problem = attachmentProblem(a, i);
