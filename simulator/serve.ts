@@ -16,7 +16,7 @@ import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLaunc
 import { defaultImageCacheDir, ImageStore } from "./images/image-store.js";
 import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
 import { callbackProgress } from "./images/progress.js";
-import { createSimulatorSandboxProxy } from "./agents/proxy.js";
+import { createSimulatorSandboxProxy } from "./sandbox-proxy.js";
 import { SimulatorEgress } from "./egress/index.js";
 import type { SimulatorHandler } from "./egress/in-process.js";
 import { SandboxAgents } from "./agents/registry.js";

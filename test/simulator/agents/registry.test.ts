@@ -7,7 +7,7 @@ import { createSimulatorApp } from "../../../simulator/app.js";
 import { applySeed, SeedSchema } from "../../../simulator/accounts/seed.js";
 import { openSimulator, type SimRuntime } from "../../../simulator/root.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
-import { createSimulatorSandboxProxy } from "../../../simulator/agents/proxy.js";
+import { createSimulatorSandboxProxy } from "../../../simulator/sandbox-proxy.js";
 import { ProcessLauncher, type SupervisorEvent } from "../../../simulator/launcher/index.js";
 import type { SandboxProxy } from "../../../simulator/proxy/index.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
