@@ -14,7 +14,7 @@ import { exportLines, sdkEnv } from "./env-lines.js";
 import { listenFailure } from "../src/startup.js";
 import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "./images/image-store.js";
-import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
+import { HOST_ROOT, SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
 import { callbackProgress } from "./images/progress.js";
 import { createSimulatorSandboxProxy } from "./sandbox-proxy.js";
 import { SimulatorEgress } from "./egress/index.js";
@@ -48,6 +48,8 @@ export interface ServedSimulator {
   /** The same as `export KEY=value` lines, for a shell. */
   envText: string;
   deps: SimDeps;
+  /** The sandboxes' agents (bench/ and tests look at their processes). */
+  agents: SandboxAgents;
   /** The start-up build (config.prebuild): settles when it is ready or failed; undefined when none was started. */
   prebuilt: Promise<PrebuildStatus | undefined>;
   /** Stops everything (about 10 s at most: agents get SIGKILL after their grace) and removes the temp dir. */
@@ -114,7 +116,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           },
           launcher.singleUserId?.bind(launcher),
         )
-      : undefined;
+      : HOST_ROOT;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   let inProcess: SimulatorHandler | undefined;
@@ -226,7 +228,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // The image the first sandboxes will want, built now rather than on their create (docs/images.md); a create
   // meanwhile joins this build. Its progress goes to the log and GET /health (the console shows it).
   let prebuilt: Promise<PrebuildStatus | undefined> = Promise.resolve(undefined);
-  if (images && deps.config.prebuild !== "none") {
+  if (deps.config.prebuild !== "none") {
     const image = deps.config.prebuild;
     prebuilt = images
       .prebuild(
@@ -248,11 +250,12 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     env,
     envText,
     deps,
+    agents,
     prebuilt,
     stop: () =>
       (stopped ??= (async () => {
         stopExpiry();
-        const builds = images?.store.close(); // a build under way ends now; sandboxes waiting for it fail fast
+        const builds = images.close(); // a build under way ends now; sandboxes waiting for it fail fast
         await serving.stop(1_000);
         await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
         unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again

@@ -135,7 +135,7 @@ export class SandboxAgents extends SandboxAgentsLifecycle {
       }
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
-      if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
+      image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
       // Stopped (deleted) while its image was being built: no launch.
       if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
       // Admission: the launch (and with it the launcher's readiness deadline) begins once a slot is free.

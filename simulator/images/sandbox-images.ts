@@ -72,7 +72,33 @@ export interface PrebuildStatus {
   error?: string;
 }
 
-export class SandboxImages {
+/**
+ * What sandboxes' creates and starts ask of images (docs/images.md): a name checked at create, the image's
+ * processes prepared at launch, the start-up build. SandboxImages serves it from the image store; HOST_ROOT
+ * (--image-source host, or a records-only simulator) checks nothing and builds nothing.
+ */
+export interface SandboxImageSource {
+  /** The image store behind sandbox images; undefined when sandboxes run on the host's root. */
+  readonly store: ImageStore | undefined;
+  check(image: string | undefined): Promise<void>;
+  prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]>;
+  prebuild(image: string, progress?: Progress): Promise<PrebuildStatus | undefined>;
+  prebuildStatus(): PrebuildStatus | undefined;
+  /** Ends a build under way (sandboxes waiting for it fail fast). */
+  close(): Promise<void>;
+}
+
+/** Sandboxes on the host's root: any image name is accepted, none is built, an image brings no processes. */
+export const HOST_ROOT: SandboxImageSource = {
+  store: undefined,
+  check: async () => {},
+  prepareLaunch: async () => [],
+  prebuild: async () => undefined,
+  prebuildStatus: () => undefined,
+  close: async () => {},
+};
+
+export class SandboxImages implements SandboxImageSource {
   private prebuilt: (Omit<PrebuildStatus, "seconds" | "startedAt"> & { started: number; finished?: number }) | undefined;
 
   constructor(
@@ -126,6 +152,10 @@ export class SandboxImages {
   }
 
   /** The start-up build's state, if one was started. */
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
   prebuildStatus(): PrebuildStatus | undefined {
     const p = this.prebuilt;
     if (!p) return undefined;

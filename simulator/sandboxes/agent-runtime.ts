@@ -1,7 +1,7 @@
 import { ApiError, errors } from "../../src/errors.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import type { OpContext } from "../http/operation.js";
-import type { SandboxImages } from "../images/sandbox-images.js";
+import type { SandboxImageSource } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
 import { afterUpdate, archive, awaitCreated, followForcedStatus, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
@@ -48,11 +48,7 @@ export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = 
  * `shared` is what the generic record layer uses; the sandbox kind's hooks reach this runtime through it, so
  * it is completed with the runtime itself.
  */
-export function agentSandboxes(
-  agents: SandboxAgents,
-  images: SandboxImages | undefined,
-  shared: Omit<SandboxResourceDeps, "sandboxes">,
-): SandboxRuntime<OpContext> {
+export function agentSandboxes(agents: SandboxAgents, images: SandboxImageSource, shared: Omit<SandboxResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
   const hooks: RecordHooks = {
     // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
     reused: (ctx, item) => {
@@ -66,7 +62,7 @@ export function agentSandboxes(
     async create(ctx: OpContext) {
       // An image no source provides: 400 INVALID_IMAGE before any record exists, as the platform answers (no sandbox left behind).
       const image = imageOf(ctx.body);
-      await images?.check(typeof image === "string" ? image : undefined);
+      await images.check(typeof image === "string" ? image : undefined);
       // DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED (the SDK's create expects it).
       const doc = createRecord(deps, ctx, hooks);
       return withinCreateWait(awaitCreated(deps, ctx, agents, doc.metadata.name), doc.metadata.name);
@@ -77,7 +73,7 @@ export function agentSandboxes(
       const image = imageOf(ctx.body);
       // A new image must exist (the default error shape here: numeric code, the reason in the message).
       if (typeof image === "string" && image !== launchOptions(doc).image) {
-        await images?.check(image).catch((err: unknown) => {
+        await images.check(image).catch((err: unknown) => {
           throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
         });
       }

@@ -39,10 +39,10 @@ describe.skipIf(missing !== undefined)(`console: standby${missing ? ` (skipped: 
     await page.locator("dd", { hasText: "RUNNING" }).waitFor();
     await page.getByRole("button", { name: "Standby", exact: true }).click();
     await page.locator("dd", { hasText: "STANDBY" }).waitFor();
-    expect(sim.deps.agents!.standbyState("default", "sleepy")).toBe("STANDBY");
+    expect(sim.agents.standbyState("default", "sleepy")).toBe("STANDBY");
     await page.getByRole("button", { name: "Wake", exact: true }).click();
     await page.locator("dd", { hasText: "RUNNING" }).waitFor();
-    expect(sim.deps.agents!.standbyState("default", "sleepy")).toBe("RUNNING");
+    expect(sim.agents.standbyState("default", "sleepy")).toBe("RUNNING");
     await page.close();
   });
 });

@@ -25,7 +25,7 @@ async function sh(sandbox: string, command: string): Promise<string> {
     .expect(200);
   return String(res.body.stdout ?? res.body.logs ?? "").trim();
 }
-const agentOf = (name: string) => sim.deps.agents!.get("default", name);
+const agentOf = (name: string) => sim.agents.get("default", name);
 
 describe("a forced sandbox status moves its agent", () => {
   for (const status of ["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TERMINATED"]) {

@@ -94,7 +94,7 @@ describe("sandbox images through @blaxel/core", () => {
     ).json()) as { metadata: { name: string } }[];
     expect(listed.map((s) => s.metadata.name)).not.toContain("no-such-image");
     await expect(sdk.SandboxInstance.get("no-such-image")).rejects.toMatchObject({ code: 404 });
-    expect(sim.deps.agents!.get(WS, "no-such-image")).toBeUndefined();
+    expect(sim.agents.get(WS, "no-such-image")).toBeUndefined();
     expect(specs.some((s) => s.sandbox === "no-such-image")).toBe(false);
     // A hub image under a tag the hub never published is no image either (the SDK's image test uses this one).
     const badTag = await sdk.SandboxInstance.create({ name: "bad-tag", image: "blaxel/base-image:notexistingtag" }).then(

@@ -79,7 +79,7 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
   });
 
   it("takes one hop: the sandbox's launcher opens its ports for the proxy (bwrap: the agent hands the socket over)", async () => {
-    const upstream = await sim.deps.agents!.upstream({ workspace: WS, sandbox: "web", path: "/" });
+    const upstream = await sim.agents.upstream({ workspace: WS, sandbox: "web", path: "/" });
     expect(upstream.openPort).toBeTypeOf("function");
     const socket = await upstream.openPort!(appPort);
     const reply = await new Promise<string>((resolve, reject) => {
