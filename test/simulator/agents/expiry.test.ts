@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 
 /**
- * Issue 7: ttl, expires and expiration policies are applied on the
+ * Ttl, expires and expiration policies are applied on the
  * simulator clock. Moving it with the test hooks expires a real sandbox:
  * its agent stops and its files are retired, as a delete does; its record
  * stays TERMINATED with the events saying why for its terminatedRetention.

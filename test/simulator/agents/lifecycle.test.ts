@@ -7,7 +7,7 @@ import { LaunchError, ProcessLauncher, type AgentHandle, type LaunchSpec, type L
 import { eventually, isAlive } from "../launcher/helpers.js";
 
 /**
- * Issue 7, "status and events always tell the truth", through HTTP against
+ * Status and events always tell the truth, through HTTP against
  * the simulator with real agents: a sandbox is DEPLOYING until its agent is
  * healthy, FAILED with the reason when it cannot start; archive and
  * deactivate stop the agent (files kept), unarchive and enabling start it

@@ -6,7 +6,7 @@ import { SANDBOX_APP } from "../../helpers/sandbox-app.js";
 import { wsRoundTrip } from "../../helpers/websocket.js";
 
 /**
- * Issue 12: `sandbox.fetch(port)` and preview URLs reach a server running
+ * `sandbox.fetch(port)` and preview URLs reach a server running
  * inside the sandbox, through the simulator's proxy and the agent's /port/{n},
  * with the real SDK where a user would call it. (npm run build first: the
  * agents run from dist/.)

@@ -6,7 +6,7 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.j
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
- * Issue 7: a snapshot keeps the sandbox's root files (in the simulator's data
+ * A snapshot keeps the sandbox's root files (in the simulator's data
  * dir); fork and restore copy them back in; delete removes them. Through
  * HTTP and through @blaxel/core. (npm run build first: the agents run from dist/.)
  */
