@@ -24,16 +24,11 @@ import { SandboxAgents } from "./agents/registry.js";
 import { mountsUnder } from "../src/mounts.js";
 import { JobRunner } from "./jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
-import { provisionVolume } from "./agents/volumes.js";
-import { launchOptions } from "./sandboxes/agent-lifecycle.js";
+import { recoverSandboxes } from "./sandboxes/recovery.js";
 import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
+import { prepareVolumes, provisionAllVolumes } from "./sandboxes/volume-use.js";
 import { meterSandboxStandby } from "./sandboxes/usage.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "./sandboxes/expiry.js";
-
-/** Sandboxes in these states have no agent to bring back. */
-const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
-/** A stop the previous run did not finish: its agent is gone now, so the move is complete. */
-const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
   /** "bwrap" (default: isolated), "process" (not isolated), "docker", "swarm", or a Launcher instance. */
@@ -129,7 +124,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     handler: () => inProcess,
     workspaces: () => core.accounts.allWorkspaces().map((w) => w.name),
   });
-  const agents = new SandboxAgents({
+  const agents: SandboxAgents = new SandboxAgents({
     egress: {
       launchFor: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
       directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
@@ -149,18 +144,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     onUse: (workspace, sandbox) => recordLastUse(core, workspace, sandbox),
     standbyAfterMs: core.config.standbyAfterMs,
     onStandby: (workspace, sandbox, state) => meterSandboxStandby(core, workspace, sandbox, state),
-    prepareVolumes: async (workspace, sandbox, volumes) => {
-      for (const volume of volumes) {
-        const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
-        if (size === undefined) continue;
-        // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = core.resources
-          .allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"])
-          .some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
-        const pending = await provisionVolume(dir, workspace, volume, size, inUse);
-        if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
-      }
-    },
+    prepareVolumes: (workspace, sandbox, volumes) => prepareVolumes(core, agents, workspace, sandbox, volumes),
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
       const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};
@@ -172,10 +156,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Volumes: a filesystem of their size where the host allows it (loop-mounted ext4), else plain directories.
   const noLoop = loopVolumesUnsupported();
   if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
-  for (const ws of core.accounts.allWorkspaces()) {
-    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"]))
-      await provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
-  }
+  await provisionAllVolumes(core, dir);
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
   const jobs = new JobRunner({
     launcher,
@@ -210,20 +191,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);
-  // With --data, sandboxes from the previous run get their agents back: an agent the previous run
-  // left behind is stopped first (launcher pid file), then a fresh one serves the same files.
-  for (const ws of deps.accounts.allWorkspaces()) {
-    for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
-      if (item.parent !== "" || GONE.has(item.status)) continue;
-      const stopped = STOPPED_AS[item.status];
-      if (stopped) {
-        recordStatus(deps, ws.name, item.name, stopped, `${stopped.toLowerCase()}: the simulator restarted while its agent was stopping`);
-        continue;
-      }
-      recordStatus(deps, ws.name, item.name, "DEPLOYING", "the simulator restarted: starting the sandbox agent again");
-      agents.begin(ws.name, item.name, launchOptions(item.doc));
-    }
-  }
+  // With --data, sandboxes from the previous run get their agents back (sandboxes/recovery.ts).
+  recoverSandboxes(deps, agents);
   agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
   // The image the first sandboxes will want, built now rather than on their create (docs/images.md); a create
   // meanwhile joins this build. Its progress goes to the log and GET /health (the console shows it).

@@ -10,6 +10,7 @@ import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
 import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
 import { attachmentProblem, provisionVolume, removeVolume, type VolumeAttachment } from "../agents/volumes.js";
 import { startsHealth } from "../agents/starts-health.js";
+import { volumeInUse } from "./volume-use.js";
 import type { SandboxResourceDeps } from "./runtime.js";
 
 /** spec.runtime.image of a request body, as sent. */
@@ -102,14 +103,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImageSource
     startsHealth: () => startsHealth(agents),
     storage: {
       provisionVolume: (workspace, volume, sizeMb, mountedBy) =>
-        provisionVolume(
-          agents.dir,
-          workspace,
-          volume,
-          sizeMb,
-          // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
-          mountedBy.some((sandbox) => agents.get(workspace, sandbox) !== undefined),
-        ),
+        provisionVolume(agents.dir, workspace, volume, sizeMb, volumeInUse(agents, workspace, mountedBy)),
       removeVolume: (workspace, volume) => removeVolume(agents.dir, workspace, volume),
       provisionDrive: (workspace, drive, permissions) => provisionDrive(agents, workspace, drive, permissions),
       retireDrive: (workspace, sandboxes, drive) => retireDrive(agents, workspace, sandboxes, drive),

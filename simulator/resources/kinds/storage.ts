@@ -2,6 +2,7 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { toIso as iso } from "../../../src/clock.js";
+import type { ResourceStore } from "../../store/resources.js";
 import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
@@ -30,6 +31,14 @@ export interface StorageKindDeps extends ResourceDeps {
 
 const mounts = (sandbox: ResourceDoc, volume: string) =>
   Array.isArray(sandbox.spec?.volumes) && (sandbox.spec.volumes as { name?: string }[]).some((v) => v.name === volume);
+
+/** The sandboxes whose spec.volumes name `volume`, whatever their status. */
+export function sandboxesNaming(resources: ResourceStore, workspace: string, volume: string): string[] {
+  return resources
+    .allOfKind<ResourceDoc>(workspace, ["sandbox"])
+    .filter((s) => mounts(s.doc, volume))
+    .map((s) => s.name);
+}
 
 /** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
@@ -64,8 +73,7 @@ export const volumeKind: ResourceKind<StorageKindDeps> = {
   // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts): made (mkfs, mount) or
   // grown without holding up the simulator's other requests.
   async provision(doc, ctx, deps) {
-    const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
-    const mountedBy = sandboxes.filter((s) => mounts(s, doc.metadata.name)).map((s) => s.metadata.name);
+    const mountedBy = sandboxesNaming(deps.resources, ctx.workspace, doc.metadata.name);
     const pending = await deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
