@@ -8,10 +8,12 @@ import type { ResourceStore } from "../store/resources.js";
 import type { SandboxResourceDeps } from "./runtime.js";
 import { recordStatus } from "./status.js";
 import { unmeterResource } from "../resources/usage.js";
-import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /** What applying expiries uses: the sandboxes' records, their runtime, the clock, the meter and the log. */
+/** The kinds stored under a sandbox: deleted with it, by a delete (the sandbox kind's children) and by expiry. */
+export const SANDBOX_CHILDREN = ["preview", "preview-token", "schedule", "schedule-execution"];
+
 export interface ExpiryDeps {
   clock: SimClock;
   accounts: AccountStore;

@@ -7,8 +7,7 @@ import type { ResourceDoc, ResourceKind } from "../resources/kind.js";
 import { maskEnvs, maskMap } from "../resources/render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
-import { SANDBOX_CHILDREN } from "./children.js";
-import { expireDueSandboxes } from "./expiry.js";
+import { expireDueSandboxes, SANDBOX_CHILDREN } from "./expiry.js";
 import { NetworkSpecError, parseNetwork } from "../egress/policy.js";
 import type { SandboxResourceDeps } from "./runtime.js";
 
