@@ -153,7 +153,7 @@ async function serve(source: "store" | "host"): Promise<void> {
   const sim = await serveSimulator({ port: 0, apiKey: KEY, logLevel: "warn", imageSource: source, prebuild: "none", warmSandboxes: 0 });
   process.send!({ url: sim.url });
   process.on("message", async () => {
-    const { url, socketPath, token } = await sim.deps.agents!.upstream({ workspace: "default", sandbox: SANDBOX, path: "/" });
+    const { url, socketPath, token } = await sim.agents.upstream({ workspace: "default", sandbox: SANDBOX, path: "/" });
     process.send!({ endpoint: { url, socketPath }, token });
   });
   process.on("disconnect", () => void sim.stop().then(() => process.exit(0)));

@@ -107,9 +107,9 @@ async function serveSim(launcher: string, appPort: number, relayPort: number): P
       await new Promise((r) => setTimeout(r, 25));
     }
   }
-  const { token, url, socketPath } = await sim.deps.agents!.upstream({ workspace: "default", sandbox: "bench", path: "/" });
+  const { token, url, socketPath } = await sim.agents.upstream({ workspace: "default", sandbox: "bench", path: "/" });
   // The launcher's pid for the sandbox: the agent itself, or the isolating wrapper it runs under.
-  const agentPid = sim.deps.agents!.get("default", "bench")!.pid;
+  const agentPid = sim.agents.get("default", "bench")!.pid;
   process.send!({ url: sim.url, agent: { url, socketPath }, agentPid, token, preview: preview.spec.url });
   answerRss();
   process.on("disconnect", () => {

@@ -76,7 +76,7 @@ const timedRequest = async (sandbox: string) => {
 };
 
 try {
-  const standby = sim.deps.agents!.standby;
+  const standby = sim.agents.standby;
   if (!standby) throw new Error("the default launcher cannot put sandboxes in standby here");
   // Where the resume time goes: the launcher's thaw, timed around the controller's call.
   const thawMs: number[] = [];
@@ -130,7 +130,7 @@ try {
   }
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   const perSandboxMiB = (before - memAvailableMiB()) / N;
-  const pids = names.map((n) => sim.deps.agents!.get(WS, n)!.sandboxPid!);
+  const pids = names.map((n) => sim.agents.get(WS, n)!.sandboxPid!);
   const namespaces = new Set(pids.map((p) => readlinkSync(`/proc/${p}/ns/pid`)));
   const pssRunning = treePssBytes(pids) / N / 2 ** 20;
   const measure = async () => {

@@ -59,8 +59,8 @@ async function serveSim(launcher: string): Promise<void> {
     body: JSON.stringify({ metadata: { name: "bench" } }),
   });
   if (!res.ok) throw new Error(`create: ${res.status} ${await res.text()}`);
-  await sim.deps.agents!.upstream({ workspace: "default", sandbox: "bench", path: "/" });
-  process.send!({ url: sim.url, agentPid: sim.deps.agents!.get("default", "bench")!.pid });
+  await sim.agents.upstream({ workspace: "default", sandbox: "bench", path: "/" });
+  process.send!({ url: sim.url, agentPid: sim.agents.get("default", "bench")!.pid });
   answerRss();
   process.on("disconnect", () => void sim.stop().then(() => process.exit(0)));
 }

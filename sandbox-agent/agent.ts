@@ -12,7 +12,7 @@ import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
 import { SandboxPaths } from "./paths/sandbox-path.js";
-import { OwnWrites } from "./filesystem/own-writes.js";
+import { OwnWrites } from "./paths/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
 import { SearchPool } from "./search/pool.js";

@@ -120,3 +120,6 @@ export const FLAG_OF: Record<string, string> = {
   portHandoff: "port-handoff",
   egressRelay: "egress-relay",
 };
+
+/** A bad option or flag combination: the agent says why and exits (2) instead of starting. */
+export class ConfigError extends Error {}

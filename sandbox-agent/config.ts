@@ -5,7 +5,7 @@ import { z } from "zod";
 import { isLoopbackHost } from "../src/auth.js";
 import { parseDuration, parseSize } from "../src/units.js";
 import { parseCommandTemplate } from "./drives/command-template.js";
-import { AGENT_OPTIONS, FLAG_OF } from "./config-options.js";
+import { AGENT_OPTIONS, ConfigError, FLAG_OF } from "./config-options.js";
 
 /** The command line's tables (config-options.ts), importable from here as before. */
 export { AGENT_OPTIONS, AGENT_USAGE } from "./config-options.js";
@@ -140,7 +140,7 @@ export const AgentConfigSchema = z.object({
 
 export type AgentConfig = Readonly<z.infer<typeof AgentConfigSchema>>;
 
-export class ConfigError extends Error {}
+export { ConfigError } from "./config-options.js";
 
 export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig | "help" {
   let values: Record<string, string | boolean | undefined>;

@@ -43,8 +43,8 @@ export function createSimulatorApp(deps: SimDeps): Listener {
         workspace: deps.config.workspace,
         testHooks: deps.testHooks.enabled,
         time: new Date(deps.clock.now()).toISOString(),
-        sandboxes: deps.sandboxIsolation && { ...deps.sandboxIsolation, ...starts },
-        defaultImage: deps.images?.prebuildStatus(),
+        sandboxes: starts && { ...deps.sandboxIsolation, ...starts },
+        defaultImage: deps.images.prebuildStatus(),
       }),
     );
   });

@@ -2,7 +2,9 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { parseDuration } from "../src/units.js";
-import { DEFAULT_SANDBOX_IMAGE } from "./images/sandbox-images.js";
+
+/** The SDK's default image (SandboxInstance.create). */
+export const DEFAULT_SANDBOX_IMAGE = "blaxel/base-image:latest";
 
 /** Command-line options, then environment fallbacks, validated into one frozen object. */
 export const SIM_OPTIONS = {

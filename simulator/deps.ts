@@ -2,7 +2,7 @@ import type { CursorCodec } from "../src/cursor.js";
 import type { Ids } from "../src/ids.js";
 import type { Logger } from "../src/logging.js";
 import type { Db } from "../src/sqlite.js";
-import type { AccountStore } from "./accounts/store.js";
+import type { AccountStore } from "./store/accounts.js";
 import type { CredentialStore } from "./auth/credentials.js";
 import type { PrincipalCache } from "./auth/principal-cache.js";
 import type { Principal } from "./auth/principal.js";
@@ -12,13 +12,14 @@ import type { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { JobExecutor } from "./jobs/executor.js";
 import type { SandboxRuntime } from "./sandboxes/runtime.js";
-import type { SandboxImages } from "./images/sandbox-images.js";
+import type { SandboxImageSource } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import type { UsageMeter } from "./metrics/meter.js";
 import type { UsageStore } from "./metrics/store.js";
 import type { SupervisorEvent } from "./launcher/index.js";
 import type { ResourceStore } from "./store/resources.js";
-import type { TestHooksState } from "./test-hooks/state.js";
+import type { TestHooksState } from "./http/test-hooks-state.js";
+import type { SandboxIsolation } from "./sandboxes/isolation.js";
 
 /** The state every simulator shares, records-only or with real sandboxes: configuration, database, stores, clock, ids, metering. */
 export interface SimCore {
@@ -44,38 +45,28 @@ export interface SimCore {
   meter: UsageMeter;
 }
 
-/** How sandboxes' agents run, for /health and the start-up line: the launcher and what it isolates. */
-export interface SandboxIsolation {
-  launcher: string;
-  isolated: boolean;
-  detail: string;
-  userIds?: { all: boolean; detail: string };
-  /** Standby: the idle period, or why sandboxes never sleep with this launcher. */
-  standby?: { afterMs: number } | { unavailable: string };
-}
-
-/** What runs sandboxes and jobs for real (serveSimulator builds it); none of it in a records-only simulator. */
+/** What runs sandboxes and jobs for real (serveSimulator builds it); a records-only simulator has none of it. */
 export interface RealWorkloads {
-  /** Real sandbox-agents behind sandboxes; absent, sandboxes are records only. */
-  agents?: SandboxAgents;
-  /** Runs job executions' tasks through the launcher; absent, executions follow their simulated plan. */
-  jobs?: JobExecutor;
-  /** Sandbox images (simulator/images, with --image-source store): a create's image is checked, then resolved to a root filesystem. */
-  images?: SandboxImages;
-  sandboxIsolation?: SandboxIsolation;
+  /** Real sandbox-agents behind sandboxes. */
+  agents: SandboxAgents;
+  /** Runs job executions' tasks through the launcher. */
+  jobs: JobExecutor;
+  /** Sandbox images: the image store (--image-source store), or the host's root (HOST_ROOT). */
+  images: SandboxImageSource;
+  sandboxIsolation: SandboxIsolation;
 }
 
 /**
  * Everything the simulator's parts are built from: the type only. The composition root (root.ts, serve.ts)
- * builds it once, complete; this file imports types alone, so any module may name it without importing what
- * builds it. No handler receives it whole: each route module's factory names the pieces it takes
- * (Pick<SimDeps, ...>) and the operations table (operations.ts) hands them in once; the arrows from the
- * folders below up to this file are those Picks (and the resource kinds').
+ * builds it once, complete. Only the root sees it (root.ts, serve.ts, app.ts, operations.ts): each feature
+ * declares the dependencies it takes in its own module (ResourceDeps, SandboxResourceDeps, JobRouteDeps, ...),
+ * and the operations table and the app hand each its own, once.
  */
 export interface SimDeps extends SimCore {
-  readonly agents?: SandboxAgents;
-  readonly images?: SandboxImages;
-  readonly sandboxIsolation?: SandboxIsolation;
+  /** Checks and prepares sandboxes' images (HOST_ROOT when there is no image store, or nothing runs). */
+  readonly images: SandboxImageSource;
+  /** How sandboxes' agents run (RECORDS_ONLY when none does). */
+  readonly sandboxIsolation: SandboxIsolation;
   /** What runs behind sandbox records: nothing (records only) or real agents. */
   readonly sandboxes: SandboxRuntime<OpContext>;
   /** Runs job executions' tasks for real, or (records only) leaves them to their simulated plan. */

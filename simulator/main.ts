@@ -47,8 +47,7 @@ async function main(): Promise<void> {
     { url: served.url, console: consoleUrl, data: config.data, testHooks: config.testHooks, ...served.deps.sandboxIsolation },
     "sandbox-sim listening",
   );
-  if (!served.deps.sandboxIsolation?.isolated)
-    process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation?.detail ?? "not isolated"}\n`);
+  if (!served.deps.sandboxIsolation.isolated) process.stderr.write(`sandbox-sim: WARNING: sandboxes are ${served.deps.sandboxIsolation.detail}\n`);
   if (config.writeEnv) {
     try {
       writeFileSync(config.writeEnv, dotenvLines(served.env), { mode: 0o600 });
@@ -59,7 +58,7 @@ async function main(): Promise<void> {
   }
   // The lines a user pastes into a shell to point the SDK at this simulator, and where the web console is.
   process.stdout.write(`sandbox-sim listening on ${served.url}\nsandbox-sim console: ${consoleUrl} (sign in with BL_API_KEY)\n${served.envText}\n`);
-  const building = served.deps.images?.prebuildStatus();
+  const building = served.deps.images.prebuildStatus();
   if (building?.state === "building") {
     process.stdout.write(
       `sandbox-sim: building ${building.image} in the background (once per machine, about a minute on an idle one; sandboxes created meanwhile wait for it; progress in the log, GET /health and the console)\n`,

@@ -7,7 +7,7 @@ import { jobExecutionOperations } from "./jobs/routes.js";
 import { catalogueOperations } from "./resources/catalogue.js";
 import { extraOperations } from "./resources/extras.js";
 import { crudOperations } from "./resources/crud.js";
-import { RESOURCE_KINDS } from "./resources/kinds/index.js";
+import { RESOURCE_KINDS } from "./resource-kinds.js";
 import { sandboxOperations } from "./sandboxes/routes.js";
 import { snapshotOperations } from "./sandboxes/snapshots.js";
 import { scheduleOperations } from "./schedules/routes.js";

@@ -8,7 +8,7 @@ import { CursorCodec } from "../src/cursor.js";
 import { uuidIds, type Ids } from "../src/ids.js";
 import { silentLogger, type Logger } from "../src/logging.js";
 import { migrate, openDatabase } from "../src/sqlite.js";
-import { AccountStore } from "./accounts/store.js";
+import { AccountStore } from "./store/accounts.js";
 import { applySeed, bootstrap, generateApiKey, readSeedFile } from "./accounts/seed.js";
 import { CredentialStore } from "./auth/credentials.js";
 import { PrincipalCache } from "./auth/principal-cache.js";
@@ -24,6 +24,8 @@ import { meterSandboxAgent } from "./sandboxes/usage.js";
 import { meterResource, unmeterResource } from "./resources/usage.js";
 import { settleJobUsage } from "./jobs/usage.js";
 import { SIMULATED_JOBS } from "./jobs/executor.js";
+import { HOST_ROOT } from "./images/sandbox-images.js";
+import { RECORDS_ONLY } from "./sandboxes/isolation.js";
 import { agentSandboxes } from "./sandboxes/agent-runtime.js";
 import { recordSandboxes } from "./sandboxes/records-runtime.js";
 import { AgentScheduleBackend } from "./schedules/agent-backend.js";
@@ -31,7 +33,7 @@ import { LocalScheduleBackend } from "./schedules/backend.js";
 import type { SupervisorEvent } from "./launcher/index.js";
 import { ResourceStore } from "./store/resources.js";
 import { SIMULATOR_MIGRATIONS } from "./store/migrations.js";
-import { initialHooksState } from "./test-hooks/state.js";
+import { initialHooksState } from "./http/test-hooks-state.js";
 
 export interface SimOverrides {
   clock?: SimClock;
@@ -96,20 +98,21 @@ export function openState(configInput: Partial<SimConfig> = {}, overrides: SimOv
  * Usage follows every resource written or deleted through the store (account metrics): the generic
  * create/update/delete layer does not know about metering.
  */
-export function assembleDeps(core: SimCore, workloads: RealWorkloads = {}): SimDeps {
+export function assembleDeps(core: SimCore, workloads?: RealWorkloads): SimDeps {
   // Records only or real agents is chosen here, once: every part below is handed the implementation it runs with.
-  const { agents, images } = workloads;
+  const agents = workloads?.agents;
   const shared = {
     ...core,
-    ...workloads,
-    jobs: workloads.jobs ?? SIMULATED_JOBS,
+    images: workloads?.images ?? HOST_ROOT,
+    sandboxIsolation: workloads?.sandboxIsolation ?? RECORDS_ONLY,
+    jobs: workloads?.jobs ?? SIMULATED_JOBS,
     schedules: agents ? new AgentScheduleBackend(agents, core) : new LocalScheduleBackend(core),
     // Only real agents send events (records only, nothing runs to send them).
     onSandboxAgentEvent: agents
       ? (workspace: string, sandbox: string, event: SupervisorEvent) => meterSandboxAgent({ ...core, agents }, workspace, sandbox, event)
       : () => {},
   };
-  const deps: SimDeps = { ...shared, sandboxes: agents ? agentSandboxes(agents, images, shared) : recordSandboxes(shared) };
+  const deps: SimDeps = { ...shared, sandboxes: agents ? agentSandboxes(agents, shared.images, shared) : recordSandboxes(shared) };
   const metering = { meter: core.meter, clock: core.clock, sandboxCompute: agents ? ("agent" as const) : ("record" as const) };
   core.resources.onChange(({ type, item }) => {
     if (type === "saved") meterResource(metering, item as never);

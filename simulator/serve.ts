@@ -14,25 +14,21 @@ import { exportLines, sdkEnv } from "./env-lines.js";
 import { listenFailure } from "../src/startup.js";
 import { createLauncher, defaultStartConcurrency, describeLauncher, ProcessLauncher, StartQueue, type Launcher } from "./launcher/index.js";
 import { defaultImageCacheDir, ImageStore } from "./images/image-store.js";
-import { SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
+import { HOST_ROOT, SandboxImages, type PrebuildStatus } from "./images/sandbox-images.js";
 import { callbackProgress } from "./images/progress.js";
-import { createSimulatorSandboxProxy } from "./agents/proxy.js";
+import { createSimulatorSandboxProxy } from "./sandbox-proxy.js";
 import { SimulatorEgress } from "./egress/index.js";
 import type { SimulatorHandler } from "./egress/in-process.js";
 import { SandboxAgents } from "./agents/registry.js";
-import { mountsUnder } from "./agents/retention.js";
+
+import { mountsUnder } from "../src/mounts.js";
 import { JobRunner } from "./jobs/runner.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
-import { provisionVolume } from "./agents/volumes.js";
-import { launchOptions } from "./sandboxes/agent-lifecycle.js";
+import { recoverSandboxes } from "./sandboxes/recovery.js";
 import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
+import { prepareVolumes, provisionAllVolumes } from "./sandboxes/volume-use.js";
 import { meterSandboxStandby } from "./sandboxes/usage.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "./sandboxes/expiry.js";
-
-/** Sandboxes in these states have no agent to bring back. */
-const GONE = new Set(["TERMINATED", "DELETING", "FAILED", "ARCHIVED", "DEACTIVATED"]);
-/** A stop the previous run did not finish: its agent is gone now, so the move is complete. */
-const STOPPED_AS: Record<string, string> = { ARCHIVING: "ARCHIVED", DEACTIVATING: "DEACTIVATED" };
 
 export interface ServeOptions {
   /** "bwrap" (default: isolated), "process" (not isolated), "docker", "swarm", or a Launcher instance. */
@@ -47,6 +43,8 @@ export interface ServedSimulator {
   /** The same as `export KEY=value` lines, for a shell. */
   envText: string;
   deps: SimDeps;
+  /** The sandboxes' agents (bench/ and tests look at their processes). */
+  agents: SandboxAgents;
   /** The start-up build (config.prebuild): settles when it is ready or failed; undefined when none was started. */
   prebuilt: Promise<PrebuildStatus | undefined>;
   /** Stops everything (about 10 s at most: agents get SIGKILL after their grace) and removes the temp dir. */
@@ -113,7 +111,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           },
           launcher.singleUserId?.bind(launcher),
         )
-      : undefined;
+      : HOST_ROOT;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   let inProcess: SimulatorHandler | undefined;
@@ -126,7 +124,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     handler: () => inProcess,
     workspaces: () => core.accounts.allWorkspaces().map((w) => w.name),
   });
-  const agents = new SandboxAgents({
+  const agents: SandboxAgents = new SandboxAgents({
     egress: {
       launchFor: (workspace, sandbox) => egress.launchFor({ workspace, sandbox }),
       directAllowed: (workspace, sandbox) => egress.directAllowed({ workspace, sandbox }),
@@ -146,18 +144,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     onUse: (workspace, sandbox) => recordLastUse(core, workspace, sandbox),
     standbyAfterMs: core.config.standbyAfterMs,
     onStandby: (workspace, sandbox, state) => meterSandboxStandby(core, workspace, sandbox, state),
-    prepareVolumes: async (workspace, sandbox, volumes) => {
-      for (const volume of volumes) {
-        const size = core.resources.get<{ spec: { size?: number } }>(workspace, "volume", volume)?.doc.spec.size;
-        if (size === undefined) continue;
-        // Another sandbox running (or starting) with it: grown online only (an offline resize would unmount it under that sandbox).
-        const inUse = core.resources
-          .allOfKind<{ spec?: { volumes?: { name?: string }[] } }>(workspace, ["sandbox"])
-          .some((s) => s.name !== sandbox && agents.get(workspace, s.name) !== undefined && (s.doc.spec?.volumes ?? []).some((v) => v.name === volume));
-        const pending = await provisionVolume(dir, workspace, volume, size, inUse);
-        if (pending) core.logger.info({ workspace, sandbox, volume, reason: pending }, "volume growth still waits");
-      }
-    },
+    prepareVolumes: (workspace, sandbox, volumes) => prepareVolumes(core, agents, workspace, sandbox, volumes),
     onEvent: (workspace, sandbox, event) => {
       // Where each sandbox's agent runs (pid, endpoint, launcher): what a person needs to look at it directly.
       const where = "url" in event ? { pid: event.pid, endpoint: event.socketPath ? `unix:${event.socketPath}` : event.url, launcher: launcher.name } : {};
@@ -169,10 +156,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Volumes: a filesystem of their size where the host allows it (loop-mounted ext4), else plain directories.
   const noLoop = loopVolumesUnsupported();
   if (noLoop) core.logger.warn({ reason: noLoop }, "volumes are plain directories: spec.size is not enforced");
-  for (const ws of core.accounts.allWorkspaces()) {
-    for (const volume of core.resources.allOfKind<{ spec: { size?: number } }>(ws.name, ["volume"]))
-      await provisionVolume(dir, ws.name, volume.name, volume.doc.spec.size ?? 1024);
-  }
+  await provisionAllVolumes(core, dir);
   // Job executions run their tasks through the same launcher (simulator/jobs/runner.ts).
   const jobs = new JobRunner({
     launcher,
@@ -207,25 +191,13 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   // Sandbox expiry (ttl, expires, expiration policies): what came due while a --data simulator was down
   // expires first (no agent is started for it), then the sweep runs every 5 s.
   expireDueSandboxes(deps);
-  // With --data, sandboxes from the previous run get their agents back: an agent the previous run
-  // left behind is stopped first (launcher pid file), then a fresh one serves the same files.
-  for (const ws of deps.accounts.allWorkspaces()) {
-    for (const item of deps.resources.allOfKind(ws.name, ["sandbox"])) {
-      if (item.parent !== "" || GONE.has(item.status)) continue;
-      const stopped = STOPPED_AS[item.status];
-      if (stopped) {
-        recordStatus(deps, ws.name, item.name, stopped, `${stopped.toLowerCase()}: the simulator restarted while its agent was stopping`);
-        continue;
-      }
-      recordStatus(deps, ws.name, item.name, "DEPLOYING", "the simulator restarted: starting the sandbox agent again");
-      agents.begin(ws.name, item.name, launchOptions(item.doc));
-    }
-  }
+  // With --data, sandboxes from the previous run get their agents back (sandboxes/recovery.ts).
+  recoverSandboxes(deps, agents);
   agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
   // The image the first sandboxes will want, built now rather than on their create (docs/images.md); a create
   // meanwhile joins this build. Its progress goes to the log and GET /health (the console shows it).
   let prebuilt: Promise<PrebuildStatus | undefined> = Promise.resolve(undefined);
-  if (images && deps.config.prebuild !== "none") {
+  if (deps.config.prebuild !== "none") {
     const image = deps.config.prebuild;
     prebuilt = images
       .prebuild(
@@ -247,11 +219,12 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     env,
     envText,
     deps,
+    agents,
     prebuilt,
     stop: () =>
       (stopped ??= (async () => {
         stopExpiry();
-        const builds = images?.store.close(); // a build under way ends now; sandboxes waiting for it fail fast
+        const builds = images.close(); // a build under way ends now; sandboxes waiting for it fail fast
         await serving.stop(1_000);
         await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
         unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again

@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
-import { consoleDistDir, packageRoot } from "./paths.js";
+import { consoleDistDir, packageRoot } from "../../src/package-paths.js";
 
 /**
  * Bundles the console (console/src) into dist/console: one JS and one CSS file

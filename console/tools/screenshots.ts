@@ -4,7 +4,7 @@ import type { Page } from "playwright-core";
 import { serveSimulator } from "../../simulator/serve.js";
 import { chromiumMissing, launchChromium } from "./browser.js";
 import { apiCaller } from "./call.js";
-import { packageRoot } from "./paths.js";
+import { packageRoot } from "../../src/package-paths.js";
 
 /**
  * `npm run console:screenshots`: starts a simulator (process launcher, test

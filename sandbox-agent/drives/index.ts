@@ -2,15 +2,31 @@ import { join } from "node:path";
 import type { Clock } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
-import type { AgentConfig } from "../config.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { createBackend } from "./backends/index.js";
 import { DriveService } from "./service.js";
 import { DriveStore } from "./store.js";
 import { PATH_MOUNT_PROGRAMS, type MountPrograms } from "./run.js";
 
+type BackendOptions = Parameters<typeof createBackend>[0];
+type ServiceOptions = ConstructorParameters<typeof DriveService>[0];
+
+/** What the drives read of the agent's configuration (--drives-dir, --drive-backend, --mount-program, ...). */
+export interface DriveSettings {
+  dataDir: string;
+  drivesDir?: string;
+  driveBackend: BackendOptions["backend"];
+  driveMountCommand?: BackendOptions["mountCommand"];
+  driveUnmountCommand?: BackendOptions["unmountCommand"];
+  driveMountTimeoutMs: BackendOptions["readinessTimeoutMs"];
+  mountProgram?: MountPrograms["mount"];
+  umountProgram?: MountPrograms["umount"];
+  drivesExistingOnly: ServiceOptions["existingOnly"];
+  sandboxName: ServiceOptions["sandboxName"];
+}
+
 /** --mount-program / --umount-program, else mount(8) and umount(8) from PATH. */
-function mountPrograms(config: AgentConfig): MountPrograms {
+function mountPrograms(config: DriveSettings): MountPrograms {
   return { mount: config.mountProgram ?? PATH_MOUNT_PROGRAMS.mount, umount: config.umountProgram ?? PATH_MOUNT_PROGRAMS.umount };
 }
 
@@ -22,7 +38,7 @@ export { DriveService } from "./service.js";
  * previous agent left mounted (shutdown never unmounts: processes may still
  * be using them).
  */
-export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPaths, clock: Clock, logger: Logger): Promise<DriveService> {
+export async function openDrives(config: DriveSettings, db: Db, paths: SandboxPaths, clock: Clock, logger: Logger): Promise<DriveService> {
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   const backend = createBackend({
     backend: config.driveBackend,

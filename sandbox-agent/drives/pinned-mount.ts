@@ -3,9 +3,8 @@ import { posix } from "node:path";
 import { ApiError, errors, isErrno } from "../../src/errors.js";
 import { fdPath, O_PATH } from "../paths/beneath.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
-import { DriveBusyError } from "./backends/busy-error.js";
 import { readMountTable, type MountEntry } from "./mount-table.js";
-import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "./run.js";
+import { describeExit, DriveBusyError, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "./run.js";
 
 /**
  * Mount points held open. mount(8) and umount(8) resolve the

@@ -72,3 +72,6 @@ export function describeExit(result: RunResult): string {
   if (result.spawnError) return `could not start: ${result.spawnError.message}`;
   return result.code === null ? "was killed" : `exited with status ${result.code}`;
 }
+
+/** The mount is in use (EBUSY); the reason is the unmount program's own words (pinned-mount.ts and the backends throw it). */
+export class DriveBusyError extends Error {}

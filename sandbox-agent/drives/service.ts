@@ -4,7 +4,7 @@ import { ApiError, errors } from "../../src/errors.js";
 import { checkDriveAccess } from "./access.js";
 import { backendFor } from "./backends/index.js";
 import type { DriveBackend, MountSpec } from "./backends/types.js";
-import { DriveBusyError } from "./backends/busy-error.js";
+import { DriveBusyError } from "./run.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";

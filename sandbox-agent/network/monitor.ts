@@ -1,5 +1,5 @@
 import type { Logger } from "../../src/logging.js";
-import { portsOfTree } from "./sockets.js";
+import { portsOfTree } from "../ports/sockets.js";
 
 const POLL_MS = 500; // reference: the port monitor polls every 500 ms
 const CALLBACK_TIMEOUT_MS = 5_000;

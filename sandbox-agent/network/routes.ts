@@ -4,7 +4,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import type { ProcessManager } from "../process/manager.js";
 import type { PortMonitors } from "./monitor.js";
-import { portsOfTree } from "./sockets.js";
+import { portsOfTree } from "../ports/sockets.js";
 
 const MonitorBody = z.object({
   callback: z.string().refine((u) => /^https?:\/\//i.test(u) && URL.canParse(u), "must be an http(s) URL"),

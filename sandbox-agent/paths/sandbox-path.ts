@@ -1,7 +1,7 @@
 import { constants, mkdirSync, promises as fsp, realpathSync, statSync } from "node:fs";
 import { join, posix } from "node:path";
 import { errors } from "../../src/errors.js";
-import { OwnWrites } from "../filesystem/own-writes.js";
+import { OwnWrites } from "./own-writes.js";
 import { fdPath, inodeKey, O_PATH, walkBeneath, type Beneath, type Walked, type WalkOptions } from "./beneath.js";
 
 export { fdPath } from "./beneath.js";

@@ -1,7 +1,7 @@
 import type { Socket } from "node:net";
 import type { Logger } from "../../src/logging.js";
 import { OpenPortRequest, PORT_FAILED, PORT_OPENED, type OpenPortReply } from "../../src/port-handoff.js";
-import { ConfigError } from "../config.js";
+import { ConfigError } from "../config-options.js";
 import { connectLocal, nobodyListening } from "./target.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { Clock, Timer } from "../../src/clock.js";
 import { errors } from "../../src/errors.js";
-import { servedPorts } from "../network/sockets.js";
+import { servedPorts } from "../ports/sockets.js";
 import type { ProcessManager, ProcessRecord, StartProcessRequest } from "./manager.js";
 
 /** SDK default (ProcessRequest.timeout doc): keepAlive without a timeout means 600 s. */

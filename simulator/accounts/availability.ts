@@ -1,4 +1,4 @@
-import type { AccountStore } from "./store.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /**
  * Workspace-name availability (seed: POST /workspaces/availability). Reserved

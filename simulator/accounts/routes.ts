@@ -6,10 +6,26 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
 import { checkAvailability } from "./availability.js";
 import { createWorkspace } from "./seed.js";
-import type { SimDeps } from "../deps.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { Logger } from "../../src/logging.js";
+import type { SimClock } from "../clock.js";
+import type { SandboxRuntime } from "../sandboxes/runtime.js";
+import type { JobExecutor } from "../jobs/executor.js";
+import type { Ids } from "../../src/ids.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /** What the workspace and account routes use; a workspace's deletion stops its sandboxes and job tasks and ends its usage. */
-export type AccountRouteDeps = Pick<SimDeps, "accounts" | "resources" | "clock" | "ids" | "jobs" | "sandboxes" | "logger" | "meter">;
+export interface AccountRouteDeps {
+  accounts: AccountStore;
+  resources: ResourceStore;
+  clock: SimClock;
+  ids: Ids;
+  jobs: JobExecutor;
+  sandboxes: SandboxRuntime<OpContext>;
+  logger: Logger;
+  meter: UsageMeter;
+}
 
 /** Workspaces (+availability), accounts, users and feature flags. */
 

@@ -3,11 +3,15 @@ import { readFileSync } from "node:fs";
 import { StartupError } from "../../src/startup.js";
 import { randomToken } from "../../src/ids.js";
 import { errors } from "../../src/errors.js";
-import type { SimCore } from "../deps.js";
 import { toIso as iso } from "../../src/clock.js";
 import { digest } from "../auth/credentials.js";
 import { NAME_PATTERN } from "../resources/metadata.js";
 import { redirectUriSchema } from "../auth/redirect-uri.js";
+import type { CredentialStore } from "../auth/credentials.js";
+import type { SimClock } from "../clock.js";
+import type { Ids } from "../../src/ids.js";
+import type { Db } from "../../src/sqlite.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /** Body of POST /_sim/seed and of the --seed file. */
 export const SeedSchema = z.strictObject({
@@ -32,10 +36,16 @@ export const SeedSchema = z.strictObject({
 export type Seed = z.infer<typeof SeedSchema>;
 
 /** What seeding writes to: the account and credential tables (in one transaction), with ids and the clock. */
-export type SeedDeps = Pick<SimCore, "db" | "accounts" | "credentials" | "clock" | "ids">;
+export interface SeedDeps {
+  db: Db;
+  accounts: AccountStore;
+  credentials: CredentialStore;
+  clock: SimClock;
+  ids: Ids;
+}
 
 export function createWorkspace(
-  deps: Pick<SimCore, "accounts" | "clock" | "ids">,
+  deps: { accounts: AccountStore; clock: SimClock; ids: Ids },
   input: { name: string; accountId: string; displayName?: string; labels?: Record<string, string>; region?: string; createdBy?: string },
 ): Record<string, unknown> {
   const now = deps.clock.now();

@@ -6,7 +6,9 @@ import { parseDuration } from "../../src/units.js";
 import { toIso as iso } from "../../src/clock.js";
 import { digest, type ApiKeyRow, type ServiceAccountRow } from "../auth/credentials.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import type { SimDeps } from "../deps.js";
+import type { SimClock } from "../clock.js";
+import type { Ids } from "../../src/ids.js";
+import type { CredentialStore } from "../auth/credentials.js";
 
 /**
  * Service accounts and their API keys. These objects are snake_case on the
@@ -54,7 +56,11 @@ export function expiresInMs(value: string): number {
 }
 
 /** Service accounts and their API keys live in the credential store. */
-export type ServiceAccountDeps = Pick<SimDeps, "credentials" | "clock" | "ids">;
+export interface ServiceAccountDeps {
+  credentials: CredentialStore;
+  clock: SimClock;
+  ids: Ids;
+}
 
 function requireAdmin(ctx: OpContext): void {
   if (!ctx.isAdmin) throw errors.forbidden("only a workspace admin may manage service accounts");

@@ -3,7 +3,8 @@ import { errors } from "../../src/errors.js";
 import { settledWithin } from "../../src/settled.js";
 import { agentFetch } from "../launcher/endpoint.js";
 import { removeTree } from "../launcher/types.js";
-import { mountsUnder } from "./retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 import { removeWorkspaceVolumes } from "./volumes.js";
 import { key, SandboxAgentsState, type Entry } from "./registry-state.js";
 

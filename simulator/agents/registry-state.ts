@@ -6,7 +6,7 @@ import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type 
 import { removeTree } from "../launcher/types.js";
 import type { LaunchSpec } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
-import type { SandboxImages } from "../images/sandbox-images.js";
+import type { SandboxImageSource } from "../images/sandbox-images.js";
 import { RetiredSandboxes } from "./retention.js";
 import { SnapshotFiles } from "./snapshot-files.js";
 import { StandbyController } from "../standby/controller.js";
@@ -36,7 +36,7 @@ export interface SandboxAgentsOptions {
   sweepEveryMs?: number;
   logger?: Logger;
   /** Resolves spec.runtime.image to a root filesystem before each launch (LaunchSpec.imageRootDir); absent = the launcher's own root. */
-  images?: SandboxImages;
+  images: SandboxImageSource;
   /** Before each launch with volumes: brings each volume to its spec.size (a growth that had to wait is applied then). */
   prepareVolumes?: (workspace: string, sandbox: string, volumes: string[]) => Promise<void>;
   /** Admission control: how many agents start at once, the rest wait in arrival order (default: one per core, at least two). */

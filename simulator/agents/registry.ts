@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { AgentSupervisor } from "../launcher/index.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices } from "../images/sandbox-images.js";
-import { mountsUnder } from "./retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 import { volumeMounts, type VolumeAttachment } from "./volumes.js";
 import { key } from "./registry-state.js";
 import { SandboxAgentsLifecycle } from "./registry-lifecycle.js";
@@ -134,7 +135,7 @@ export class SandboxAgents extends SandboxAgentsLifecycle {
       }
       if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
-      if (this.options.images) image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
+      image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
       // Stopped (deleted) while its image was being built: no launch.
       if ((supervisor.state as string) === "stopped") throw new Error("stopped before it started");
       // Admission: the launch (and with it the launcher's readiness deadline) begins once a slot is free.

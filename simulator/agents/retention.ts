@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../../src/logging.js";
 import { removeTree, type Launcher } from "../launcher/types.js";
+import { mountsUnder } from "../../src/mounts.js";
 
 /**
  * Files of deleted sandboxes, kept for the retention period (--sandbox-retention)
@@ -11,20 +12,6 @@ import { removeTree, type Launcher } from "../launcher/types.js";
  * the name is free again for a new sandbox, and the due time survives a
  * restart of a simulator run with --data.
  */
-
-/** Mount points at or under `dir` (/proc/self/mountinfo field 5); none where there is no procfs. */
-export function mountsUnder(dir: string): string[] {
-  let text: string;
-  try {
-    text = readFileSync("/proc/self/mountinfo", "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .map((l) => (l.split(" ")[4] ?? "").replace(/\\040/g, " "))
-    .filter((m) => m === dir || m.startsWith(`${dir}/`));
-}
 
 export interface RetiredSandbox {
   workspace: string;

@@ -3,7 +3,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { cp, rename, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { mountsUnder } from "./retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 
 /**
  * The files of sandbox snapshots, under the simulator's data dir:

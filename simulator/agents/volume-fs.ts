@@ -2,7 +2,8 @@ import { execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { chmodSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { mountsUnder } from "./retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 
 /**
  * Where the host allows it (root, mkfs.ext4, a free loop device), a volume is

@@ -11,8 +11,8 @@ import { redirectUriProblem } from "./redirect-uri.js";
 
 /**
  * The authorization step of the authorization-code flow (RFC 6749 §4.1).
- * Issue 14: it used to hand a code for any seeded user named by
- * `login_hint`, without a credential. Now:
+ * A code is never handed for a user merely named by `login_hint`, without a
+ * credential:
  * - the client must be registered (seed `oauthClients`) and the redirect URI
  *   one of its exact URIs (omitted: its only one); otherwise a 400, never a
  *   redirect (§4.1.2.1), and never to a non-http(s) URI;

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { bearerToken } from "../../src/auth.js";
 import { errors } from "../../src/errors.js";
-import type { AccountStore, Role } from "../accounts/store.js";
+import type { AccountStore, Role } from "../store/accounts.js";
 import type { Clock } from "../../src/clock.js";
 import { verifyJwt } from "./jwt.js";
 import type { CredentialStore, SubjectType } from "./credentials.js";

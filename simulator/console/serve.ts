@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { consoleDistDir } from "../../console/tools/paths.js";
+import { consoleDistDir } from "../../src/package-paths.js";
 import { ApiError, errors } from "../../src/errors.js";
 import { renderError } from "../http/front.js";
 

@@ -2,13 +2,17 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, errors } from "../../src/errors.js";
 import { redactUrl } from "../../src/logging.js";
 import { resolveVersion, VERSION_HEADERS } from "../../src/versioning.js";
-import type { SimDeps } from "../deps.js";
 
 /** The front logs each request and applies the test hooks' injected faults; the rest is the dispatcher's. */
-export type FrontDeps = Pick<SimDeps, "logger" | "testHooks">;
-import { injectedFault } from "../test-hooks/faults.js";
+export interface FrontDeps {
+  logger: Logger;
+  testHooks: TestHooksState;
+}
+import { injectedFault } from "./faults.js";
 import { closeRatherThanDrain, hasBody } from "./body-budget.js";
 import type { Dispatcher, Match, RequestView } from "./operation.js";
+import type { Logger } from "../../src/logging.js";
+import type { TestHooksState } from "./test-hooks-state.js";
 
 /**
  * The request listener in front of Express: control-plane operations are

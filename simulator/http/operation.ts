@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { errors, type ApiError } from "../../src/errors.js";
 import { paginates, type ApiVersion } from "../../src/versioning.js";
-import type { Role } from "../accounts/store.js";
+import type { Role } from "../store/accounts.js";
 import { authenticateHeaders, requestedWorkspace, selectWorkspace, type Principal, type PrincipalSources } from "../auth/principal.js";
 import { grants, type Scope } from "../auth/scopes.js";
 

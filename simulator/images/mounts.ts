@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
-import { mountsUnder } from "../agents/retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 
 /**
  * mmdebstrap in root mode mounts /proc, /sys, /dev/pts and /dev/shm inside the

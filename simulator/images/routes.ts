@@ -8,11 +8,23 @@ import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSi
 import { storeImageDocs, withStoreImages } from "./store-view.js";
 import { meterImage, unmeterImage } from "./usage.js";
 
-import type { SimDeps } from "../deps.js";
 import { imageShareOperations } from "./shares.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { SimClock } from "../clock.js";
+import type { Ids } from "../../src/ids.js";
+import type { SandboxImageSource } from "./sandbox-images.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /** The image registry: the workspace's image records, the store behind sandbox images (if any), ids, clock and meter. */
-export type ImageRouteDeps = Pick<SimDeps, "resources" | "clock" | "meter" | "accounts" | "ids" | "images">;
+export interface ImageRouteDeps {
+  resources: ResourceStore;
+  clock: SimClock;
+  meter: UsageMeter;
+  accounts: AccountStore;
+  ids: Ids;
+  images: SandboxImageSource;
+}
 
 const CreateBody = z.strictObject({ name: z.string().min(1), resourceType: z.string(), image: z.string().optional(), generation: z.string().optional() });
 
@@ -28,7 +40,7 @@ export function imageOperations(deps: ImageRouteDeps): Operation[] {
       handler: (ctx) =>
         withStoreImages(
           deps.resources.list<ImageDoc>({ workspace: ctx.workspace, kind: IMAGE_KIND, parent: null, sort: "createdAt:desc" }).map((i) => i.doc),
-          deps.images?.store,
+          deps.images.store,
           ctx.workspace,
         ).map(renderImage),
     },
@@ -71,7 +83,7 @@ export function imageOperations(deps: ImageRouteDeps): Operation[] {
       handler: (ctx) => {
         const type = parseResourceType(ctx.params.resourceType);
         const fromStore =
-          !deps.resources.get(ctx.workspace, IMAGE_KIND, ctx.params.imageName!, type) && type === "sandboxes" && deps.images
+          !deps.resources.get(ctx.workspace, IMAGE_KIND, ctx.params.imageName!, type) && type === "sandboxes" && deps.images.store
             ? storeImageDocs(deps.images.store, ctx.workspace).find((d) => d.metadata.name === ctx.params.imageName)
             : undefined;
         return renderImage(fromStore ?? loadImage(deps, ctx).doc);

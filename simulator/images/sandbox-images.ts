@@ -9,6 +9,7 @@ import { agentFetch, agentRequest, type AgentEndpoint } from "../launcher/endpoi
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
 import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
+import { DEFAULT_SANDBOX_IMAGE } from "../config.js";
 
 /**
  * What sandboxes need from the image store: a create checks its image at
@@ -17,9 +18,6 @@ import { ENTRYPOINT_PROCESS, entrypointService } from "./entrypoint.js";
  * exporting a Docker image on first use (child processes: the event loop
  * keeps serving, the create waits).
  */
-
-/** The SDK's default image (SandboxInstance.create). */
-export const DEFAULT_SANDBOX_IMAGE = "blaxel/base-image:latest";
 
 export interface ResolvedImage {
   ref: string;
@@ -74,7 +72,33 @@ export interface PrebuildStatus {
   error?: string;
 }
 
-export class SandboxImages {
+/**
+ * What sandboxes' creates and starts ask of images (docs/images.md): a name checked at create, the image's
+ * processes prepared at launch, the start-up build. SandboxImages serves it from the image store; HOST_ROOT
+ * (--image-source host, or a records-only simulator) checks nothing and builds nothing.
+ */
+export interface SandboxImageSource {
+  /** The image store behind sandbox images; undefined when sandboxes run on the host's root. */
+  readonly store: ImageStore | undefined;
+  check(image: string | undefined): Promise<void>;
+  prepareLaunch(spec: LaunchSpec, image: string | undefined): Promise<ImageService[]>;
+  prebuild(image: string, progress?: Progress): Promise<PrebuildStatus | undefined>;
+  prebuildStatus(): PrebuildStatus | undefined;
+  /** Ends a build under way (sandboxes waiting for it fail fast). */
+  close(): Promise<void>;
+}
+
+/** Sandboxes on the host's root: any image name is accepted, none is built, an image brings no processes. */
+export const HOST_ROOT: SandboxImageSource = {
+  store: undefined,
+  check: async () => {},
+  prepareLaunch: async () => [],
+  prebuild: async () => undefined,
+  prebuildStatus: () => undefined,
+  close: async () => {},
+};
+
+export class SandboxImages implements SandboxImageSource {
   private prebuilt: (Omit<PrebuildStatus, "seconds" | "startedAt"> & { started: number; finished?: number }) | undefined;
 
   constructor(
@@ -128,6 +152,10 @@ export class SandboxImages {
   }
 
   /** The start-up build's state, if one was started. */
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
   prebuildStatus(): PrebuildStatus | undefined {
     const p = this.prebuilt;
     if (!p) return undefined;

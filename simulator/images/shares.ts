@@ -2,11 +2,15 @@ import { z } from "zod";
 import { ApiError, errors } from "../../src/errors.js";
 import { parse, queryBool } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
-import type { SimDeps } from "../deps.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
 import { copyFor, IMAGE_KIND, loadImage, parseResourceType, recomputeSizes, renderImage, type ImageDoc } from "./store.js";
 import { meterImage } from "./usage.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { SimClock } from "../clock.js";
+import type { Ids } from "../../src/ids.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /**
  * Image sharing. Same account: the share applies at once (200,
@@ -16,7 +20,13 @@ import { meterImage } from "./usage.js";
  */
 
 /** What sharing uses: the image records of both workspaces, the accounts they belong to, ids, the clock and the meter (a copy is stored). */
-export type ImageShareDeps = Pick<SimDeps, "resources" | "clock" | "meter" | "accounts" | "ids">;
+export interface ImageShareDeps {
+  resources: ResourceStore;
+  clock: SimClock;
+  meter: UsageMeter;
+  accounts: AccountStore;
+  ids: Ids;
+}
 
 const SHARE_KIND = "image-share";
 /** Pending shares concern two workspaces; they live in one bucket outside any workspace. */

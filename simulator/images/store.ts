@@ -1,13 +1,15 @@
 import { createHash } from "node:crypto";
 import { errors } from "../../src/errors.js";
 import { toIso as iso } from "../../src/clock.js";
-import type { SimDeps } from "../deps.js";
 import type { OpContext } from "../http/operation.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
 import { IMAGE_KIND, RESOURCE_TYPES, SINGULAR, type ImageDoc, type ResourceType } from "./image-doc.js";
 import { meterImage } from "./usage.js";
+import type { SimClock } from "../clock.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { UsageMeter } from "../metrics/meter.js";
 
 /**
  * Container images, per workspace and resource type. Storage is modelled as
@@ -21,7 +23,11 @@ const TOP_LAYER = 5 * 2 ** 20;
 const digest = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
 
 /** What the image records use: the store, the clock, and the meter (an image's storage is metered). */
-export type ImageRecordDeps = Pick<SimDeps, "resources" | "clock" | "meter">;
+export interface ImageRecordDeps {
+  resources: ResourceStore;
+  clock: SimClock;
+  meter: UsageMeter;
+}
 
 export function parseResourceType(value: string | undefined): ResourceType {
   const plural = (RESOURCE_TYPES as readonly string[]).includes(value ?? "") ? (value as ResourceType) : RESOURCE_TYPES.find((t) => SINGULAR[t] === value);

@@ -7,7 +7,6 @@ import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import type { SimDeps } from "../deps.js";
 import { jobKind } from "../resources/kinds/workloads.js";
 import { listResources } from "../resources/listing.js";
 import { maskMap } from "../resources/render.js";
@@ -16,9 +15,22 @@ import { randomBytes } from "node:crypto";
 import { DEFAULT_TASK_MS, TERMINAL, type ExecutionPlan } from "./plan.js";
 import { executionState, jobCommand, newRunTasks, type RunRecord, type RunTask } from "./run-state.js";
 import { settleExecution } from "./usage.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { UsageStore } from "../metrics/store.js";
+import type { SimClock } from "../clock.js";
+import type { CursorCodec } from "../../src/cursor.js";
+import type { JobExecutor } from "./executor.js";
+import type { Ids } from "../../src/ids.js";
 
 /** What the execution routes use: the records, the clock, ids, list cursors, usage (settled executions) and the task runner. */
-export type JobRouteDeps = Pick<SimDeps, "resources" | "clock" | "ids" | "cursors" | "usage" | "jobs">;
+export interface JobRouteDeps {
+  resources: ResourceStore;
+  clock: SimClock;
+  ids: Ids;
+  cursors: CursorCodec;
+  usage: UsageStore;
+  jobs: JobExecutor;
+}
 
 /** Job executions: POST starts one, DELETE cancels (control-plane.md §3.5). */
 export const EXECUTION_KIND = "job-execution";

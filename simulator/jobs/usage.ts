@@ -4,7 +4,7 @@ import { DEFAULT_MEMORY_MB, refOf } from "../resources/usage.js";
 import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { TERMINAL, type ExecutionPlan, type ExecutionState } from "./plan.js";
 import { executionState, type RunRecord } from "./run-state.js";
-import type { AccountStore } from "../accounts/store.js";
+import type { AccountStore } from "../store/accounts.js";
 import type { UsageStore } from "../metrics/store.js";
 
 export const JOB_COMPUTE = "job_compute_runtime_gbs";

@@ -4,7 +4,7 @@ import { edgeError, type ForwardPlan, type PreviewRouter } from "../proxy/index.
 import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { cookieWithout, matchingToken, presentedToken, TOKEN_HEADER, TOKEN_PARAM, type TokenDoc } from "./tokens.js";
 import { hostLabel, labelCandidates, prefixedPreviewFromPath, previewFromPath, previewHostLabel, withoutTokenParam, type PreviewAddress } from "./urls.js";
-import type { AccountStore } from "../accounts/store.js";
+import type { AccountStore } from "../store/accounts.js";
 import type { Clock } from "../../src/clock.js";
 
 /**

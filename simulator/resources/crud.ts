@@ -4,7 +4,7 @@ import { parse, queryBool } from "../../src/http.js";
 import { scopeFor } from "../auth/scopes.js";
 import { RawJson, type Operation, type OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
-import type { ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
+import type { AnyResourceKind, ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
 import { DEPLOYMENT_STATUSES, forceStatus, PLANS, settle, startPlan, type Deployable } from "./lifecycle.js";
 import { listResources } from "./listing.js";
 import { metadataInput, newMetadata, updatedMetadata } from "./metadata.js";
@@ -23,21 +23,21 @@ const READ_ONLY = {
   terminatedAt: z.unknown().optional(),
 };
 
-const bodySchemas = new WeakMap<ResourceKind, ReturnType<typeof buildBodySchema>>();
+const bodySchemas = new WeakMap<AnyResourceKind, ReturnType<typeof buildBodySchema>>();
 
 /** The create/update body of a kind, built once per kind. */
-export function bodySchema(kind: ResourceKind) {
+export function bodySchema(kind: AnyResourceKind) {
   let schema = bodySchemas.get(kind);
   if (!schema) bodySchemas.set(kind, (schema = buildBodySchema(kind)));
   return schema;
 }
 
-function buildBodySchema(kind: ResourceKind) {
+function buildBodySchema(kind: AnyResourceKind) {
   const metadata = kind.name ? metadataInput.extend({ name: kind.name.optional() }) : metadataInput;
   return z.strictObject({ ...READ_ONLY, ...kind.extra, metadata: metadata.default({}), spec: kind.spec.optional() });
 }
 
-export function parentKey(deps: Pick<ResourceDeps, "resources">, kind: ResourceKind, ctx: OpContext): string {
+export function parentKey(deps: Pick<ResourceDeps, "resources">, kind: AnyResourceKind, ctx: OpContext): string {
   if (!kind.parent) return "";
   const parts = kind.parent.params.map((p) => ctx.params[p]!);
   // The direct parent (the last param) must exist: /vpcs/x/egressgateways needs VPC x.
@@ -50,7 +50,7 @@ export function parentKey(deps: Pick<ResourceDeps, "resources">, kind: ResourceK
 /** Loads an item, settling due status moves (and saving them). */
 export function loadItem(
   deps: Pick<ResourceDeps, "resources" | "clock">,
-  kind: ResourceKind,
+  kind: AnyResourceKind,
   ctx: OpContext,
   name: string,
   parent: string,
@@ -75,7 +75,7 @@ export function showSecrets(ctx: OpContext): boolean {
 }
 
 /** The document as answered; with the request's context, its read-time fields (kind.readFields) too. */
-export function renderDoc(deps: ResourceDeps, kind: ResourceKind, doc: ResourceDoc, show: boolean, ctx?: OpContext): ResourceDoc {
+export function renderDoc<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>, doc: ResourceDoc, show: boolean, ctx?: OpContext): ResourceDoc {
   const view = publicView(doc);
   const masked = kind.mask ? kind.mask(view, show) : view;
   const live = ctx && kind.readFields?.(doc, ctx, deps);
@@ -83,7 +83,7 @@ export function renderDoc(deps: ResourceDeps, kind: ResourceKind, doc: ResourceD
 }
 
 /** Builds a new document from a create body; shared with kinds that add their own create routes. */
-export function buildNew(deps: ResourceDeps, kind: ResourceKind, ctx: OpContext, parent: string): ResourceDoc {
+export function buildNew<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>, ctx: OpContext, parent: string): ResourceDoc {
   const body = parse(bodySchema(kind), ctx.body ?? {}, "body");
   const name = body.metadata.name ?? kind.generateName?.(ctx, deps);
   if (!name) throw errors.badRequest("metadata.name: required");
@@ -102,7 +102,7 @@ export function buildNew(deps: ResourceDeps, kind: ResourceKind, ctx: OpContext,
   return doc;
 }
 
-export function insertNew(deps: Pick<ResourceDeps, "resources" | "clock">, kind: ResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
+export function insertNew(deps: Pick<ResourceDeps, "resources" | "clock">, kind: AnyResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
   const item = { workspace: ctx.workspace, kind: kind.kind, parent, name: doc.metadata.name, createdMs: deps.clock.now(), status: doc.status ?? "", doc };
   if (!deps.resources.tryInsert(item)) {
     throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
@@ -111,7 +111,7 @@ export function insertNew(deps: Pick<ResourceDeps, "resources" | "clock">, kind:
 
 const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };
 
-export function crudOperations(deps: ResourceDeps, kind: ResourceKind): Operation[] {
+export function crudOperations<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>): Operation[] {
   const item = `${kind.collection}/:${kind.param}`;
   const ops: Operation[] = [];
   const { list, create, get, update, delete: del } = kind.ops;

@@ -5,20 +5,21 @@ import { toIso as iso } from "../../src/clock.js";
 import { signJwt } from "../auth/jwt.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
-import type { SimDeps } from "../deps.js";
-import type { ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
+import type { AnyResourceKind, ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
 import { customDomainKind, integrationConnectionKind, policyKind } from "./kinds/config.js";
 import { egressGatewayKind, egressIpKind } from "./kinds/network.js";
-import { driveKind, volumeKind, volumeTemplateKind } from "./kinds/storage.js";
-import { agentKind, applicationKind, functionKind, jobKind, modelKind } from "./kinds/workloads.js";
+import { driveKind, volumeKind, volumeTemplateKind, type StorageKindDeps } from "./kinds/storage.js";
+import { agentKind, applicationKind, functionKind, jobKind, modelKind, type JobKindDeps } from "./kinds/workloads.js";
 import type { CoreEvent } from "./lifecycle.js";
 
 /** Operations attached to a kind that are not plain CRUD: revisions, lookups, verify, shares, tokens. */
 
-/** The generic layer's dependencies, and the key drive tokens are signed with. */
-export type ExtraDeps = ResourceDeps & Pick<SimDeps, "jwtSecret">;
+/** The generic layer's dependencies with those of the kinds served here, and the key drive tokens are signed with. */
+export interface ExtraDeps extends StorageKindDeps, JobKindDeps {
+  jwtSecret: Buffer;
+}
 
-function revisions(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+function revisions(deps: ExtraDeps, kind: AnyResourceKind, ctx: OpContext) {
   const item = loadItem(deps, kind, ctx, ctx.params[kind.param]!, "");
   const events = (item.doc.events ?? []) as CoreEvent[];
   const byRevision = new Map<string, CoreEvent>();
@@ -35,7 +36,7 @@ function revisions(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
   }));
 }
 
-function byExternalId(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+function byExternalId<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>, ctx: OpContext) {
   const found = deps.resources
     .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, sort: "createdAt:desc" })
     .find((i) => i.doc.metadata.externalId === ctx.params.externalId);
@@ -43,7 +44,7 @@ function byExternalId(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
   return renderDoc(deps, kind, loadItem(deps, kind, ctx, found.name, "").doc, showSecrets(ctx));
 }
 
-function allUnderParents(deps: ExtraDeps, kind: ResourceKind, ctx: OpContext) {
+function allUnderParents<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>, ctx: OpContext) {
   return deps.resources
     .list<ResourceDoc>({ workspace: ctx.workspace, kind: kind.kind, parent: null, sort: "createdAt:desc" })
     .map((i) => renderDoc(deps, kind, i.doc, false));

@@ -1,5 +1,5 @@
 import { toIso as iso } from "../../src/clock.js";
-import type { TransitionMode } from "../test-hooks/state.js";
+import type { TransitionMode } from "../http/test-hooks-state.js";
 
 /**
  * Deployment statuses move on the simulator's clock. A resource carries its

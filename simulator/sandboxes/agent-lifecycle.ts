@@ -3,14 +3,16 @@ import { isDeepStrictEqual } from "node:util";
 import { errors } from "../../src/errors.js";
 import { toIso as iso } from "../../src/clock.js";
 import type { SandboxAgents } from "../agents/registry.js";
-import { mountsUnder } from "../agents/retention.js";
+
+import { mountsUnder } from "../../src/mounts.js";
 import type { VolumeAttachment } from "../agents/volumes.js";
 import { envOf, recordStatus } from "./status.js";
 import type { OpContext } from "../http/operation.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
-import type { ResourceDeps, ResourceDoc } from "../resources/kind.js";
+import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import type { SandboxRecordView } from "./runtime.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /**
  * A real sandbox's status follows its agent ("status and events
@@ -30,12 +32,12 @@ export function launchOptions(doc: unknown): { env: Record<string, string>; imag
   return { env: envOf(doc as Parameters<typeof envOf>[0]), image: spec?.runtime?.image, volumes, ...(memory ? { memoryMb: memory } : {}) };
 }
 
-function reply(deps: ResourceDeps, ctx: OpContext, name: string): ResourceDoc {
+function reply(deps: SandboxResourceDeps, ctx: OpContext, name: string): ResourceDoc {
   return renderDoc(deps, sandboxKind, loadItem(deps, sandboxKind, ctx, name, "").doc, false, ctx);
 }
 
 /** Starts the agent (status DEPLOYED once it is healthy, through its "started" event) and waits for it. */
-async function startAgent(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
+async function startAgent(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown): Promise<void> {
   // Deleted while its agent was stopping (a restart): no new agent for a sandbox that is gone.
   if (!deps.resources.get(ctx.workspace, "sandbox", name)) throw errors.notFound(`sandbox "${name}" not found (deleted meanwhile)`);
   agents.begin(ctx.workspace, name, launchOptions(doc));
@@ -44,7 +46,7 @@ async function startAgent(deps: ResourceDeps, ctx: OpContext, agents: SandboxAge
 }
 
 /** A new sandbox with a real agent is DEPLOYING, not DEPLOYED, until its agent is healthy. */
-export function markDeploying(deps: ResourceDeps, ctx: OpContext, doc: SandboxRecordView): void {
+export function markDeploying(deps: SandboxResourceDeps, ctx: OpContext, doc: SandboxRecordView): void {
   const event = {
     type: "deployment",
     status: "DEPLOYING",
@@ -57,14 +59,14 @@ export function markDeploying(deps: ResourceDeps, ctx: OpContext, doc: SandboxRe
 }
 
 /** Create: the record is DEPLOYING until the agent answers /health. */
-export async function awaitCreated(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export async function awaitCreated(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   const failure = await agents.ensure(ctx.workspace, name);
   if (failure) throw errors.serviceUnavailable(`sandbox "${name}" was created but its agent did not start: ${failure}`);
   return reply(deps, ctx, name);
 }
 
 /** Archive: ARCHIVING, the agent stops (files kept), ARCHIVED. */
-export function archive(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export function archive(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
     const item = loadItem(deps, sandboxKind, ctx, name, "");
     if (!["DEPLOYED", "DEACTIVATED", "FAILED"].includes(item.status))
@@ -77,7 +79,7 @@ export function archive(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgent
 }
 
 /** Unarchive: UNARCHIVING, a new agent on the same files, DEPLOYED once healthy. */
-export function unarchive(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
+export function unarchive(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string): Promise<ResourceDoc> {
   return agents.exclusive(ctx.workspace, name, async () => {
     const item = loadItem(deps, sandboxKind, ctx, name, "");
     if (item.status !== "ARCHIVED") throw errors.conflict(`sandbox "${name}" is ${item.status}; unarchive needs ARCHIVED`);
@@ -98,7 +100,7 @@ const UNTOUCHED = new Set(["ARCHIVED", "ARCHIVING", "UNARCHIVING", "FAILED", "DE
  * launched with (spec.runtime.envs, image, memory, volumes) reboots it (reboot()).
  */
 export function afterUpdate(
-  deps: ResourceDeps,
+  deps: SandboxResourceDeps,
   ctx: OpContext,
   agents: SandboxAgents,
   name: string,
@@ -141,7 +143,7 @@ function changedLaunchField(before: ReturnType<typeof launchOptions>, after: Ret
  * (they are not the sandbox's files), and so does the agent's state (process records, schedules,
  * which the platform keeps in its control plane).
  */
-async function reboot(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown, what: string): Promise<void> {
+async function reboot(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, doc: unknown, what: string): Promise<void> {
   recordStatus(deps, ctx.workspace, name, "DEPLOYING", `${what} changed: rebooting the sandbox (its files are reset)`);
   await agents.stop(ctx.workspace, name);
   let resetFailure: Error | undefined;
@@ -182,7 +184,7 @@ const AGENTLESS = new Set(["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TER
  * Other forced statuses (in-between ones) leave the agent as it is.
  */
 export function followForcedStatus(
-  deps: Pick<ResourceDeps, "resources" | "clock">,
+  deps: Pick<SandboxResourceDeps, "resources" | "clock">,
   agents: SandboxAgents,
   workspace: string,
   name: string,
@@ -213,7 +215,7 @@ export function followForcedStatus(
  * the restored files, the status DEPLOYING in between; a sandbox without an
  * agent (archived, deactivated) only gets its files replaced.
  */
-export function restoreSnapshot(deps: ResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, snapshotId: string): Promise<void> {
+export function restoreSnapshot(deps: SandboxResourceDeps, ctx: OpContext, agents: SandboxAgents, name: string, snapshotId: string): Promise<void> {
   return agents.exclusive(ctx.workspace, name, async () => {
     const item = loadItem(deps, sandboxKind, ctx, name, "");
     const running = agents.get(ctx.workspace, name) !== undefined;

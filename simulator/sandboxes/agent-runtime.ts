@@ -1,16 +1,17 @@
 import { ApiError, errors } from "../../src/errors.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import type { OpContext } from "../http/operation.js";
-import type { SandboxImages } from "../images/sandbox-images.js";
+import type { SandboxImageSource } from "../images/sandbox-images.js";
 import { loadItem } from "../resources/crud.js";
 import { sandboxKind } from "./kind.js";
-import type { ResourceDeps } from "../resources/kind.js";
 import { afterUpdate, archive, awaitCreated, followForcedStatus, launchOptions, markDeploying, restoreSnapshot, unarchive } from "./agent-lifecycle.js";
 import { createRecord, genericUpdate, type RecordHooks } from "./records-runtime.js";
 import type { SandboxRecordView, SandboxRuntime } from "./runtime.js";
 import { forgetWorkload, provisionDrive, recordWorkloadLabels, retireDrive } from "../agents/drives.js";
 import { attachmentProblem, provisionVolume, removeVolume, type VolumeAttachment } from "../agents/volumes.js";
 import { startsHealth } from "../agents/starts-health.js";
+import { volumeInUse } from "./volume-use.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /** spec.runtime.image of a request body, as sent. */
 const imageOf = (body: unknown) => (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
@@ -48,7 +49,7 @@ export function withinCreateWait<T>(created: Promise<T>, name: string, waitMs = 
  * `shared` is what the generic record layer uses; the sandbox kind's hooks reach this runtime through it, so
  * it is completed with the runtime itself.
  */
-export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | undefined, shared: Omit<ResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
+export function agentSandboxes(agents: SandboxAgents, images: SandboxImageSource, shared: Omit<SandboxResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
   const hooks: RecordHooks = {
     // Brings back the agent of a sandbox that should have one (no-op while it runs or starts).
     reused: (ctx, item) => {
@@ -62,7 +63,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     async create(ctx: OpContext) {
       // An image no source provides: 400 INVALID_IMAGE before any record exists, as the platform answers (no sandbox left behind).
       const image = imageOf(ctx.body);
-      await images?.check(typeof image === "string" ? image : undefined);
+      await images.check(typeof image === "string" ? image : undefined);
       // DEPLOYING until the sandbox's agent answers /health; the reply waits for DEPLOYED (the SDK's create expects it).
       const doc = createRecord(deps, ctx, hooks);
       return withinCreateWait(awaitCreated(deps, ctx, agents, doc.metadata.name), doc.metadata.name);
@@ -73,7 +74,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
       const image = imageOf(ctx.body);
       // A new image must exist (the default error shape here: numeric code, the reason in the message).
       if (typeof image === "string" && image !== launchOptions(doc).image) {
-        await images?.check(image).catch((err: unknown) => {
+        await images.check(image).catch((err: unknown) => {
           throw err instanceof ApiError ? errors.badRequest(`INVALID_IMAGE: ${err.message}`) : err;
         });
       }
@@ -102,14 +103,7 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     startsHealth: () => startsHealth(agents),
     storage: {
       provisionVolume: (workspace, volume, sizeMb, mountedBy) =>
-        provisionVolume(
-          agents.dir,
-          workspace,
-          volume,
-          sizeMb,
-          // A sandbox whose agent runs (or starts) with it: only an online growth, the offline one would unmount it under it.
-          mountedBy.some((sandbox) => agents.get(workspace, sandbox) !== undefined),
-        ),
+        provisionVolume(agents.dir, workspace, volume, sizeMb, volumeInUse(agents, workspace, mountedBy)),
       removeVolume: (workspace, volume) => removeVolume(agents.dir, workspace, volume),
       provisionDrive: (workspace, drive, permissions) => provisionDrive(agents, workspace, drive, permissions),
       retireDrive: (workspace, sandboxes, drive) => retireDrive(agents, workspace, sandboxes, drive),
@@ -124,13 +118,13 @@ export function agentSandboxes(agents: SandboxAgents, images: SandboxImages | un
     },
     followForcedStatus: (workspace, name, status) => followForcedStatus(deps, agents, workspace, name, status),
   };
-  const deps: ResourceDeps = { ...shared, sandboxes: runtime };
+  const deps: SandboxResourceDeps = { ...shared, sandboxes: runtime };
   const update = genericUpdate(deps);
   return runtime;
 }
 
 /** With real agents, spec.volumes become mounts: each must name an existing volume and an absolute mountPath. */
-function checkVolumeAttachments(deps: Pick<ResourceDeps, "resources">, doc: SandboxRecordView, ctx: OpContext): void {
+function checkVolumeAttachments(deps: Pick<SandboxResourceDeps, "resources">, doc: SandboxRecordView, ctx: OpContext): void {
   const attachments = (doc.spec.volumes ?? []) as VolumeAttachment[];
   attachments.forEach((a, i) => {
     const problem = attachmentProblem(a, i);

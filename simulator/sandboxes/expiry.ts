@@ -1,13 +1,27 @@
 import { toIso as iso } from "../../src/clock.js";
 import type { StoredResource } from "../store/resources.js";
-import type { SimDeps } from "../deps.js";
+import type { Logger } from "../../src/logging.js";
+import type { SimClock } from "../clock.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { AccountStore } from "../store/accounts.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 import { recordStatus } from "./status.js";
 import { unmeterResource } from "../resources/usage.js";
-import { SANDBOX_CHILDREN } from "./children.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /** What applying expiries uses: the sandboxes' records, their runtime, the clock, the meter and the log. */
-export type ExpiryDeps = Pick<SimDeps, "clock" | "accounts" | "resources" | "sandboxes" | "logger" | "meter">;
+/** The kinds stored under a sandbox: deleted with it, by a delete (the sandbox kind's children) and by expiry. */
+export const SANDBOX_CHILDREN = ["preview", "preview-token", "schedule", "schedule-execution"];
+
+export interface ExpiryDeps {
+  clock: SimClock;
+  accounts: AccountStore;
+  resources: ResourceStore;
+  sandboxes: SandboxResourceDeps["sandboxes"];
+  logger: Logger;
+  meter: UsageMeter;
+}
 
 /**
  * Applies every expiry that is due (expiry-rules.ts, read on the simulator
@@ -83,7 +97,7 @@ export function startExpirySweeps(deps: ExpiryDeps, everyMs: number): () => void
 }
 
 /** A sandbox name held by a TERMINATED (expired) record is free: the record goes before a new sandbox takes the name. */
-export function dropTerminated(deps: Pick<SimDeps, "resources">, workspace: string, name: string): void {
+export function dropTerminated(deps: Pick<ExpiryDeps, "resources">, workspace: string, name: string): void {
   if (deps.resources.get(workspace, "sandbox", name)?.status === "TERMINATED") deps.resources.delete(workspace, "sandbox", name);
 }
 
@@ -95,7 +109,7 @@ const LAST_USE_EVERY_MS = 60_000;
  * `lastUsedAt` (control-plane.md §3.2), at most once a minute, so ttl-idle
  * expiry survives a restart of a --data simulator (to the minute).
  */
-export function recordLastUse(deps: Pick<SimDeps, "resources" | "clock">, workspace: string, sandbox: string): void {
+export function recordLastUse(deps: Pick<ExpiryDeps, "resources" | "clock">, workspace: string, sandbox: string): void {
   const item = deps.resources.get(workspace, "sandbox", sandbox);
   if (!item) return;
   const doc = item.doc as ExpiringDoc;

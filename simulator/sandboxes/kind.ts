@@ -3,19 +3,19 @@ import { randomBytes } from "node:crypto";
 import { errors } from "../../src/errors.js";
 import type { OpContext } from "../http/operation.js";
 import { previewUrl } from "../previews/urls.js";
-import type { ResourceDeps, ResourceDoc, ResourceKind } from "../resources/kind.js";
+import type { ResourceDoc, ResourceKind } from "../resources/kind.js";
 import { maskEnvs, maskMap } from "../resources/render.js";
 import { runtimeSchema, volumeAttachmentSchema } from "../resources/schemas.js";
 import { sandboxExpiry, type ExpiringDoc } from "./expiry-rules.js";
-import { SANDBOX_CHILDREN } from "./children.js";
-import { expireDueSandboxes } from "./expiry.js";
+import { expireDueSandboxes, SANDBOX_CHILDREN } from "./expiry.js";
 import { NetworkSpecError, parseNetwork } from "../egress/policy.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /**
  * Sandboxes: created DEPLOYED synchronously, as the SDK expects (control-plane.md §1.6). With real agents
  * the record is DEPLOYING until the agent is healthy, and create answers then (simulator/sandboxes/agent-lifecycle.ts).
  */
-export const sandboxKind: ResourceKind = {
+export const sandboxKind: ResourceKind<SandboxResourceDeps> = {
   kind: "sandbox",
   collection: "/sandboxes",
   param: "sandboxName",
@@ -136,7 +136,7 @@ export const previewKind: ResourceKind = {
 };
 
 /** prefixUrl names the preview's host (`{prefixUrl}-{workspace}.preview...`): a DNS label, one preview per workspace. */
-function checkPrefixUrl(deps: Pick<ResourceDeps, "resources">, ctx: OpContext, doc: ResourceDoc): void {
+function checkPrefixUrl(deps: Pick<SandboxResourceDeps, "resources">, ctx: OpContext, doc: ResourceDoc): void {
   const prefix = doc.spec.prefixUrl;
   if (prefix === undefined || prefix === "") return void delete doc.spec.prefixUrl;
   if (typeof prefix !== "string" || !/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/.test(prefix))

@@ -3,11 +3,12 @@ import { queryBool } from "../../src/http.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { crudOperations, insertNew, loadItem, renderDoc, save, buildNew } from "../resources/crud.js";
 import { PLANS, startPlan, type Deployable } from "../resources/lifecycle.js";
-import type { ResourceDeps, ResourceDoc } from "../resources/kind.js";
+import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import type { StoredResource } from "../store/resources.js";
 import { dropTerminated } from "./expiry.js";
 import type { SandboxRuntime } from "./runtime.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 const NOT_REUSABLE = new Set(["FAILED", "TERMINATED", "TERMINATING"]);
 
@@ -24,7 +25,7 @@ export interface RecordHooks {
 const NO_HOOKS: RecordHooks = { reused() {}, creating() {}, created() {} };
 
 /** The sandbox record of POST /sandboxes (createIfNotExist answers an existing one that can be reused). */
-export function createRecord(deps: ResourceDeps, ctx: OpContext, hooks: RecordHooks = NO_HOOKS): ResourceDoc {
+export function createRecord(deps: SandboxResourceDeps, ctx: OpContext, hooks: RecordHooks = NO_HOOKS): ResourceDoc {
   const doc = buildNew(deps, sandboxKind, ctx, "");
   dropTerminated(deps, ctx.workspace, doc.metadata.name);
   if (queryBool(ctx.query.createIfNotExist)) {
@@ -42,12 +43,12 @@ export function createRecord(deps: ResourceDeps, ctx: OpContext, hooks: RecordHo
 }
 
 /** The generic update (validation, masked secrets kept); agent-runtime.ts then applies the new spec to the agent. */
-export function genericUpdate(deps: ResourceDeps): Operation {
+export function genericUpdate(deps: SandboxResourceDeps): Operation {
   return crudOperations(deps, { ...sandboxKind, ops: { update: "updateSandbox" } })[0]!;
 }
 
 /** Archive and unarchive follow their simulated plan. */
-function plannedMove(deps: ResourceDeps, ctx: OpContext, plan: "archive" | "unarchive"): unknown {
+function plannedMove(deps: SandboxResourceDeps, ctx: OpContext, plan: "archive" | "unarchive"): unknown {
   const item = loadItem(deps, sandboxKind, ctx, ctx.params.sandboxName!, "");
   const allowed = plan === "archive" ? ["DEPLOYED", "DEACTIVATED"] : ["ARCHIVED"];
   if (!allowed.includes(item.status)) throw errors.conflict(`sandbox "${item.name}" is ${item.status}; ${plan} needs ${allowed.join(" or ")}`);
@@ -60,7 +61,7 @@ function plannedMove(deps: ResourceDeps, ctx: OpContext, plan: "archive" | "unar
  * Sandboxes as records only: their statuses follow simulated plans, nothing runs. `shared` is what the generic
  * record layer uses; the sandbox kind's hooks reach this runtime through it, so it is completed with the runtime itself.
  */
-export function recordSandboxes(shared: Omit<ResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
+export function recordSandboxes(shared: Omit<SandboxResourceDeps, "sandboxes">): SandboxRuntime<OpContext> {
   const runtime: SandboxRuntime<OpContext> = {
     create: (ctx) => createRecord(deps, ctx),
     update: (ctx) => update.handler(ctx),
@@ -85,7 +86,7 @@ export function recordSandboxes(shared: Omit<ResourceDeps, "sandboxes">): Sandbo
     startFork: () => Promise.resolve(),
     followForcedStatus: () => Promise.resolve(),
   };
-  const deps: ResourceDeps = { ...shared, sandboxes: runtime };
+  const deps: SandboxResourceDeps = { ...shared, sandboxes: runtime };
   const update = genericUpdate(deps);
   return runtime;
 }

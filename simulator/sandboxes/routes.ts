@@ -8,7 +8,7 @@ import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
 import { previewKind, previewTokenKind, sandboxKind } from "./kind.js";
-import type { ResourceDeps } from "../resources/kind.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /**
  * Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews,
@@ -44,7 +44,7 @@ const TokenBody = z.strictObject({
   spec: z.strictObject({ expiresAt: z.iso.datetime({ offset: true }).optional(), token: z.string().optional(), expired: z.boolean().optional() }).optional(),
 });
 
-export function sandboxOperations(deps: ResourceDeps): Operation[] {
+export function sandboxOperations(deps: SandboxResourceDeps): Operation[] {
   return [
     {
       id: "createSandbox",

@@ -1,3 +1,7 @@
+import type { OpContext } from "../http/operation.js";
+import type { ResourceDeps } from "../resources/kind.js";
+import type { SandboxStorage } from "../resources/kinds/storage.js";
+
 /** What a runtime reads of a sandbox record before it is stored. */
 export interface SandboxRecordView {
   metadata: { name: string; labels?: unknown };
@@ -5,23 +9,6 @@ export interface SandboxRecordView {
   status?: string;
   events?: unknown[];
   __revision?: unknown;
-}
-
-/**
- * Where volumes and drives live when sandboxes mount them (the agents runtime: directories in the simulator's
- * data dir, simulator/agents/volumes.ts and drives.ts); records only, they are records alone and this does nothing.
- */
-export interface SandboxStorage {
-  /**
-   * A volume created or grown to `sizeMb`; `mountedBy` are the sandboxes that name it. Undefined, or why its
-   * filesystem grows later (a sandbox with a started agent mounts it).
-   */
-  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): Promise<string | undefined>;
-  removeVolume(workspace: string, volume: string): void;
-  /** A drive created or updated, with the permissions its access file grants. */
-  provisionDrive(workspace: string, drive: string, permissions: unknown[]): void;
-  /** A drive deleted: refused (409) while a running sandbox of `sandboxes` has it mounted, then its files go. */
-  retireDrive(workspace: string, sandboxes: string[], drive: string): Promise<void> | void;
 }
 
 /**
@@ -74,4 +61,9 @@ export interface SandboxRuntime<Ctx> {
   readonly storage: SandboxStorage;
   /** What /health adds about sandbox starts (admission, warm pool); undefined when nothing starts. */
   startsHealth(): object | undefined;
+}
+
+/** The resource layer's dependencies with what runs behind sandbox records: what the sandbox routes and the sandbox kind's hooks use. */
+export interface SandboxResourceDeps extends ResourceDeps {
+  readonly sandboxes: SandboxRuntime<OpContext>;
 }

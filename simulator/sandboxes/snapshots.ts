@@ -5,11 +5,12 @@ import { parse } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem } from "../resources/crud.js";
-import type { ResourceDeps, ResourceDoc } from "../resources/kind.js";
+import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import { dropTerminated } from "./expiry.js";
 import { listResources } from "../resources/listing.js";
 import { nameSchema } from "../resources/metadata.js";
+import type { SandboxResourceDeps } from "./runtime.js";
 
 /**
  * Sandbox snapshots, restore, and fork into a new sandbox from the source's
@@ -47,7 +48,7 @@ const ForkBody = z.strictObject({
   envs: z.array(z.looseObject({})).optional(),
 });
 
-async function snapshotOf(deps: ResourceDeps, ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Promise<Snapshot> {
+async function snapshotOf(deps: SandboxResourceDeps, ctx: OpContext, sandbox: ResourceDoc, name: string | undefined): Promise<Snapshot> {
   const runtime = (sandbox.spec.runtime ?? {}) as Record<string, unknown>;
   const id = `snap-${randomBytes(6).toString("hex")}`;
   const snapshot: Snapshot = {
@@ -94,7 +95,7 @@ async function snapshotOf(deps: ResourceDeps, ctx: OpContext, sandbox: ResourceD
  * its size taken as the sandbox's memory (spec.memory MB, 4096 by default):
  * a sandbox snapshot keeps its memory state, billed at that size.
  */
-function meterSnapshot(deps: ResourceDeps, ctx: OpContext, snapshot: Snapshot): void {
+function meterSnapshot(deps: SandboxResourceDeps, ctx: OpContext, snapshot: Snapshot): void {
   const memory = typeof snapshot.spec.memory === "number" && snapshot.spec.memory > 0 ? snapshot.spec.memory : 4096;
   deps.meter.start(
     { workspace: ctx.workspace, resourceType: "sandbox", resourceName: snapshot.name, resourceUuid: snapshot.id },
@@ -103,7 +104,7 @@ function meterSnapshot(deps: ResourceDeps, ctx: OpContext, snapshot: Snapshot): 
   );
 }
 
-function findSnapshot(deps: ResourceDeps, ctx: OpContext, key: string, sandbox?: string): Snapshot {
+function findSnapshot(deps: SandboxResourceDeps, ctx: OpContext, key: string, sandbox?: string): Snapshot {
   const all = deps.resources.list<Snapshot>({ workspace: ctx.workspace, kind: SNAPSHOT_KIND, sort: "createdAt:desc" }).map((s) => s.doc);
   const found = all.find((s) => (s.id === key || s.name === key) && (!sandbox || s.sandboxName === sandbox));
   if (!found) throw errors.notFound(`snapshot "${key}" not found`);
@@ -111,7 +112,7 @@ function findSnapshot(deps: ResourceDeps, ctx: OpContext, key: string, sandbox?:
 }
 
 /** The record, its copied files and its storage metering go together. */
-function removeSnapshot(deps: ResourceDeps, ctx: OpContext, snap: Snapshot): void {
+function removeSnapshot(deps: SandboxResourceDeps, ctx: OpContext, snap: Snapshot): void {
   deps.resources.delete(ctx.workspace, SNAPSHOT_KIND, snap.name);
   deps.sandboxes.removeSnapshot(ctx.workspace, snap.id);
   deps.meter.stop(snap.id);
@@ -123,7 +124,7 @@ function removeSnapshot(deps: ResourceDeps, ctx: OpContext, snap: Snapshot): voi
  * live sandbox, a copy of that sandbox's files; forked from a stored
  * snapshot, a copy of the snapshot's files.
  */
-function fork(deps: ResourceDeps, ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string, fromSnapshot?: string): unknown {
+function fork(deps: SandboxResourceDeps, ctx: OpContext, source: ResourceDoc, snapshotId: string, liveSource?: string, fromSnapshot?: string): unknown {
   const body = parse(ForkBody, ctx.body ?? {}, "body");
   if (body.targetType === "application") throw errors.badRequest("targetType: forking into an application is not simulated");
   const doc = buildNew(deps, sandboxKind, { ...ctx, body: { metadata: { name: body.targetName }, spec: source.spec } }, "");
@@ -134,7 +135,7 @@ function fork(deps: ResourceDeps, ctx: OpContext, source: ResourceDoc, snapshotI
   return deps.sandboxes.startFork(ctx, body.targetName, doc, { copyFilesOf: liveSource, fromSnapshot }).then(() => reply);
 }
 
-export function snapshotOperations(deps: ResourceDeps): Operation[] {
+export function snapshotOperations(deps: SandboxResourceDeps): Operation[] {
   return [
     {
       id: "listSandboxSnapshots",

@@ -2,12 +2,13 @@ import { errors } from "../../src/errors.js";
 import { parsePageQuery, SCHEDULE_PAGE, type Page } from "../../src/pagination.js";
 import { callAgent } from "../agents/client.js";
 import type { SandboxAgents } from "../agents/registry.js";
-import type { SimDeps } from "../deps.js";
 import type { OpContext } from "../http/operation.js";
 import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";
 import type { ScheduleBackend, ScheduleEntry, ScheduleExecution, ScheduleInput, ScheduleMetricsCounts } from "./backend.js";
 import { everything, mergedPage, type AgentPage, type FetchPage } from "./merged-pages.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { CursorCodec } from "../../src/cursor.js";
 
 /**
  * Schedules kept and executed by each sandbox's own agent: the
@@ -67,7 +68,7 @@ export function toControlPlaneExecution(e: AgentExecution): ScheduleExecution & 
 export class AgentScheduleBackend implements ScheduleBackend {
   constructor(
     private readonly agents: SandboxAgents,
-    private readonly deps: Pick<SimDeps, "resources" | "cursors">,
+    private readonly deps: { resources: ResourceStore; cursors: CursorCodec },
   ) {}
 
   async list(ctx: OpContext, sandbox: string | null, shape: ListShape): Promise<ScheduleEntry[] | Page<ScheduleEntry>> {

@@ -8,7 +8,8 @@ import { showSecrets } from "../resources/crud.js";
 import type { ListShape } from "../resources/listing.js";
 import { publicView, maskMap } from "../resources/render.js";
 import type { Awaitable, ScheduleBackend, ScheduleEntry } from "./backend.js";
-import type { SimDeps } from "../deps.js";
+import type { SimClock } from "../clock.js";
+import type { ResourceStore } from "../store/resources.js";
 
 const InputSchema = z.strictObject({
   command: z.string().optional(),
@@ -51,7 +52,10 @@ function then<T, R>(value: Awaitable<T>, f: (v: T) => R): Awaitable<R> {
 }
 
 /** What the schedule routes read besides their backend: the sandbox records and the clock (metrics' window). */
-export type ScheduleRouteDeps = Pick<SimDeps, "resources" | "clock">;
+export interface ScheduleRouteDeps {
+  resources: ResourceStore;
+  clock: SimClock;
+}
 
 /**
  * The schedule operations, over the backend the composition root chose: each sandbox's agent when the

@@ -1,11 +1,32 @@
 import { bootstrap } from "../accounts/seed.js";
-import type { SimDeps } from "../deps.js";
+import type { ResourceStore } from "../store/resources.js";
+import type { UsageStore } from "../metrics/store.js";
+import type { SimConfig } from "../config.js";
+import type { CredentialStore } from "../auth/credentials.js";
+import type { PrincipalCache } from "../auth/principal-cache.js";
+import type { Principal } from "../auth/principal.js";
+import type { SimClock } from "../clock.js";
+import type { Ids } from "../../src/ids.js";
+import type { Db } from "../../src/sqlite.js";
+import type { UsageMeter } from "../metrics/meter.js";
+import type { TestHooksState } from "../http/test-hooks-state.js";
+import type { AccountStore } from "../store/accounts.js";
 
 /** What a reset empties and re-creates: the tables, caches, clock, test-hook state and usage. */
-export type ResetDeps = Pick<
-  SimDeps,
-  "db" | "accounts" | "credentials" | "ids" | "config" | "adminApiKey" | "principals" | "resources" | "clock" | "testHooks" | "usage" | "meter"
->;
+export interface ResetDeps {
+  db: Db;
+  accounts: AccountStore;
+  credentials: CredentialStore;
+  ids: Ids;
+  config: SimConfig;
+  adminApiKey: string;
+  principals: PrincipalCache<Principal>;
+  resources: ResourceStore;
+  clock: SimClock;
+  testHooks: TestHooksState;
+  usage: UsageStore;
+  meter: UsageMeter;
+}
 
 /** Wipes every table and re-creates the start state (POST /_sim/reset). */
 export function resetState(deps: ResetDeps): void {

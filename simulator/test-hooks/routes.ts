@@ -1,14 +1,15 @@
 import express, { type RequestHandler, type Router } from "express";
 import { z } from "zod";
 import { errors } from "../../src/errors.js";
-import { injectedFault } from "./faults.js";
+import { injectedFault } from "../http/faults.js";
 import { parse } from "../../src/http.js";
 import { applySeed, SeedSchema } from "../accounts/seed.js";
-import type { SimDeps } from "../deps.js";
 import { resetState, type ResetDeps } from "./reset.js";
 import { toIso as iso } from "../../src/clock.js";
 import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, type DeploymentStatus } from "../resources/lifecycle.js";
 import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
+import type { TestHooksState } from "../http/test-hooks-state.js";
+import type { SandboxIsolation } from "../sandboxes/isolation.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -47,7 +48,7 @@ const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(
  * The test hooks (/_sim): a reset and a seed write every table, and expiry, forced statuses and standby reach the
  * sandboxes' runtime; their type says so (the reset's, expiry's, and the runtime with its description).
  */
-export type TestHooksDeps = ResetDeps & ExpiryDeps & Pick<SimDeps, "sandboxIsolation">;
+export type TestHooksDeps = ResetDeps & ExpiryDeps & { sandboxIsolation: SandboxIsolation };
 
 export function testHooksRouter(deps: TestHooksDeps): Router {
   const router = express.Router();
@@ -120,7 +121,7 @@ export function testHooksRouter(deps: TestHooksDeps): Router {
     if (!now) throw errors.notFound(`sandbox "${body.sandbox}" in workspace "${workspace}" has no running agent`);
     const set = await deps.sandboxes.setStandby(workspace, body.sandbox, body.state);
     if (set === "unsupported")
-      throw errors.conflict(`sandboxes do not go to standby with the ${deps.sandboxIsolation?.launcher ?? "current"} launcher: it cannot stop them in place`);
+      throw errors.conflict(`sandboxes do not go to standby with the ${deps.sandboxIsolation.launcher} launcher: it cannot stop them in place`);
     if (!set) throw errors.conflict(`sandbox "${body.sandbox}" could not be put in standby (see the simulator's log)`);
     res.send(ok({ workspace, sandbox: body.sandbox, state: deps.sandboxes.standbyState(workspace, body.sandbox) }));
   });
@@ -135,7 +136,7 @@ export function testHooksRouter(deps: TestHooksDeps): Router {
 }
 
 /** Fault injection for the routes Express serves (the operations front calls injectedFault itself). */
-export function faultInjection(deps: Pick<SimDeps, "testHooks">): RequestHandler {
+export function faultInjection(deps: { testHooks: TestHooksState }): RequestHandler {
   return (req, _res, next) => {
     const fault = injectedFault(deps.testHooks, req.method, req.path, req.headers.prefer);
     if (fault) throw fault;

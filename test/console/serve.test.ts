@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import request from "supertest";
-import { packageRoot } from "../../console/tools/paths.js";
+import { packageRoot } from "../../src/package-paths.js";
 import { createConsoleHandler } from "../../simulator/console/serve.js";
 import { trackedTempDir } from "../helpers/temp-dirs.js";
 import { startTestSim } from "../helpers/simulator.js";

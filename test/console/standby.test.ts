@@ -5,7 +5,7 @@ import { serveSimulator, type ServedSimulator } from "../../simulator/serve.js";
 import { chromiumMissing, launchChromium, type Browser } from "../../console/tools/browser.js";
 import { buildConsole } from "../../console/tools/build.js";
 import { apiCaller } from "../../console/tools/call.js";
-import { consoleDistDir } from "../../console/tools/paths.js";
+import { consoleDistDir } from "../../src/package-paths.js";
 import { isolationUnavailable } from "../helpers/sandbox-procs.js";
 
 /**
@@ -39,10 +39,10 @@ describe.skipIf(missing !== undefined)(`console: standby${missing ? ` (skipped: 
     await page.locator("dd", { hasText: "RUNNING" }).waitFor();
     await page.getByRole("button", { name: "Standby", exact: true }).click();
     await page.locator("dd", { hasText: "STANDBY" }).waitFor();
-    expect(sim.deps.agents!.standbyState("default", "sleepy")).toBe("STANDBY");
+    expect(sim.agents.standbyState("default", "sleepy")).toBe("STANDBY");
     await page.getByRole("button", { name: "Wake", exact: true }).click();
     await page.locator("dd", { hasText: "RUNNING" }).waitFor();
-    expect(sim.deps.agents!.standbyState("default", "sleepy")).toBe("RUNNING");
+    expect(sim.agents.standbyState("default", "sleepy")).toBe("RUNNING");
     await page.close();
   });
 });

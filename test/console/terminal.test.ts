@@ -6,7 +6,7 @@ import { serveSimulator, type ServedSimulator } from "../../simulator/serve.js";
 import { chromiumMissing, launchChromium, type Browser } from "../../console/tools/browser.js";
 import { buildConsole } from "../../console/tools/build.js";
 import { apiCaller } from "../../console/tools/call.js";
-import { consoleDistDir } from "../../console/tools/paths.js";
+import { consoleDistDir } from "../../src/package-paths.js";
 
 /**
  * The console's Terminal tab in Debian's Chromium (playwright-core): a real

@@ -5,7 +5,7 @@ import { allOperations } from "../../simulator/operations.js";
 import { ADMIN_KEY, api, startTestSim } from "../helpers/simulator.js";
 
 /**
- * Issue 14, simulator items 1–4 and 6 on the control plane (the sandbox URL's
+ * Hostile requests on the control plane (the sandbox URL's
  * share is in agents/hardening.test.ts): each test replays what the hostile
  * tester did and fails on the code before the fix.
  */

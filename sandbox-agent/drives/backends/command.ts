@@ -7,8 +7,7 @@ import type { Logger } from "../../../src/logging.js";
 import { expandTemplate } from "../command-template.js";
 import { readMountTable, topMountAt } from "../mount-table.js";
 import { detach, mountOn, unmountTarget } from "../pinned-mount.js";
-import { describeExit, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "../run.js";
-import { DriveBusyError } from "./busy-error.js";
+import { describeExit, DriveBusyError, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "../run.js";
 import type { DriveBackend, MountSpec, Mounted, PinnedSpec } from "./types.js";
 
 export interface CommandBackendOptions {

@@ -2,12 +2,43 @@ import { z } from "zod";
 import { randomBytes } from "node:crypto";
 import { errors } from "../../../src/errors.js";
 import { toIso as iso } from "../../../src/clock.js";
-import type { ResourceDoc, ResourceKind } from "../kind.js";
+import type { ResourceStore } from "../../store/resources.js";
+import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 
 /** Volumes, volume templates and drives: ready at once (no build). */
 
+/**
+ * Where volumes and drives live when sandboxes mount them (the agents runtime: directories in the simulator's
+ * data dir, simulator/agents/volumes.ts and drives.ts); records only, they are records alone and this does nothing.
+ */
+export interface SandboxStorage {
+  /**
+   * A volume created or grown to `sizeMb`; `mountedBy` are the sandboxes that name it. Undefined, or why its
+   * filesystem grows later (a sandbox with a started agent mounts it).
+   */
+  provisionVolume(workspace: string, volume: string, sizeMb: number, mountedBy: string[]): Promise<string | undefined>;
+  removeVolume(workspace: string, volume: string): void;
+  /** A drive created or updated, with the permissions its access file grants. */
+  provisionDrive(workspace: string, drive: string, permissions: unknown[]): void;
+  /** A drive deleted: refused (409) while a running sandbox of `sandboxes` has it mounted, then its files go. */
+  retireDrive(workspace: string, sandboxes: string[], drive: string): Promise<void> | void;
+}
+
+/** What the volume and drive kinds' hooks need besides the records: the sandboxes' storage, where their files live. */
+export interface StorageKindDeps extends ResourceDeps {
+  sandboxes: { storage: SandboxStorage };
+}
+
 const mounts = (sandbox: ResourceDoc, volume: string) =>
   Array.isArray(sandbox.spec?.volumes) && (sandbox.spec.volumes as { name?: string }[]).some((v) => v.name === volume);
+
+/** The sandboxes whose spec.volumes name `volume`, whatever their status. */
+export function sandboxesNaming(resources: ResourceStore, workspace: string, volume: string): string[] {
+  return resources
+    .allOfKind<ResourceDoc>(workspace, ["sandbox"])
+    .filter((s) => mounts(s.doc, volume))
+    .map((s) => s.name);
+}
 
 /** Sandboxes whose spec.volumes name this volume (a terminated sandbox holds nothing). */
 function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefined {
@@ -15,7 +46,7 @@ function attachedTo(doc: ResourceDoc, sandboxes: ResourceDoc[]): string | undefi
   return user ? `sandbox:${user.metadata.name}` : undefined;
 }
 
-export const volumeKind: ResourceKind = {
+export const volumeKind: ResourceKind<StorageKindDeps> = {
   kind: "volume",
   collection: "/volumes",
   param: "volumeName",
@@ -42,8 +73,7 @@ export const volumeKind: ResourceKind = {
   // With real sandboxes a volume is a directory they mount (simulator/agents/volumes.ts): made (mkfs, mount) or
   // grown without holding up the simulator's other requests.
   async provision(doc, ctx, deps) {
-    const sandboxes = deps.resources.allOfKind<ResourceDoc>(ctx.workspace, ["sandbox"]).map((s) => s.doc);
-    const mountedBy = sandboxes.filter((s) => mounts(s, doc.metadata.name)).map((s) => s.metadata.name);
+    const mountedBy = sandboxesNaming(deps.resources, ctx.workspace, doc.metadata.name);
     const pending = await deps.sandboxes.storage.provisionVolume(ctx.workspace, doc.metadata.name, doc.spec.size as number, mountedBy);
     // Accepted as on the platform (its resize is reconciled in the background); the filesystem follows as soon as it can.
     if (pending) {
@@ -115,7 +145,7 @@ export const volumeTemplateKind: ResourceKind = {
   },
 };
 
-export const driveKind: ResourceKind = {
+export const driveKind: ResourceKind<StorageKindDeps> = {
   kind: "drive",
   collection: "/drives",
   param: "driveName",

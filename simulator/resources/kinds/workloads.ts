@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ResourceDoc, ResourceKind } from "../kind.js";
+import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 import { checkReferences, runUrl } from "../references.js";
 import { maskConfigurations, maskEnvs } from "../render.js";
 import { envSchema, flavorSchema, names, revisionSchema, runtimeSchema, triggerSchema, volumeAttachmentSchema } from "../schemas.js";
@@ -84,7 +84,12 @@ export const functionKind: ResourceKind = {
   },
 };
 
-export const jobKind: ResourceKind = {
+/** What the job kind's hooks need besides the records: the executor whose running executions stop with their job. */
+export interface JobKindDeps extends ResourceDeps {
+  jobs: { cancelJob(workspace: string, job: string): void };
+}
+
+export const jobKind: ResourceKind<JobKindDeps> = {
   kind: "job",
   collection: "/jobs",
   param: "jobId",

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ACCESS_DIR, driveAccessDenied } from "../../../sandbox-agent/drives/access.js";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 
-/** Issue 14 item 7: a drive's permissions (the SDK's DriveSpec.permissions) decide a mount under --drives-existing-only. */
+/** A drive's permissions (the SDK's DriveSpec.permissions) decide a mount under --drives-existing-only. */
 describe("drive permissions", () => {
   it("grants by labels (AND within, OR across), path and mode", () => {
     const perms = [{ labels: { team: "secret", env: "prod" } }, { labels: { team: "audit" }, mode: "read" as const, path: "/reports" }];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeAddress, isRoutable } from "../../../sandbox-agent/network/sockets.js";
+import { decodeAddress, isRoutable } from "../../../sandbox-agent/ports/sockets.js";
 import { timeoutsOf } from "../../../sandbox-agent/process/execute.js";
 import { shellFor } from "../../../sandbox-agent/process/spawn.js";
 import { globMatcher, isSubsequence } from "../../../sandbox-agent/mcp/search.js";

@@ -2,7 +2,7 @@ import request from "supertest";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestAgent, type TestAgent } from "../../helpers/agent.js";
 
-/** Issue 14 item 4: a read-modify-write sends env values back masked; "***" must keep the stored value. */
+/** A read-modify-write sends env values back masked; "***" must keep the stored value. */
 let agent: TestAgent;
 beforeAll(async () => {
   agent = await startTestAgent({ token: "masked-env-token" });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { FakeClock } from "../../../src/clock.js";
-import { OwnWrites } from "../../../sandbox-agent/filesystem/own-writes.js";
+import { OwnWrites } from "../../../sandbox-agent/paths/own-writes.js";
 
 describe("OwnWrites", () => {
   it("knows a temp name while its write is in flight and for 30 s after, then forgets it", () => {

@@ -41,9 +41,9 @@ describe("a burst of creates with a low start concurrency", () => {
     expect(waits[0]!.status).toBe("DEPLOYING");
     expect(waits[0]!.message).toMatch(/^waiting to start: (\d+ sandboxes? ahead|next in line) \(\d+ starting\)$/);
     expect(events.at(-1)).toMatchObject({ status: "DEPLOYED" });
-    expect(sim.deps.agents!.startQueue).toMatchObject({ concurrency: 2, running: 0, queued: 0 });
+    expect(sim.agents.startQueue).toMatchObject({ concurrency: 2, running: 0, queued: 0 });
 
-    const pids = names.map((n) => sim.deps.agents!.get("default", n)!.pid!);
+    const pids = names.map((n) => sim.agents.get("default", n)!.pid!);
     expect(pids.every((pid) => isAlive(pid))).toBe(true);
     await sim.stop();
     await eventually(() => pids.every((pid) => !isAlive(pid)));

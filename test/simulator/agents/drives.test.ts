@@ -31,7 +31,7 @@ afterAll(async () => {
 describe("drives shared between sandboxes through their agents", () => {
   it("two sandboxes that mount the same drive see each other's files; the drive is a directory of the simulator", async () => {
     const drive = await sdk.DriveInstance.create({ name: "team" });
-    const dir = join(sim.deps.agents!.drivesDir("drives-ws"), "team");
+    const dir = join(sim.agents.drivesDir("drives-ws"), "team");
     expect(drive.name).toBe("team");
     expect(existsSync(dir)).toBe(true);
 
@@ -63,6 +63,6 @@ describe("drives shared between sandboxes through their agents", () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "three" });
     await expect(sandbox.drives.mount({ driveName: "ghost", mountPath: "/mnt/ghost" })).rejects.toThrow(/drive "ghost" does not exist/);
     expect(await sandbox.drives.list()).toEqual([]);
-    expect(existsSync(join(sim.deps.agents!.drivesDir("drives-ws"), "ghost"))).toBe(false);
+    expect(existsSync(join(sim.agents.drivesDir("drives-ws"), "ghost"))).toBe(false);
   });
 });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 
 /**
- * Issue 7: ttl, expires and expiration policies are applied on the
+ * Ttl, expires and expiration policies are applied on the
  * simulator clock. Moving it with the test hooks expires a real sandbox:
  * its agent stops and its files are retired, as a delete does; its record
  * stays TERMINATED with the events saying why for its terminatedRetention.
@@ -35,8 +35,8 @@ describe("sandbox expiry with real agents", () => {
     await create({ metadata: { name: "short-ttl" }, spec: { runtime: { ttl: "1h" } } });
     await create({ metadata: { name: "no-ttl" } });
     await create({ metadata: { name: "idle-one" }, spec: { lifecycle: { expirationPolicies: [{ type: "ttl-idle", value: "3h", action: "delete" }] } } });
-    const dir = sim.deps.agents!.sandboxDir("default", "short-ttl");
-    expect(sim.deps.agents!.get("default", "short-ttl")?.state).toBe("running");
+    const dir = sim.agents.sandboxDir("default", "short-ttl");
+    expect(sim.agents.get("default", "short-ttl")?.state).toBe("running");
 
     const early = await advance(HOUR - 60_000);
     expect(early.body.expired).toEqual([]);
@@ -58,9 +58,9 @@ describe("sandbox expiry with real agents", () => {
       { status: "DELETING", message: "expired: spec.runtime.ttl 1h reached; deleting the sandbox" },
       { status: "TERMINATED", message: "terminated: the expired sandbox's agent is stopped and its files are retired" },
     ]);
-    expect(sim.deps.agents!.get("default", "short-ttl")).toBeUndefined();
+    expect(sim.agents.get("default", "short-ttl")).toBeUndefined();
     await expect.poll(() => existsSync(dir)).toBe(false);
-    expect(sim.deps.agents!.get("default", "no-ttl")?.state).toBe("running");
+    expect(sim.agents.get("default", "no-ttl")?.state).toBe("running");
     // Hidden from lists unless asked for, as the platform does.
     const names = async (q: string) =>
       (await auth(request(sim.url).get(`/v0/sandboxes${q}`)).expect(200)).body.map((s: { metadata: { name: string } }) => s.metadata.name);
@@ -72,7 +72,7 @@ describe("sandbox expiry with real agents", () => {
     expect((await get("idle-one").expect(200)).body.status).toBe("DEPLOYED");
     const idle = await advance(HOUR);
     expect(idle.body.expired).toMatchObject([{ sandbox: "idle-one", reason: expect.stringMatching(/^expiration policy ttl-idle 3h: idle since /) }]);
-    expect(sim.deps.agents!.get("default", "idle-one")).toBeUndefined();
+    expect(sim.agents.get("default", "idle-one")).toBeUndefined();
 
     // The TERMINATED record goes once terminatedRetention (default 5m) has passed.
     await advance(5 * 60_000);
@@ -86,7 +86,7 @@ describe("sandbox expiry with real agents", () => {
     expect((await get("reborn").expect(200)).body.status).toBe("TERMINATED");
     const again = await create({ metadata: { name: "reborn" } });
     expect(again.body.status).toBe("DEPLOYED");
-    expect(sim.deps.agents!.get("default", "reborn")?.state).toBe("running");
+    expect(sim.agents.get("default", "reborn")?.state).toBe("running");
     expect((await advance(HOUR)).body.expired).toEqual([]);
     await auth(request(sim.url).delete("/v0/sandboxes/reborn")).expect(200);
   });
@@ -100,7 +100,7 @@ describe("sandbox expiry with real agents", () => {
       .expect(200);
     expect((await advance(10 * 60_000 + 1)).body.expired).toEqual([{ workspace: "default", sandbox: "dated", reason: `spec.runtime.expires ${at} reached` }]);
     expect((await get("dated").expect(200)).body.status).toBe("TERMINATED");
-    expect(sim.deps.agents!.get("default", "dated")).toBeUndefined();
+    expect(sim.agents.get("default", "dated")).toBeUndefined();
   });
 });
 
@@ -139,8 +139,8 @@ describe("a simulator restarted with --data", () => {
         expect(got.status).toBe("TERMINATED");
         expect(got.events.map((e) => e.message)).toContain("expired: expiration policy date 2021-01-01T00:00:00Z reached; deleting the sandbox");
         expect(got.events.map((e) => e.message)).not.toContain("the simulator restarted: starting the sandbox agent again");
-        expect(second.deps.agents!.get("default", "outlived")).toBeUndefined();
-        expect(second.deps.agents!.get("default", "lasting")).toBeDefined();
+        expect(second.agents.get("default", "outlived")).toBeUndefined();
+        expect(second.agents.get("default", "lasting")).toBeDefined();
       } finally {
         await second.stop();
       }

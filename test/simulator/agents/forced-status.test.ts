@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 
 /**
- * Issue 7, "status and events always tell the truth", for the test hooks: a
+ * Status and events always tell the truth for the test hooks too: a
  * status forced on a real sandbox (POST /_sim/transitions/step with status)
  * moves its agent too. (npm run build first: the agents run from dist/.)
  */
@@ -25,7 +25,7 @@ async function sh(sandbox: string, command: string): Promise<string> {
     .expect(200);
   return String(res.body.stdout ?? res.body.logs ?? "").trim();
 }
-const agentOf = (name: string) => sim.deps.agents!.get("default", name);
+const agentOf = (name: string) => sim.agents.get("default", name);
 
 describe("a forced sandbox status moves its agent", () => {
   for (const status of ["DEACTIVATED", "ARCHIVED", "FAILED", "DELETING", "TERMINATED"]) {

@@ -4,7 +4,7 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.j
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
- * Issue 14, simulator items 4–8 through the sandbox URL, over real agents
+ * Hostile requests through the sandbox URL, over real agents
  * (npm run build first: the agents run from dist/). Each test replays the
  * hostile tester's request and fails on the code before the fix.
  */

@@ -7,7 +7,7 @@ import { LaunchError, ProcessLauncher, type AgentHandle, type LaunchSpec, type L
 import { eventually, isAlive } from "../launcher/helpers.js";
 
 /**
- * Issue 7, "status and events always tell the truth", through HTTP against
+ * Status and events always tell the truth, through HTTP against
  * the simulator with real agents: a sandbox is DEPLOYING until its agent is
  * healthy, FAILED with the reason when it cannot start; archive and
  * deactivate stop the agent (files kept), unarchive and enabling start it
@@ -71,7 +71,7 @@ async function sh(sandbox: string, command: string, ws = "default"): Promise<str
 
 type Event = { type: string; status: string; message: string };
 const statuses = (events: Event[]) => events.map((e) => e.status);
-const agentOf = (name: string, ws = "default") => sim.deps.agents!.get(ws, name);
+const agentOf = (name: string, ws = "default") => sim.agents.get(ws, name);
 
 async function computeGbs(sandbox: string): Promise<number> {
   const q = new URLSearchParams({
@@ -122,7 +122,7 @@ describe("a real sandbox's status and events follow its agent", () => {
     expect(created.body.message).toMatch(/sandbox "short-lived".*stopped while it was starting/);
     expect(agentOf("short-lived")).toBeUndefined();
     // The delete waited for that start, stopped the agent, then moved the files aside: nothing is recreated.
-    await eventually(() => !existsSync(sim.deps.agents!.sandboxDir("default", "short-lived")));
+    await eventually(() => !existsSync(sim.agents.sandboxDir("default", "short-lived")));
     await api.get("/v0/sandboxes/short-lived").expect(404);
   });
 
@@ -137,7 +137,7 @@ describe("a real sandbox's status and events follow its agent", () => {
     const shelved = await api.post("/sbx/default/shelved/process", { command: "true" });
     expect(shelved.status).toBe(503);
     expect(shelved.body.error).toMatchObject({ code: "WORKLOAD_UNAVAILABLE", message: expect.stringContaining("ARCHIVED") });
-    expect(readFileSync(join(sim.deps.agents!.sandboxDir("default", "shelved"), "root", "kept.txt"), "utf8")).toBe("kept\n");
+    expect(readFileSync(join(sim.agents.sandboxDir("default", "shelved"), "root", "kept.txt"), "utf8")).toBe("kept\n");
     // Cross-sandbox schedule lists leave out a sandbox whose agent is stopped on purpose (no 503 for it).
     await api.get("/v0/schedules").expect(200);
     // Only an ARCHIVED sandbox unarchives; an archived one cannot be archived again.
@@ -219,7 +219,7 @@ describe("a real sandbox's status and events follow its agent", () => {
   it("deleting a workspace stops its sandboxes' agents and retires their files", async () => {
     await api.post("/v0/workspaces", { name: "doomed" }).expect(200);
     await api.post("/v0/sandboxes", { metadata: { name: "inside" } }, "doomed").expect(200);
-    const dir = sim.deps.agents!.sandboxDir("doomed", "inside");
+    const dir = sim.agents.sandboxDir("doomed", "inside");
     const pid = agentOf("inside", "doomed")!.pid!;
     await api.delete("/v0/workspaces/doomed").expect(200);
     expect(agentOf("inside", "doomed")).toBeUndefined();

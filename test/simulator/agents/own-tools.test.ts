@@ -58,7 +58,7 @@ describe.skipIf(isolationUnavailable !== undefined)("drives in a sandbox whose i
     expect(await run("echo from-rw > /mnt/rw/f.txt; cat /mnt/ro/f.txt; touch /mnt/ro/g 2>/dev/null && echo ro-writable || echo ro-refused")).toBe(
       "from-rw\nro-refused\n",
     );
-    expect(readFileSync(join(sim.deps.agents!.drivesDir(WS), "bare-drive", "f.txt"), "utf8")).toBe("from-rw\n");
+    expect(readFileSync(join(sim.agents.drivesDir(WS), "bare-drive", "f.txt"), "utf8")).toBe("from-rw\n");
 
     await sandbox.drives.unmount("/mnt/ro");
     await sandbox.drives.unmount("/mnt/rw");
@@ -66,7 +66,7 @@ describe.skipIf(isolationUnavailable !== undefined)("drives in a sandbox whose i
     // Unmounted for real (the mount points the agent made are removed with them).
     expect(await run("cat /mnt/rw/f.txt /mnt/ro/f.txt 2>/dev/null || echo unmounted")).toBe("unmounted\n");
     expect(await run("cat /proc/self/mountinfo")).not.toMatch(/ \/mnt\/r[ow] /);
-    expect(existsSync(join(sim.deps.agents!.drivesDir(WS), "bare-drive", "f.txt"))).toBe(true); // the drive keeps its files
+    expect(existsSync(join(sim.agents.drivesDir(WS), "bare-drive", "f.txt"))).toBe(true); // the drive keeps its files
     await sdk.SandboxInstance.delete("bare");
   }, 120_000);
 });

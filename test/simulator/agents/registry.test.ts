@@ -7,7 +7,8 @@ import { createSimulatorApp } from "../../../simulator/app.js";
 import { applySeed, SeedSchema } from "../../../simulator/accounts/seed.js";
 import { openSimulator, type SimRuntime } from "../../../simulator/root.js";
 import { SandboxAgents } from "../../../simulator/agents/registry.js";
-import { createSimulatorSandboxProxy } from "../../../simulator/agents/proxy.js";
+import { HOST_ROOT } from "../../../simulator/images/sandbox-images.js";
+import { createSimulatorSandboxProxy } from "../../../simulator/sandbox-proxy.js";
 import { ProcessLauncher, type SupervisorEvent } from "../../../simulator/launcher/index.js";
 import type { SandboxProxy } from "../../../simulator/proxy/index.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
@@ -34,6 +35,7 @@ beforeAll(async () => {
   );
   agents = new SandboxAgents({
     launcher: new ProcessLauncher(),
+    images: HOST_ROOT,
     dir: base,
     supervisor: { initialDelayMs: 60_000 },
     onEvent: (_ws, sandbox, event) => events.push({ sandbox, event }),

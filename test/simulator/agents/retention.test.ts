@@ -72,7 +72,7 @@ describe("sandbox delete with real agents", () => {
 
   it("stops the agent, keeps the files for the retention period on the simulator clock, then removes them", async () => {
     expect((await call("POST", "/v0/sandboxes", { metadata: { name: "kept" } })).status).toBe(200);
-    const pid = sim.deps.agents!.get("default", "kept")!.pid!;
+    const pid = sim.agents.get("default", "kept")!.pid!;
     expect(
       (
         await fetch(`${sim.url}/sbx/default/kept/filesystem/note.txt`, {
@@ -83,22 +83,22 @@ describe("sandbox delete with real agents", () => {
       ).status,
     ).toBe(200);
     expect((await call("DELETE", "/v0/sandboxes/kept")).status).toBe(200);
-    await eventually(() => sim.deps.agents!.retired.list().some((r) => r.sandbox === "kept"));
+    await eventually(() => sim.agents.retired.list().some((r) => r.sandbox === "kept"));
     expect(() => process.kill(pid, 0)).toThrow(); // the agent is gone
-    const [item] = sim.deps.agents!.retired.list().filter((r) => r.sandbox === "kept");
+    const [item] = sim.agents.retired.list().filter((r) => r.sandbox === "kept");
     expect(readFileSync(join(item!.path, "root", "note.txt"), "utf8")).toBe("old");
 
     // The name is free at once: a new sandbox of that name starts clean.
     expect((await call("POST", "/v0/sandboxes", { metadata: { name: "kept" } })).status).toBe(200);
     expect((await fetch(`${sim.url}/sbx/default/kept/filesystem/note.txt`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(404);
 
-    sim.deps.agents!.sweep();
+    sim.agents.sweep();
     expect(existsSync(item!.path)).toBe(true); // not due yet
     expect((await call("POST", "/_sim/clock", { advanceMs: 3_600_001 })).status).toBe(200);
-    expect(sim.deps.agents!.sweep()).toEqual([{ workspace: "default", sandbox: "kept" }]);
+    expect(sim.agents.sweep()).toEqual([{ workspace: "default", sandbox: "kept" }]);
     expect(existsSync(item!.path)).toBe(false);
     // The running sandbox of the same name is untouched.
-    expect(sim.deps.agents!.get("default", "kept")?.state).toBe("running");
+    expect(sim.agents.get("default", "kept")?.state).toBe("running");
   });
 });
 
@@ -120,10 +120,10 @@ describe("sandbox delete with retention 0", () => {
       fetch(`${sim.url}/sbx/default/gone${path}`, { ...init, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" } });
     expect((await sbx("/drives/mount", { method: "POST", body: JSON.stringify({ driveName: "keep", mountPath: "/mnt/keep" }) })).status).toBe(200);
     expect((await sbx("/filesystem/mnt/keep/data.txt", { method: "PUT", body: JSON.stringify({ content: "on the drive" }) })).status).toBe(200);
-    const dir = sim.deps.agents!.sandboxDir("default", "gone");
+    const dir = sim.agents.sandboxDir("default", "gone");
     expect((await call("DELETE", "/v0/sandboxes/gone")).status).toBe(200);
-    await eventually(() => !existsSync(dir) && sim.deps.agents!.retired.list().length === 0);
-    expect(readFileSync(join(sim.deps.agents!.drivesDir("default"), "keep", "data.txt"), "utf8")).toBe("on the drive");
+    await eventually(() => !existsSync(dir) && sim.agents.retired.list().length === 0);
+    expect(readFileSync(join(sim.agents.drivesDir("default"), "keep", "data.txt"), "utf8")).toBe("on the drive");
     // Nothing mounts the drive any more: it can be deleted.
     expect((await call("DELETE", "/v0/drives/keep")).status).toBe(200);
   });

@@ -98,7 +98,7 @@ describe("the SDK's lifecycle tests against sandbox-sim", () => {
     const sandbox = await sdk.SandboxInstance.create({ name, envs: [{ name: "TEST_VAR", value: "initial_value" }] });
     await sandbox.fs.write("/tmp/envs-test-file.txt", "before the reboot");
     expect(await sandbox.fs.read("/tmp/envs-test-file.txt")).toBe("before the reboot");
-    const pid = sim.deps.agents!.get(WS, name)!.pid;
+    const pid = sim.agents.get(WS, name)!.pid;
 
     const current = await sdk.SandboxInstance.get(name);
     // Exactly the body of the SDK's test: the spec's fields (runtime, region...) also at the top level.
@@ -123,7 +123,7 @@ describe("the SDK's lifecycle tests against sandbox-sim", () => {
       { name: "NEW_VAR", value: "new_value" },
     ]);
     expect((updated.events ?? []).map((e) => e.message)).toContain("spec.runtime.envs changed: rebooting the sandbox (its files are reset)");
-    expect(sim.deps.agents!.get(WS, name)!.pid).not.toBe(pid);
+    expect(sim.agents.get(WS, name)!.pid).not.toBe(pid);
 
     const after = await sdk.SandboxInstance.get(name);
     expect(after.status).toBe("DEPLOYED");

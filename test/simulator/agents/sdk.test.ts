@@ -25,18 +25,18 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     const sandbox = await sdk.SandboxInstance.create({ name: "real-one", envs: [{ name: "GREETING", value: "hello" }] });
     expect(sandbox.metadata.url).toBe(`${sim.url}/sbx/sdk-agents/real-one`);
     // Create answered only once the agent was healthy.
-    expect(sim.deps.agents!.get("sdk-agents", "real-one")?.state).toBe("running");
+    expect(sim.agents.get("sdk-agents", "real-one")?.state).toBe("running");
     await sandbox.fs.write("/data/note.txt", "written through the proxy");
     expect(await sandbox.fs.read("/data/note.txt")).toBe("written through the proxy");
     // Commands start in the sandbox's `/` (its root directory), so a relative path names the same file.
     const run = await sandbox.process.exec({ command: "echo $GREETING from $(cat data/note.txt | wc -c) bytes", waitForCompletion: true });
     expect(run.logs?.trim() ?? run.stdout?.trim()).toBe("hello from 25 bytes");
 
-    const dir = sim.deps.agents!.sandboxDir("sdk-agents", "real-one");
+    const dir = sim.agents.sandboxDir("sdk-agents", "real-one");
     expect(existsSync(dir)).toBe(true);
     await sdk.SandboxInstance.delete("real-one");
     await eventually(() => !existsSync(dir));
-    expect(sim.deps.agents!.get("sdk-agents", "real-one")).toBeUndefined();
+    expect(sim.agents.get("sdk-agents", "real-one")).toBeUndefined();
   });
 
   it("archive stops the agent and keeps the files; unarchive brings it back on them", async () => {
@@ -45,17 +45,17 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     await sandbox.fs.write("/kept.txt", "through an archive");
     await sandbox.archive();
     expect(sandbox.status).toBe("ARCHIVED");
-    expect(sim.deps.agents!.get("sdk-agents", "archived-one")).toBeUndefined();
+    expect(sim.agents.get("sdk-agents", "archived-one")).toBeUndefined();
     await sandbox.unarchive();
     expect(sandbox.status).toBe("DEPLOYED");
-    expect(sim.deps.agents!.get("sdk-agents", "archived-one")?.state).toBe("running");
+    expect(sim.agents.get("sdk-agents", "archived-one")?.state).toBe("running");
     expect(await sandbox.fs.read("/kept.txt")).toBe("through an archive");
     await sdk.SandboxInstance.delete("archived-one");
   });
 
   it("updateTtl and updateLifecycle set and clear (the SDK sends null to clear) without touching the agent", async () => {
     await sdk.SandboxInstance.create({ name: "ttl-one" });
-    const pid = sim.deps.agents!.get("sdk-agents", "ttl-one")!.pid;
+    const pid = sim.agents.get("sdk-agents", "ttl-one")!.pid;
     const withTtl = await sdk.SandboxInstance.updateTtl("ttl-one", "2h");
     expect(withTtl.spec.runtime?.ttl).toBe("2h");
     const cleared = await sdk.SandboxInstance.updateTtl("ttl-one", "");
@@ -65,7 +65,7 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     const noLifecycle = await sdk.SandboxInstance.updateLifecycle("ttl-one", null);
     expect(noLifecycle.spec.lifecycle).toBeUndefined();
     expect(noLifecycle.status).toBe("DEPLOYED");
-    expect(sim.deps.agents!.get("sdk-agents", "ttl-one")!.pid).toBe(pid);
+    expect(sim.agents.get("sdk-agents", "ttl-one")!.pid).toBe(pid);
     await sdk.SandboxInstance.delete("ttl-one");
   });
 
@@ -73,9 +73,9 @@ describe("@blaxel/core against sandbox-sim with real agents", () => {
     await sdk.SandboxInstance.create({ name: "crashes" });
     const sandbox = await sdk.SandboxInstance.get("crashes");
     await sandbox.fs.write("/kept.txt", "survives a crash");
-    const pid = sim.deps.agents!.get("sdk-agents", "crashes")!.pid!;
+    const pid = sim.agents.get("sdk-agents", "crashes")!.pid!;
     process.kill(pid, "SIGKILL");
-    await eventually(() => sim.deps.agents!.get("sdk-agents", "crashes")!.state === "running" && sim.deps.agents!.get("sdk-agents", "crashes")!.pid !== pid);
+    await eventually(() => sim.agents.get("sdk-agents", "crashes")!.state === "running" && sim.agents.get("sdk-agents", "crashes")!.pid !== pid);
     const after = await sdk.SandboxInstance.get("crashes");
     const events = (after.events ?? []) as { status: string; message: string }[];
     expect(events.some((e) => /agent crashed \(signal SIGKILL\)/.test(e.message))).toBe(true);
@@ -119,7 +119,7 @@ describe("a simulator restarted with --data", () => {
           "the simulator restarted: starting the sandbox agent again",
           "sandbox agent is healthy",
         ]);
-        expect(second.deps.agents!.get("default", "shelved")).toBeUndefined();
+        expect(second.agents.get("default", "shelved")).toBeUndefined();
         expect(((await (await fetch(`${second.url}/v0/sandboxes/shelved`, { headers })).json()) as { status: string }).status).toBe("ARCHIVED");
         expect((await fetch(`${second.url}/v0/sandboxes/shelved/unarchive`, { method: "POST", headers })).status).toBe(200);
         const note = await fetch(`${second.url}/sbx/default/shelved/filesystem/note.txt`, { headers });

@@ -5,7 +5,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventually, tempBase } from "../launcher/helpers.js";
 import { isolationUnavailable, pidNamespaceOf, pidsInNamespace, pidsWithMarker } from "../../helpers/sandbox-procs.js";
 import { recipeBuildUnavailable } from "../../../simulator/images/recipe-build.js";
-import { mountsUnder } from "../../../simulator/agents/retention.js";
+
+import { mountsUnder } from "../../../src/mounts.js";
 import { spawnSimulatorProcess } from "../../helpers/simulator.js";
 
 /**

@@ -63,7 +63,7 @@ export function upgradeUnder(launcher: "process" | "default"): void {
 
     it("replaces the agent while a command runs; the command completes with its output and exit code", async () => {
       const sandbox = await sdk.SandboxInstance.create({ name: `up-${launcher}` });
-      const supervisor = () => sim.deps.agents!.get(workspace, `up-${launcher}`);
+      const supervisor = () => sim.agents.get(workspace, `up-${launcher}`);
       const pid = supervisor()!.pid;
       const events: string[] = [];
       const health = async () => {

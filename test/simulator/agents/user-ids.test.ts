@@ -88,15 +88,13 @@ describe.skipIf(single !== undefined)(`every user id in a sandbox${single ? ` (s
     expect((await run("setpriv --reuid=alice --regid=alice --init-groups touch /root/x 2>/dev/null && echo wrote || echo refused")).out).toBe("refused\n");
 
     // On the host: the sandbox's uid 1000 is an id of the simulator's subordinate block, not the host's uid 1000.
-    const upper = join(sim.deps.agents!.sandboxDir(WS, "ids"), "root", "tmp", "out", "owned.txt");
+    const upper = join(sim.agents.sandboxDir(WS, "ids"), "root", "tmp", "out", "owned.txt");
     const start = Number(/host ids (\d+)-/.exec(mapped!.detail)![1]);
     expect(statSync(upper).uid).toBe(start + 999);
     await sdk.SandboxInstance.delete("ids");
     // Its files are gone, those of its other users too (as a normal user they are removed inside the mapping).
-    const retired = join(sim.deps.agents!.dir, "retired", WS);
-    await eventually(
-      () => !existsSync(sim.deps.agents!.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))),
-    );
+    const retired = join(sim.agents.dir, "retired", WS);
+    await eventually(() => !existsSync(sim.agents.sandboxDir(WS, "ids")) && (!existsSync(retired) || !readdirSync(retired).some((e) => e.startsWith("ids@"))));
   }, 120_000);
 
   it("a snapshot keeps owners and deletions of image files: the fork and the restored sandbox have them", async () => {

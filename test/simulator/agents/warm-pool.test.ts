@@ -54,7 +54,7 @@ describe.skipIf(isolationUnavailable !== undefined)(`the warm pool${isolationUna
     for (let waited = 0; (await health()).warm.idle < 2 && waited < 30_000; waited += 200) await new Promise((r) => setTimeout(r, 200));
     const after = await health();
     expect(after.warm.memoryMiB).toBeGreaterThan(0);
-    const pids = sim.deps.agents!.warmPool()!.pids;
+    const pids = sim.agents.warmPool()!.pids;
     expect(pids.length).toBe(2);
     await sim.stop();
     await eventually(() => pids.every((p) => !isAlive(p)));

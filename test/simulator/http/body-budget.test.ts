@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { ApiError } from "../../../src/errors.js";
 import { unauthenticatedBodyBudget } from "../../../simulator/http/body-budget.js";
 
-/** Issue 14 item 6: bodies read before authentication share one small budget. */
+/** Bodies read before authentication share one small budget. */
 describe("unauthenticated body budget", () => {
   const budget = unauthenticatedBodyBudget({ perRequest: 100, total: 250 });
   const call = (headers: Record<string, string>) => {

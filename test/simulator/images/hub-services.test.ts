@@ -53,7 +53,7 @@ afterAll(async () => {
 
 /** Deletes the sandbox and checks its processes (its PID namespace's init) are gone. */
 async function deleteAndCheck(name: string): Promise<void> {
-  const sandboxPid = sim.deps.agents?.get(WS, name)?.sandboxPid;
+  const sandboxPid = sim.agents?.get(WS, name)?.sandboxPid;
   await sdk.SandboxInstance.delete(name);
   if (!sandboxPid) return;
   const deadline = Date.now() + 20_000;

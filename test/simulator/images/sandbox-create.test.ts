@@ -8,6 +8,7 @@ import { withinCreateWait } from "../../../simulator/sandboxes/agent-runtime.js"
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { trackedTempDir } from "../../helpers/temp-dirs.js";
 import { writeOciLayout } from "./tar-writer.js";
+import { HOST_ROOT } from "../../../simulator/images/sandbox-images.js";
 
 /**
  * Sandboxes made from images, through @blaxel/core: the create resolves
@@ -94,7 +95,7 @@ describe("sandbox images through @blaxel/core", () => {
     ).json()) as { metadata: { name: string } }[];
     expect(listed.map((s) => s.metadata.name)).not.toContain("no-such-image");
     await expect(sdk.SandboxInstance.get("no-such-image")).rejects.toMatchObject({ code: 404 });
-    expect(sim.deps.agents!.get(WS, "no-such-image")).toBeUndefined();
+    expect(sim.agents.get(WS, "no-such-image")).toBeUndefined();
     expect(specs.some((s) => s.sandbox === "no-such-image")).toBe(false);
     // A hub image under a tag the hub never published is no image either (the SDK's image test uses this one).
     const badTag = await sdk.SandboxInstance.create({ name: "bad-tag", image: "blaxel/base-image:notexistingtag" }).then(
@@ -157,7 +158,7 @@ describe("--image-source host", () => {
   it("keeps today's behaviour: no image is checked or resolved", async () => {
     const host = await serveSimulator({ port: 0, apiKey: "images-host-key", workspace: "host-ws", logLevel: "silent", imageSource: "host" });
     try {
-      expect(host.deps.images).toBeUndefined();
+      expect(host.deps.images).toBe(HOST_ROOT); // the null object: no store, nothing checked or built
       const res = await fetch(`${host.url}/v0/sandboxes`, {
         method: "POST",
         headers: { authorization: "Bearer images-host-key", "x-blaxel-workspace": "host-ws", "content-type": "application/json" },

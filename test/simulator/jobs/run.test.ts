@@ -111,7 +111,7 @@ describe("job executions run for real (process launcher)", () => {
     expect(billed).toBeGreaterThan(0);
     expect(billed).toBeCloseTo(ran * 2, 2);
     // The task environments are gone once they ran.
-    expect(existsSync(join(sim.deps.agents!.dir, "jobs", "jobsrun", "exits", id, "task-0-1"))).toBe(false);
+    expect(existsSync(join(sim.agents.dir, "jobs", "jobsrun", "exits", id, "task-0-1"))).toBe(false);
   }, 90_000);
 
   it("blStartJob reads the task's arguments from BL_EXECUTION_DATA_URL by TASK_INDEX, with credentials for the control plane", async () => {

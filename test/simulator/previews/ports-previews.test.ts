@@ -6,7 +6,7 @@ import { SANDBOX_APP } from "../../helpers/sandbox-app.js";
 import { wsRoundTrip } from "../../helpers/websocket.js";
 
 /**
- * Issue 12: `sandbox.fetch(port)` and preview URLs reach a server running
+ * `sandbox.fetch(port)` and preview URLs reach a server running
  * inside the sandbox, through the simulator's proxy and the agent's /port/{n},
  * with the real SDK where a user would call it. (npm run build first: the
  * agents run from dist/.)
@@ -79,7 +79,7 @@ describe("sandbox.fetch(port) through the sandbox URL", () => {
   });
 
   it("takes one hop: the sandbox's launcher opens its ports for the proxy (bwrap: the agent hands the socket over)", async () => {
-    const upstream = await sim.deps.agents!.upstream({ workspace: WS, sandbox: "web", path: "/" });
+    const upstream = await sim.agents.upstream({ workspace: WS, sandbox: "web", path: "/" });
     expect(upstream.openPort).toBeTypeOf("function");
     const socket = await upstream.openPort!(appPort);
     const reply = await new Promise<string>((resolve, reject) => {

@@ -5,7 +5,7 @@ import { ProcessLauncher, type AgentHandle, type LaunchSpec, type Launcher } fro
 import { expireDueSandboxes } from "../../../simulator/sandboxes/expiry.js";
 
 /**
- * Issue 12: expiry is applied on every read, not only by the 5 s sweeper, and
+ * Expiry is applied on every read, not only by the 5 s sweeper, and
  * the sweeper never turns a create into a 503. The simulator's clock is frozen
  * and moved by hand; the sweeper is called directly where the race needs it.
  * (npm run build first: the agents run from dist/.)

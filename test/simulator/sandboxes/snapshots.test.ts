@@ -6,7 +6,7 @@ import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.j
 import { sdkForSimulator } from "../../helpers/sdk.js";
 
 /**
- * Issue 7: a snapshot keeps the sandbox's root files (in the simulator's data
+ * A snapshot keeps the sandbox's root files (in the simulator's data
  * dir); fork and restore copy them back in; delete removes them. Through
  * HTTP and through @blaxel/core. (npm run build first: the agents run from dist/.)
  */
@@ -38,7 +38,7 @@ describe("snapshots keep the sandbox's files", () => {
     await sh("snap-src", "mkdir -p d && echo one > d/a.txt");
     const snap = await post("/v0/snapshots", { name: "s1", source: { name: "snap-src", kind: "sandbox" } }).expect(200);
     expect(snap.body).toMatchObject({ name: "s1", status: "ready", sandboxName: "snap-src" });
-    const files = sim.deps.agents!.snapshots.dirOf(WS, snap.body.id);
+    const files = sim.agents.snapshots.dirOf(WS, snap.body.id);
     expect(readFileSync(join(files, "d", "a.txt"), "utf8")).toBe("one\n");
 
     // The source moves on after the snapshot.
@@ -77,7 +77,7 @@ describe("snapshots keep the sandbox's files", () => {
     expect(await sandbox.fs.read("/notes/plan.txt")).toBe("version 1");
 
     await sdk.Snapshot.delete(snapshot.id);
-    expect(existsSync(sim.deps.agents!.snapshots.dirOf(WS, snapshot.id))).toBe(false);
+    expect(existsSync(sim.agents.snapshots.dirOf(WS, snapshot.id))).toBe(false);
     await sdk.SandboxInstance.delete("sdk-snap-fork");
     await sdk.SandboxInstance.delete("sdk-snap-src");
   });
@@ -89,7 +89,7 @@ describe("snapshots keep the sandbox's files", () => {
     await sandbox.fs.write("/mnt/shared/on-drive.txt", "drive file");
     await sandbox.fs.write("/own.txt", "own file");
     const snapshot = await sandbox.snapshots.create("with-drive-snap");
-    const files = sim.deps.agents!.snapshots.dirOf(WS, snapshot.id);
+    const files = sim.agents.snapshots.dirOf(WS, snapshot.id);
     expect(readFileSync(join(files, "own.txt"), "utf8")).toBe("own file");
     expect(existsSync(join(files, "mnt", "shared", "on-drive.txt"))).toBe(false);
     await sandbox.drives.unmount("/mnt/shared");

@@ -116,7 +116,7 @@ describe("schedules delegated to the sandboxes' agents", () => {
   });
 
   it("an agent that is down: 503 {error, code, message} naming the sandbox, per sandbox and across sandboxes", async () => {
-    await sim.deps.agents!.stop("default", "beta");
+    await sim.agents.stop("default", "beta");
     const one = await call("GET", "/v0/sandboxes/beta/schedules");
     expect(one.status).toBe(503);
     expect(one.body).toMatchObject({ error: "service_unavailable", code: 503 });

@@ -59,7 +59,7 @@ async function startTicker(sandbox: InstanceType<Sdk["SandboxInstance"]>): Promi
 }
 
 function ticks(name: string): number[] {
-  const file = join(sim.deps.agents!.rootDir(WS, name), "tmp", "ticks");
+  const file = join(sim.agents.rootDir(WS, name), "tmp", "ticks");
   return existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map(Number) : [];
 }
 
@@ -157,7 +157,7 @@ describe.skipIf(isolationUnavailable !== undefined)("standby (bwrap)", () => {
       input: { command: "date +%s%3N > /tmp/ran", keepAlive: true, timeout: 30 },
     });
     expect((await hook("scheduled", "STANDBY")).body.state).toBe("STANDBY");
-    const ran = join(sim.deps.agents!.rootDir(WS, "scheduled"), "tmp", "ran");
+    const ran = join(sim.agents.rootDir(WS, "scheduled"), "tmp", "ran");
     await eventually(() => existsSync(ran) && readFileSync(ran, "utf8").trim() !== "", 20_000);
     await reaches("scheduled", "STANDBY");
   });

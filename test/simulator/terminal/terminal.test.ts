@@ -109,7 +109,7 @@ describe("the terminal's query credential (unit)", () => {
   });
 
   it("is taken out of the path the agent gets", async () => {
-    const { withoutQueryParameter } = await import("../../../simulator/agents/proxy.js");
+    const { withoutQueryParameter } = await import("../../../simulator/sandbox-proxy.js");
     expect(withoutQueryParameter("/terminal/ws?token=k&cols=80&rows=24", "token")).toBe("/terminal/ws?cols=80&rows=24");
   });
 });

@@ -7,7 +7,9 @@ import { SandboxAgents } from "../../../simulator/agents/registry.js";
 import { recordAgentEvent } from "../../../simulator/sandboxes/status.js";
 import { createSimulatorApp } from "../../../simulator/app.js";
 import { assembleDeps, openState, type SimRuntime } from "../../../simulator/root.js";
-import { ProcessLauncher } from "../../../simulator/launcher/index.js";
+import { describeLauncher, ProcessLauncher } from "../../../simulator/launcher/index.js";
+import { HOST_ROOT } from "../../../simulator/images/sandbox-images.js";
+import { SIMULATED_JOBS } from "../../../simulator/jobs/executor.js";
 import { resourceUid } from "../../../simulator/resources/usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 
@@ -57,7 +59,7 @@ describe("a real sandbox agent's run time is metered", () => {
     await api.advance(HOUR);
     expect(await api.computeGbs("metered")).toBeCloseTo(7200, 6);
     expect((await api.call("DELETE", "/v0/sandboxes/metered")).status).toBe(200);
-    await eventually(() => sim.deps.agents!.get("default", "metered") === undefined);
+    await eventually(() => sim.agents.get("default", "metered") === undefined);
     await api.advance(HOUR);
     expect(await api.computeGbs("metered")).toBeCloseTo(7200, 6);
   });
@@ -66,8 +68,10 @@ describe("a real sandbox agent's run time is metered", () => {
     const base = tempBase("usage-agents-");
     const state = openState({ apiKey: KEY, testHooks: true });
     // Wired as serveSimulator does, with a restart delay long enough to see the agent down.
+    const launcher = new ProcessLauncher();
     const agents = new SandboxAgents({
-      launcher: new ProcessLauncher(),
+      launcher,
+      images: HOST_ROOT,
       dir: base,
       supervisor: { initialDelayMs: 60_000 },
       onEvent: (workspace, sandbox, event) => {
@@ -75,7 +79,7 @@ describe("a real sandbox agent's run time is metered", () => {
         deps.onSandboxAgentEvent(workspace, sandbox, event);
       },
     });
-    const deps = assembleDeps(state.core, { agents });
+    const deps = assembleDeps(state.core, { agents, jobs: SIMULATED_JOBS, images: HOST_ROOT, sandboxIsolation: describeLauncher(launcher) });
     const runtime: SimRuntime = { deps, close: state.close };
     const app = createSimulatorApp(deps);
     const server: Server = createServer((req, res) => app(req, res));

@@ -37,7 +37,7 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     const sdk = await sdkForSimulator(sim.env);
     await sdk.VolumeInstance.create({ name: "resize-vol", size: 512 });
     const first = await sdk.SandboxInstance.create({ name: "resize-1", volumes: [{ name: "resize-vol", mountPath: "/data", readOnly: false }] });
-    pids.push(sim.deps.agents!.get("volgrow", "resize-1")!.pid!);
+    pids.push(sim.agents.get("volgrow", "resize-1")!.pid!);
     // fallocate takes the blocks without writing them: the same ENOSPC as dd, without 400 MB of I/O.
     expect((await first.process.exec({ command: "fallocate -l 400M /data/large-file-1.bin && echo WRITTEN", waitForCompletion: true })).logs).toContain(
       "WRITTEN",
@@ -67,7 +67,7 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
 
     // Attached to a running sandbox: accepted (200) as on the platform. Where the kernel resizes online the sandbox sees
     // the new size at once; where it refuses (no CAP_SYS_RESOURCE), the growth waits until no sandbox mounts the volume.
-    const pid = sim.deps.agents!.get("volgrow", "resize-2")!.pid;
+    const pid = sim.agents.get("volgrow", "resize-2")!.pid;
     pids.push(pid!);
     const [, sizeAttached] = await df(second);
     expect((await sdk.VolumeInstance.update("resize-vol", { size: 1536 })).size).toBe(1536);
@@ -76,9 +76,9 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     const events = (volume.events ?? []).map((e) => e.message ?? "");
     if (sizeLive === sizeAttached) expect(events.at(-1)).toMatch(/^spec.size 1536 MB: the filesystem grows once no sandbox mounts the volume/);
     else expect(sizeLive).toBeGreaterThan(sizeAttached * 1.4);
-    expect(sim.deps.agents!.get("volgrow", "resize-2")!.pid).toBe(pid);
+    expect(sim.agents.get("volgrow", "resize-2")!.pid).toBe(pid);
     // One filesystem throughout: no second loop device on the image.
-    const image = volumeImagePath(sim.deps.agents!.dir, "volgrow", "resize-vol");
+    const image = volumeImagePath(sim.agents.dir, "volgrow", "resize-vol");
     expect(loopDevicesOf(image)).toHaveLength(1);
     // Volumes only grow: a smaller size is refused and changes nothing.
     await expect(sdk.VolumeInstance.update("resize-vol", { size: 512 })).rejects.toMatchObject({
@@ -89,7 +89,7 @@ describe.skipIf(noLoop !== undefined)(`a volume grown through @blaxel/core, as t
     await sdk.SandboxInstance.delete("resize-2");
     // The next sandbox to mount it, created as soon as the delete answered, has the whole 1536 MB and every file.
     const third = await sdk.SandboxInstance.create({ name: "resize-3", volumes: [{ name: "resize-vol", mountPath: "/data", readOnly: false }] });
-    pids.push(sim.deps.agents!.get("volgrow", "resize-3")!.pid!);
+    pids.push(sim.agents.get("volgrow", "resize-3")!.pid!);
     const [, sizeThird] = await df(third);
     expect(sizeThird).toBeGreaterThan(sizeAttached * 1.4);
     expect((await third.process.exec({ command: "fallocate -l 400M /data/large-file-3.bin && ls /data", waitForCompletion: true })).logs).toMatch(

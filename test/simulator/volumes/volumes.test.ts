@@ -3,7 +3,8 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
-import { mountsUnder } from "../../../simulator/agents/retention.js";
+
+import { mountsUnder } from "../../../src/mounts.js";
 import { loopVolumesUnsupported, volumeImagePath } from "../../../simulator/agents/volume-fs.js";
 import { attachmentProblem, volumeDir, volumeMounts } from "../../../simulator/agents/volumes.js";
 import { dockerRunArgs } from "../../../simulator/launcher/docker-args.js";
@@ -100,7 +101,7 @@ describe("volumes through HTTP with the process launcher", () => {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     expect((await api("POST", "/volumes", { metadata: { name: "shared" }, spec: { size: 64 } })).status).toBe(200);
-    const dir = volumeDir(sim.deps.agents!.dir, "volproc", "shared");
+    const dir = volumeDir(sim.agents.dir, "volproc", "shared");
     expect(existsSync(dir)).toBe(true);
     expect(mountsUnder(dir).includes(dir)).toBe(!noLoop);
     const missing = await api("POST", "/sandboxes", { metadata: { name: "nope" }, spec: { volumes: [{ name: "absent", mountPath: "/data" }] } });
@@ -116,7 +117,7 @@ describe("volumes through HTTP with the process launcher", () => {
     expect((await api("DELETE", "/volumes/shared")).status).toBe(200);
     expect(existsSync(dir)).toBe(false);
     expect(mountsUnder(dir)).toEqual([]);
-    expect(existsSync(volumeImagePath(sim.deps.agents!.dir, "volproc", "shared"))).toBe(false);
+    expect(existsSync(volumeImagePath(sim.agents.dir, "volproc", "shared"))).toBe(false);
   }, 60_000);
 });
 
@@ -135,7 +136,7 @@ describe.skipIf(noLoop !== undefined)(`a volume is a filesystem of its spec.size
         body: JSON.stringify({ metadata: { name: "small" }, spec: { size: 16 } }),
       });
       expect(res.status).toBe(200);
-      const dir = volumeDir(served.deps.agents!.dir, "volloop", "small");
+      const dir = volumeDir(served.agents.dir, "volloop", "small");
       writeFileSync(join(dir, "kept.txt"), "kept");
       expect(() => writeFileSync(join(dir, "big.bin"), Buffer.alloc(32 * 1024 * 1024))).toThrow(/ENOSPC/);
       rmSync(join(dir, "big.bin"), { force: true });
@@ -195,7 +196,7 @@ describe.skipIf(noLoop !== undefined)(`a volume's filesystem is made without hol
       writeFileSync(join(marks, "go"), "");
       expect((await create).status).toBe(200);
       expect((await again).status).toBe(409);
-      const dir = volumeDir(served.deps.agents!.dir, "volasync", "held");
+      const dir = volumeDir(served.agents.dir, "volasync", "held");
       expect(mountsUnder(dir).includes(dir)).toBe(true);
     } finally {
       process.env.PATH = path;
@@ -244,7 +245,7 @@ describe.skipIf(unavailable !== undefined)(`volumes shared between sandboxes (do
     }
     await sdk.SandboxInstance.delete("writer");
     await sdk.SandboxInstance.delete("reader");
-    expect(readFileSync(join(volumeDir(sim.deps.agents!.dir, "voldocker", "shared"), "note.txt"), "utf8")).toBe("from-a\n");
+    expect(readFileSync(join(volumeDir(sim.agents.dir, "voldocker", "shared"), "note.txt"), "utf8")).toBe("from-a\n");
     // A new sandbox after both are gone still reads it.
     const c = await sdk.SandboxInstance.create({ name: "later", image, volumes: [{ name: "shared", mountPath: "/data" }] } as never);
     expect((await c.process.exec({ command: "cat /data/note.txt", waitForCompletion: true })).stdout?.trim()).toBe("from-a");

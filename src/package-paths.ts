@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 
 /**
  * The package root, found from this file's location whether it runs compiled
- * (dist/console/tools) or from source (console/tools, under vitest).
+ * (dist/src) or from source (src/, under vitest).
  */
 export function packageRoot(from: string = fileURLToPath(import.meta.url)): string {
   for (let dir = dirname(from); ; dir = dirname(dir)) {

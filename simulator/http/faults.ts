@@ -1,5 +1,5 @@
 import { ApiError, ERROR_CODES, type ErrorCode } from "../../src/errors.js";
-import type { TestHooksState } from "./state.js";
+import type { TestHooksState } from "./test-hooks-state.js";
 
 const CODE_BY_STATUS = new Map<number, ErrorCode>(
   Object.entries(ERROR_CODES)

@@ -1,12 +1,12 @@
-import { authenticateHeaders, selectWorkspace, type PrincipalSources } from "../auth/principal.js";
-import { grants, type Scope } from "../auth/scopes.js";
-import type { AccountStore } from "../accounts/store.js";
-import { ApiError, errors } from "../../src/errors.js";
-import { createPreviewRouter } from "../previews/router.js";
-import { createSandboxProxy, edgeError, type SandboxProxy, type SandboxTarget, type Upstream } from "../proxy/index.js";
-import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
-import type { SandboxAgents } from "./registry.js";
-import { isSessionToken, terminalQueryToken } from "./terminal-auth.js";
+import { authenticateHeaders, selectWorkspace, type PrincipalSources } from "./auth/principal.js";
+import { grants, type Scope } from "./auth/scopes.js";
+import type { AccountStore } from "./store/accounts.js";
+import { ApiError, errors } from "../src/errors.js";
+import { createPreviewRouter } from "./previews/router.js";
+import { createSandboxProxy, edgeError, type SandboxProxy, type SandboxTarget, type Upstream } from "./proxy/index.js";
+import { expireDueSandboxes, type ExpiryDeps } from "./sandboxes/expiry.js";
+import type { SandboxAgents } from "./agents/registry.js";
+import { isSessionToken, terminalQueryToken } from "./agents/terminal-auth.js";
 
 /**
  * What a credential needs to use a sandbox's URL: the agent's API runs
