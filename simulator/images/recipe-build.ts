@@ -134,11 +134,27 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
     timeoutMs: 30 * 60_000,
     signal: tools.signal,
   });
-  if (asRoot) return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+  if (asRoot) {
+    await ownAllByRoot(rootfs, tools.signal);
+    return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+  }
   progress.phase("unpacking the root filesystem");
   await applyLayer(rootfs, createReadStream(target).pipe(counter(statSync(target).size, progress)));
   rmSync(target, { force: true });
   return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+}
+
+/**
+ * Gives root every file a root build left to another id (/etc/shadow and /etc/gshadow of group shadow, apt's
+ * _apt directories, /var/mail), as a normal user's build has them (its tarball is unpacked as that user). The
+ * store is shared, so a sandbox's user namespace sees such an id unmapped: useradd or groupadd then cannot
+ * rewrite /etc/gshadow (EOVERFLOW on the overlay's copy-up) where the platform's root can.
+ */
+async function ownAllByRoot(rootfs: string, signal?: AbortSignal): Promise<void> {
+  await runTool("find", [rootfs, "-xdev", "(", "!", "-uid", "0", "-o", "!", "-gid", "0", ")", "-exec", "chown", "-h", "0:0", "{}", "+"], {
+    timeoutMs: 10 * 60_000,
+    signal,
+  });
 }
 
 /** The recipe's own steps, on the host against the unpacked root filesystem. */
