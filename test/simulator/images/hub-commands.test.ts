@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
 import { defaultImageCacheDir, ImageStore } from "../../../simulator/images/image-store.js";
+import { streamProgress } from "../../../simulator/images/progress.js";
 import { RECIPES, type Recipe } from "../../../simulator/images/recipes.js";
 import { createLogger } from "../../../src/logging.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";
@@ -67,6 +68,8 @@ for (const recipe of RECIPES) {
   describe.skipIf(skip !== "")(`a blaxel/${recipe.name} sandbox${skip}`, () => {
     let sandbox: Sandbox;
     beforeAll(async () => {
+      // Built (or checked) first, so that a cold build is not bounded by the create's wait.
+      await store.ensure(`blaxel/${recipe.name}:latest`, streamProgress(process.stderr, `blaxel/${recipe.name}`));
       sandbox = await sdk.SandboxInstance.create({ name: `cmd-${recipe.name}`, image: `blaxel/${recipe.name}`, memory: 2048 });
     }, 45 * 60_000);
     afterAll(async () => {
