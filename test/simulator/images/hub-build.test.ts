@@ -19,7 +19,7 @@ const store = new ImageStore({ dir: defaultImageCacheDir(), docker: null });
 const wanted = (process.env.SANDBOX_KIT_HUB_IMAGE_TEST ?? "").split(",").map((s) => (s.trim() === "1" ? "base-image" : s.trim()));
 
 async function skipReason(name: string): Promise<string> {
-  if (wanted.includes(name) || (await store.locate(`blaxel/${name}`)).kind === "stored") return "";
+  if (wanted.includes(name) || wanted.includes("all") || (await store.locate(`blaxel/${name}`)).kind === "stored") return "";
   return ` (skipped: building blaxel/${name} takes minutes; run with SANDBOX_KIT_HUB_IMAGE_TEST=${name}, or build it ahead: sandbox-sim images build blaxel/${name})`;
 }
 
