@@ -5,6 +5,7 @@ import { parse } from "../../src/http.js";
 import type { ProcessManager } from "../process/manager.js";
 import type { PortMonitors } from "./monitor.js";
 import { portsOfTree } from "../ports/sockets.js";
+import { tunnelRouter } from "./tunnel.js";
 
 const MonitorBody = z.object({
   callback: z.string().refine((u) => /^https?:\/\//i.test(u) && URL.canParse(u), "must be an http(s) URL"),
@@ -16,7 +17,8 @@ function pidOf(raw: string): number {
 }
 
 /**
- * `/network/process/{pid}/...` (reference §9.9). Only processes the agent
+ * `/network/process/{pid}/...` (reference §9.9), and the tunnel's routes
+ * (tunnel.ts: validated, then 501). Only processes the agent
  * started are looked at (their current run and its tree): any other pid has
  * no ports here, so the API cannot be used to inspect the host's processes.
  */
@@ -42,6 +44,8 @@ export function networkRouter(manager: ProcessManager, monitors: PortMonitors): 
     monitors.stop(pidOf(req.params.pid));
     res.json({ path: "", message: "Port monitoring stopped" });
   });
+
+  router.use(tunnelRouter());
 
   return router;
 }

@@ -18,8 +18,6 @@ export const WELCOME = {
  * answer 501 naming what is missing, rather than a bare 404.
  */
 export const UNAVAILABLE_ROUTES: { method: "get" | "post" | "put" | "delete" | "all"; path: string; what: string; why: string }[] = [
-  { method: "put", path: "/network/tunnel/config", what: "the network tunnel", why: "the platform's WireGuard tunnel does not exist here" },
-  { method: "delete", path: "/network/tunnel", what: "the network tunnel", why: "the platform's WireGuard tunnel does not exist here" },
   { method: "put", path: "/codegen/fastapply/{*path}", what: "codegen fast-apply", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "get", path: "/codegen/reranking/{*path}", what: "codegen reranking", why: "it needs an outside code model (Relace or Morph API key)" },
   { method: "all", path: "/archive/{*rest}", what: "archive export and resume", why: "snapshots are the simulator's (control plane), not the agent's" },

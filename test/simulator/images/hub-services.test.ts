@@ -24,7 +24,7 @@ const wanted = (process.env.SANDBOX_KIT_HUB_IMAGE_TEST ?? "").split(",").map((s)
 
 async function skipReason(name: string): Promise<string> {
   if (isolationUnavailable) return ` (skipped: ${isolationUnavailable})`;
-  if (wanted.includes(name) || (await store.locate(`blaxel/${name}`)).kind === "stored") return "";
+  if (wanted.includes(name) || wanted.includes("all") || (await store.locate(`blaxel/${name}`)).kind === "stored") return "";
   return ` (skipped: building blaxel/${name} takes minutes; run with SANDBOX_KIT_HUB_IMAGE_TEST=${name}, or build it ahead: sandbox-sim images build blaxel/${name})`;
 }
 
