@@ -259,6 +259,13 @@ export class ImageStore extends ImageFiles {
     });
   }
 
+  /** Points another name at an image the store has under `existing` (the build of an uploaded context: its own tag beside latest). */
+  tag(existing: string, name: string): StoredImage {
+    const image = this.get(existing);
+    if (!image) throw new ImageNotFoundError(existing, this.supported(), `image "${existing}" is not in the store (${this.dir})`);
+    return this.point(formatImageRef(parseImageRef(name)), image.manifest.digest);
+  }
+
   /** Removes a name; its image goes too when no other name points at it. Returns whether the name existed. */
   remove(name: string): boolean {
     const canonical = formatImageRef(parseImageRef(name));
