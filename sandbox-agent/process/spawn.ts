@@ -1,16 +1,37 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync } from "node:fs";
+import { accessSync, closeSync, constants, statSync } from "node:fs";
+import { join } from "node:path";
 import type { LogFiles } from "./output.js";
 
 /**
- * The shell commands run with, as the reference daemon does: `$SHELL
- * $SHELL_ARGS <command>` from the sandbox's environment, `/bin/sh -c` when
- * SHELL is unset (SHELL_ARGS split on whitespace, default `-c`).
+ * The shell commands run with, exactly as the reference daemon picks it
+ * (handler/process/process.go StartProcessWithName): the agent's own `SHELL`
+ * (its environment, never a request's `env`), `sh` when unset or empty; its
+ * `SHELL_ARGS` split on whitespace (Go's strings.Fields: only blanks gives no
+ * argument at all), `-c` when unset or empty; then the command. A name without
+ * a slash is looked up on the agent's PATH, as Go's exec.Command does.
  */
-export function shellFor(env: NodeJS.ProcessEnv): { file: string; args: string[] } {
-  const file = env.SHELL?.trim() || "/bin/sh";
-  const args = env.SHELL_ARGS?.trim() ? env.SHELL_ARGS.trim().split(/\s+/) : ["-c"];
-  return { file, args };
+export function shellFor(agentEnv: NodeJS.ProcessEnv): { file: string; args: string[] } {
+  const shell = agentEnv.SHELL ?? "";
+  const shellArgs = agentEnv.SHELL_ARGS ?? "";
+  const args = shellArgs === "" ? ["-c"] : shellArgs.split(/\s+/).filter((a) => a !== "");
+  return { file: onPath(shell === "" ? "sh" : shell, agentEnv.PATH), args };
+}
+
+/** A program name resolved on PATH (an executable file), or the name as given (its spawn then fails with ENOENT). */
+function onPath(name: string, path: string | undefined): string {
+  if (name.includes("/")) return name;
+  for (const dir of (path ?? "").split(":")) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return name;
 }
 
 export interface SpawnSpec {
@@ -20,6 +41,8 @@ export interface SpawnSpec {
   /** Host directory. */
   cwd: string;
   env: NodeJS.ProcessEnv;
+  /** The shell and its arguments (shellFor of the agent's environment). */
+  shell: { file: string; args: string[] };
   stdin: boolean;
 }
 
@@ -30,7 +53,7 @@ export interface SpawnSpec {
  */
 export async function spawnInGroup(spec: SpawnSpec, files: LogFiles): Promise<ChildProcess> {
   const fds = files.openForChild();
-  const shell = shellFor(spec.env);
+  const shell = spec.shell;
   let child: ChildProcess;
   try {
     // The wrapper (e.g. setpriv dropping every capability) goes in front of the shell.

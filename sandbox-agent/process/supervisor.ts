@@ -7,7 +7,7 @@ import { LiveOutput } from "./live-output.js";
 import { groupAlive, isSameProcessAlive, preferOomVictim, processStartTime, signalGroup } from "./os.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, takeExitRecord, toRecord, writeExitRecord } from "./record.js";
-import { spawnInGroup } from "./spawn.js";
+import { shellFor, spawnInGroup } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
@@ -87,9 +87,12 @@ export class Supervisor {
     return turn;
   }
 
+  #base(): NodeJS.ProcessEnv {
+    return typeof this.#o.baseEnv === "function" ? this.#o.baseEnv() : (this.#o.baseEnv ?? process.env);
+  }
+
   #env(custom: Record<string, string> | undefined): NodeJS.ProcessEnv {
-    const base = typeof this.#o.baseEnv === "function" ? this.#o.baseEnv() : (this.#o.baseEnv ?? process.env);
-    return { ...inheritedEnv(base), ...custom };
+    return { ...inheritedEnv(this.#base()), ...custom };
   }
 
   async spawnNew(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
@@ -97,7 +100,10 @@ export class Supervisor {
     const stdin = input.stdin ?? false;
     let child: ChildProcess;
     try {
-      child = await spawnInGroup({ command: input.command, cwd, env: this.#env(input.env), stdin, wrapper: this.#o.wrapper }, files);
+      child = await spawnInGroup(
+        { command: input.command, cwd, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper },
+        files,
+      );
     } catch (err) {
       await files.remove();
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
@@ -233,7 +239,10 @@ export class Supervisor {
       await this.spawnTurn();
       if (this.#closed) return;
       if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
-      const child = await spawnInGroup({ ...spec, env: this.#env(spec.env), stdin: row.stdin, wrapper: this.#o.wrapper }, new LogFiles(this.#o.logDir, row.id));
+      const child = await spawnInGroup(
+        { ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper },
+        new LogFiles(this.#o.logDir, row.id),
+      );
       running.betweenRuns = false;
       // Stopped or killed while it was being spawned: it ends at once.
       if (running.endReason) signalGroup(child.pid!, "SIGKILL");

@@ -177,6 +177,7 @@ export class ImageStore extends ImageFiles {
       mirror: o.mirror,
       npmCache: o.npmCache ?? (existsSync(userNpmCache) ? userNpmCache : join(this.dir, "npm-cache")),
       aptCache: join(this.dir, "apt-cache"),
+      nodeCache: join(this.dir, "node-releases"),
       hostAptArchives: o.hostAptArchives === null ? undefined : (o.hostAptArchives ?? HOST_APT_ARCHIVES),
       signal: this.closing.signal,
     };

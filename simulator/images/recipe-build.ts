@@ -3,7 +3,8 @@ import { posix } from "node:path";
 import { Transform } from "node:stream";
 import { applyLayer, entryComponents, resolveInRoot } from "./layer.js";
 import type { Progress } from "./progress.js";
-import { COMMON_PACKAGES, DEBIAN_SUITE, type Recipe } from "./recipes.js";
+import { fetchNodeRelease, installNodeRelease } from "./node-release.js";
+import { COMMON_PACKAGES, COMMON_STEPS, DEBIAN_SUITE, type Recipe } from "./recipes.js";
 import { hasTool, runTool, ToolError } from "./tools.js";
 
 /**
@@ -21,6 +22,8 @@ export interface BuildTools {
   mirror?: string;
   /** npm's cache, shared by builds (the user's own npm cache where it has one). */
   npmCache: string;
+  /** Node.js's official binaries fetched from the npm registry, kept across builds (the store's node-releases/). */
+  nodeCache: string;
   /** Debian packages of earlier builds, kept across builds (the store's apt-cache/). */
   aptCache?: string;
   /** The host's apt archives, read only (HOST_APT_ARCHIVES where it exists). */
@@ -30,7 +33,7 @@ export interface BuildTools {
 }
 
 /** Why a recipe cannot be built here, or undefined. */
-export async function recipeBuildUnavailable(tools: BuildTools): Promise<string | undefined> {
+export async function recipeBuildUnavailable(tools: Pick<BuildTools, "mmdebstrap"> & Partial<BuildTools>): Promise<string | undefined> {
   if (!(await hasTool(tools.mmdebstrap))) return "mmdebstrap is not installed (apt-get install mmdebstrap)";
   if (process.getuid?.() !== 0 && !(await hasTool("newuidmap")))
     return "building as a normal user needs mmdebstrap's unshare mode: apt-get install uidmap, and subordinate ids for the user in /etc/subuid and /etc/subgid";
@@ -107,7 +110,7 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
   // a directory would carry the subordinate ids, so it writes a tarball, unpacked like any layer.
   const target = asRoot ? rootfs : posix.join(workDir, "debian.tar");
   const hostNpm = await hasTool(tools.npm);
-  const fallbacks = hostNpm ? [] : recipe.steps.flatMap((s) => (s.kind === "npm-global" ? [s.debianFallback] : []));
+  const fallbacks = hostNpm ? [] : recipe.steps.flatMap((s) => (s.kind === "npm-global" || s.kind === "node-release" ? [s.debianFallback] : []));
   const packages = [...new Set([...(recipe.basePackages ?? COMMON_PACKAGES), ...recipe.packages, ...fallbacks])];
   const suite = recipe.suite ?? DEBIAN_SUITE;
   progress.phase(`building a Debian ${suite} root filesystem with ${packages.length} packages (mmdebstrap)`);
@@ -132,11 +135,27 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
     timeoutMs: 30 * 60_000,
     signal: tools.signal,
   });
-  if (asRoot) return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+  if (asRoot) {
+    await ownAllByRoot(rootfs, tools.signal);
+    return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+  }
   progress.phase("unpacking the root filesystem");
   await applyLayer(rootfs, createReadStream(target).pipe(counter(statSync(target).size, progress)));
   rmSync(target, { force: true });
   return finishSteps(recipe, rootfs, tools, hostNpm, progress);
+}
+
+/**
+ * Gives root every file a root build left to another id (/etc/shadow and /etc/gshadow of group shadow, apt's
+ * _apt directories, /var/mail), as a normal user's build has them (its tarball is unpacked as that user). The
+ * store is shared, so a sandbox's user namespace sees such an id unmapped: useradd or groupadd then cannot
+ * rewrite /etc/gshadow (EOVERFLOW on the overlay's copy-up) where the platform's root can.
+ */
+async function ownAllByRoot(rootfs: string, signal?: AbortSignal): Promise<void> {
+  await runTool("find", [rootfs, "-xdev", "(", "!", "-uid", "0", "-o", "!", "-gid", "0", ")", "-exec", "chown", "-h", "0:0", "{}", "+"], {
+    timeoutMs: 10 * 60_000,
+    signal,
+  });
 }
 
 /** The recipe's own steps, on the host against the unpacked root filesystem. */
@@ -160,11 +179,28 @@ async function finishSteps(recipe: Recipe, rootfs: string, tools: BuildTools, ho
       timeoutMs: 20 * 60_000,
       signal: tools.signal,
     });
-  for (const step of recipe.steps) {
+  for (const step of [...COMMON_STEPS, ...recipe.steps]) {
     if (step.kind === "file") {
       const parts = entryComponents(step.path);
       const name = parts.pop()!;
       writeFileSync(posix.join(resolveInRoot(rootfs, parts, true), name), step.content, { mode: step.mode ?? 0o644 });
+      continue;
+    }
+    if (step.kind === "node-release") {
+      if (!hostNpm) {
+        progress.note(`Debian's nodejs instead of Node.js ${step.major}: no npm on this host to fetch it from the npm registry with`);
+        continue;
+      }
+      progress.phase(`installing Node.js ${step.major} (the official binary, from the npm registry)`);
+      const release = await fetchNodeRelease(step.major, {
+        cacheDir: tools.nodeCache,
+        npm: tools.npm,
+        npmCache: tools.npmCache,
+        signal: tools.signal,
+        onNote: (line) => progress.note(line),
+      });
+      await installNodeRelease(release, rootfs, "/usr/local", tools.signal);
+      progress.note(`Node.js ${release.version} in /usr/local/bin/node (${release.integrity.slice(0, 20)}...)`);
       continue;
     }
     if (step.kind === "npm-global") {

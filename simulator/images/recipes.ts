@@ -1,14 +1,19 @@
 import { createHash } from "node:crypto";
 import type { ImageRef } from "./image-ref.js";
+import { BUSYBOX_USER_TOOLS } from "./busybox-users.js";
 import { INTERPRETER_SERVER_PY } from "./interpreter-server.js";
+import { nextConfig, tsConfig, tsIndex, tsPackage, viteConfig } from "./recipe-files.js";
 
 /**
  * The hub images the SDK and its users name, rebuilt from Debian packages
  * (mmdebstrap) plus npm where the platform's image holds an app. What each
  * holds follows the public hub Dockerfiles of the platform (blaxel-ai/sandbox,
  * hub/<name>/Dockerfile and entrypoint.sh): the platform's images are Alpine
- * or Debian with Node 22-24 and Python 3.12; here they are Debian 13 (trixie)
- * with its Node 20 and Python 3.13 — see docs/images.md.
+ * (BusyBox) or Debian slim with Node 22-24 and Python 3.12; here they are
+ * Debian 13 (trixie) with Python 3.13, the Node.js major of the platform's
+ * image (Node.js's official binary from the npm registry), and what programs
+ * written for the platform's images call: BusyBox's adduser/addgroup, useradd,
+ * nc, ss/ip and netstat — see docs/images.md.
  */
 
 /** A process the image's entrypoint starts beside the agent (hub/<name>/entrypoint.sh). */
@@ -29,6 +34,8 @@ export interface Recipe {
   description: string;
   /** Debian packages beyond the common set. */
   packages: string[];
+  /** What the platform's image is made from (hub/<name>/Dockerfile: its FROM and the packages it adds), for docs/images.md. */
+  platform: { from: string; packages: string[] };
   /** Run on the host after the root filesystem is unpacked (creating apps with npm), in order. */
   steps: RecipeStep[];
   /** The image's environment (Dockerfile ENV). */
@@ -47,12 +54,25 @@ export type RecipeStep =
   | { kind: "npm"; label: string; cwd: string; args: string[] }
   /** npm install --global into the image's /usr (npm itself: the registry's, with its dependencies bundled). */
   | { kind: "npm-global"; label: string; packages: string[]; debianFallback: string }
+  /**
+   * Node.js's official binary of a major (its latest) from the npm registry, checked against the registry's
+   * sha512 and cached (node-release.ts), under /usr/local as in the official node images; Debian's nodejs
+   * (debianFallback) where the host has no npm to ask the registry with.
+   */
+  | { kind: "node-release"; major: string; debianFallback: string }
   | { kind: "file"; path: string; content: string; mode?: number };
 
 export const DEBIAN_SUITE = "trixie";
-/** Every hub image has a shell, git, curl and the usual process tools (the hub images' apk/apt lines). */
-export const COMMON_PACKAGES = ["bash", "ca-certificates", "curl", "git", "netcat-openbsd", "procps", "less", "tzdata"];
-const NODE = ["nodejs"];
+/**
+ * Every hub image has a shell, git, curl, nc and the usual process tools (the hub images' apk/apt lines, and
+ * what BusyBox gives the Alpine ones: ps, ip, netstat); useradd and the rest of shadow's tools (passwd), which
+ * the BusyBox-compatible adduser/addgroup (COMMON_STEPS) work with; ss (iproute2).
+ */
+export const COMMON_PACKAGES = ["bash", "ca-certificates", "curl", "git", "netcat-openbsd", "procps", "less", "tzdata", "passwd", "iproute2", "net-tools"];
+/** Written into every hub image before its own steps: BusyBox's adduser, addgroup, deluser and delgroup. */
+export const COMMON_STEPS: RecipeStep[] = BUSYBOX_USER_TOOLS.map((t) => ({ kind: "file", path: t.path, content: t.content, mode: 0o755 }));
+/** The platform image's Node.js major, as its Dockerfile's FROM names it. */
+const node = (major: string): RecipeStep => ({ kind: "node-release", major, debianFallback: "nodejs" });
 /**
  * npm from the registry instead of Debian's npm package, which depends on
  * some 340 node-* packages (four in five of a Node image's packages, most of
@@ -63,72 +83,34 @@ const NPM: RecipeStep = { kind: "npm-global", label: "installing npm", packages:
 const PYTHON = ["python3", "python3-pip", "python3-venv"];
 const HOME_ENV = ["HOME=/blaxel", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
 
-const viteConfig = `import { defineConfig } from 'vite'
-import react from '@vitejs/plugin-react'
-
-// The dev server answers on every address and any Host (previews, /port/5173).
-export default defineConfig({
-  plugins: [react()],
-  server: { port: 5173, host: '::', allowedHosts: true },
-})
-`;
-
-const nextConfig = `import type { NextConfig } from "next";
-
-// Previews reach the dev server under other host names.
-const nextConfig: NextConfig = { allowedDevOrigins: ["*", "**"] };
-
-export default nextConfig;
-`;
-
-const tsPackage =
-  JSON.stringify(
-    { name: "app", version: "1.0.0", private: true, type: "module", scripts: { dev: "tsx watch src/index.ts", build: "tsc", start: "node dist/index.js" } },
-    null,
-    2,
-  ) + "\n";
-const tsIndex = `import { createServer } from "node:http";
-
-const port = Number(process.env.PORT ?? 3000);
-createServer((_req, res) => {
-  res.setHeader("content-type", "text/plain");
-  res.end("Hello from the ts-app sandbox\\n");
-}).listen(port, "0.0.0.0", () => console.log(\`listening on \${port}\`));
-`;
-const tsConfig =
-  JSON.stringify(
-    {
-      compilerOptions: {
-        target: "ES2022",
-        module: "NodeNext",
-        moduleResolution: "NodeNext",
-        outDir: "dist",
-        strict: true,
-        esModuleInterop: true,
-        skipLibCheck: true,
-      },
-      include: ["src"],
-    },
-    null,
-    2,
-  ) + "\n";
-
 export const RECIPES: Recipe[] = [
   {
     name: "base-image",
-    description: "Node.js, Python 3 with pip, git, curl and bash (the SDK's default image)",
-    packages: [...NODE, ...PYTHON],
-    steps: [NPM],
+    description: "Node.js 24, Python 3 with pip, git, curl and bash (the SDK's default image)",
+    packages: PYTHON,
+    platform: { from: "node:24-alpine", packages: ["bash", "git", "python3", "py3-pip"] },
+    steps: [node("24"), NPM],
     env: HOME_ENV,
     workingDir: "/blaxel",
     ports: [],
     services: [],
   },
-  { name: "node", description: "Node.js with npm and git", packages: NODE, steps: [NPM], env: HOME_ENV, workingDir: "/blaxel", ports: [3000], services: [] },
+  {
+    name: "node",
+    description: "Node.js 23 with npm and git",
+    packages: [],
+    platform: { from: "node:23-alpine", packages: ["git"] },
+    steps: [node("23"), NPM],
+    env: HOME_ENV,
+    workingDir: "/blaxel",
+    ports: [3000],
+    services: [],
+  },
   {
     name: "py-app",
     description: "Python 3 with pip and venv, git",
     packages: PYTHON,
+    platform: { from: "python:3.12-slim", packages: ["git"] },
     steps: [],
     env: HOME_ENV,
     workingDir: "/blaxel",
@@ -137,9 +119,11 @@ export const RECIPES: Recipe[] = [
   },
   {
     name: "ts-app",
-    description: "Node.js with a TypeScript app at /blaxel/app (npm run dev: tsx watch on port 3000)",
-    packages: NODE,
+    description: "Node.js 22 with a TypeScript app at /blaxel/app (npm run dev: tsx watch on port 3000)",
+    packages: [],
+    platform: { from: "node:22-slim", packages: ["git"] },
     steps: [
+      node("22"),
       NPM,
       { kind: "file", path: "/blaxel/app/package.json", content: tsPackage },
       { kind: "file", path: "/blaxel/app/tsconfig.json", content: tsConfig },
@@ -159,9 +143,11 @@ export const RECIPES: Recipe[] = [
   {
     name: "nextjs",
     // The hub's flags (hub/nextjs/Dockerfile) for create-next-app 16, pinned to a major: its flags change between them.
-    description: "Node.js with a Next.js app at /blaxel/app, its dev server started on port 3000",
-    packages: NODE,
+    description: "Node.js 22 with a Next.js app at /blaxel/app, its dev server started on port 3000",
+    packages: [],
+    platform: { from: "node:22-alpine", packages: ["git", "curl", "netcat-openbsd"] },
     steps: [
+      node("22"),
       NPM,
       {
         kind: "npm",
@@ -194,9 +180,11 @@ export const RECIPES: Recipe[] = [
   },
   {
     name: "vite",
-    description: "Node.js with a Vite + React + TypeScript app at /blaxel/app, its dev server started on port 5173",
-    packages: NODE,
+    description: "Node.js 22 with a Vite + React + TypeScript app at /blaxel/app, its dev server started on port 5173",
+    packages: [],
+    platform: { from: "node:22-alpine", packages: ["git"] },
     steps: [
+      node("22"),
       NPM,
       {
         kind: "npm",
@@ -228,6 +216,10 @@ export const RECIPES: Recipe[] = [
       "g++",
       "python3-dev",
     ],
+    platform: {
+      from: "python:3.12-slim",
+      packages: ["git", "curl", "netcat-openbsd", "fonts-noto-cjk", "gcc", "g++", "python3-dev", "uv", "requirements.txt (Jupyter, numpy, pandas...)"],
+    },
     steps: [
       { kind: "file", path: "/opt/sandbox-kit/interpreter.py", content: INTERPRETER_SERVER_PY, mode: 0o755 },
       { kind: "file", path: "/app/.config/matplotlib/matplotlibrc", content: "backend: Agg\n" },
@@ -292,6 +284,6 @@ export const HUB_IMAGES = RECIPES.map((r) => `blaxel/${r.name}:latest`);
 
 /** Identity of what a recipe builds: a changed recipe makes the cached image stale. */
 export function recipeDigest(recipe: Recipe): string {
-  const what = { suite: DEBIAN_SUITE, common: COMMON_PACKAGES, ...recipe, description: undefined };
+  const what = { suite: DEBIAN_SUITE, common: COMMON_PACKAGES, commonSteps: COMMON_STEPS, ...recipe, description: undefined, platform: undefined };
   return `sha256:${createHash("sha256").update(JSON.stringify(what)).digest("hex")}`;
 }

@@ -73,6 +73,8 @@ function recipe(name: string, packages: string[], basePackages: string[], steps:
     ports: [],
     services: [],
     suite,
+    // (It is the official image itself that it stands in for.)
+    platform: { from: name, packages: [] },
   };
 }
 
@@ -116,7 +118,11 @@ export function standInFor(ref: ImageRef): StandIn | undefined {
       recipe: recipe(name, ["nodejs"], flavourPackages(tag.flavour), [npm, ...apk], []),
       note: `Debian ${DEBIAN_SUITE}'s Node.js ${DEBIAN_NODE_MAJOR} and npm from the npm registry${suiteNote}${alpineNote}`,
     };
-  throw new NoStandIn(
-    `no offline stand-in for ${name}: Node.js ${major} is not among Debian ${DEBIAN_SUITE}'s packages (Node.js ${DEBIAN_NODE_MAJOR}); use node:${DEBIAN_NODE_MAJOR}${tag.flavour === "full" ? "" : `-${tag.flavour}`}`,
-  );
+  // Another major: the official binary from the npm registry (node-release.ts), under /usr/local as in the official image.
+  const release: RecipeStep = { kind: "node-release", major: String(major), debianFallback: "nodejs" };
+  return {
+    name: storeName,
+    recipe: recipe(name, [], flavourPackages(tag.flavour), [release, npm, ...apk], []),
+    note: `Debian ${DEBIAN_SUITE} with Node.js ${major}'s official binary from the npm registry and npm${suiteNote}${alpineNote}`,
+  };
 }

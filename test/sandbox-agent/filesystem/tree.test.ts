@@ -38,6 +38,29 @@ describe("/filesystem/tree/{path}", () => {
     expect(readFileSync(join(agent.root, "at-root.txt"), "utf8")).toBe("r");
   });
 
+  it("/filesystem/tree%2F... (the reference's Go client's EncodeTreePath: only the separating slash encoded) is the same tree", async () => {
+    const put = await api.put("/filesystem/tree%2Fencoded/dir").send({ files: { "a.json": '{"a":1}', "nested/b.json": '{"b":2}' } });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ path: "/encoded/dir", name: "dir" });
+    expect(readFileSync(join(agent.root, "encoded/dir/nested/b.json"), "utf8")).toBe('{"b":2}');
+    for (const url of ["/filesystem/tree%2Fencoded/dir", "/filesystem/tree%2fencoded/dir", "/filesystem/tree%2Fencoded%2Fdir"]) {
+      const res = await api.get(url);
+      expect(res.status, url).toBe(200);
+      expect(res.body.path, url).toBe("/encoded/dir");
+      expect(
+        res.body.files.map((f: { path: string }) => f.path),
+        url,
+      ).toEqual(["/encoded/dir/a.json"]);
+      expect(
+        res.body.subdirectories.map((d: { path: string }) => d.path),
+        url,
+      ).toEqual(["/encoded/dir/nested"]);
+    }
+    expect((await api.get("/filesystem/tree%2Fencoded/missing")).body).toEqual({ error: "/encoded/missing: path is not a directory" });
+    expect((await api.delete("/filesystem/tree%2Fencoded/dir?recursive=true")).status).toBe(200);
+    expect(existsSync(join(agent.root, "encoded/dir"))).toBe(false);
+  });
+
   it("PUT replaces existing files atomically and keeps the others", async () => {
     await api.put("/filesystem/tree/proj").send({ files: { "README.md": "# v2" } });
     expect(readFileSync(join(agent.root, "proj/README.md"), "utf8")).toBe("# v2");

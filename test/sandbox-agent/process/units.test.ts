@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { decodeAddress, isRoutable } from "../../../sandbox-agent/network/sockets.js";
 import { timeoutsOf } from "../../../sandbox-agent/process/execute.js";
 import { shellFor } from "../../../sandbox-agent/process/spawn.js";
@@ -38,10 +41,27 @@ describe("timeouts (reference §4.2)", () => {
 });
 
 describe("the shell", () => {
-  it("$SHELL $SHELL_ARGS, else /bin/sh -c", () => {
-    expect(shellFor({})).toEqual({ file: "/bin/sh", args: ["-c"] });
+  // A PATH of this test's own: a directory holding executable sh and bash.
+  const bin = mkdtempSync(join(tmpdir(), "shell-path-"));
+  for (const name of ["sh", "bash"]) writeFileSync(join(bin, name), "#!/bin/true\n", { mode: 0o755 });
+  mkdirSync(join(bin, "dir-not-a-shell"));
+  const PATH = `/nonexistent-dir:${bin}`;
+  afterAll(() => rmSync(bin, { recursive: true, force: true }));
+
+  it("is the agent's $SHELL with $SHELL_ARGS split on whitespace, else sh on the agent's PATH with -c (the reference's rule)", () => {
+    expect(shellFor({ PATH })).toEqual({ file: join(bin, "sh"), args: ["-c"] });
+    expect(shellFor({ PATH, SHELL: "", SHELL_ARGS: "" })).toEqual({ file: join(bin, "sh"), args: ["-c"] });
     expect(shellFor({ SHELL: "/bin/bash" })).toEqual({ file: "/bin/bash", args: ["-c"] });
-    expect(shellFor({ SHELL: "/bin/zsh", SHELL_ARGS: " -l  -c " })).toEqual({ file: "/bin/zsh", args: ["-l", "-c"] });
+    expect(shellFor({ SHELL: "/bin/zsh", SHELL_ARGS: " -l \t -c " })).toEqual({ file: "/bin/zsh", args: ["-l", "-c"] });
+    // strings.Fields of blanks is no argument at all: the command becomes the shell's script operand.
+    expect(shellFor({ SHELL: "/bin/bash", SHELL_ARGS: "   " })).toEqual({ file: "/bin/bash", args: [] });
+  });
+
+  it("looks a name without a slash up on PATH, as Go's exec.Command does; one found nowhere stays as given", () => {
+    expect(shellFor({ PATH, SHELL: "bash" })).toEqual({ file: join(bin, "bash"), args: ["-c"] });
+    expect(shellFor({ PATH, SHELL: "dir-not-a-shell" })).toEqual({ file: "dir-not-a-shell", args: ["-c"] });
+    expect(shellFor({ PATH, SHELL: "no-such-shell" })).toEqual({ file: "no-such-shell", args: ["-c"] });
+    expect(shellFor({ PATH: "", SHELL: "" })).toEqual({ file: "sh", args: ["-c"] });
   });
 });
 

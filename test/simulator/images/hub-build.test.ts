@@ -37,31 +37,35 @@ function inImage(rootfs: string, extra: string[], argv: string[]): string[] | un
 
 const baseSkip = await skipReason("base-image");
 describe.skipIf(baseSkip !== "")(`the blaxel/base-image hub image${baseSkip}`, () => {
-  it("is a Debian root filesystem with Node.js, npm, Python, pip, git and curl, and its manifest", { timeout: 45 * 60_000 }, async () => {
-    const image = await store.ensure("blaxel/base-image:latest", streamProgress(process.stderr, "blaxel/base-image"));
-    for (const tool of [
-      "usr/bin/node",
-      "usr/bin/npm",
-      "usr/bin/python3",
-      "usr/bin/pip3",
-      "usr/bin/git",
-      "usr/bin/curl",
-      "usr/bin/bash",
-      "etc/debian_version",
-    ]) {
-      expect(existsSync(join(image.rootfs, tool)), tool).toBe(true);
-    }
-    expect(image.manifest).toMatchObject({
-      source: "recipe",
-      origin: "base-image",
-      config: { env: expect.arrayContaining(["HOME=/blaxel"]), workingDir: "/blaxel" },
-    });
-    expect(image.manifest.size).toBeGreaterThan(100 * 2 ** 20);
-    expect(existsSync(join(image.rootfs, "blaxel"))).toBe(true);
-    const argv = inImage(image.rootfs, ["--unshare-all"], ["sh", "-c", "node -p process.version && python3 -c 'import sys; print(sys.version_info[0])'"]);
-    if (!argv) return console.warn("bubblewrap cannot run here: the image's programs were not run");
-    expect(execFileSync(argv[0]!, argv.slice(1), { encoding: "utf8" })).toMatch(/^v2\d\.\d+\.\d+\n3\n$/);
-  });
+  it(
+    "is a Debian root filesystem with Node.js 24 (the official binary), npm, Python, pip, git and curl, and its manifest",
+    { timeout: 45 * 60_000 },
+    async () => {
+      const image = await store.ensure("blaxel/base-image:latest", streamProgress(process.stderr, "blaxel/base-image"));
+      for (const tool of [
+        "usr/local/bin/node",
+        "usr/bin/npm",
+        "usr/bin/python3",
+        "usr/bin/pip3",
+        "usr/bin/git",
+        "usr/bin/curl",
+        "usr/bin/bash",
+        "etc/debian_version",
+      ]) {
+        expect(existsSync(join(image.rootfs, tool)), tool).toBe(true);
+      }
+      expect(image.manifest).toMatchObject({
+        source: "recipe",
+        origin: "base-image",
+        config: { env: expect.arrayContaining(["HOME=/blaxel"]), workingDir: "/blaxel" },
+      });
+      expect(image.manifest.size).toBeGreaterThan(100 * 2 ** 20);
+      expect(existsSync(join(image.rootfs, "blaxel"))).toBe(true);
+      const argv = inImage(image.rootfs, ["--unshare-all"], ["sh", "-c", "node -p process.version && python3 -c 'import sys; print(sys.version_info[0])'"]);
+      if (!argv) return console.warn("bubblewrap cannot run here: the image's programs were not run");
+      expect(execFileSync(argv[0]!, argv.slice(1), { encoding: "utf8" })).toMatch(/^v24\.\d+\.\d+\n3\n$/);
+    },
+  );
 });
 
 const jupyterSkip = await skipReason("jupyter-server");
