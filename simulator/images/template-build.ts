@@ -7,7 +7,7 @@ import { externalImages, renameImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
 import type { ImageStore } from "./image-store.js";
 import { silentProgress, type Progress } from "./progress.js";
-import { HUB_IMAGES, recipeFor } from "./recipes.js";
+import { HUB_IMAGES, recipeDigest, recipeFor } from "./recipes.js";
 import { SANDBOX_API_REPOSITORY, SANDBOX_API_STAND_IN, STAND_IN_DIGEST } from "./sandbox-api-stand-in.js";
 import { NoStandIn, standInFor, type StandIn } from "./stand-ins.js";
 import type { StoredImage } from "./store-records.js";
@@ -153,10 +153,14 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
     noStandIn = err.message;
   }
   const local = await builder.localImage(name);
-  if (local) {
-    const madeOf = standIn && store.get(standIn.name);
-    return madeOf && local.label === madeOf.manifest.digest ? madeOf : stored; // (a Docker image the store exported: the same when the ids match)
+  const standInDigest = standIn && recipeDigest(standIn.recipe);
+  if (local && standIn && local.label === standInDigest) {
+    progress.note(`${name}: sandbox-kit's offline stand-in (${standIn.note}), given to ${builder.kind} before`);
+    return store.get(standIn.name) ?? stored;
   }
+  // The builder's own image is used as it is (a Docker image the store exported: the same when the ids match),
+  // unless it is an older stand-in of the simulator's (its recipe changed since): that one is made again.
+  if (local && !(standIn && local.label)) return stored;
   if (stored) return importInto(store, builder, name, stored, progress, given);
   progress.phase(`pulling ${name}`);
   let pullError: string;

@@ -11,7 +11,7 @@ import { sdkForSimulator } from "../../helpers/sdk.js";
  * ImageInstance.build through @blaxel/core against a started simulator, as upstream's IMAGE_BUILD tests run it:
  * PUT /sandboxes/{name}?upload=true (404) then POST /sandboxes?upload=true answer X-Blaxel-Upload-Url, the SDK
  * uploads its zipped context there and polls until DEPLOYED. Offline, `FROM node:20-slim` and a pinned
- * `node:20-alpine@sha256:…` get the stand-ins built from Debian packages (kept in the per-user store, so
+ * `node:22-alpine@sha256:…` get the stand-ins built from Debian packages (kept in the per-user store, so
  * built once per machine); the Alpine one's apk installs Debian equivalents.
  */
 
@@ -100,15 +100,16 @@ describe.skipIf(skip !== "")(`images built from ImageInstance through the SDK${s
     expect(last.message).toMatch(/non-zero code: 3|exit code 3|exit status 3/);
   }, 600_000);
 
-  it("a pinned node:20-alpine@sha256 digest resolves to the Alpine stand-in, whose apk installs known packages and refuses others by name", async () => {
+  it("a pinned node:22-alpine@sha256 digest resolves to the Alpine stand-in, whose apk installs known packages and refuses others by name", async () => {
     const name = `sdk-build-apk-${suffix}`;
     names.push(name);
-    const image = sdk.ImageInstance.fromRegistry(`node:20-alpine@sha256:${"b".repeat(64)}`)
+    const image = sdk.ImageInstance.fromRegistry(`node:22-alpine@sha256:${"b".repeat(64)}`)
       .runCommands("apk update")
       .apkAdd("git", "curl", "netcat-openbsd", "bash");
     const built = await image.build({ name, memory: 2048, timeout: 900_000 });
     expect(built.status).toBe("DEPLOYED");
     const sandbox = await sdk.SandboxInstance.get(name);
+    expect(await run(sandbox, "node -v")).toMatch(/^v22\./); // the npm registry's official binary
     const seen = await run(sandbox, "git --version; nc -h 2>&1 | head -1; bash -c 'echo bash-ok'; apk add --no-cache no-such-alpine-pkg; echo exit=$?");
     expect(seen).toContain("git version");
     expect(seen).toContain("OpenBSD netcat");
@@ -116,6 +117,6 @@ describe.skipIf(skip !== "")(`images built from ImageInstance through the SDK${s
     expect(seen).toContain("no Debian equivalent known for: no-such-alpine-pkg");
     expect(seen).toContain("exit=1");
     const build = (await eventsOf(name)).filter((e) => e.type === "build").map((e) => e.message ?? "");
-    expect(build.some((m) => m.includes("tagged node:20-alpine") && m.includes("pinned digest"))).toBe(true);
+    expect(build.some((m) => m.includes("tagged node:22-alpine") && m.includes("pinned digest"))).toBe(true);
   }, 900_000);
 });
