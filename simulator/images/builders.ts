@@ -125,7 +125,22 @@ export class DockerBuilder implements Builder {
       `WORKDIR ${config.workingDir || "/"}`,
       `LABEL ${DIGEST_LABEL}=${digest}`,
     ];
+    const before = await this.imageId(name);
     await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000);
+    await this.dropReplaced(before, name);
+  }
+
+  private async imageId(name: string): Promise<string | undefined> {
+    return runTool(this.docker, ["image", "inspect", "--format", "{{.Id}}", name], { timeoutMs: 30_000 }).then(
+      (out) => out.trim() || undefined,
+      () => undefined,
+    );
+  }
+
+  /** The image a name pointed at before it was given to another: removed when nothing else uses it (no dangling images left). */
+  private async dropReplaced(before: string | undefined, name: string): Promise<void> {
+    if (!before || before === (await this.imageId(name))) return;
+    await runTool(this.docker, ["rmi", before], { timeoutMs: 120_000 }).catch(() => undefined); // still tagged or a parent: kept
   }
 
   async pull(name: string) {
@@ -135,12 +150,14 @@ export class DockerBuilder implements Builder {
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
     // The classic builder: it takes FROM and COPY --from images from the daemon's own store (where the
     // simulator put them) and needs no buildx plugin (Debian's docker.io has none).
+    const before = await this.imageId(tag);
     // --force-rm: a failed step's container goes too (the classic builder keeps it otherwise).
     await runTool(this.docker, ["build", "--force-rm", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], {
       onLine,
       timeoutMs: 60 * 60_000,
       env: { ...process.env, DOCKER_BUILDKIT: "0" },
     });
+    await this.dropReplaced(before, tag); // the previous build of the template
   }
 
   async remove(name: string) {

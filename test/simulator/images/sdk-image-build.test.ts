@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
@@ -22,6 +23,16 @@ const skip =
 const store = new ImageStore({ dir: defaultImageCacheDir() });
 const suffix = randomBytes(3).toString("hex");
 const SERVER = `const http = require("http"); http.createServer((req, res) => { res.writeHead(200); res.end("hello-from-app"); }).listen(8080, () => console.log("listening on 8080"));`;
+
+/** The Docker image id of a name or id, undefined when the daemon has none (or the builder is buildah). */
+function dockerImageId(name: string): string | undefined {
+  if (found.builder?.kind !== "docker") return undefined;
+  try {
+    return execFileSync("docker", ["image", "inspect", "--format", "{{.Id}}", name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return undefined;
+  }
+}
 
 type Sdk = Awaited<ReturnType<typeof sdkForSimulator>>;
 interface SandboxEvent {
@@ -75,6 +86,7 @@ describe.skipIf(skip !== "")(`images built from ImageInstance through the SDK${s
     expect(events.map((e) => e.status)).toEqual(expect.arrayContaining(["UPLOADING", "BUILDING", "DEPLOYED"]));
     expect(store.get(`sandbox/${name}:latest`)?.manifest.source).toBe("build");
 
+    const firstBuild = dockerImageId(builderTag(`sandbox/${name}:latest`));
     // A file written now is gone after the rebuild: the sandbox restarts on the new image.
     await sandbox.fs.write("/tmp/before-rebuild", "x");
     const v2 = sdk.ImageInstance.fromRegistry("node:20-slim").workdir("/app").runCommands(`echo '${SERVER}' > server.js`).env({ STAGE: "two" }).expose(8080);
@@ -84,6 +96,8 @@ describe.skipIf(skip !== "")(`images built from ImageInstance through the SDK${s
     expect((await run(again, "echo $STAGE; test -e /tmp/before-rebuild || echo reset")).trim().split("\n")).toEqual(["two", "reset"]);
     const rebuild = (await eventsOf(name)).filter((e) => e.type === "build").map((e) => e.message ?? "");
     expect(rebuild.some((m) => m.includes("Using cache"))).toBe(true);
+    // The first build's image is not left dangling in the builder.
+    if (firstBuild) expect(dockerImageId(firstBuild)).toBeUndefined();
   }, 900_000);
 
   it("a build that fails leaves the sandbox FAILED with the build's last lines, and the SDK's build() says so", async () => {
