@@ -44,6 +44,9 @@ interface PendingUpload {
   ctx: OpContext;
   expiresMs: number;
   generation: number;
+  /** What a PUT ?upload=true asked beside the build (bl deploy sends the whole resource): applied with the image. */
+  spec?: Record<string, unknown>;
+  labels?: Record<string, unknown>;
 }
 
 export const builtImageName = (sandbox: string) => `${BUILT_SANDBOX_REPOSITORY}/${sandbox}:latest`;
@@ -79,16 +82,21 @@ export class ImageUploads {
     loadItem(deps, sandboxKind, ctx, name, "");
     recordStatus(deps, ctx.workspace, name, "UPLOADING", "uploading: waiting for the build context at X-Blaxel-Upload-Url");
     const doc = renderDoc(deps, sandboxKind, loadItem(deps, sandboxKind, ctx, name, "").doc, false, ctx);
-    return new Reply(200, doc, { "X-Blaxel-Upload-Url": this.issue(deps, ctx, name) });
+    const body = (ctx.body ?? {}) as { spec?: unknown; metadata?: { labels?: unknown } };
+    const asked = {
+      spec: isObject(body.spec) ? body.spec : undefined,
+      labels: isObject(body.metadata?.labels) ? body.metadata.labels : undefined,
+    };
+    return new Reply(200, doc, { "X-Blaxel-Upload-Url": this.issue(deps, ctx, name, asked) });
   }
 
-  private issue(deps: ResourceDeps, ctx: OpContext, sandbox: string): string {
+  private issue(deps: ResourceDeps, ctx: OpContext, sandbox: string, asked: Pick<PendingUpload, "spec" | "labels"> = {}): string {
     const token = randomBytes(24).toString("base64url");
     const generation = ++this.generations;
     this.latest.set(`${ctx.workspace}/${sandbox}`, generation);
     const now = deps.clock.now();
     for (const [t, p] of this.pending) if (p.expiresMs < now) this.pending.delete(t);
-    this.pending.set(token, { workspace: ctx.workspace, sandbox, ctx, expiresMs: now + UPLOAD_TTL_MS, generation });
+    this.pending.set(token, { workspace: ctx.workspace, sandbox, ctx, expiresMs: now + UPLOAD_TTL_MS, generation, ...asked });
     return `${deps.urls.base}/uploads/${token}`;
   }
 
@@ -155,7 +163,12 @@ export class ImageUploads {
     if (!item) return; // deleted meanwhile
     const doc = item.doc;
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
-    const body = { metadata: { name: doc.metadata.name, labels: doc.metadata.labels }, spec: { ...doc.spec, runtime: { ...runtime, image } } };
+    const asked = upload.spec ?? {};
+    const askedRuntime = isObject(asked.runtime) ? asked.runtime : {};
+    const body = {
+      metadata: { name: doc.metadata.name, labels: upload.labels ?? doc.metadata.labels },
+      spec: { ...doc.spec, ...asked, runtime: { ...runtime, ...askedRuntime, image } },
+    };
     const unchanged = runtime.image === image;
     await deps.sandboxes.update({ ...upload.ctx, params: { sandboxName: upload.sandbox }, query: {}, body });
     const after = deps.resources.get(upload.workspace, "sandbox", upload.sandbox);
@@ -164,6 +177,8 @@ export class ImageUploads {
       recordStatus(deps, upload.workspace, upload.sandbox, "DEPLOYED", "deployed: the build made the image it runs");
   }
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function event(deps: Pick<ResourceDeps, "clock">, doc: object, status: string, message: string, type = "deployment") {
   return { type, status, message, revision: `rev-${(doc as { __revision?: number }).__revision ?? 1}`, time: iso(deps.clock.now()) };
