@@ -10,6 +10,8 @@ import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
 import { jobDataHandler } from "./jobs/data-route.js";
+import { uploadHandler } from "./images/upload-route.js";
+import { ImageUploads } from "./images/uploads.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 
@@ -50,6 +52,9 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   });
   // The task data blStartJob fetches (BL_EXECUTION_DATA_URL): the execution's secret is in the path.
   app.get("/job-data/:workspace/:job/:execution/:token", jobDataHandler(deps));
+  // The build context of ImageInstance.build / bl deploy (X-Blaxel-Upload-Url): the URL's token is the credential.
+  const uploads = new ImageUploads(deps.images.store, deps.logger);
+  app.put("/uploads/:token", uploadHandler(deps, uploads));
   const v0 = express.Router();
   // Every body Express reads under /v0 comes before authentication (OAuth) or is for no route: small, and capped together.
   v0.use(unauthenticatedBodyBudget());
@@ -64,5 +69,5 @@ export function createSimulatorApp(deps: SimDeps): Listener {
   app.use(notFoundHandler());
   app.use(errorMiddleware(renderError, deps.logger));
   const { accounts, credentials, clock, jwtSecret, principals } = deps;
-  return createFront(deps, new Dispatcher({ accounts, credentials, clock, jwtSecret, principals }, allOperations(deps)), app);
+  return createFront(deps, new Dispatcher({ accounts, credentials, clock, jwtSecret, principals }, allOperations(deps, uploads)), app);
 }

@@ -3,6 +3,7 @@ import { serviceAccountOperations } from "./accounts/service-accounts.js";
 import type { SimDeps } from "./deps.js";
 import type { Operation } from "./http/operation.js";
 import { imageOperations } from "./images/routes.js";
+import type { ImageUploads } from "./images/uploads.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
 import { catalogueOperations } from "./resources/catalogue.js";
 import { extraOperations } from "./resources/extras.js";
@@ -20,11 +21,11 @@ import { scheduleOperations } from "./schedules/routes.js";
  * must win over /sandboxes/:name), then the table-driven CRUD of every kind,
  * then catalogues (GET /integrations/:name must come after /integrations/connections).
  */
-export function allOperations(deps: SimDeps): Operation[] {
+export function allOperations(deps: SimDeps, uploads: ImageUploads): Operation[] {
   return [
     ...accountOperations(deps),
     ...serviceAccountOperations(deps),
-    ...sandboxOperations(deps),
+    ...sandboxOperations(deps, uploads),
     ...snapshotOperations(deps),
     ...scheduleOperations(deps.schedules, deps),
     ...jobExecutionOperations(deps),

@@ -65,6 +65,8 @@ export class Reply {
   constructor(
     readonly status: number,
     readonly body?: unknown,
+    /** Headers of this reply beside the usual ones (X-Blaxel-Upload-Url). */
+    readonly headers?: Record<string, string>,
   ) {}
 }
 
@@ -196,7 +198,8 @@ export function send(res: ServerResponse, result: unknown): void {
     return;
   }
   const text = reply.body instanceof RawJson ? reply.body.text : JSON.stringify(reply.body);
-  res.writeHead(reply.status, ["Cache-Control", "no-store", "Content-Type", JSON_TYPE, "Content-Length", String(Buffer.byteLength(text))]);
+  const extra = reply.headers ? Object.entries(reply.headers).flat() : [];
+  res.writeHead(reply.status, ["Cache-Control", "no-store", "Content-Type", JSON_TYPE, "Content-Length", String(Buffer.byteLength(text)), ...extra]);
   res.end(text);
 }
 

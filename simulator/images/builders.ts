@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { exportOntoBase, type StoredBase } from "./base-copy.js";
 import { inspectImagesViaSocket } from "./docker-api.js";
@@ -50,10 +50,14 @@ export interface Builder {
   exportOntoBase?(tag: string, bases: StoredBase[], rootfs: string, progress: Progress): Promise<BuiltImage | undefined>;
 }
 
-/** `tar -c` of a directory piped into a tool's stdin; rejects with the failing side's last output. */
-function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number): Promise<string> {
+/**
+ * `tar -c` of a directory piped into a tool's stdin; rejects with the failing side's last output, and only once
+ * both children have ended: a tool that fails without reading its stdin (`docker import` refusing its name) would
+ * otherwise leave tar blocked on the full pipe for ever, and the caller's process with it.
+ */
+export function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const tar = spawn("tar", ["-C", dir, "--numeric-owner", "-cf", "-", "."], { stdio: ["ignore", "pipe", "pipe"] });
+    const tar = spawn("tar", ["-C", dir, "--numeric-owner", "-cf", "-", "."], { stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
     const tool = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], timeout: timeoutMs });
     let tarErr = "";
     let out = "";
@@ -62,13 +66,30 @@ function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: 
     tool.stderr.on("data", (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     tar.stdout.pipe(tool.stdin);
     tool.stdin.on("error", () => {}); // the tool ended first: its exit says why
-    tar.once("error", (err) => reject(new ToolError(`tar: ${err.message}`)));
-    tool.once("error", (err) => reject(new ToolError(`${command}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "not installed" : err.message}`)));
-    let tarCode: number | null = null;
-    tar.once("close", (code) => (tarCode = code));
-    tool.once("close", (code) => {
-      if (code !== 0) reject(new ToolError(`${command} ${args[0]} failed (exit code ${code}): ${out.trim()}`));
-      else if (tarCode !== null && tarCode !== 0) reject(new ToolError(`tar of ${dir} failed: ${tarErr.trim()}`));
+    const ended = (child: ChildProcess, end: () => void) =>
+      new Promise<{ code: number | null; error?: Error }>((done) => {
+        child.once("error", (error) => {
+          end();
+          done({ code: null, error });
+        });
+        child.once("close", (code) => {
+          if (code !== 0) end();
+          done({ code });
+        });
+      });
+    // One side failing ends the other: tar no longer blocks on a pipe nobody reads, the tool no longer waits for input.
+    const endTar = () => {
+      tar.stdout.destroy();
+      if (tar.exitCode === null && tar.signalCode === null) tar.kill("SIGKILL");
+    };
+    const endTool = () => {
+      if (tool.exitCode === null && tool.signalCode === null) tool.kill("SIGTERM");
+    };
+    void Promise.all([ended(tar, endTool), ended(tool, endTar)]).then(([t, c]) => {
+      if (c.error) reject(new ToolError(`${command}: ${(c.error as NodeJS.ErrnoException).code === "ENOENT" ? "not installed" : c.error.message}`));
+      else if (c.code !== 0) reject(new ToolError(`${command} ${args[0]} failed (exit code ${c.code}): ${out.trim()}`));
+      else if (t.error) reject(new ToolError(`tar: ${t.error.message}`));
+      else if (t.code !== 0) reject(new ToolError(`tar of ${dir} failed: ${tarErr.trim()}`));
       else resolve(out);
     });
   });
@@ -104,7 +125,22 @@ export class DockerBuilder implements Builder {
       `WORKDIR ${config.workingDir || "/"}`,
       `LABEL ${DIGEST_LABEL}=${digest}`,
     ];
+    const before = await this.imageId(name);
     await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000);
+    await this.dropReplaced(before, name);
+  }
+
+  private async imageId(name: string): Promise<string | undefined> {
+    return runTool(this.docker, ["image", "inspect", "--format", "{{.Id}}", name], { timeoutMs: 30_000 }).then(
+      (out) => out.trim() || undefined,
+      () => undefined,
+    );
+  }
+
+  /** The image a name pointed at before it was given to another: removed when nothing else uses it (no dangling images left). */
+  private async dropReplaced(before: string | undefined, name: string): Promise<void> {
+    if (!before || before === (await this.imageId(name))) return;
+    await runTool(this.docker, ["rmi", before], { timeoutMs: 120_000 }).catch(() => undefined); // still tagged or a parent: kept
   }
 
   async pull(name: string) {
@@ -114,11 +150,14 @@ export class DockerBuilder implements Builder {
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
     // The classic builder: it takes FROM and COPY --from images from the daemon's own store (where the
     // simulator put them) and needs no buildx plugin (Debian's docker.io has none).
-    await runTool(this.docker, ["build", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], {
+    const before = await this.imageId(tag);
+    // --force-rm: a failed step's container goes too (the classic builder keeps it otherwise).
+    await runTool(this.docker, ["build", "--force-rm", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], {
       onLine,
       timeoutMs: 60 * 60_000,
       env: { ...process.env, DOCKER_BUILDKIT: "0" },
     });
+    await this.dropReplaced(before, tag); // the previous build of the template
   }
 
   async remove(name: string) {

@@ -49,9 +49,47 @@ function argDefaults(rest: string): [string, string | undefined][] {
     });
 }
 
+/** The build-arg values by name (`K=V`; `K` alone: empty). */
+function givenArgs(buildArgs: string[]): Map<string, string> {
+  return new Map(buildArgs.map((a) => [a.slice(0, a.indexOf("=") < 0 ? a.length : a.indexOf("=")), a.includes("=") ? a.slice(a.indexOf("=") + 1) : ""]));
+}
+
+/**
+ * The Dockerfile with the images of `renamed` (as externalImages names them, variables substituted) named
+ * otherwise in its FROM and COPY/ADD --from: a pinned digest's image given to the builder under its plain name.
+ */
+export function renameImages(text: string, buildArgs: string[], renamed: Map<string, string>): string {
+  const given = givenArgs(buildArgs);
+  const vars = new Map<string, string>();
+  let sawFrom = false;
+  return text
+    .split("\n")
+    .map((line) => {
+      const match = /^(\s*)([A-Za-z]+)(\s+)(.*)$/.exec(line);
+      if (!match) return line;
+      const keyword = match[2]!.toUpperCase();
+      if (keyword === "ARG" && !sawFrom) for (const [name, value] of argDefaults(match[4]!)) vars.set(name, given.get(name) ?? value ?? "");
+      if (keyword === "FROM") sawFrom = true;
+      if (keyword !== "FROM" && keyword !== "COPY" && keyword !== "ADD") return line;
+      let first = true;
+      const words = match[4]!.split(/(\s+)/).map((word) => {
+        if (/^\s+$/.test(word)) return word;
+        if (keyword === "FROM") {
+          if (word.startsWith("--") || !first) return word;
+          first = false;
+          return renamed.get(substitute(word, vars)) ?? word;
+        }
+        const from = /^--from=(.+)$/.exec(word);
+        return from ? `--from=${renamed.get(substitute(from[1]!, vars)) ?? from[1]}` : word;
+      });
+      return `${match[1]}${match[2]}${match[3]}${words.join("")}`;
+    })
+    .join("\n");
+}
+
 /** External image names the Dockerfile uses, in order of first use. */
 export function externalImages(text: string, buildArgs: string[] = []): string[] {
-  const given = new Map(buildArgs.map((a) => [a.slice(0, a.indexOf("=") < 0 ? a.length : a.indexOf("=")), a.includes("=") ? a.slice(a.indexOf("=") + 1) : ""]));
+  const given = givenArgs(buildArgs);
   const vars = new Map<string, string>();
   const stages = new Set<string>();
   const images: string[] = [];

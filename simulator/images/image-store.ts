@@ -97,6 +97,23 @@ export class ImageStore extends ImageFiles {
   async ensure(name: string, progress: Progress = silentProgress): Promise<StoredImage> {
     const plan = await this.locate(name);
     if (plan.kind === "stored") return plan.image;
+    return this.join(plan, progress);
+  }
+
+  /**
+   * An image made from a recipe of the simulator's own other than the hub's (an official image's offline
+   * stand-in, stand-ins.ts) under `name`: built once, as a hub image is, and again when the recipe changed.
+   */
+  ensureRecipe(name: string, recipe: Recipe, progress: Progress = silentProgress): Promise<StoredImage> {
+    const ref = formatImageRef(parseImageRef(name));
+    const digest = recipeDigest(recipe);
+    const stored = this.readRef(this.refPath(ref));
+    if (stored?.manifest.digest === digest) return Promise.resolve(stored);
+    return this.join({ kind: "recipe", ref, recipe, digest }, progress);
+  }
+
+  /** Makes a planned image, or joins its build under way in this process. */
+  private async join(plan: Exclude<ImagePlan, { kind: "stored" }>, progress: Progress): Promise<StoredImage> {
     const digest = plan.kind === "recipe" ? plan.digest : plan.id;
     const key = `${plan.ref}@${digest}`;
     let build = this.building.get(key);
@@ -241,6 +258,13 @@ export class ImageStore extends ImageFiles {
         await rm(work, { recursive: true, force: true });
       }
     });
+  }
+
+  /** Points another name at an image the store has under `existing` (the build of an uploaded context: its own tag beside latest). */
+  tag(existing: string, name: string): StoredImage {
+    const image = this.get(existing);
+    if (!image) throw new ImageNotFoundError(existing, this.supported(), `image "${existing}" is not in the store (${this.dir})`);
+    return this.point(formatImageRef(parseImageRef(name)), image.manifest.digest);
   }
 
   /** Removes a name; its image goes too when no other name points at it. Returns whether the name existed. */

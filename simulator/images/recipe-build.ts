@@ -111,8 +111,9 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
   const target = asRoot ? rootfs : posix.join(workDir, "debian.tar");
   const hostNpm = await hasTool(tools.npm);
   const fallbacks = hostNpm ? [] : recipe.steps.flatMap((s) => (s.kind === "npm-global" || s.kind === "node-release" ? [s.debianFallback] : []));
-  const packages = [...new Set([...COMMON_PACKAGES, ...recipe.packages, ...fallbacks])];
-  progress.phase(`building a Debian ${DEBIAN_SUITE} root filesystem with ${packages.length} packages (mmdebstrap)`);
+  const packages = [...new Set([...(recipe.basePackages ?? COMMON_PACKAGES), ...recipe.packages, ...fallbacks])];
+  const suite = recipe.suite ?? DEBIAN_SUITE;
+  progress.phase(`building a Debian ${suite} root filesystem with ${packages.length} packages (mmdebstrap)`);
   const args = [
     "--variant=apt",
     `--include=${packages.join(",")}`,
@@ -123,7 +124,7 @@ export async function buildRecipe(recipe: Recipe, rootfs: string, workDir: strin
     // The essential packages stay in the chroot's cache until the customize hook has kept them.
     "--skip=essential/unlink",
     ...buildHooks(tools.aptCache, tools.hostAptArchives),
-    DEBIAN_SUITE,
+    suite,
     target,
     ...(tools.mirror ? [tools.mirror] : []),
   ];

@@ -44,6 +44,10 @@ export interface Recipe {
   /** Ports the image serves on (Dockerfile EXPOSE, beyond the agent's). */
   ports: number[];
   services: ImageService[];
+  /** The Debian suite (default DEBIAN_SUITE): the offline stand-ins of official images follow their tag's (stand-ins.ts). */
+  suite?: string;
+  /** The packages every image gets (default COMMON_PACKAGES): a slim official image's stand-in has fewer. */
+  basePackages?: string[];
 }
 
 export type RecipeStep =

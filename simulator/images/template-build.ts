@@ -3,13 +3,15 @@ import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { materialise, type StoredBase } from "./base-copy.js";
 import { type Builder, findBuilder } from "./builders.js";
-import { externalImages } from "./dockerfile-refs.js";
+import { externalImages, renameImages } from "./dockerfile-refs.js";
 import { formatImageRef, parseImageRef } from "./image-ref.js";
 import type { ImageStore } from "./image-store.js";
 import { silentProgress, type Progress } from "./progress.js";
-import { HUB_IMAGES, recipeFor } from "./recipes.js";
+import { HUB_IMAGES, recipeDigest, recipeFor } from "./recipes.js";
 import { SANDBOX_API_REPOSITORY, SANDBOX_API_STAND_IN, STAND_IN_DIGEST } from "./sandbox-api-stand-in.js";
+import { NoStandIn, standInFor, type StandIn } from "./stand-ins.js";
 import type { StoredImage } from "./store-records.js";
+import { ToolError } from "./tools.js";
 
 /**
  * Custom templates: `sandbox-sim images build <name> --file <Dockerfile>
@@ -74,23 +76,42 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
   const buildArgs = options.buildArgs ?? [];
   /** The store images given to the builder: the template's base is one of them. */
   const bases: StoredBase[] = [];
-  for (const image of externalImages(readFileSync(dockerfile, "utf8"), buildArgs)) {
-    const stored = await provide(store, builder, image, progress);
-    if (stored) bases.push({ name: image, layers: stored.layers, digest: stored.manifest.digest, size: stored.manifest.size });
-  }
+  /** What this build gave the builder (removed again when the build fails), and names given under another (a pinned digest's plain name). */
+  const given: BuilderNames = { imported: [], renamed: new Map() };
+  let file = dockerfile;
   const tag = builderTag(canonical);
-  progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
   const log: string[] = [];
   try {
-    await builder.build(tag, dockerfile, contextDir, buildArgs, (line) => {
+    const text = readFileSync(dockerfile, "utf8");
+    for (const image of externalImages(text, buildArgs)) {
+      const stored = await provide(store, builder, image, progress, given);
+      if (stored) bases.push({ name: given.renamed.get(image) ?? image, layers: stored.layers, digest: stored.manifest.digest, size: stored.manifest.size });
+    }
+    if (given.renamed.size > 0) {
+      // The builder cannot tag an image under a digest reference: the Dockerfile it reads names the plain one.
+      file = join(store.dir, "tmp", `dockerfile-${process.pid}-${Date.now()}`);
+      mkdirSync(join(store.dir, "tmp"), { recursive: true });
+      writeFileSync(file, renameImages(text, buildArgs, given.renamed));
+    }
+    progress.phase(`building ${canonical} with ${builder.command} (${dockerfile})`);
+    await builder.build(tag, file, contextDir, buildArgs, (line) => {
       log.push(line);
       progress.note(line);
     });
   } catch (err) {
+    // Nothing of a failed build stays in the builder: what the simulator tagged for it goes (the builder's
+    // --force-rm took the failed step's container).
+    for (const name of given.imported) await builder.remove(name);
+    if (!(err instanceof ToolError)) throw err;
     const tail = log.slice(-40).join("\n");
-    const first = (err as Error).message.split("\n")[0]!;
-    const why = /failed \(([^)]*)\)/.exec(first)?.[1] ?? first; // "exit code 1" out of runTool's "docker build failed (exit code 1):"
-    throw new TemplateBuildError(`${builder.command} of ${dockerfile} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`);
+    const first = err.message.split("\n")[0]!;
+    // "exit code 1" out of runTool's "docker build failed (exit code 1):"; before the build, the tool's whole message.
+    const why = log.length ? (/failed \(([^)]*)\)/.exec(first)?.[1] ?? first) : err.message;
+    throw new TemplateBuildError(
+      `${log.length ? `${builder.command} of ${dockerfile}` : "preparing the build's images"} failed (${why})${tail ? `\n--- build log (last lines) ---\n${tail}` : ""}`,
+    );
+  } finally {
+    if (file !== dockerfile) await rm(file, { force: true });
   }
   return await store.installBuilt(
     canonical,
@@ -100,11 +121,16 @@ export async function buildTemplate(store: ImageStore, name: string, context: st
   );
 }
 
+interface BuilderNames {
+  imported: string[];
+  renamed: Map<string, string>;
+}
+
 /**
  * Makes one image the Dockerfile names available to the builder, or says which is missing and how to
  * provide it. Returns the store's image when the builder's copy may be it (a possible base).
  */
-async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<StoredImage | undefined> {
+async function provide(store: ImageStore, builder: Builder, name: string, progress: Progress, given: BuilderNames): Promise<StoredImage | undefined> {
   let ref;
   try {
     ref = parseImageRef(name);
@@ -112,14 +138,30 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
     throw new TemplateBuildError(`the Dockerfile names an invalid image "${name}": ${(err as Error).message}`);
   }
   if (`${ref.registry ?? ""}/${ref.repository}` === SANDBOX_API_REPOSITORY) {
-    await provideStandIn(store, builder, formatImageRef(ref), progress);
+    await provideStandIn(store, builder, formatImageRef(ref), progress, given);
     return undefined;
   }
   const stored = store.get(name);
-  if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(store, builder, name, stored, progress);
-  if (recipeFor(ref, false)) return importInto(store, builder, name, await store.ensure(name, progress), progress);
-  if (await builder.localImage(name)) return stored; // (a Docker image the store exported: the same when the ids match)
-  if (stored) return importInto(store, builder, name, stored, progress);
+  if (stored && (stored.manifest.source === "import" || stored.manifest.source === "build")) return importInto(store, builder, name, stored, progress, given);
+  if (recipeFor(ref, false)) return importInto(store, builder, name, await store.ensure(name, progress), progress, given);
+  let standIn: StandIn | undefined;
+  let noStandIn: string | undefined;
+  try {
+    standIn = standInFor(ref);
+  } catch (err) {
+    if (!(err instanceof NoStandIn)) throw err;
+    noStandIn = err.message;
+  }
+  const local = await builder.localImage(name);
+  const standInDigest = standIn && recipeDigest(standIn.recipe);
+  if (local && standIn && local.label === standInDigest) {
+    progress.note(`${name}: sandbox-kit's offline stand-in (${standIn.note}), given to ${builder.kind} before`);
+    return store.get(standIn.name) ?? stored;
+  }
+  // The builder's own image is used as it is (a Docker image the store exported: the same when the ids match),
+  // unless it is an older stand-in of the simulator's (its recipe changed since): that one is made again.
+  if (local && !(standIn && local.label)) return stored;
+  if (stored) return importInto(store, builder, name, stored, progress, given);
   progress.phase(`pulling ${name}`);
   let pullError: string;
   try {
@@ -128,23 +170,41 @@ async function provide(store: ImageStore, builder: Builder, name: string, progre
   } catch (err) {
     pullError = (err as Error).message.split("\n").filter(Boolean).slice(-1)[0] ?? "";
   }
+  if (standIn) {
+    // A pinned digest cannot be the stand-in's (nor a tag the builder can give): it goes under its plain name.
+    const as = ref.digest ? formatImageRef({ ...ref, digest: undefined }) : name;
+    progress.note(
+      `${name} cannot be pulled (no registry answers): using sandbox-kit's offline stand-in (${standIn.note})${as !== name ? `, tagged ${as}: the pinned digest is not checked` : ""}`,
+    );
+    if (as !== name) given.renamed.set(name, as);
+    return importInto(store, builder, as, await store.ensureRecipe(standIn.name, standIn.recipe, progress), progress, given);
+  }
   const bare = recipeFor(ref, true);
   if (bare) {
     progress.note(`${name} cannot be pulled: using the hub's blaxel/${bare.name} (Debian) under that name`);
-    return importInto(store, builder, name, await store.ensure(`blaxel/${bare.name}`, progress), progress);
+    return importInto(store, builder, name, await store.ensure(`blaxel/${bare.name}`, progress), progress, given);
   }
   throw new TemplateBuildError(
     `base image "${name}" not found: it is not a hub image (${HUB_IMAGES.join(", ")}), not in the image store (${store.dir}), ` +
-      `not among ${builder.kind}'s images, and pulling it failed (${pullError}). Provide it with: sandbox-sim images import <oci-dir-or-tar> --name ${name}` +
+      `not among ${builder.kind}'s images, pulling it failed (${pullError}), and ${noStandIn ?? "sandbox-kit has no offline stand-in for it (node:<major>[-slim|-alpine], python:3.<minor>[-slim|-alpine], debian:<suite>[-slim])"}. ` +
+      `Provide it with: sandbox-sim images import <oci-dir-or-tar> --name ${name}` +
       (builder.kind === "docker" ? `, or docker load / docker pull it into the Docker daemon` : `, or buildah pull it`),
   );
 }
 
 /** A store image under `name` in the builder, unless the builder already has this very image there. */
-async function importInto(store: ImageStore, builder: Builder, name: string, image: StoredImage, progress: Progress): Promise<StoredImage> {
+async function importInto(
+  store: ImageStore,
+  builder: Builder,
+  name: string,
+  image: StoredImage,
+  progress: Progress,
+  given: BuilderNames,
+): Promise<StoredImage> {
   const local = await builder.localImage(name);
   if (local?.label === image.manifest.digest) return image;
   progress.phase(`giving ${builder.kind} the store's ${image.ref} as ${name}`);
+  given.imported.push(name);
   if (image.layers.length === 1) {
     await builder.importRootfs(image.rootfs, name, image.manifest.config, image.manifest.digest);
     return image;
@@ -162,10 +222,11 @@ async function importInto(store: ImageStore, builder: Builder, name: string, ima
 }
 
 /** ghcr.io/blaxel-ai/sandbox:<tag>: an image of one file, /sandbox-api, the stand-in. */
-async function provideStandIn(store: ImageStore, builder: Builder, name: string, progress: Progress): Promise<void> {
+async function provideStandIn(store: ImageStore, builder: Builder, name: string, progress: Progress, given: BuilderNames): Promise<void> {
   const local = await builder.localImage(name);
   if (local?.label === STAND_IN_DIGEST) return;
   progress.phase(`giving ${builder.kind} sandbox-kit's sandbox-api stand-in as ${name}`);
+  given.imported.push(name);
   const dir = join(store.dir, "tmp", `standin-${process.pid}-${Date.now()}`);
   mkdirSync(dir, { recursive: true });
   try {

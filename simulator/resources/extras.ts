@@ -11,6 +11,7 @@ import { egressGatewayKind, egressIpKind } from "./kinds/network.js";
 import { driveKind, volumeKind, volumeTemplateKind, type StorageKindDeps } from "./kinds/storage.js";
 import { agentKind, applicationKind, functionKind, jobKind, modelKind, type JobKindDeps } from "./kinds/workloads.js";
 import type { CoreEvent } from "./lifecycle.js";
+import { applicationRevisions } from "../applications/revisions.js";
 
 /** Operations attached to a kind that are not plain CRUD: revisions, lookups, verify, shares, tokens. */
 
@@ -123,7 +124,7 @@ export function extraOperations(deps: ExtraDeps): Operation[] {
       method: "get",
       path: "/applications/:applicationName/revisions",
       scope: "applications:get",
-      handler: (ctx) => revisions(deps, applicationKind, ctx),
+      handler: (ctx) => applicationRevisions(loadItem(deps, applicationKind, ctx, ctx.params.applicationName!, "").doc),
     },
     {
       id: "createApplicationCustomDomain",

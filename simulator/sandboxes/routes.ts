@@ -9,6 +9,7 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
 import { previewKind, previewTokenKind, sandboxKind } from "./kind.js";
 import type { SandboxResourceDeps } from "./runtime.js";
+import type { ImageUploads } from "../images/uploads.js";
 
 /**
  * Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews,
@@ -44,14 +45,22 @@ const TokenBody = z.strictObject({
   spec: z.strictObject({ expiresAt: z.iso.datetime({ offset: true }).optional(), token: z.string().optional(), expired: z.boolean().optional() }).optional(),
 });
 
-export function sandboxOperations(deps: SandboxResourceDeps): Operation[] {
+/**
+ * `uploads`: the image builds of uploaded contexts (`?upload=true`, simulator/images/uploads.ts), where the
+ * simulator has an image store.
+ */
+export function sandboxOperations(deps: SandboxResourceDeps, uploads: ImageUploads): Operation[] {
+  const upload = (ctx: OpContext) => {
+    if (!queryBool(ctx.query.upload)) return undefined;
+    return uploads;
+  };
   return [
     {
       id: "createSandbox",
       method: "post",
       path: "/sandboxes",
       scope: "sandboxes:create",
-      handler: (ctx) => deps.sandboxes.create(ctx),
+      handler: (ctx) => upload(ctx)?.create(deps, ctx) ?? deps.sandboxes.create(ctx),
       errorShape: sandboxError,
     },
     {
@@ -72,7 +81,7 @@ export function sandboxOperations(deps: SandboxResourceDeps): Operation[] {
       method: "put",
       path: "/sandboxes/:sandboxName",
       scope: scopeFor("sandboxes", "update"), // the generic update's
-      handler: (ctx) => deps.sandboxes.update(withoutIgnoredFields(ctx)),
+      handler: (ctx) => upload(ctx)?.update(deps, ctx) ?? deps.sandboxes.update(withoutIgnoredFields(ctx)),
     },
     {
       id: "archiveSandbox",

@@ -1,6 +1,7 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isScope } from "../../simulator/auth/scopes.js";
+import { ImageUploads } from "../../simulator/images/uploads.js";
 import { allOperations } from "../../simulator/operations.js";
 import { ADMIN_KEY, api, startTestSim } from "../helpers/simulator.js";
 
@@ -113,7 +114,7 @@ describe("1. OAuth authorize needs the user's credential and a registered client
 
 describe("2. every operation checks an explicit scope", () => {
   it("walks the whole operations table: each operation names a known scope", () => {
-    const missing = allOperations(sim.deps)
+    const missing = allOperations(sim.deps, new ImageUploads(undefined))
       .filter((op) => typeof op.scope !== "string" || !isScope(op.scope))
       .map((op) => op.id);
     expect(missing).toEqual([]);

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
+import { ImageUploads } from "../../simulator/images/uploads.js";
 import { allOperations } from "../../simulator/operations.js";
 import { openSimulator } from "../../simulator/root.js";
 import { sdkOperationNames } from "../helpers/sdk-operations.js";
@@ -10,7 +11,7 @@ afterAll(() => sim.close());
 
 describe("operations table", () => {
   it("serves every control-plane operation of @blaxel/core's sdk.gen, each once", () => {
-    const ids = allOperations(sim.deps).map((o) => o.id);
+    const ids = allOperations(sim.deps, new ImageUploads(undefined)).map((o) => o.id);
     expect(sdkFunctions.length).toBeGreaterThanOrEqual(170);
     expect(sdkFunctions.filter((f) => !ids.includes(f))).toEqual([]);
     expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
@@ -18,7 +19,7 @@ describe("operations table", () => {
 
   it("has no route shadowed by an earlier one", () => {
     const seen = new Set<string>();
-    for (const op of allOperations(sim.deps)) {
+    for (const op of allOperations(sim.deps, new ImageUploads(undefined))) {
       const key = `${op.method} ${op.path.replace(/:[A-Za-z]+/g, ":p")}`;
       expect(seen.has(key), key).toBe(false);
       seen.add(key);

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 import { checkReferences, runUrl } from "../references.js";
 import { maskConfigurations, maskEnvs } from "../render.js";
+import { reviseApplication } from "../../applications/revisions.js";
 import { envSchema, flavorSchema, names, revisionSchema, runtimeSchema, triggerSchema, volumeAttachmentSchema } from "../schemas.js";
 
 /** Agents, functions (MCP servers included), jobs, models, applications: deployed through UPLOADING → … → DEPLOYED. */
@@ -164,8 +165,13 @@ export const applicationKind: ResourceKind = {
   list: "versioned",
   statusFilter: true,
   children: ["customdomain-link"],
-  prepare(doc, ctx, deps) {
+  prepare(doc, ctx, deps, previous) {
+    reviseApplication(doc, ctx, deps, previous);
     doc.metadata.url = runUrl(deps, ctx, "applications", doc.metadata.name);
   },
-  mask: (doc, show) => (show || !doc.spec.envs ? doc : { ...doc, spec: { ...doc.spec, envs: maskEnvs(doc.spec.envs, false) } }),
+  mask: (doc, show) => {
+    if (show) return doc;
+    const revisions = (doc.spec.revisions as { envs?: unknown }[] | undefined)?.map((r) => (r.envs ? { ...r, envs: maskEnvs(r.envs, false) } : r));
+    return { ...doc, spec: { ...doc.spec, ...(doc.spec.envs ? { envs: maskEnvs(doc.spec.envs, false) } : {}), ...(revisions ? { revisions } : {}) } };
+  },
 };

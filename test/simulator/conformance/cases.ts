@@ -124,7 +124,7 @@ export const CASES: Case[] = [
   c("listApplications", {}, S.paged(S.Application)),
   c("getApplication", p({ applicationName: "c-app" }), S.Application),
   c("updateApplication", p({ applicationName: "c-app" }, { body: { ...meta("c-app"), spec: { image: "app:2", port: 8080 } } }), S.Application),
-  c("listApplicationRevisions", p({ applicationName: "c-app" }), S.list(S.Revision)),
+  c("listApplicationRevisions", p({ applicationName: "c-app" }), S.list(S.AppRevision)),
   c("createApplicationCustomDomain", p({ applicationName: "c-app" }, { body: meta("app.example.com") }), S.CustomDomain),
   // sandboxes
   c(

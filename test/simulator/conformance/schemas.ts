@@ -202,6 +202,16 @@ export const Snapshot = obj({
 });
 export const ForkResponse = obj({ name: opt(str), snapshotId: opt(str), type: opt(z.enum(["sandbox", "application"])) });
 export const RestoreResponse = obj({ name: str, snapshotId: str });
+/** An application's revision (AppRevision): generated from the spec-level compute. */
+export const AppRevision = obj({
+  id: opt(str),
+  image: str,
+  memory: opt(num),
+  port: opt(num),
+  envs: opt(z.array(z.unknown())),
+  createdAt: opt(str),
+  createdBy: opt(str),
+});
 export const Revision = obj({
   id: opt(str),
   active: opt(bool),
