@@ -105,7 +105,11 @@ export function rootBinds(spec: LaunchSpec): string[] {
   if (spec.imageRootDir) return ["--bind", realpathSync(spec.imageRootDir), "/"];
   for (const dir of ["tmp", "root"]) mkdirSync(join(spec.rootDir, dir), { recursive: true });
   const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
-  return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
+  // The host's store, read-only, does not trust the egress proxy's CA: the sandbox's bundle (the host's store plus
+  // it, egress-trust.ts) is bound over it, for what reads only the system store (curl's check of an https:// proxy).
+  const bundle = join(spec.dataDir, "etc", "ca-bundle.crt");
+  const store = spec.egress && existsSync(SANDBOX_CA_BUNDLE) && existsSync(bundle) ? ["--ro-bind", bundle, SANDBOX_CA_BUNDLE] : [];
+  return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro), ...store];
 }
 
 /** The sandbox's own layer over the image's layers (a template's over its base's: overlayfs stacks several lower layers, top first). */
