@@ -54,7 +54,10 @@ export function sandboxOperations(deps: ResourceDeps): Operation[] {
       handler: (ctx) => {
         // A new sandbox's answer echoes its routing secrets as sent; an existing one answered (createIfNotExist) is read as a GET.
         const name = (ctx.body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
-        const prior = typeof name === "string" ? deps.resources.get<{ metadata: { createdAt?: unknown } }>(ctx.workspace, "sandbox", name)?.doc.metadata.createdAt : undefined;
+        const prior =
+          typeof name === "string"
+            ? deps.resources.get<{ metadata: { createdAt?: unknown } }>(ctx.workspace, "sandbox", name)?.doc.metadata.createdAt
+            : undefined;
         const answer = (doc: unknown) =>
           prior !== undefined && (doc as { metadata?: { createdAt?: unknown } }).metadata?.createdAt === prior ? doc : sandboxCreateAnswer(doc, ctx.body);
         const created = deps.sandboxes.create(ctx);
