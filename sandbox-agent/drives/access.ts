@@ -61,7 +61,10 @@ async function readJson(path: string): Promise<Record<string, unknown> | undefin
   return JSON.parse(text) as Record<string, unknown>;
 }
 
-/** 403 when the drive's permissions do not let this sandbox mount it so. Files are read at each mount (labels change). */
+/**
+ * 403 when the drive's permissions do not let this sandbox mount it so, saying "permission denied" as the
+ * platform's refused mount does (the SDK's drive ACL test looks for it). Files are read at each mount (labels change).
+ */
 export async function checkDriveAccess(drivesDir: string, sandbox: string, driveName: string, drivePath: string, readOnly: boolean): Promise<void> {
   const acl = await readJson(join(drivesDir, ACCESS_DIR, "drives", `${driveName}.json`));
   const permissions = Array.isArray(acl?.permissions) ? (acl.permissions as DrivePermission[]) : [];
@@ -69,5 +72,5 @@ export async function checkDriveAccess(drivesDir: string, sandbox: string, drive
   const workload = await readJson(join(drivesDir, ACCESS_DIR, "sandboxes", `${sandbox}.json`));
   const labels = (workload?.labels && typeof workload.labels === "object" ? workload.labels : {}) as Record<string, unknown>;
   const denied = driveAccessDenied(permissions, labels, drivePath, readOnly);
-  if (denied) throw errors.forbidden(`driveName: drive "${driveName}": ${denied}`);
+  if (denied) throw errors.forbidden(`driveName: permission denied: drive "${driveName}": ${denied}`);
 }

@@ -2,9 +2,9 @@ import { isIP } from "node:net";
 import type { Logger } from "../../src/logging.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SandboxEgressSpec } from "../launcher/gateway.js";
-import { EGRESS_TRUST_ENV } from "../launcher/egress-trust.js";
+import { EGRESS_CA_TRUST_ENV, EGRESS_TRUST_ENV } from "../launcher/egress-trust.js";
 import { EgressCa } from "./ca.js";
-import { parseNetwork, restricts, type EgressPolicy } from "./policy.js";
+import { parseNetwork, restricts, usesProxy, type EgressPolicy } from "./policy.js";
 import type { SimulatorHandler } from "./in-process.js";
 import { EgressProxy, type EgressClient } from "./proxy.js";
 
@@ -67,12 +67,20 @@ export class SimulatorEgress {
     return (this.madeCa ??= new EgressCa(this.options.caDir));
   }
 
-  /** The sandbox's gateway, CA and environment, for LaunchSpec.egress and env. */
-  launchFor(client: EgressClient, bypass: string[] = []): { spec: SandboxEgressSpec; env: Record<string, string> } {
+  /**
+   * The sandbox's gateway, CA and environment, for LaunchSpec.egress and env. Every sandbox trusts the proxy's CA
+   * (EGRESS_CA_TRUST_ENV: the simulator's hosts answer https on its port, under that CA); only a sandbox with a
+   * proxy configuration (usesProxy) gets the proxy's variables, as on the platform: HTTP_PROXY and HTTPS_PROXY
+   * name it by an https:// URL (TLS to the proxy), NODE_EXTRA_CA_CERTS its CA. They are read at the sandbox's
+   * start: a policy set later by an update applies to what reaches the proxy, not to the environment.
+   */
+  launchFor(client: EgressClient): { spec: SandboxEgressSpec; env: Record<string, string> } {
     const base = new URL(this.options.urls().base);
     const port = Number(base.port) || (base.protocol === "https:" ? 443 : 80);
-    const proxyUrl = `http://127.0.0.1:${port}`;
-    const noProxy = [...ALWAYS_BYPASSED, ...bypass].join(",");
+    const proxyUrl = `https://127.0.0.1:${port}`;
+    const policy = this.policyOf(client);
+    const noProxy = [...ALWAYS_BYPASSED, ...(policy?.bypass ?? [])].join(",");
+    const proxied = usesProxy(policy);
     return {
       spec: {
         listen: [
@@ -85,15 +93,17 @@ export class SimulatorEgress {
         hosts: this.hostNames(),
         watchHosts: (write) => this.watchHosts(write),
       },
-      env: {
-        HTTP_PROXY: proxyUrl,
-        HTTPS_PROXY: proxyUrl,
-        http_proxy: proxyUrl,
-        https_proxy: proxyUrl,
-        NO_PROXY: noProxy,
-        no_proxy: noProxy,
-        ...EGRESS_TRUST_ENV,
-      },
+      env: proxied
+        ? {
+            HTTP_PROXY: proxyUrl,
+            HTTPS_PROXY: proxyUrl,
+            http_proxy: proxyUrl,
+            https_proxy: proxyUrl,
+            NO_PROXY: noProxy,
+            no_proxy: noProxy,
+            ...EGRESS_TRUST_ENV,
+          }
+        : { ...EGRESS_CA_TRUST_ENV },
     };
   }
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import { STATUS_CODES } from "node:http";
+import { resolveSecrets } from "./policy.js";
 
 /** What the egress proxy changes in the messages it forwards (proxy.ts). */
 
@@ -19,9 +20,11 @@ const HOP = new Set([
 /**
  * Node's raw header list (name/value pairs as received) as headers to send on,
  * hop-by-hop ones dropped (kept for an upgrade's handshake), `inject`
- * (lower-case names) replacing whatever the client sent under those names.
+ * (lower-case names) replacing whatever the client sent under those names;
+ * `{{SECRET:name}}` in the client's own values resolved from `secrets` (the
+ * destination's routing rules'). HTTP/2 pseudo-headers (`:path`) never pass.
  */
-export function forwardHeaders(raw: string[], inject?: Record<string, string>, upgrade = false): OutgoingHttpHeaders {
+export function forwardHeaders(raw: string[], inject?: Record<string, string>, upgrade = false, secrets?: Record<string, string>): OutgoingHttpHeaders {
   const listed = new Set<string>();
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() === "connection") for (const name of raw[i + 1]!.split(",")) listed.add(name.trim().toLowerCase());
@@ -30,9 +33,10 @@ export function forwardHeaders(raw: string[], inject?: Record<string, string>, u
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
     const keep = upgrade ? name === "connection" || name === "upgrade" || !(HOP.has(name) || listed.has(name)) : !(HOP.has(name) || listed.has(name));
-    if (!keep || (inject && name in inject)) continue;
+    if (!keep || name.startsWith(":") || (inject && name in inject)) continue;
+    const value = secrets ? resolveSecrets(raw[i + 1]!, secrets) : raw[i + 1]!;
     const prior = out[name];
-    out[name] = prior === undefined ? raw[i + 1]! : Array.isArray(prior) ? [...prior, raw[i + 1]!] : [prior, raw[i + 1]!];
+    out[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
   }
   for (const [name, value] of Object.entries(inject ?? {})) out[name] = value;
   return out;
@@ -41,9 +45,17 @@ export function forwardHeaders(raw: string[], inject?: Record<string, string>, u
 /**
  * The request's body with the routing rules' fields added: a JSON object gets
  * them as members, a form (application/x-www-form-urlencoded) as fields;
- * any other body goes on unchanged. `headers` gets the new length.
+ * `{{SECRET:name}}` in the program's own JSON strings and form values is
+ * resolved from `secrets`; any other body goes on unchanged. `headers` gets
+ * the new length.
  */
-export async function injectBody(req: IncomingMessage, headers: OutgoingHttpHeaders, fields: Record<string, string>, limit: number): Promise<Buffer> {
+export async function injectBody(
+  req: AsyncIterable<unknown>,
+  headers: OutgoingHttpHeaders,
+  fields: Record<string, string>,
+  limit: number,
+  secrets: Record<string, string> = {},
+): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -53,25 +65,36 @@ export async function injectBody(req: IncomingMessage, headers: OutgoingHttpHead
   }
   const original = Buffer.concat(chunks);
   const type = String(headers["content-type"] ?? "").toLowerCase();
+  const templated = Object.keys(secrets).length > 0 && original.includes("{{");
   let body = original;
-  if (type.includes("json") || (type === "" && original.length === 0)) {
+  if (Object.keys(fields).length === 0 && !templated) {
+    // Nothing to add nor resolve: the body goes on as it came.
+  } else if (type.includes("json") || (type === "" && original.length === 0)) {
     try {
-      const parsed: unknown = original.length === 0 ? {} : JSON.parse(original.toString("utf8"));
+      const parsed: unknown = resolveInJson(original.length === 0 ? {} : JSON.parse(original.toString("utf8")), secrets);
       if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
         body = Buffer.from(JSON.stringify({ ...(parsed as object), ...fields }));
         if (type === "") headers["content-type"] = "application/json";
-      }
+      } else if (templated) body = Buffer.from(JSON.stringify(parsed));
     } catch {
       // Not JSON after all: sent on as it came.
     }
   } else if (type.startsWith("application/x-www-form-urlencoded")) {
-    const form = new URLSearchParams(original.toString("utf8"));
+    const form = new URLSearchParams([...new URLSearchParams(original.toString("utf8"))].map(([k, v]) => [k, resolveSecrets(v, secrets)]));
     for (const [k, v] of Object.entries(fields)) form.set(k, v);
     body = Buffer.from(form.toString());
   }
   delete headers["transfer-encoding"];
   headers["content-length"] = String(body.length);
   return body;
+}
+
+/** Every string of a parsed JSON value with `{{SECRET:name}}` resolved (keys are left as written). */
+function resolveInJson(value: unknown, secrets: Record<string, string>): unknown {
+  if (typeof value === "string") return resolveSecrets(value, secrets);
+  if (Array.isArray(value)) return value.map((v) => resolveInJson(v, secrets));
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolveInJson(v, secrets)]));
+  return value;
 }
 
 /** The proxy's own answer (a refusal), as plain text. */

@@ -24,6 +24,8 @@ export interface EgressPolicy {
   forbiddenDomains: string[];
   routing: RoutingRule[];
   bypass: string[];
+  /** `spec.network.firewall.rulesets` names "proxy": HTTPS straight to a host (not through the proxy) is refused. */
+  proxyOnly?: boolean;
 }
 
 export type Verdict = { allowed: true } | { allowed: false; rule: string; reason: string };
@@ -57,6 +59,8 @@ export function parseNetwork(network: unknown): EgressPolicy | undefined {
     routing: rules(proxy?.routing),
     bypass: domains(proxy?.bypass, "spec.network.proxy.bypass"),
   };
+  const rulesets = (top!.firewall as { rulesets?: unknown } | undefined)?.rulesets;
+  if (Array.isArray(rulesets) && rulesets.includes("proxy")) policy.proxyOnly = true;
   return policy;
 }
 
@@ -151,20 +155,47 @@ export function restricts(policy: EgressPolicy | undefined): boolean {
   return !!policy && (policy.allowedDomains.length > 0 || policy.forbiddenDomains.length > 0);
 }
 
+/**
+ * Whether the sandbox is given the proxy's variables (HTTP_PROXY, HTTPS_PROXY, NODE_EXTRA_CA_CERTS): on the
+ * platform only a sandbox with a proxy configuration has them, and `routing: []` alone does not enable the proxy
+ * (the SDK's proxy tests). A policy that restricts destinations gets them too: here the proxy is what enforces it.
+ */
+export function usesProxy(policy: EgressPolicy | undefined): boolean {
+  return !!policy && (policy.routing.length > 0 || restricts(policy));
+}
+
 export interface Injection {
   headers: Record<string, string>;
   body: Record<string, string>;
+  /** The matching rules' secrets: `{{SECRET:name}}` written by the sandbox's program itself is resolved from these only. */
+  secrets: Record<string, string>;
 }
 
 /** The headers and body fields the routing rules add to a request to `host`, secrets resolved (later rules win). */
 export function injectionFor(policy: EgressPolicy | undefined, host: string): Injection | undefined {
   const hits = policy?.routing.filter((r) => r.destinations.some((p) => matches(p, host))) ?? [];
   if (hits.length === 0) return undefined;
-  const out: Injection = { headers: {}, body: {} };
+  const out: Injection = { headers: {}, body: {}, secrets: {} };
   for (const rule of hits) {
     const resolve = (text: string) => text.replace(SECRET_REF, (_, name: string) => rule.secrets[name] ?? "");
     for (const [k, v] of Object.entries(rule.headers)) out.headers[k.toLowerCase()] = resolve(v);
     for (const [k, v] of Object.entries(rule.body)) out.body[k] = resolve(v);
+    Object.assign(out.secrets, rule.secrets);
   }
   return out;
+}
+
+/**
+ * `{{SECRET:name}}` in text the sandbox's program sent, replaced by the value of a secret of the rules that
+ * apply to its destination; a name none of them holds is left as written (another destination's secret never
+ * reaches this one).
+ */
+export function resolveSecrets(text: string, secrets: Record<string, string>): string {
+  if (!text.includes("{{")) return text;
+  return text.replace(SECRET_REF, (ref, name: string) => (Object.hasOwn(secrets, name) ? secrets[name]! : ref));
+}
+
+/** Whether the rules matching a destination hold any secret the program's own headers or body could name. */
+export function hasSecrets(injection: Injection | undefined): boolean {
+  return !!injection && Object.keys(injection.secrets).length > 0;
 }

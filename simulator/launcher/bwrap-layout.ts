@@ -39,8 +39,13 @@ export const STAGE1 = 'set -e; if [ -n "$1" ]; then mount -t overlay overlay -o 
 /** Stage 0 (memory limit): the first process joins the sandbox's cgroup before anything else starts. */
 export const STAGE0 = 'echo $$ > "$0/cgroup.procs" && exec "$@"';
 
-/** Node reads only its own CA list: pointed at the sandbox's bundle when the host added certificates to it. */
-export function caEnv(): Record<string, string> {
+/**
+ * Node reads only its own CA list: pointed at the sandbox's bundle when the host added certificates to it. Not
+ * for a sandbox behind the egress proxy (`spec.egress`): its environment names a bundle holding those too
+ * (egress-trust.ts), and NODE_EXTRA_CA_CERTS is the variable of sandboxes with a proxy configuration only.
+ */
+export function caEnv(spec?: Pick<LaunchSpec, "egress">): Record<string, string> {
+  if (spec?.egress) return {};
   return hostExtraCertificates() ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA_BUNDLE } : {};
 }
 
@@ -84,7 +89,7 @@ export function tokenHandoff(spec: LaunchSpec): string[] {
 
 /** The agent's environment inside the sandbox (the warm agent's activation message). */
 export function sandboxEnv(spec: LaunchSpec): NodeJS.ProcessEnv {
-  return { ...caEnv(), ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
+  return { ...caEnv(spec), ...agentEnv(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH };
 }
 
 /** The egress proxy's CA in the sandbox's store (its own layer, before the overlay is mounted) and in its data dir's trust files (egress-trust.ts). */
@@ -100,7 +105,11 @@ export function rootBinds(spec: LaunchSpec): string[] {
   if (spec.imageRootDir) return ["--bind", realpathSync(spec.imageRootDir), "/"];
   for (const dir of ["tmp", "root"]) mkdirSync(join(spec.rootDir, dir), { recursive: true });
   const ro = (path: string) => (existsSync(path) ? ["--ro-bind", path, path] : []);
-  return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro)];
+  // The host's store, read-only, does not trust the egress proxy's CA: the sandbox's bundle (the host's store plus
+  // it, egress-trust.ts) is bound over it, for what reads only the system store (curl's check of an https:// proxy).
+  const bundle = join(spec.dataDir, "etc", "ca-bundle.crt");
+  const store = spec.egress && existsSync(SANDBOX_CA_BUNDLE) && existsSync(bundle) ? ["--ro-bind", bundle, SANDBOX_CA_BUNDLE] : [];
+  return ["--bind", spec.rootDir, "/", ...HOST_SYSTEM.flatMap(ro), ...HOST_ETC.flatMap(ro), ...store];
 }
 
 /** The sandbox's own layer over the image's layers (a template's over its base's: overlayfs stacks several lower layers, top first). */

@@ -248,7 +248,9 @@ export class BwrapLauncher implements Launcher {
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), {
-      env: warm ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH } : { ...caEnv(), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
+      env: warm
+        ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH }
+        : { ...caEnv(spec), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
       stdio,
     });
     child.on("error", () => {});

@@ -9,22 +9,32 @@ import { hostExtraCertificates, imageFile, SANDBOX_CA_BUNDLE } from "./sandbox-s
  *   in its own layer, written before the overlay is mounted), which curl,
  *   git, apt and OpenSSL read by default;
  * - files in the agent's data dir (`/run/sandbox-agent/etc` inside, bwrap and
- *   docker alike) that the sandbox's environment names (EGRESS_TRUST_ENV):
- *   the CA alone for NODE_EXTRA_CA_CERTS (Node adds it to its own list), and
- *   a full bundle for SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
- *   GIT_SSL_CAINFO, which replace the store rather than add to it.
+ *   docker alike) that the sandbox's environment names: a full bundle for
+ *   SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and GIT_SSL_CAINFO,
+ *   which replace the store rather than add to it (every sandbox:
+ *   EGRESS_CA_TRUST_ENV); the CA alone for NODE_EXTRA_CA_CERTS (Node adds it
+ *   to its own list) in a sandbox with a proxy configuration (EGRESS_TRUST_ENV),
+ *   which on the platform alone has that variable. Elsewhere Node reads the
+ *   bundle through NODE_OPTIONS=--use-openssl-ca (Node's own list ignores
+ *   SSL_CERT_FILE), so https to the simulator's hosts (a preview's URL) works
+ *   without the proxy too.
  */
 
 export const EGRESS_CA_FILE = "/run/sandbox-agent/etc/egress-ca.crt";
 export const EGRESS_BUNDLE_FILE = "/run/sandbox-agent/etc/ca-bundle.crt";
 
-export const EGRESS_TRUST_ENV: Record<string, string> = {
-  NODE_EXTRA_CA_CERTS: EGRESS_CA_FILE,
+const BUNDLE_ENV: Record<string, string> = {
   SSL_CERT_FILE: EGRESS_BUNDLE_FILE,
   REQUESTS_CA_BUNDLE: EGRESS_BUNDLE_FILE,
   CURL_CA_BUNDLE: EGRESS_BUNDLE_FILE,
   GIT_SSL_CAINFO: EGRESS_BUNDLE_FILE,
 };
+
+/** A sandbox without a proxy configuration: the bundle, and Node pointed at it. */
+export const EGRESS_CA_TRUST_ENV: Record<string, string> = { ...BUNDLE_ENV, NODE_OPTIONS: "--use-openssl-ca" };
+
+/** A sandbox with one: the bundle, the CA for Node, and the CA git checks the proxy's own certificate with (HTTPS_PROXY is https://). */
+export const EGRESS_TRUST_ENV: Record<string, string> = { ...BUNDLE_ENV, NODE_EXTRA_CA_CERTS: EGRESS_CA_FILE, GIT_PROXY_SSL_CAINFO: EGRESS_BUNDLE_FILE };
 
 /** The trust files in the agent's data dir (`<dataDir>/etc`), from the system bundle the sandbox sees (`systemBundle`, read on the host). */
 export function writeTrustFiles(dataDir: string, caPem: string, systemBundle: string): void {

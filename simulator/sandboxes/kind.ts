@@ -39,7 +39,8 @@ export const sandboxKind: ResourceKind<SandboxResourceDeps> = {
   generateName: () => `sandbox-${randomBytes(4).toString("hex")}`,
   children: SANDBOX_CHILDREN,
   conflictDetails: { code: "SANDBOX_ALREADY_EXISTS" },
-  prepare(doc, ctx, deps) {
+  prepare(doc, ctx, deps, previous) {
+    if (previous) keepRoutingSecrets(doc.spec.network, previous.spec.network);
     checkNetwork(doc.spec.network);
     const runtime = (doc.spec.runtime ?? {}) as Record<string, unknown>;
     doc.spec.runtime = { image: "blaxel/base-image:latest", memory: 4096, ...runtime };
@@ -163,16 +164,46 @@ export const previewTokenKind: ResourceKind = {
   readFields: (doc, _ctx, deps) => ({ spec: { ...doc.spec, expired: !(Date.parse(String(doc.spec.expiresAt)) > deps.clock.now()) } }),
 };
 
+type RoutingRuleDoc = { destinations?: unknown; secrets?: unknown };
+const routingOf = (network: unknown): RoutingRuleDoc[] | undefined => {
+  const routing = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy?.routing;
+  return Array.isArray(routing) ? (routing as RoutingRuleDoc[]) : undefined;
+};
+
 /**
- * `spec.network.proxy.routing[].secrets` are write-only in the SDK's types
- * ("never returned in API responses"): always "***", even for an admin (a secret
- * read back is a secret leaked); a "***" sent back on update keeps the stored value (crud.ts).
+ * `spec.network.proxy.routing[].secrets` are write-only ("never returned in API responses", the SDK's types):
+ * the platform leaves them out of every answer but the create's (which echoes what was sent: sandboxCreateAnswer),
+ * even for an admin (a secret read back is a secret leaked).
  */
 function maskRoutingSecrets(network: unknown): unknown {
-  const proxy = (network as { proxy?: { routing?: unknown } } | undefined)?.proxy;
-  if (!Array.isArray(proxy?.routing) || !proxy.routing.some((r) => (r as { secrets?: unknown })?.secrets)) return network;
-  const routing = proxy.routing.map((r) =>
-    (r as { secrets?: unknown })?.secrets ? { ...(r as object), secrets: maskMap((r as { secrets: unknown }).secrets, false) } : r,
-  );
-  return { ...(network as object), proxy: { ...proxy, routing } };
+  const routing = routingOf(network);
+  if (!routing?.some((r) => r && typeof r === "object" && "secrets" in r)) return network;
+  const proxy = (network as { proxy: object }).proxy;
+  return { ...(network as object), proxy: { ...proxy, routing: routing.map((r) => (r && typeof r === "object" ? { ...r, secrets: undefined } : r)) } };
+}
+
+/**
+ * A read-modify-write sends back rules without their secrets (a GET has none): a rule sent without `secrets`
+ * keeps those of the stored rule at the same place with the same destinations. ("***" sent back keeps the stored
+ * value too: crud.ts.)
+ */
+function keepRoutingSecrets(next: unknown, previous: unknown): void {
+  const rules = routingOf(next);
+  const stored = routingOf(previous);
+  if (!rules || !stored) return;
+  rules.forEach((rule, i) => {
+    const old = stored[i];
+    if (!rule || typeof rule !== "object" || rule.secrets !== undefined || !old?.secrets) return;
+    if (JSON.stringify(rule.destinations) === JSON.stringify(old.destinations)) rule.secrets = old.secrets;
+  });
+}
+
+/** The create's answer: the routing secrets as they were sent (the platform's create echoes them; nothing else does). */
+export function sandboxCreateAnswer<T>(answer: T, sent: unknown): T {
+  const sentRules = routingOf((sent as { spec?: { network?: unknown } } | undefined)?.spec?.network);
+  const rules = routingOf((answer as { spec?: { network?: unknown } } | undefined)?.spec?.network);
+  if (!sentRules || !rules || !sentRules.some((r) => r && typeof r === "object" && r.secrets !== undefined)) return answer;
+  const routing = rules.map((r, i) => (sentRules[i]?.secrets !== undefined && r && typeof r === "object" ? { ...r, secrets: sentRules[i]!.secrets } : r));
+  const spec = (answer as { spec: { network: { proxy: object } } }).spec;
+  return { ...answer, spec: { ...spec, network: { ...spec.network, proxy: { ...spec.network.proxy, routing } } } };
 }

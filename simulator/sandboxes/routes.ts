@@ -7,7 +7,7 @@ import { parse, queryBool } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
-import { previewKind, previewTokenKind, sandboxKind } from "./kind.js";
+import { previewKind, previewTokenKind, sandboxCreateAnswer, sandboxKind } from "./kind.js";
 import type { SandboxResourceDeps } from "./runtime.js";
 import type { ImageUploads } from "../images/uploads.js";
 
@@ -60,7 +60,20 @@ export function sandboxOperations(deps: SandboxResourceDeps, uploads: ImageUploa
       method: "post",
       path: "/sandboxes",
       scope: "sandboxes:create",
-      handler: (ctx) => upload(ctx)?.create(deps, ctx) ?? deps.sandboxes.create(ctx),
+      handler: (ctx) => {
+        const uploaded = upload(ctx)?.create(deps, ctx);
+        if (uploaded) return uploaded;
+        // A new sandbox's answer echoes its routing secrets as sent; an existing one answered (createIfNotExist) is read as a GET.
+        const name = (ctx.body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
+        const prior =
+          typeof name === "string"
+            ? deps.resources.get<{ metadata: { createdAt?: unknown } }>(ctx.workspace, "sandbox", name)?.doc.metadata.createdAt
+            : undefined;
+        const answer = (doc: unknown) =>
+          prior !== undefined && (doc as { metadata?: { createdAt?: unknown } }).metadata?.createdAt === prior ? doc : sandboxCreateAnswer(doc, ctx.body);
+        const created = deps.sandboxes.create(ctx);
+        return created instanceof Promise ? created.then(answer) : answer(created);
+      },
       errorShape: sandboxError,
     },
     {

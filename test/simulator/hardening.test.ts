@@ -193,22 +193,34 @@ describe("4. secrets", () => {
     expect(shown.body.input.env.TOKEN).toBe("s3cret");
   });
 
-  it("sandbox proxy routing secrets never come back in clear, and *** on update keeps them", async () => {
+  it("sandbox proxy routing secrets: the create echoes them as sent, nothing else returns them; a PUT without them or with *** keeps them", async () => {
     const network = {
       proxy: { routing: [{ destinations: ["api.example.com"], headers: { Authorization: "Bearer {{SECRET:key}}" }, secrets: { key: "sk-live-123" } }] },
     };
+    // As on the platform (the SDK's proxy create test): the create's answer only.
     const created = await sim.api.post("/v0/sandboxes", { metadata: { name: "routed" }, spec: { network } }).expect(200);
-    expect(created.body.spec.network.proxy.routing[0].secrets).toEqual({ key: "***" });
+    expect(created.body.spec.network.proxy.routing[0].secrets).toEqual({ key: "sk-live-123" });
+    // createIfNotExist answering the existing sandbox is a read: no secrets.
+    const again = await sim.api.post("/v0/sandboxes?createIfNotExist=true", { metadata: { name: "routed" }, spec: { network } }).expect(200);
+    expect(again.body.spec.network.proxy.routing[0]).not.toHaveProperty("secrets");
     for (const path of ["/v0/sandboxes/routed", "/v0/sandboxes/routed?show_secrets=true"]) {
       const got = await sim.api.get(path).expect(200);
-      expect(got.body.spec.network.proxy.routing[0].secrets).toEqual({ key: "***" });
+      expect(got.body.spec.network.proxy.routing[0]).not.toHaveProperty("secrets");
     }
     const listed = await sim.api.get("/v0/sandboxes").expect(200);
     expect(JSON.stringify(listed.body)).not.toContain("sk-live-123");
     const got = await sim.api.get("/v0/sandboxes/routed").expect(200);
-    await sim.api.put("/v0/sandboxes/routed", { metadata: got.body.metadata, spec: got.body.spec }).expect(200);
-    const stored = sim.deps.resources.get<{ spec: { network: typeof network } }>("default", "sandbox", "routed")!;
-    expect(stored.doc.spec.network.proxy.routing[0]!.secrets).toEqual({ key: "sk-live-123" });
+    const put = await sim.api.put("/v0/sandboxes/routed", { metadata: got.body.metadata, spec: got.body.spec }).expect(200);
+    expect(JSON.stringify(put.body)).not.toContain("sk-live-123");
+    const stored = () => sim.deps.resources.get<{ spec: { network: typeof network } }>("default", "sandbox", "routed")!.doc.spec.network.proxy.routing[0]!;
+    expect(stored().secrets).toEqual({ key: "sk-live-123" });
+    const masked = { ...network.proxy.routing[0], secrets: { key: "***" } };
+    await sim.api.put("/v0/sandboxes/routed", { metadata: got.body.metadata, spec: { network: { proxy: { routing: [masked] } } } }).expect(200);
+    expect(stored().secrets).toEqual({ key: "sk-live-123" });
+    // Other destinations: the rule is another one, its secrets are not carried over (a 400: the header names a missing secret).
+    const moved = { ...network.proxy.routing[0], destinations: ["other.example.com"], secrets: undefined };
+    await sim.api.put("/v0/sandboxes/routed", { metadata: got.body.metadata, spec: { network: { proxy: { routing: [moved] } } } }).expect(400);
+    expect(stored().secrets).toEqual({ key: "sk-live-123" });
   });
 });
 

@@ -33,7 +33,7 @@ describe("drive permissions", () => {
     mkdirSync(join(drives, ACCESS_DIR, "sandboxes"), { recursive: true });
     writeFileSync(join(drives, ACCESS_DIR, "drives", "vault.json"), JSON.stringify({ permissions: [{ labels: { team: "secret" } }] }));
     const refused = await request(a.url).post("/drives/mount").send({ driveName: "vault", mountPath: "/mnt/vault" }).expect(403);
-    expect(refused.body.error).toMatch(/^driveName: drive "vault": no permission/);
+    expect(refused.body.error).toMatch(/^driveName: permission denied: drive "vault": no permission/);
     writeFileSync(join(drives, ACCESS_DIR, "sandboxes", "box.json"), JSON.stringify({ labels: { team: "other" } }));
     await request(a.url).post("/drives/mount").send({ driveName: "vault", mountPath: "/mnt/vault" }).expect(403);
     writeFileSync(join(drives, ACCESS_DIR, "sandboxes", "box.json"), JSON.stringify({ labels: { team: "secret" } }));

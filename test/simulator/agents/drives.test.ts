@@ -65,4 +65,19 @@ describe("drives shared between sandboxes through their agents", () => {
     expect(await sandbox.drives.list()).toEqual([]);
     expect(existsSync(join(sim.agents.drivesDir("drives-ws"), "ghost"))).toBe(false);
   });
+
+  it('a drive\'s permissions: a sandbox whose labels match none is refused the mount with "permission denied"; a matching one mounts', async () => {
+    await sdk.DriveInstance.create({ name: "vault", permissions: [{ labels: { team: "secret" }, mode: "read-write" }] });
+    const other = await sdk.SandboxInstance.create({ name: "acl-other", labels: { team: "other" } });
+    const refused = await other.drives.mount({ driveName: "vault", mountPath: "/mnt/acl" }).then(
+      () => "mounted",
+      (err: Error) => err.message,
+    );
+    expect(refused).toMatch(/permission denied/);
+    expect(await other.drives.list()).toEqual([]);
+    const secret = await sdk.SandboxInstance.create({ name: "acl-secret", labels: { team: "secret" } });
+    await secret.drives.mount({ driveName: "vault", mountPath: "/mnt/acl" });
+    const write = await secret.process.exec({ command: "echo acl-write-ok > /mnt/acl/t.txt && cat /mnt/acl/t.txt", waitForCompletion: true });
+    expect(write.logs).toContain("acl-write-ok");
+  });
 });

@@ -1,7 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { simulatorHostNames } from "../../../simulator/egress/index.js";
 import { hostsFile } from "../../../simulator/launcher/sandbox-setup.js";
-import { decide, injectionFor, LIMITS, matches, NetworkSpecError, parseNetwork, restricts } from "../../../simulator/egress/policy.js";
+import {
+  decide,
+  injectionFor,
+  LIMITS,
+  matches,
+  NetworkSpecError,
+  parseNetwork,
+  resolveSecrets,
+  restricts,
+  usesProxy,
+} from "../../../simulator/egress/policy.js";
 
 describe("spec.network as the egress proxy reads it", () => {
   it("matches exact names, *.subdomains (not the apex) and *", () => {
@@ -35,9 +45,26 @@ describe("spec.network as the egress proxy reads it", () => {
         ],
       },
     });
-    expect(injectionFor(policy, "api.test")).toEqual({ headers: { "x-global": "kv" }, body: { key: "kv" } });
-    expect(injectionFor(policy, "other.test")).toEqual({ headers: { "x-global": "Bearer gv" }, body: {} });
+    expect(injectionFor(policy, "api.test")).toEqual({ headers: { "x-global": "kv" }, body: { key: "kv" }, secrets: { g: "gv", k: "kv" } });
+    expect(injectionFor(policy, "other.test")).toEqual({ headers: { "x-global": "Bearer gv" }, body: {}, secrets: { g: "gv" } });
     expect(injectionFor(parseNetwork({}), "other.test")).toBeUndefined();
+  });
+
+  it("resolves the program's own {{SECRET:name}} from the destination's secrets only, leaving other names as written", () => {
+    const secrets = { "api-token": "tok", a: "A" };
+    expect(resolveSecrets("Bearer {{SECRET:api-token}} {{ SECRET:a }}-{{SECRET:other}}", secrets)).toBe("Bearer tok A-{{SECRET:other}}");
+    expect(resolveSecrets("{{SECRET:constructor}}", secrets)).toBe("{{SECRET:constructor}}");
+    expect(resolveSecrets("plain", secrets)).toBe("plain");
+  });
+
+  it("gives the proxy's variables to a policy with routing rules or a restriction, not to routing: [] alone", () => {
+    expect(usesProxy(parseNetwork({ proxy: { routing: [{ destinations: ["a.test"] }] } }))).toBe(true);
+    expect(usesProxy(parseNetwork({ allowedDomains: ["a.test"] }))).toBe(true);
+    expect(usesProxy(parseNetwork({ proxy: { routing: [] } }))).toBe(false);
+    expect(usesProxy(parseNetwork({ proxy: { bypass: ["a.test"] } }))).toBe(false);
+    expect(usesProxy(undefined)).toBe(false);
+    expect(parseNetwork({ firewall: { rulesets: ["proxy"] } })?.proxyOnly).toBe(true);
+    expect(parseNetwork({ firewall: { rulesets: ["other"] } })?.proxyOnly).toBeUndefined();
   });
 
   it("rejects what cannot be applied, naming the field", () => {

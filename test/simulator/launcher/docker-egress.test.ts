@@ -105,7 +105,8 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     );
     sdk = await sdkForSimulator(sim.env);
     const a = await sdk.SandboxInstance.create({ name: "echo-a", image });
-    b = await sdk.SandboxInstance.create({ name: "client-b", image });
+    // A proxy configuration from the start: only such a sandbox has HTTPS_PROXY (as on the platform), which CONNECT_CLIENT uses.
+    b = await sdk.SandboxInstance.create({ name: "client-b", image, network: { proxy: { routing: [{ destinations: ["unused.example.com"] }] } } });
     const port = await startSandboxApp(a);
     const preview = await a.previews.create({ metadata: { name: "pub" }, spec: { port, public: true } });
     host = new URL(preview.spec.url!).hostname;
@@ -129,7 +130,7 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
 
   it("the proxy variables and trust are set; the API and another sandbox's preview answer by their URLs, over HTTPS with the simulator's CA", async () => {
     const env = await run("env");
-    expect(env.out).toContain(`HTTPS_PROXY=http://127.0.0.1:${new URL(sim.url).port}`);
+    expect(env.out).toContain(`HTTPS_PROXY=https://127.0.0.1:${new URL(sim.url).port}`);
     expect(env.out).toContain("NODE_EXTRA_CA_CERTS=/run/sandbox-agent/etc/egress-ca.crt");
     const api = await run(
       `node -e 'fetch("${sim.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "dockernet" } }).then((r) => r.json()).then((l) => console.log(l.map((s) => s.metadata.name).sort().join(",")))'`,
