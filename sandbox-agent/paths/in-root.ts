@@ -22,6 +22,8 @@ export interface InRoot {
 }
 
 const MAX_LINKS = 40; // Linux's MAXSYMLINKS, for the links followed here (the final component's)
+/** Below PATH_MAX (4096): longer paths are resolved a piece at a time (see openUnderRoot). */
+const PIECE_BYTES = 3800;
 const MAX_ROUNDS = 200; // a sandbox that keeps undoing our mkdirs gets a 409, not a busy loop
 
 export async function walkInRoot(r: InRoot, sandboxPath: string, options: WalkOptions): Promise<Walked> {
@@ -32,6 +34,31 @@ export async function walkInRoot(r: InRoot, sandboxPath: string, options: WalkOp
     const h = new RawFd(await openat2(dirfd, path, flags, resolve));
     held.push(h);
     return h;
+  };
+  /**
+   * A directory or entry by its path from the root. A path longer than the kernel takes (PATH_MAX) is
+   * opened a piece at a time; the pieces after the first are resolved RESOLVE_BENEATH the directory
+   * the previous piece reached, so a link there that climbs out of that directory or is absolute is
+   * refused (403) rather than followed: stricter than the sandbox would be, never looser.
+   */
+  const openUnderRoot = async (path: string, flags: number) => {
+    if (Buffer.byteLength(path) < PIECE_BYTES) return hold(r.root.fd, path, flags);
+    const pieces: string[][] = [[]];
+    let bytes = 0;
+    for (const part of path.split("/").filter((p) => p !== "")) {
+      if (bytes + part.length + 1 > PIECE_BYTES && pieces[pieces.length - 1]!.length > 0) {
+        pieces.push([]);
+        bytes = 0;
+      }
+      pieces[pieces.length - 1]!.push(part);
+      bytes += Buffer.byteLength(part) + 1;
+    }
+    let dir = await hold(r.root.fd, `/${pieces[0]!.join("/")}`, F.O_PATH | fsConstants.O_DIRECTORY);
+    for (let i = 1; i < pieces.length; i++) {
+      const last = i === pieces.length - 1;
+      dir = await hold(dir.fd, pieces[i]!.join("/"), last ? flags : F.O_PATH | fsConstants.O_DIRECTORY, F.BENEATH | F.NO_MAGICLINKS);
+    }
+    return dir;
   };
   const closeAll = async () => {
     for (const h of held.splice(0)) await h.close().catch(() => undefined);
@@ -67,14 +94,14 @@ export async function walkInRoot(r: InRoot, sandboxPath: string, options: WalkOp
       const dirPath = `/${parts.slice(0, -1).join("/")}`;
       if (name === "..") {
         // A link ending in `..`: the entry is a directory whose name we do not know; it can be read, not replaced.
-        const entry = await hold(r.root.fd, path, F.O_PATH);
+        const entry = await openUnderRoot(path, F.O_PATH);
         const stat = await entry.stat();
         await refuseHidden(entry, stat);
         return done(entry, "", entry, stat, []);
       }
       let parent: Held;
       try {
-        parent = await hold(r.root.fd, dirPath, F.O_PATH | fsConstants.O_DIRECTORY);
+        parent = await openUnderRoot(dirPath, F.O_PATH | fsConstants.O_DIRECTORY);
       } catch (err) {
         if (!isErrno(err, "ENOENT")) throw err;
         const found = await deepestExisting(parts.slice(0, -1), [name]);
@@ -113,6 +140,7 @@ export async function walkInRoot(r: InRoot, sandboxPath: string, options: WalkOp
   } catch (err) {
     await closeAll();
     if (isErrno(err, "ENOTDIR")) throw errors.badRequest(`${sandboxPath}: a parent of the path is not a directory`);
+    if (isErrno(err, "EXDEV")) throw errors.forbidden(`${sandboxPath}: a link in a path longer than PATH_MAX leads out of its directory`);
     if (isErrno(err, "ELOOP")) throw errors.forbidden(`${sandboxPath}: too many levels of symbolic links, or a link the sandbox may not follow`);
     throw fromFsError(err, "cannot resolve", sandboxPath);
   }
@@ -127,7 +155,7 @@ export async function walkInRoot(r: InRoot, sandboxPath: string, options: WalkOp
     for (let i = 0; i < dirParts.length; i++) {
       const prefix = dirParts.slice(0, i + 1);
       try {
-        const next = await hold(r.root.fd, `/${prefix.join("/")}`, F.O_PATH | fsConstants.O_DIRECTORY);
+        const next = await openUnderRoot(`/${prefix.join("/")}`, F.O_PATH | fsConstants.O_DIRECTORY);
         await refuseHidden(next, await next.stat());
         dir = next;
         continue;
