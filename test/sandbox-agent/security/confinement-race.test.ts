@@ -13,7 +13,7 @@ import { startExchangeSwapper } from "../../helpers/exchange-swapper.js";
  * the link on the host, it would land on the outside directory: its sentinels must never show up in an
  * answer or a watch, and nothing there may change. Both confinement modes run the same race.
  */
-const RACE_MS = Number(process.env.CONFINEMENT_RACE_MS ?? 8_000);
+const RACE_MS = Number(process.env.CONFINEMENT_RACE_MS ?? 10_000);
 const WORKERS = 12;
 const MARK = "OUTSIDE-SENTINEL";
 const MODES = ["path-checks", ...(openat2Support().available ? ["openat2"] : [])];
