@@ -13,12 +13,16 @@ import { servePortHandoff } from "./ports/handoff.js";
 import { serveEgressGateway } from "./ports/gateway.js";
 import { serveEgressRelay } from "./ports/egress-relay.js";
 import { ensureDirectory } from "./start-checks.js";
+import { openat2Support } from "./paths/openat2.js";
 import { withInSandboxPort } from "./http/in-sandbox-port.js";
 
 async function main(): Promise<void> {
   let config;
   try {
     config = parseAgentConfig(process.argv.slice(2), process.env);
+    const support = openat2Support();
+    // Demanded, not available: a usage error in one line, as any other option's (auto falls back and says why).
+    if (config !== "help" && config.confinement === "openat2" && !support.available) throw new ConfigError(`--confinement openat2: ${support.reason}`);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(optionErrorLine("sandbox-agent", err.message));
