@@ -35,6 +35,9 @@ export async function openDrives(config: AgentConfig, db: Db, paths: SandboxPath
     clock,
     logger,
   });
+  if (backend.name === "symlink") {
+    paths.requireHostLinks("the symlink drive backend links drives into the root by host path, which openat2 would resolve inside the root");
+  }
   const service = new DriveService({
     backend,
     programs: mountPrograms(config),

@@ -67,8 +67,8 @@ export class SandboxPaths {
   readonly hostRoot: string;
   /** The agent's own temp files in the sandbox (shared with the watches). */
   readonly ownWrites: OwnWrites;
-  /** How paths are confined here, and why (for /health and the start-up log). */
-  readonly confinement: Confinement;
+  #confinement: Confinement;
+  readonly #setting: ConfinementSetting;
   readonly #hidden: string[];
   readonly #hiddenKeys = new Set<string>();
   /** Host paths of the hidden directories (openat2 mode checks a resolved directory's path against them). */
@@ -83,14 +83,32 @@ export class SandboxPaths {
     if (typeof root === "string") {
       mkdirSync(root, { recursive: true });
       this.hostRoot = realpathSync(root);
-      this.confinement = chooseConfinement(options.confinement ?? "auto");
+      this.#setting = options.confinement ?? "auto";
+      this.#confinement = chooseConfinement(this.#setting);
       this.#ownsRoot = true;
     } else {
       this.hostRoot = root.label;
-      this.confinement = chooseConfinement("openat2");
+      this.#setting = "openat2";
+      this.#confinement = chooseConfinement("openat2");
       this.#heldRoot = { fd: root.fd, stat: () => new RawFd(root.fd).stat(), close: async () => undefined };
       this.#ownsRoot = false;
     }
+  }
+
+  /** How paths are confined here, and why (for /health and the start-up log). */
+  get confinement(): Confinement {
+    return this.#confinement;
+  }
+
+  /**
+   * Something links into the root by host path (the symlink drive backend): openat2 would read such a
+   * link as a sandbox path, so "auto" falls back to path-checks, saying why; a demanded openat2 (the
+   * setting, or a root given as a descriptor) cannot honour it and throws.
+   */
+  requireHostLinks(reason: string): void {
+    if (this.#confinement.mode !== "openat2") return;
+    if (this.#setting === "openat2") throw new Error(`--confinement openat2: ${reason}`);
+    this.#confinement = { mode: "path-checks", reason };
   }
 
   /**
@@ -167,7 +185,7 @@ export class SandboxPaths {
 
   async #walk(sandboxPath: string, options: WalkOptions): Promise<Walked> {
     this.#refreshHidden();
-    if (this.confinement.mode === "openat2") {
+    if (this.#confinement.mode === "openat2") {
       const root = this.#heldRoot ?? (await this.#openRoot());
       const hidden = this.#hiddenKeys.size > 0 ? (dir: Held, stat: Stats) => this.#isHiddenDir(dir, stat) : undefined;
       return walkInRoot({ root, hidden }, this.normalize(sandboxPath), options);

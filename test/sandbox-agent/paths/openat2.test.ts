@@ -94,6 +94,14 @@ describe("confinement choice", () => {
     if (support.available) expect(support).toEqual({ available: true });
     else expect(support.reason).toMatch(/openat2/);
   });
+  it.runIf(support.available)("a link into the root by host path (symlink drives) makes auto fall back, and a demanded openat2 refuse", () => {
+    const auto = new SandboxPaths(tempDir());
+    expect(auto.confinement.mode).toBe("openat2");
+    auto.requireHostLinks("drives linked by host path");
+    expect(auto.confinement).toEqual({ mode: "path-checks", reason: "drives linked by host path" });
+    const forced = new SandboxPaths(tempDir(), { confinement: "openat2" });
+    expect(() => forced.requireHostLinks("drives linked by host path")).toThrow(/--confinement openat2: drives linked by host path/);
+  });
   it("forced path-checks says so", () => {
     expect(new SandboxPaths(tempDir(), { confinement: "path-checks" }).confinement).toEqual({
       mode: "path-checks",

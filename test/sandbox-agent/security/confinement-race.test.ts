@@ -25,7 +25,8 @@ describe.each(MODES)("a directory flipped to symlinks out of the root during req
   it(
     "never reads, writes, lists, deletes, uploads to or watches anything outside --root",
     async () => {
-      agent = await startTestAgent({ confinement: mode, token: undefined });
+      // bind: the symlink drive backend (auto's choice where mount is refused) would make "auto" fall back to path-checks.
+      agent = await startTestAgent({ confinement: mode, token: undefined, driveBackend: "bind" });
       expect(agent.runtime.deps.paths.confinement.mode).toBe(mode);
       const root = agent.root;
       const outside = tempDir("sandbox-kit-outside-");
