@@ -13,12 +13,16 @@ import { servePortHandoff } from "./ports/handoff.js";
 import { serveEgressGateway } from "./ports/gateway.js";
 import { serveEgressRelay } from "./ports/egress-relay.js";
 import { ensureDirectory } from "./start-checks.js";
+import { openat2Support } from "./paths/openat2.js";
 import { withInSandboxPort } from "./http/in-sandbox-port.js";
 
 async function main(): Promise<void> {
   let config;
   try {
     config = parseAgentConfig(process.argv.slice(2), process.env);
+    const support = openat2Support();
+    // Demanded, not available: a usage error in one line, as any other option's (auto falls back and says why).
+    if (config !== "help" && config.confinement === "openat2" && !support.available) throw new ConfigError(`--confinement openat2: ${support.reason}`);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(optionErrorLine("sandbox-agent", err.message));
@@ -66,7 +70,13 @@ async function main(): Promise<void> {
   app = createApp(runtime.deps);
   enableUpgrade(serving, runtime, process.argv.slice(2), logger);
   logger.info(
-    { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
+    {
+      url: serving.url,
+      root: runtime.deps.paths.hostRoot,
+      confinement: runtime.deps.paths.confinement,
+      dataDir: config.dataDir,
+      auth: config.token ? "token" : "none",
+    },
     "sandbox-agent listening",
   );
   // A machine-readable line on stdout, so launchers learn the port when --port 0 was given (unix:<path> with --socket).

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 /**
- * Builds native/splice.c into dist/native/splice.node (the sandbox proxy's kernel
- * splice, simulator/proxy/splice.ts) with the system's C compiler and Node's own
- * headers. Optional: where there is no compiler, no headers or no Linux, it says
- * so in one line and the proxy copies bytes in JS instead. No node-gyp: one C file
- * with N-API needs no build system, and node-gyp would fetch headers from the network.
+ * Builds the native addons into dist/native with the system's C compiler and Node's own headers:
+ *   native/splice.c  -> splice.node   the sandbox proxy's kernel splice (simulator/proxy/splice.ts)
+ *   native/confine.c -> confine.node  openat2 for the agent's kernel-confined files (sandbox-agent/paths/openat2.ts)
+ * Optional: where there is no compiler, no headers or no Linux, it says so in one line per addon and the
+ * proxy copies bytes in JS, the agent confines paths with its own descriptor walk (its /health says so).
+ * No node-gyp: one C file with N-API needs no build system, and node-gyp would fetch headers from the network.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
@@ -12,15 +13,15 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const source = join(root, "native", "splice.c");
-const target = join(root, "dist", "native", "splice.node");
+const ADDONS = [
+  { name: "splice", libs: ["-lpthread"], without: "kernel splice not built", fallback: "the sandbox proxy copies bytes in JS" },
+  { name: "confine", libs: [], without: "openat2 addon not built", fallback: "the agent confines paths with its descriptor walk" },
+];
 
-function skip(why) {
-  process.stderr.write(`build-native: kernel splice not built (${why}); the sandbox proxy copies bytes in JS\n`);
-  process.exit(0);
+function skip(addon, why) {
+  process.stderr.write(`build-native: ${addon.without} (${why}); ${addon.fallback}\n`);
 }
 
-if (process.platform !== "linux") skip("not Linux");
 const headers = [
   process.env.npm_config_nodedir && join(process.env.npm_config_nodedir, "include", "node"),
   join(dirname(process.execPath), "..", "include", "node"),
@@ -28,19 +29,31 @@ const headers = [
 ]
   .filter(Boolean)
   .find((dir) => existsSync(join(dir, "node_api.h")));
-if (!headers) skip("no node_api.h: Node's headers are not installed");
 const cc = process.env.CC || "cc";
-mkdirSync(dirname(target), { recursive: true });
-try {
-  execFileSync(cc, ["-O2", "-Wall", "-shared", "-fPIC", "-DNODE_GYP_MODULE_NAME=splice", `-I${headers}`, source, "-o", target, "-lpthread"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-} catch (err) {
-  skip(
-    `${cc} failed: ${
-      String(err.stderr ?? err.message)
-        .trim()
-        .split("\n")[0]
-    }`,
-  );
+for (const addon of ADDONS) {
+  if (process.platform !== "linux") {
+    skip(addon, "not Linux");
+    continue;
+  }
+  if (!headers) {
+    skip(addon, "no node_api.h: Node's headers are not installed");
+    continue;
+  }
+  const source = join(root, "native", `${addon.name}.c`);
+  const target = join(root, "dist", "native", `${addon.name}.node`);
+  mkdirSync(dirname(target), { recursive: true });
+  try {
+    execFileSync(cc, ["-O2", "-Wall", "-shared", "-fPIC", `-DNODE_GYP_MODULE_NAME=${addon.name}`, `-I${headers}`, source, "-o", target, ...addon.libs], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+  } catch (err) {
+    skip(
+      addon,
+      `${cc} failed: ${
+        String(err.stderr ?? err.message)
+          .trim()
+          .split("\n")[0]
+      }`,
+    );
+  }
 }

@@ -51,6 +51,9 @@ export async function openDrives(config: DriveSettings, db: Db, paths: SandboxPa
     clock,
     logger,
   });
+  if (backend.name === "symlink") {
+    paths.requireHostLinks("the symlink drive backend links drives into the root by host path, which openat2 would resolve inside the root");
+  }
   const service = new DriveService({
     backend,
     programs: mountPrograms(config),
