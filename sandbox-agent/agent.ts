@@ -21,6 +21,7 @@ import { UpgradeState, upgradeAgent } from "./system/upgrade.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
+import type { Spawner } from "./process/spawn.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -60,6 +61,10 @@ export interface AgentOverrides {
   ids?: Ids;
   logger?: Logger;
   upgrades?: UpgradeState;
+  /** How commands start (default: the agent's children); an agent host serving this sandbox from outside enters it (process/ns-spawn.ts). */
+  spawner?: Spawner;
+  /** The environment commands start with (default: this process's): an agent host passes the sandbox's own. */
+  baseEnv?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -103,7 +108,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   await recoverUploads(multipart);
   const sweeper = startUploadSweeper(multipart, clock);
 
-  const environment = new SandboxEnvironment(process.env, config.metadataPath);
+  const environment = new SandboxEnvironment(overrides.baseEnv ?? process.env, config.metadataPath);
   // Processes outlive the agent (as the reference daemon's do): recover() adopts
   // the survivors and marks the vanished ones failed with "agent restarted".
   const processes = new ProcessManager({
@@ -119,6 +124,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
     wrapper: config.processWrapper,
     defaultWorkingDir: config.workingDir,
     oomKills: config.memoryEvents ? () => readOomKills(config.memoryEvents!) : undefined,
+    spawner: overrides.spawner,
   });
   processes.recover();
   const portMonitors = new PortMonitors({ runOf: (pid) => processes.runOf(pid), logger });
