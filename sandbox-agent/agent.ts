@@ -92,7 +92,11 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
-  const paths = new SandboxPaths(config.root, { hidden: [config.dataDir, drivesDir], ownWrites: new OwnWrites(clock) });
+  const paths = new SandboxPaths(config.root, {
+    hidden: [config.dataDir, drivesDir],
+    ownWrites: new OwnWrites(clock),
+    confinement: config.confinement,
+  });
   await ensureWorkingDir(paths, config.workingDir, logger);
 
   const multipart = new MultipartService({

@@ -61,7 +61,14 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   if (terminals) app.use(queryTokenAuth());
   app.use(requireToken(deps.config.token));
 
-  const system = { clock: deps.clock, startedAt: deps.startedAt, sandboxName: deps.config.sandboxName, environment: deps.environment, upgrades: deps.upgrades };
+  const system = {
+    clock: deps.clock,
+    startedAt: deps.startedAt,
+    sandboxName: deps.config.sandboxName,
+    environment: deps.environment,
+    upgrades: deps.upgrades,
+    confinement: deps.paths.confinement,
+  };
   app.get("/health", healthHandler(system));
   if (terminals) app.get(TERMINAL_PATH, terminals.page);
   app.use(systemRouter(system));

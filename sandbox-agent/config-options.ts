@@ -37,6 +37,7 @@ export const AGENT_OPTIONS = {
   "memory-events": { type: "string" },
   "port-handoff": { type: "boolean" },
   "egress-relay": { type: "string" },
+  confinement: { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -48,6 +49,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
   --port <n>                 listen port, 0 picks a free one (default 8080; env PORT)
   --root <dir>               sandbox root every API path is confined under, created when missing
                              (default ./.sandbox/root; env SANDBOX_AGENT_ROOT)
+  --confinement <mode>       auto (default): the kernel confines paths under --root with openat2 (Linux >= 5.6),
+                             else path-checks (the agent's own descriptor walk); env SANDBOX_AGENT_CONFINEMENT
   --data-dir <dir>           agent state: database, upload parts, logs (default ./.sandbox/data; env SANDBOX_AGENT_DATA_DIR)
   --token <secret>           require "Bearer <secret>" on every route but /health (env SANDBOX_AGENT_TOKEN)
   --no-auth                  allow listening on a non-loopback address without a token

@@ -6,6 +6,7 @@ import { isLoopbackHost } from "../src/auth.js";
 import { parseDuration, parseSize } from "../src/units.js";
 import { parseCommandTemplate } from "./drives/command-template.js";
 import { AGENT_OPTIONS, FLAG_OF } from "./config-options.js";
+import { CONFINEMENT_SETTINGS } from "./paths/confinement.js";
 
 /** The command line's tables (config-options.ts), importable from here as before. */
 export { AGENT_OPTIONS, AGENT_USAGE } from "./config-options.js";
@@ -134,6 +135,8 @@ export const AgentConfigSchema = z.object({
     })
     .refine((r) => [r.port, r.targetPort].every((p) => p >= 1 && p <= 65_535), "ports must be 1-65535")
     .optional(),
+  /** How API paths are confined under --root (paths/confinement.ts): openat2 where it can run, else the descriptor walk. */
+  confinement: z.enum(CONFINEMENT_SETTINGS).default("auto"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
 });
@@ -191,6 +194,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     memoryEvents: values["memory-events"],
     portHandoff: values["port-handoff"] ?? false,
     egressRelay: values["egress-relay"],
+    confinement: values.confinement ?? (env.SANDBOX_AGENT_CONFINEMENT || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
   };

@@ -66,7 +66,13 @@ async function main(): Promise<void> {
   app = createApp(runtime.deps);
   enableUpgrade(serving, runtime, process.argv.slice(2), logger);
   logger.info(
-    { url: serving.url, root: runtime.deps.paths.hostRoot, dataDir: config.dataDir, auth: config.token ? "token" : "none" },
+    {
+      url: serving.url,
+      root: runtime.deps.paths.hostRoot,
+      confinement: runtime.deps.paths.confinement,
+      dataDir: config.dataDir,
+      auth: config.token ? "token" : "none",
+    },
     "sandbox-agent listening",
   );
   // A machine-readable line on stdout, so launchers learn the port when --port 0 was given (unix:<path> with --socket).

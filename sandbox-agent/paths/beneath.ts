@@ -1,6 +1,7 @@
 import { constants, promises as fsp, type Stats } from "node:fs";
 import { posix } from "node:path";
 import { errors, fromFsError, isErrno } from "../../src/errors.js";
+import type { Held } from "./openat2.js";
 
 /**
  * openat(2) without a native binding: every component is opened with
@@ -14,7 +15,7 @@ import { errors, fromFsError, isErrno } from "../../src/errors.js";
 export const O_PATH = 0o10000000; // Linux (x86-64, arm64): not exported by node:fs
 
 /** The `/proc/self/fd/<n>` spelling of an open descriptor, usable wherever a path is. */
-export function fdPath(handle: fsp.FileHandle): string {
+export function fdPath(handle: { readonly fd: number }): string {
   return `/proc/self/fd/${handle.fd}`;
 }
 
@@ -30,11 +31,11 @@ export interface WalkOptions {
 /** Where a walk ended: an open parent directory and a name in it. The caller closes it. */
 export interface Walked {
   /** The parent, held open (O_PATH); the root's own handle when the entry is at the top (never closed by close()). */
-  parent: fsp.FileHandle;
+  parent: Held;
   /** The entry's name in `parent`; "" when the path is the root itself. */
   name: string;
   /** The entry held open (O_PATH), when it exists; a symlink itself when `follow` was false. */
-  entry?: fsp.FileHandle;
+  entry?: Held;
   /** lstat of `entry`. */
   stat?: Stats;
   /** Components below a missing directory (without createParents): `name` is missing, these hang below it. */

@@ -1,8 +1,11 @@
-import { constants, mkdirSync, promises as fsp, realpathSync, statSync } from "node:fs";
+import { constants, mkdirSync, promises as fsp, realpathSync, statSync, type Stats } from "node:fs";
 import { join, posix } from "node:path";
 import { errors } from "../../src/errors.js";
 import { OwnWrites } from "../filesystem/own-writes.js";
 import { fdPath, inodeKey, O_PATH, walkBeneath, type Beneath, type Walked, type WalkOptions } from "./beneath.js";
+import { chooseConfinement, type Confinement, type ConfinementSetting } from "./confinement.js";
+import { walkInRoot } from "./in-root.js";
+import { RawFd, type Held } from "./openat2.js";
 
 export { fdPath } from "./beneath.js";
 
@@ -35,6 +38,18 @@ export interface SandboxPathsOptions {
   /** Directories the API may not reach, whatever the spelling (the agent's data dir, its drives dir). */
   hidden?: string[];
   ownWrites?: OwnWrites;
+  /** "auto" (default): openat2 where the addon and kernel have it, else the descriptor walk. */
+  confinement?: ConfinementSetting;
+}
+
+/**
+ * A root given as a descriptor (an agent host passes `/proc/<pid1>/root` opened O_PATH|O_DIRECTORY):
+ * always kernel-confined (openat2). `label` is what logs and `hostRoot` show. The caller keeps
+ * ownership of the descriptor (SandboxPaths.close leaves it open).
+ */
+export interface RootDescriptor {
+  fd: number;
+  label: string;
 }
 
 /**
@@ -52,15 +67,30 @@ export class SandboxPaths {
   readonly hostRoot: string;
   /** The agent's own temp files in the sandbox (shared with the watches). */
   readonly ownWrites: OwnWrites;
+  /** How paths are confined here, and why (for /health and the start-up log). */
+  readonly confinement: Confinement;
   readonly #hidden: string[];
   readonly #hiddenKeys = new Set<string>();
+  /** Host paths of the hidden directories (openat2 mode checks a resolved directory's path against them). */
+  readonly #hiddenPaths: string[] = [];
   #root?: Promise<fsp.FileHandle>;
+  #heldRoot?: Held;
+  readonly #ownsRoot: boolean;
 
-  constructor(root: string, options: SandboxPathsOptions = {}) {
-    mkdirSync(root, { recursive: true });
-    this.hostRoot = realpathSync(root);
+  constructor(root: string | RootDescriptor, options: SandboxPathsOptions = {}) {
     this.#hidden = options.hidden ?? [];
     this.ownWrites = options.ownWrites ?? new OwnWrites();
+    if (typeof root === "string") {
+      mkdirSync(root, { recursive: true });
+      this.hostRoot = realpathSync(root);
+      this.confinement = chooseConfinement(options.confinement ?? "auto");
+      this.#ownsRoot = true;
+    } else {
+      this.hostRoot = root.label;
+      this.confinement = chooseConfinement("openat2");
+      this.#heldRoot = { fd: root.fd, stat: () => new RawFd(root.fd).stat(), close: async () => undefined };
+      this.#ownsRoot = false;
+    }
   }
 
   /**
@@ -136,19 +166,38 @@ export class SandboxPaths {
   }
 
   async #walk(sandboxPath: string, options: WalkOptions): Promise<Walked> {
-    this.#root ??= fsp.open(this.hostRoot, O_PATH | constants.O_DIRECTORY);
     this.#refreshHidden();
-    const beneath: Beneath = { root: await this.#root, hostRoot: this.hostRoot, hidden: this.#hiddenKeys };
+    if (this.confinement.mode === "openat2") {
+      const root = this.#heldRoot ?? (await this.#openRoot());
+      const hidden = this.#hiddenKeys.size > 0 ? (dir: Held, stat: Stats) => this.#isHiddenDir(dir, stat) : undefined;
+      return walkInRoot({ root, hidden }, this.normalize(sandboxPath), options);
+    }
+    const beneath: Beneath = { root: await this.#openRoot(), hostRoot: this.hostRoot, hidden: this.#hiddenKeys };
     return walkBeneath(beneath, this.normalize(sandboxPath), options);
+  }
+
+  async #openRoot(): Promise<fsp.FileHandle> {
+    this.#root ??= fsp.open(this.hostRoot, O_PATH | constants.O_DIRECTORY);
+    return this.#root;
+  }
+
+  /** A hidden directory itself (by inode), or a directory below one (by its path: the kernel's name for the descriptor). */
+  async #isHiddenDir(dir: Held, stat: Stats): Promise<boolean> {
+    if (this.#hiddenKeys.has(inodeKey(stat))) return true;
+    if (!stat.isDirectory()) return false;
+    const at = await fsp.readlink(fdPath(dir)).catch(() => undefined);
+    return at !== undefined && this.#hiddenPaths.some((hidden) => at.startsWith(`${hidden}/`));
   }
 
   /** Hidden directories may not exist yet at start-up (the drives dir is made on first mount). */
   #refreshHidden(): void {
     if (this.#hiddenKeys.size === this.#hidden.length) return;
     this.#hiddenKeys.clear();
+    this.#hiddenPaths.length = 0;
     for (const dir of this.#hidden) {
       try {
         this.#hiddenKeys.add(inodeKey(statSync(dir)));
+        this.#hiddenPaths.push(realpathSync(dir));
       } catch {
         // not there yet
       }
@@ -157,6 +206,7 @@ export class SandboxPaths {
 
   /** Closes the root descriptor (tests; the agent keeps it for its lifetime). */
   async close(): Promise<void> {
+    if (!this.#ownsRoot) return;
     const root = this.#root;
     this.#root = undefined;
     await (await root?.catch(() => undefined))?.close();

@@ -5,6 +5,7 @@ import type { UpgradeState } from "./upgrade.js";
 import type { Clock } from "../../src/clock.js";
 import type { SandboxEnvironment } from "../environment.js";
 import { AGENT_VERSION } from "../version.js";
+import type { Confinement } from "../paths/confinement.js";
 
 /** Reference §9.10: the welcome of `/` on GET, POST, PUT, DELETE and PATCH. */
 export const WELCOME = {
@@ -46,6 +47,8 @@ export interface SystemDeps {
   sandboxName: string;
   environment: SandboxEnvironment;
   upgrades: UpgradeState;
+  /** How API paths are confined (an addition to the reference's fields: which mechanism runs, and why). */
+  confinement: Confinement;
 }
 
 /** `/`, `POST /environment/reload`, and the 501s. (`/health` is mounted before auth by the app.) */
@@ -93,6 +96,7 @@ export function healthHandler(deps: SystemDeps): RequestHandler {
       startedAt: new Date(deps.startedAt).toISOString(),
       lastUpgrade: deps.upgrades.last,
       sandbox: deps.sandboxName,
+      filesystem: { confinement: deps.confinement.mode, ...("reason" in deps.confinement ? { reason: deps.confinement.reason } : {}) },
     });
   };
 }

@@ -1,12 +1,16 @@
 import { Router } from "express";
-import { promises as fsp } from "node:fs";
+import { constants, open } from "node:fs";
+import { promisify } from "node:util";
 import { errors, fromFsError } from "../../src/errors.js";
 import type { Clock, Timer } from "../../src/clock.js";
 import { queryBool } from "../../src/http.js";
 import { sandboxPathFromUrl } from "../http/sandbox-path-param.js";
+import { O_PATH } from "../paths/beneath.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { compileIgnore } from "./ignore.js";
 import { DirectoryWatcher, type WatchRegistry } from "./watcher.js";
+
+const openAsync = promisify(open);
 
 /** The reference's keepalive period: a `[keepalive]` line every 30 s. */
 export const KEEPALIVE_MS = 30_000;
@@ -26,12 +30,14 @@ export function watchRouter(paths: SandboxPaths, registry: WatchRegistry, clock:
     const recursive = /(^|\/)\*\*$/.test(raw) || queryBool(req.query.recursive);
     raw = raw.replace(/(^|\/)\*\*$/, "") || "/";
     const path = paths.normalize(raw);
-    const host = await paths.resolve(path);
-    const stat = await fsp.stat(host).catch((err) => {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
-      throw fromFsError(err, "cannot watch", path);
+    // The directory is resolved confined and held open for the watch's lifetime (the watcher owns the descriptor).
+    const dirFd = await paths.use(path, { follow: true }, async ({ pinned, stat }) => {
+      if (!pinned || !stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
+      // A raw descriptor (not a FileHandle, which would close itself when collected), close-on-exec as libuv opens all.
+      return openAsync(pinned, O_PATH | constants.O_DIRECTORY).catch((err: unknown) => {
+        throw fromFsError(err, "cannot watch", path);
+      });
     });
-    if (!stat?.isDirectory()) throw errors.badRequest(`${path}: path is not a directory`);
 
     res.status(200).set({ "Content-Type": "text/plain; charset=utf-8", "X-Accel-Buffering": "no" });
     registry.streams++;
@@ -52,7 +58,7 @@ export function watchRouter(paths: SandboxPaths, registry: WatchRegistry, clock:
       res.write(line);
     };
     const watcher = new DirectoryWatcher({
-      hostDir: host,
+      dirFd,
       sandboxDir: path,
       recursive,
       ignored: compileIgnore(typeof req.query.ignore === "string" ? req.query.ignore : ""),

@@ -1,5 +1,6 @@
-import { lstatSync, readdirSync, watch, type Dirent, type FSWatcher } from "node:fs";
-import { basename, join, posix } from "node:path";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, watch, type Dirent, type FSWatcher } from "node:fs";
+import { posix } from "node:path";
+import { O_PATH } from "../paths/beneath.js";
 
 export type WatchOp = "CREATE" | "WRITE" | "REMOVE" | "RENAME" | "CHMOD";
 
@@ -18,7 +19,12 @@ export class WatchRegistry {
 }
 
 export interface WatcherOptions {
-  hostDir: string;
+  /**
+   * The watched directory, held open (O_PATH), confined as every API path is; the watcher owns it.
+   * Everything below is reached through descriptors (`/proc/self/fd/N/<name>`, never following a
+   * final link), so a directory swapped for a symlink cannot point a watch outside the root.
+   */
+  dirFd: number;
   sandboxDir: string;
   recursive: boolean;
   /** True for a sandbox path whose events are dropped (and, for a directory, not watched at all). */
@@ -33,6 +39,8 @@ export interface WatcherOptions {
 
 interface Watched {
   watcher: FSWatcher;
+  /** The directory, held open (O_PATH): every look inside goes through `/proc/self/fd/<fd>`. */
+  fd: number;
   sandbox: string;
   /** Names last seen in the directory: tells a create from a replace and a remove from a race. */
   names: Set<string>;
@@ -56,6 +64,7 @@ interface Watched {
  */
 export class DirectoryWatcher {
   readonly #o: WatcherOptions;
+  /** By sandbox path. */
   readonly #dirs = new Map<string, Watched>();
   #gone: WatchEvent[] = [];
   #flushQueued = false;
@@ -67,11 +76,11 @@ export class DirectoryWatcher {
 
   /** Watches the directory (and its subdirectories when recursive), yielding to the event loop between directories. */
   async start(): Promise<void> {
-    const queue: [string, string][] = [[this.#o.hostDir, this.#o.sandboxDir]];
+    const queue: [number, string][] = [[this.#o.dirFd, this.#o.sandboxDir]];
     let sinceYield = 0;
     while (queue.length > 0 && !this.#closed) {
-      const [host, sandbox] = queue.shift()!;
-      const subdirs = this.#add(host, sandbox);
+      const [fd, sandbox] = queue.shift()!;
+      const subdirs = this.#add(fd, sandbox);
       if (this.#o.recursive) queue.push(...subdirs);
       if (++sinceYield >= 64) {
         sinceYield = 0;
@@ -87,20 +96,30 @@ export class DirectoryWatcher {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const entry of this.#dirs.values()) entry.watcher.close();
+    for (const entry of this.#dirs.values()) {
+      entry.watcher.close();
+      closeQuietly(entry.fd);
+    }
     this.#o.registry.watches -= this.#dirs.size;
+    if (!this.#dirs.has(this.#o.sandboxDir)) closeQuietly(this.#o.dirFd); // never watched (gone meanwhile)
     this.#dirs.clear();
   }
 
-  /** Starts watching one directory; returns its subdirectories (host, sandbox). Throws only for watch-limit failures. */
-  #add(host: string, sandbox: string): [string, string][] {
-    if (this.#dirs.has(host) || this.#closed) return [];
+  /** Starts watching one directory (held open as `fd`, which it then owns); returns its subdirectories (fd, sandbox). Throws only for watch-limit failures. */
+  #add(fd: number, sandbox: string): [number, string][] {
+    if (this.#dirs.has(sandbox) || this.#closed) {
+      closeQuietly(fd);
+      return [];
+    }
+    const host = `/proc/self/fd/${fd}`;
     let watcher: FSWatcher;
     try {
+      // inotify watches the inode the descriptor holds: no path is resolved again.
       watcher = watch(host, { persistent: false }, (type, filename) => {
-        if (filename !== null) this.#onChange(host, type, filename.toString());
+        if (filename !== null) this.#onChange(sandbox, type, filename.toString());
       });
     } catch (err) {
+      closeQuietly(fd);
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOENT" || code === "ENOTDIR" || code === "EACCES") return []; // gone or unreadable meanwhile
       this.#o.onError(
@@ -108,11 +127,11 @@ export class DirectoryWatcher {
       );
       return [];
     }
-    watcher.on("error", () => this.#remove(host));
+    watcher.on("error", () => this.#remove(sandbox));
     this.#o.registry.watches++;
-    const entry: Watched = { watcher, sandbox, names: new Set(), seen: new Map() };
-    this.#dirs.set(host, entry);
-    const subdirs: [string, string][] = [];
+    const entry: Watched = { watcher, fd, sandbox, names: new Set(), seen: new Map() };
+    this.#dirs.set(sandbox, entry);
+    const subdirs: [number, string][] = [];
     let listing: Dirent[] = [];
     try {
       listing = readdirSync(host, { withFileTypes: true });
@@ -122,16 +141,20 @@ export class DirectoryWatcher {
     for (const d of listing) {
       entry.names.add(d.name);
       const childSandbox = posix.join(sandbox, d.name);
-      if (d.isDirectory() && !this.#o.ignored(childSandbox)) subdirs.push([join(host, d.name), childSandbox]);
+      if (!d.isDirectory() || this.#o.ignored(childSandbox)) continue;
+      const child = openChildDir(fd, d.name);
+      if (child !== undefined) subdirs.push([child, childSandbox]);
     }
     return subdirs;
   }
 
   /** Stops watching a directory and everything below it. */
-  #remove(host: string): void {
+  #remove(sandbox: string): void {
+    const below = sandbox === "/" ? "/" : `${sandbox}/`;
     for (const [dir, entry] of this.#dirs) {
-      if (dir === host || dir.startsWith(`${host}/`)) {
+      if (dir === sandbox || dir.startsWith(below)) {
         entry.watcher.close();
+        closeQuietly(entry.fd);
         this.#dirs.delete(dir);
         this.#o.registry.watches--;
       }
@@ -149,10 +172,11 @@ export class DirectoryWatcher {
     for (const event of gone) this.#emit(event);
   }
 
-  #onChange(host: string, type: string, name: string): void {
-    const entry = this.#dirs.get(host);
+  #onChange(dirSandbox: string, type: string, name: string): void {
+    const entry = this.#dirs.get(dirSandbox);
     if (!entry || this.#closed) return;
-    const full = join(host, name);
+    const full = `/proc/self/fd/${entry.fd}/${name}`;
+    const fullSandbox = posix.join(dirSandbox, name);
     let stat: ReturnType<typeof lstatSync> | undefined;
     try {
       stat = lstatSync(full);
@@ -177,12 +201,16 @@ export class DirectoryWatcher {
       return;
     }
     // "rename": something appeared, disappeared or was replaced under `name`.
-    if (!stat && name === basename(host) && !entry.names.has(name)) {
-      // The watched directory itself went away (IN_DELETE_SELF / IN_MOVE_SELF).
+    if (!stat && name === String(entry.fd) && !entry.names.has(name)) {
+      // The watched directory itself went away (IN_DELETE_SELF; fs.watch names it by the watched path's basename).
+      let removed = true;
       try {
-        lstatSync(host);
+        removed = fstatSync(entry.fd).nlink === 0;
       } catch {
-        this.#remove(host);
+        // closed: gone
+      }
+      if (removed) {
+        this.#remove(dirSandbox);
         return;
       }
     }
@@ -202,8 +230,9 @@ export class DirectoryWatcher {
       if (moved) this.#emit({ ...moved, op: "RENAME" });
       this.#emit({ ...event, op: "CREATE" });
       if (stat.isDirectory() && this.#o.recursive && !this.#o.ignored(posix.join(entry.sandbox, name))) {
-        if (known && this.#dirs.has(full)) this.#remove(full); // replaced: watch the new directory
-        this.#watchNew(full, posix.join(entry.sandbox, name));
+        if (known && this.#dirs.has(fullSandbox)) this.#remove(fullSandbox); // replaced: watch the new directory
+        const child = openChildDir(entry.fd, name);
+        if (child !== undefined) this.#watchNew(child, fullSandbox);
       }
       return;
     }
@@ -217,7 +246,7 @@ export class DirectoryWatcher {
       return;
     }
     entry.names.delete(name);
-    if (this.#dirs.has(full)) this.#remove(full);
+    if (this.#dirs.has(fullSandbox)) this.#remove(fullSandbox);
     this.#gone.push({ ...event, op: "REMOVE" });
     if (!this.#flushQueued) {
       this.#flushQueued = true;
@@ -233,14 +262,31 @@ export class DirectoryWatcher {
    * is already inside it (created before the watch was in place) reported as
    * CREATE events, recursively, as the reference does.
    */
-  #watchNew(host: string, sandbox: string): void {
-    const queue: [string, string][] = [[host, sandbox]];
+  #watchNew(fd: number, sandbox: string): void {
+    const queue: [number, string][] = [[fd, sandbox]];
     while (queue.length > 0 && !this.#closed) {
-      const [dirHost, dirSandbox] = queue.shift()!;
-      const subdirs = this.#add(dirHost, dirSandbox);
-      const entry = this.#dirs.get(dirHost);
+      const [dirFd, dirSandbox] = queue.shift()!;
+      const subdirs = this.#add(dirFd, dirSandbox);
+      const entry = this.#dirs.get(dirSandbox);
       for (const name of entry?.names ?? []) this.#emit({ op: "CREATE", name, path: dirSandbox });
       queue.push(...subdirs);
     }
+  }
+}
+
+/** A subdirectory of a held directory, opened without following a link in its place (undefined: gone, or not a directory now). */
+function openChildDir(parentFd: number, name: string): number | undefined {
+  try {
+    return openSync(`/proc/self/fd/${parentFd}/${name}`, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
   }
 }

@@ -21,6 +21,15 @@ export interface TestAgent {
   stop(options?: { keepFiles?: boolean }): Promise<void>;
 }
 
+/**
+ * Whether the agent's paths are confined by the kernel (openat2): absolute link targets are then sandbox
+ * paths (under the root, as inside the sandbox), where path-checks reads them as host paths and refuses
+ * those leaving the root with 403. Tests of links out of the root expect the one or the other.
+ */
+export function kernelConfined(agent: TestAgent): boolean {
+  return agent.runtime.deps.paths.confinement.mode === "openat2";
+}
+
 /** A temp dir, removed by TestAgent.stop or else after the test file (test/helpers/setup.ts). */
 export function tempDir(prefix = "sandbox-kit-"): string {
   return trackedTempDir(prefix);
@@ -38,6 +47,8 @@ export async function startTestAgent(config: Partial<Record<keyof AgentConfig, u
       root: join(base, "root"),
       dataDir: join(base, "data"),
       logLevel: "silent",
+      // SANDBOX_AGENT_CONFINEMENT=path-checks runs a suite against the fallback (as the agent's own env does).
+      ...(process.env.SANDBOX_AGENT_CONFINEMENT ? { confinement: process.env.SANDBOX_AGENT_CONFINEMENT } : {}),
       ...config,
     }),
   );

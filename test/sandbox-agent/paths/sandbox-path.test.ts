@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../../src/errors.js";
 import { SandboxPaths } from "../../../sandbox-agent/paths/sandbox-path.js";
+import { openat2Support } from "../../../sandbox-agent/paths/openat2.js";
 import { tempDir } from "../../helpers/agent.js";
 
 describe("SandboxPaths.normalize", () => {
@@ -27,7 +28,9 @@ describe("SandboxPaths.normalize", () => {
   });
 });
 
-describe("SandboxPaths.resolve", () => {
+const MODES = ["path-checks", ...(openat2Support().available ? (["openat2"] as const) : [])] as const;
+
+describe.each(MODES)("SandboxPaths.resolve (%s)", (mode) => {
   let base: string;
   let root: string;
   let outside: string;
@@ -48,7 +51,8 @@ describe("SandboxPaths.resolve", () => {
     symlinkSync("inside/file", join(root, "ok-link")); // stays inside
     symlinkSync(join(outside, "new-file"), join(root, "dangling-out")); // dangling, target outside
     symlinkSync("/etc", join(root, "etc-link"));
-    paths = new SandboxPaths(root);
+    symlinkSync("/inside/file", join(root, "sandbox-abs-link")); // absolute, as a process inside the sandbox makes it
+    paths = new SandboxPaths(root, { confinement: mode });
   });
   afterAll(() => rmSync(base, { recursive: true, force: true }));
 
@@ -60,7 +64,18 @@ describe("SandboxPaths.resolve", () => {
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(403);
   };
+  /**
+   * path-checks reads an absolute link target as a host path and refuses one outside the root (403);
+   * openat2 reads it as the sandbox would (a path under the root, chroot-like): it never leaves.
+   */
+  const expectConfined = async (p: string, inRoot: string) => {
+    if (mode === "path-checks") return expect403(p);
+    expect(await paths.resolve(p)).toBe(join(paths.hostRoot, inRoot));
+  };
 
+  it("says which mechanism confines", () => {
+    expect(paths.confinement.mode).toBe(mode);
+  });
   it("maps a plain path under the root", async () => {
     expect(await paths.resolve("/inside/file")).toBe(join(paths.hostRoot, "inside/file"));
   });
@@ -70,16 +85,20 @@ describe("SandboxPaths.resolve", () => {
   it("follows a symlink that stays inside", async () => {
     expect(await paths.resolve("/ok-link")).toBe(join(paths.hostRoot, "inside/file"));
   });
-  it("refuses an absolute symlink leading outside", () => expect403("/abs-out/secret"));
-  it("refuses a relative symlink leading outside", () => expect403("/rel-out/secret"));
-  it("refuses a symlink chain leading outside", () => expect403("/hop1"));
-  it("refuses a dangling symlink whose target is outside (a write would create it)", () => expect403("/dangling-out"));
-  it("refuses a symlink to a system directory", () => expect403("/etc-link/passwd"));
+  it("an absolute symlink leading outside stays confined", () => expectConfined("/abs-out/secret", join(outside, "secret")));
+  it("a relative symlink leading outside stays confined", () => expectConfined("/rel-out/secret", "outside/secret"));
+  it("a symlink chain leading outside stays confined", () => expectConfined("/hop1", join(outside, "secret")));
+  it("a dangling symlink whose target is outside stays confined (a write would create it)", () => expectConfined("/dangling-out", join(outside, "new-file")));
+  it("a symlink to a system directory stays confined", () => expectConfined("/etc-link/passwd", "etc/passwd"));
   it("resolveParent keeps the final symlink itself (delete removes the link)", async () => {
     expect(await paths.resolveParent("/abs-out")).toBe(join(paths.hostRoot, "abs-out"));
   });
-  it("resolveParent still refuses a parent outside", async () => {
-    await expect(paths.resolveParent("/abs-out/secret")).rejects.toMatchObject({ status: 403 });
+  it("resolveParent still confines a parent outside", () => {
+    if (mode === "path-checks") return expect(paths.resolveParent("/abs-out/secret")).rejects.toMatchObject({ status: 403 });
+    return expect(paths.resolveParent("/abs-out/secret")).resolves.toBe(join(paths.hostRoot, outside, "secret"));
+  });
+  it.runIf(mode === "openat2")("an absolute link made inside the sandbox resolves under the root", async () => {
+    expect(await paths.resolve("/sandbox-abs-link")).toBe(join(paths.hostRoot, "inside/file"));
   });
   it("echoes sandbox paths for host paths", () => {
     expect(paths.toSandboxPath(join(paths.hostRoot, "a/b"))).toBe("/a/b");
