@@ -11,7 +11,7 @@ import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
-import { SandboxPaths } from "./paths/sandbox-path.js";
+import { SandboxPaths, type RootDescriptor } from "./paths/sandbox-path.js";
 import { OwnWrites } from "./filesystem/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
@@ -63,6 +63,8 @@ export interface AgentOverrides {
   upgrades?: UpgradeState;
   /** How commands start (default: the agent's children); an agent host serving this sandbox from outside enters it (process/ns-spawn.ts). */
   spawner?: Spawner;
+  /** The sandbox's root as a held descriptor (an agent host: `/proc/<pid1>/root`), kernel-confined; default config.root. */
+  root?: RootDescriptor;
   /** The environment commands start with (default: this process's): an agent host passes the sandbox's own. */
   baseEnv?: NodeJS.ProcessEnv;
 }
@@ -92,7 +94,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
-  const paths = new SandboxPaths(config.root, {
+  const paths = new SandboxPaths(overrides.root ?? config.root, {
     hidden: [config.dataDir, drivesDir],
     ownWrites: new OwnWrites(clock),
     confinement: config.confinement,
