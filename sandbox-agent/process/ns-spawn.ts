@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync } from "node:fs";
+import { closeSync, existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -167,4 +167,22 @@ export function namespaceSpawner(target: () => NamespaceTarget, helper = nsexecP
     if (failed) throw new NamespaceEntryError(failed[1]!, Number(failed[2]), failed[3]!);
     throw new Error(`the namespace helper ended without a report (${report.trim() || "nothing"})`);
   };
+}
+
+/**
+ * The `cgroup.procs` (host path) of the cgroup a process is in, for the memory limit: cgroup v2's single
+ * hierarchy, else v1's memory controller. Undefined where neither is found (no cgroup filesystem, or the
+ * process is gone).
+ */
+export function cgroupProcsOf(pid: number, mounts = "/sys/fs/cgroup"): string | undefined {
+  let lines: string[];
+  try {
+    lines = readFileSync(`/proc/${pid}/cgroup`, "utf8").trim().split("\n");
+  } catch {
+    return undefined;
+  }
+  const v2 = lines.find((l) => l.startsWith("0::"));
+  const v1 = lines.find((l) => l.split(":")[1]?.split(",").includes("memory"));
+  const file = v1 ? join(mounts, "memory", v1.split(":")[2]!, "cgroup.procs") : v2 ? join(mounts, v2.slice(3), "cgroup.procs") : undefined;
+  return file && existsSync(file) ? file : undefined;
 }

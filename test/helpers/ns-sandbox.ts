@@ -70,10 +70,17 @@ export async function startNsSandbox(hostname = "ns-sandbox"): Promise<NsSandbox
     "--info-fd",
     "3",
     "--",
-    "sleep",
-    "infinity",
+    "sh",
+    "-c",
+    "echo ready; exec sleep infinity",
   ];
-  const bwrap = spawn("bwrap", args, { stdio: ["ignore", "ignore", "inherit", "pipe"] });
+  const bwrap = spawn("bwrap", args, { stdio: ["ignore", "pipe", "inherit", "pipe"] });
+  // bwrap reports its init's pid before that init has built the root (pivot_root): a host that opened
+  // /proc/<pid>/root then would hold the old root. The command's first line says the sandbox is set up.
+  const ready = new Promise<void>((resolve, reject) => {
+    bwrap.stdout!.once("data", () => resolve());
+    bwrap.once("exit", (code) => reject(new Error(`bwrap exited (${code}) before its command ran`)));
+  });
   const info = await new Promise<string>((resolve, reject) => {
     let text = "";
     const stream = bwrap.stdio[3] as Readable;
@@ -85,6 +92,7 @@ export async function startNsSandbox(hostname = "ns-sandbox"): Promise<NsSandbox
     bwrap.once("exit", (code) => reject(new Error(`bwrap exited (${code}) before it was set up`)));
   });
   const pid = Number(/"child-pid":\s*(\d+)/.exec(info)?.[1]);
+  await ready;
   const exited = new Promise<void>((resolve) => bwrap.once("exit", () => resolve()));
   return {
     root,
