@@ -9,6 +9,8 @@ import { ProcessManager } from "../../../sandbox-agent/process/manager.js";
 import { capabilityMask, namespaceSpawner, NamespaceEntryError, nsexecPath, type NamespaceTarget } from "../../../sandbox-agent/process/ns-spawn.js";
 import { groupAlive, isAlive } from "../../../sandbox-agent/process/os.js";
 import { LogFiles } from "../../../sandbox-agent/process/output.js";
+import { execute } from "../../../sandbox-agent/process/execute.js";
+import { portsOfTree } from "../../../sandbox-agent/network/sockets.js";
 import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
 import { tempDir } from "../../helpers/agent.js";
 import { nsSandboxUnavailable, startNsSandbox, type NsSandbox } from "../../helpers/ns-sandbox.js";
@@ -142,6 +144,16 @@ describe.skipIf(SKIP !== "")(`commands entered into a sandbox's namespaces${SKIP
     expect(ended).toMatchObject({ status: "failed", restartCount: 2, pid: started.pid });
     const lines = (await manager.logs(started.pid)).stdout.split("\n").filter((l) => l.startsWith("pid:"));
     expect(lines).toEqual(Array(3).fill(readlinkSync(`/proc/${sandbox.pid}/ns/pid`)));
+  });
+
+  it("waits for a port served in the sandbox's network, which the host's does not have", async () => {
+    const server = `exec node -e "require('net').createServer().listen(3917, '0.0.0.0')"`;
+    const started = await execute(manager, systemClock, { command: server }, { timeout: 30, waitForPorts: [3917] });
+    const run = manager.runOf(Number(started.pid))!;
+    expect(readFileSync(`/proc/${run.runPid}/net/tcp`, "utf8")).toContain(":0F4D ");
+    expect(readFileSync("/proc/self/net/tcp", "utf8")).not.toContain(":0F4D ");
+    expect((await portsOfTree(run.runPid)).map((p) => [p.localPort, p.state])).toEqual([[3917, "LISTEN"]]);
+    await manager.kill(started.pid);
   });
 
   it("keeps only the capabilities it is given, none inheritable or ambient", async () => {
