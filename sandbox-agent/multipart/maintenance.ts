@@ -33,8 +33,8 @@ export async function recoverUploads(service: MultipartService): Promise<{ orpha
         orphanFiles++;
       }
     }
-    const target = await paths.resolve(upload.path).catch(() => undefined);
-    if (target) await removeQuietly(assemblyTempPath(target, upload.id));
+    // Beside the destination as resolved now, through the held parent directory (no host path string).
+    await paths.use(upload.path, { follow: true }, (target) => removeQuietly(assemblyTempPath(target.entryPath, upload.id))).catch(() => undefined);
   }
   if (orphanDirs || orphanFiles) logger.info({ orphanDirs, orphanFiles }, "removed multipart debris left by an earlier run");
   return { orphanDirs, orphanFiles };

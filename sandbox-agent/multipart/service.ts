@@ -71,9 +71,9 @@ export class MultipartService {
     const { store, paths, clock, ids } = this.#o;
     const path = paths.normalize(rawPath);
     if (path === "/") throw errors.badRequest("path: the sandbox root cannot be an upload destination");
-    const target = await paths.resolve(path);
-    const existing = await fsp.stat(target).catch(() => undefined);
-    if (existing?.isDirectory()) throw errors.conflict(`${path} is a directory`);
+    // Resolved confined and looked at through its descriptor (no host path string to be swapped under us).
+    const isDirectory = await paths.use(path, { follow: true }, async ({ stat }) => stat?.isDirectory() === true);
+    if (isDirectory) throw errors.conflict(`${path} is a directory`);
     if (store.count() >= this.#o.maxOpenUploads) {
       throw errors.tooManyRequests(`too many open uploads (${this.#o.maxOpenUploads}): complete or abort some first`);
     }
