@@ -8,6 +8,7 @@
  *                       setpriv for the same capability limit (nsenter cannot drop capabilities itself);
  *   - nsexec:           native/nsexec (sandbox-agent/process/ns-spawn.ts), which enters, forks, drops and execs
  *                       itself, and reports the command's pids before mirroring its exit.
+ * Then each chain again N times from a shell loop (no Node spawn, no report pipe): what the chain itself costs.
  * The kinds run interleaved in rounds against one real sandbox (bwrap with its own user, mount, PID, network,
  * IPC, UTS and cgroup namespaces), each printed beside the plain spawn of the same run as a ratio.
  *
@@ -75,6 +76,16 @@ interface Kind {
   report?: boolean;
   ms: number[];
   cpuMs: number;
+  /** The same chain started N times by a shell loop (no Node, no report pipe): the chain's own cost. */
+  loop?: { ms: number; cpuMs: number };
+}
+
+/** Runs `argv` `n` times from a shell loop; wall and CPU (the whole loop's, its shell included) per run. */
+async function shellLoop(argv: string[], n: number): Promise<{ ms: number; cpuMs: number }> {
+  const before = cpuWithChildrenMs();
+  const t = performance.now();
+  await runOnce(["/bin/sh", "-c", `i=0; while [ $i -lt ${n} ]; do "$@" || exit 1; i=$((i+1)); done`, "loop", ...argv], false);
+  return { ms: (performance.now() - t) / n, cpuMs: (cpuWithChildrenMs() - before) / n };
 }
 
 async function main(): Promise<void> {
@@ -111,6 +122,11 @@ async function main(): Promise<void> {
         kind.cpuMs += cpuWithChildrenMs() - cpuBefore;
       }
     }
+    for (const kind of kinds) {
+      // Without --report (nothing reads it in a loop).
+      const argv = kind.report ? kind.argv.filter((a, i, all) => a !== "--report" && all[i - 1] !== "--report") : kind.argv;
+      kind.loop = await shellLoop(argv, kinds[0]!.ms.length);
+    }
   } finally {
     sandbox.stop();
   }
@@ -130,6 +146,14 @@ async function main(): Promise<void> {
     const cpu = kind.cpuMs / kind.ms.length;
     console.log(
       `${kind.name.padEnd(34)} median ${fmt(median, 2).padStart(6)} ms  p90 ${fmt(percentile(sorted, 90), 2).padStart(6)} ms  CPU ${fmt(cpu, 2).padStart(5)} ms/command | ratio to plain: time ${fmt(median / baseMedian, 2)}, CPU ${fmt(cpu / baseCpu, 2)}`,
+    );
+  }
+  const baseLoop = base.loop!;
+  console.log(`the same chains from a shell loop (no Node spawn, no report pipe), per command:`);
+  for (const kind of kinds) {
+    const loop = kind.loop!;
+    console.log(
+      `${kind.name.padEnd(34)} ${fmt(loop.ms, 2).padStart(6)} ms  CPU ${fmt(loop.cpuMs, 2).padStart(5)} ms/command | ratio to plain: time ${fmt(loop.ms / baseLoop.ms, 2)}, CPU ${fmt(loop.cpuMs / baseLoop.cpuMs, 2)}`,
     );
   }
   console.log(`peak RSS of the bench ${fmt(peakRssMiB(process.pid), 1)} MiB`);
