@@ -170,11 +170,17 @@ export function namespaceSpawner(target: () => NamespaceTarget, helper = nsexecP
 }
 
 /**
- * The `cgroup.procs` (host path) of the cgroup a process is in, for the memory limit: cgroup v2's single
- * hierarchy, else v1's memory controller. Undefined where neither is found (no cgroup filesystem, or the
- * process is gone).
+ * The `cgroup.procs` (host path) of the cgroup a sandbox's PID 1 is in, for its memory limit: cgroup v2's single
+ * hierarchy, else v1's memory controller. Undefined where there is nothing to join: the same cgroup as this
+ * process (the launcher made none for the sandbox: no limit, or no writable cgroup as a normal user), or none
+ * found (no cgroup filesystem, the process gone).
  */
 export function cgroupProcsOf(pid: number, mounts = "/sys/fs/cgroup"): string | undefined {
+  const theirs = memoryCgroupFile(String(pid), mounts);
+  return theirs && theirs !== memoryCgroupFile("self", mounts) && existsSync(theirs) ? theirs : undefined;
+}
+
+function memoryCgroupFile(pid: string, mounts: string): string | undefined {
   let lines: string[];
   try {
     lines = readFileSync(`/proc/${pid}/cgroup`, "utf8").trim().split("\n");
@@ -183,6 +189,5 @@ export function cgroupProcsOf(pid: number, mounts = "/sys/fs/cgroup"): string | 
   }
   const v2 = lines.find((l) => l.startsWith("0::"));
   const v1 = lines.find((l) => l.split(":")[1]?.split(",").includes("memory"));
-  const file = v1 ? join(mounts, "memory", v1.split(":")[2]!, "cgroup.procs") : v2 ? join(mounts, v2.slice(3), "cgroup.procs") : undefined;
-  return file && existsSync(file) ? file : undefined;
+  return v1 ? join(mounts, "memory", v1.split(":")[2]!, "cgroup.procs") : v2 ? join(mounts, v2.slice(3), "cgroup.procs") : undefined;
 }
