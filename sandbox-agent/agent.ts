@@ -11,7 +11,7 @@ import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
 import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
-import { SandboxPaths } from "./paths/sandbox-path.js";
+import { SandboxPaths, type RootDescriptor } from "./paths/sandbox-path.js";
 import { OwnWrites } from "./paths/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
 import { PortMonitors } from "./network/monitor.js";
@@ -21,6 +21,7 @@ import { UpgradeState, upgradeAgent } from "./system/upgrade.js";
 import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
+import type { Spawner } from "./process/spawn.js";
 import { PROCESS_MIGRATIONS } from "./process/store.js";
 import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -60,6 +61,12 @@ export interface AgentOverrides {
   ids?: Ids;
   logger?: Logger;
   upgrades?: UpgradeState;
+  /** How commands start (default: the agent's children); an agent host serving this sandbox from outside enters it (process/ns-spawn.ts). */
+  spawner?: Spawner;
+  /** The sandbox's root as a held descriptor (an agent host: `/proc/<pid1>/root`), kernel-confined; default config.root. */
+  root?: RootDescriptor;
+  /** The environment commands start with (default: this process's): an agent host passes the sandbox's own. */
+  baseEnv?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -87,7 +94,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   // Made now, so it is hidden from the first request (a write could otherwise create it as a plain directory).
   const drivesDir = config.drivesDir ?? join(config.dataDir, "drives");
   mkdirSync(drivesDir, { recursive: true });
-  const paths = new SandboxPaths(config.root, {
+  const paths = new SandboxPaths(overrides.root ?? config.root, {
     hidden: [config.dataDir, drivesDir],
     ownWrites: new OwnWrites(clock),
     confinement: config.confinement,
@@ -107,7 +114,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   await recoverUploads(multipart);
   const sweeper = startUploadSweeper(multipart, clock);
 
-  const environment = new SandboxEnvironment(process.env, config.metadataPath);
+  const environment = new SandboxEnvironment(overrides.baseEnv ?? process.env, config.metadataPath);
   // Processes outlive the agent (as the reference daemon's do): recover() adopts
   // the survivors and marks the vanished ones failed with "agent restarted".
   const processes = new ProcessManager({
@@ -123,6 +130,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
     wrapper: config.processWrapper,
     defaultWorkingDir: config.workingDir,
     oomKills: config.memoryEvents ? () => readOomKills(config.memoryEvents!) : undefined,
+    spawner: overrides.spawner,
   });
   processes.recover();
   const portMonitors = new PortMonitors({ runOf: (pid) => processes.runOf(pid), logger });

@@ -6,6 +6,10 @@
  * Optional: where there is no compiler, no headers or no Linux, it says so in one line per addon and the
  * proxy copies bytes in JS, the agent confines paths with its own descriptor walk (its /health says so).
  * No node-gyp: one C file with N-API needs no build system, and node-gyp would fetch headers from the network.
+ * And one program, no addon:
+ *   native/nsexec.c  -> nsexec        enters a sandbox's namespaces and runs a command there, for an agent host
+ *                                     serving the sandbox from outside (sandbox-agent/process/ns-spawn.ts); linked
+ *                                     statically where the C library allows (no dynamic loading per command)
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
@@ -57,3 +61,27 @@ for (const addon of ADDONS) {
     );
   }
 }
+
+function buildNsexec() {
+  const without = (why) => process.stderr.write(`build-native: nsexec not built (${why}); commands cannot enter a sandbox from outside\n`);
+  if (process.platform !== "linux") return without("not Linux");
+  const source = join(root, "native", "nsexec.c");
+  const target = join(root, "dist", "native", "nsexec");
+  mkdirSync(dirname(target), { recursive: true });
+  for (const link of [["-static"], []]) {
+    try {
+      execFileSync(cc, ["-O2", "-Wall", ...link, source, "-o", target], { stdio: ["ignore", "ignore", "pipe"] });
+      return;
+    } catch (err) {
+      if (link.length === 0)
+        without(
+          `${cc} failed: ${
+            String(err.stderr ?? err.message)
+              .trim()
+              .split("\n")[0]
+          }`,
+        );
+    }
+  }
+}
+buildNsexec();

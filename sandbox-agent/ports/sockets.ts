@@ -109,11 +109,15 @@ function formatIpv6(bytes: number[]): string {
   return `${groups.slice(0, best[0]).join(":")}::${groups.slice(best[0]! + best[1]!).join(":")}`;
 }
 
-/** The kernel's socket tables of the agent's network namespace (the sandbox's). */
-export async function socketTable(): Promise<SocketRow[]> {
+/**
+ * The kernel's socket tables of a network namespace: that of `netPid` (/proc/<pid>/net, a process of the
+ * sandbox: what an agent host serving the sandbox from outside must read), else the agent's own.
+ */
+export async function socketTable(netPid?: number): Promise<SocketRow[]> {
   const rows: SocketRow[] = [];
+  const dir = netPid === undefined ? "/proc/net" : `/proc/${netPid}/net`;
   for (const [file, protocol] of TABLES) {
-    const text = await fsp.readFile(`/proc/net/${file}`, "utf8").catch(() => "");
+    const text = await fsp.readFile(`${dir}/${file}`, "utf8").catch(() => "");
     for (const line of text.split("\n").slice(1)) {
       const f = line.trim().split(/\s+/);
       if (f.length < 10) continue;
@@ -145,7 +149,8 @@ export async function socketsOfTree(root: number): Promise<PortInfo[]> {
   if (owner.size === 0) return [];
   const names = new Map<number, string>();
   const sockets: PortInfo[] = [];
-  for (const row of await socketTable()) {
+  // The tables of the namespace the tree's sockets live in (one of its processes holds them), wherever this agent runs.
+  for (const row of await socketTable(owner.values().next().value)) {
     const pid = owner.get(row.inode);
     if (pid === undefined || row.inode === "0") continue;
     if (!names.has(pid)) names.set(pid, (await fsp.readFile(`/proc/${pid}/comm`, "utf8").catch(() => "")).trim());

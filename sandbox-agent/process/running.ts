@@ -20,7 +20,7 @@ export interface Running {
   /** The client closed stdin: a restarted run gets EOF at once too. */
   stdinClosed?: boolean;
   /** How to run it again (restartOnFailure); absent for a process adopted after an agent restart. */
-  spec?: { command: string; cwd: string; env?: Record<string, string> };
+  spec?: { command: string; cwd: string; workingDir: string; env?: Record<string, string> };
   output: LiveOutput;
   /** Set by stop, kill or the kill timer: what the exit means. */
   endReason?: { status: ProcessStatus; error: string };
@@ -57,7 +57,7 @@ export function inheritedEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 /** A new run's record as it is stored: running, never restarted, nothing dropped yet. */
 export function newProcessRow(
   id: string,
-  pid: number,
+  run: { pid: number; sandboxPid: number },
   name: string,
   input: StartProcessRequest,
   workingDir: string,
@@ -66,8 +66,8 @@ export function newProcessRow(
 ): ProcessRow {
   return {
     id,
-    pid,
-    runPid: pid,
+    pid: run.sandboxPid,
+    runPid: run.pid,
     name,
     command: input.command,
     status: "running",
@@ -83,7 +83,7 @@ export function newProcessRow(
     maxRestarts: input.maxRestarts ?? 0,
     restartCount: 0,
     stdin,
-    procStart: processStartTime(pid),
+    procStart: processStartTime(run.pid),
     stdoutDropped: 0,
     stderrDropped: 0,
   };

@@ -38,8 +38,10 @@ export interface SpawnSpec {
   /** Argv prefix every command starts through (ProcessManagerOptions.wrapper). */
   wrapper?: readonly string[];
   command: string;
-  /** Host directory. */
+  /** Host directory (a spawner running commands from inside the sandbox's own view uses it). */
   cwd: string;
+  /** The same directory as a sandbox path (a spawner entering the sandbox's namespaces uses this one). */
+  workingDir: string;
   env: NodeJS.ProcessEnv;
   /** The shell and its arguments (shellFor of the agent's environment). */
   shell: { file: string; args: string[] };
@@ -72,3 +74,22 @@ export async function spawnInGroup(spec: SpawnSpec, files: LogFiles): Promise<Ch
   child.unref();
   return child;
 }
+
+/** A command that runs: its exit and stdin through `child`, its identity as the host and the sandbox see it. */
+export interface SpawnedRun {
+  /** The process whose exit is the command's (the command itself, or a helper mirroring its end). */
+  child: ChildProcess;
+  /** Host pid of the command, leader of its process group: what signals, liveness and OOM preference go to. */
+  pid: number;
+  /** The command's pid as the sandbox sees it (the API's `pid`); `pid` where the spawner runs in the sandbox. */
+  sandboxPid: number;
+}
+
+/** How a command is started: spawnHere (the agent is in the sandbox) or one that enters the sandbox (ns-spawn.ts). */
+export type Spawner = (spec: SpawnSpec, files: LogFiles) => Promise<SpawnedRun>;
+
+/** The agent runs inside the sandbox: the command is its own child, its pid the same everywhere. */
+export const spawnHere: Spawner = async (spec, files) => {
+  const child = await spawnInGroup(spec, files);
+  return { child, pid: child.pid!, sandboxPid: child.pid! };
+};

@@ -1,4 +1,3 @@
-import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { appendFileSync } from "node:fs";
 import { errors } from "../../src/errors.js";
@@ -7,7 +6,7 @@ import { LiveOutput } from "./live-output.js";
 import { groupAlive, isSameProcessAlive, preferOomVictim, processStartTime, signalGroup } from "./os.js";
 import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.js";
 import { exitMeaning, takeExitRecord, toRecord, writeExitRecord } from "./record.js";
-import { shellFor, spawnInGroup } from "./spawn.js";
+import { shellFor, spawnHere, type SpawnedRun } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
 import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
@@ -98,32 +97,33 @@ export class Supervisor {
   async spawnNew(input: StartProcessRequest, name: string, workingDir: string, cwd: string): Promise<ProcessRecord> {
     const files = new LogFiles(this.#o.logDir, randomUUID());
     const stdin = input.stdin ?? false;
-    let child: ChildProcess;
+    let run: SpawnedRun;
     try {
-      child = await spawnInGroup(
-        { command: input.command, cwd, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper },
-        files,
-      );
+      run = await this.#spawn({ command: input.command, cwd, workingDir, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper }, files);
     } catch (err) {
       await files.remove();
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
     }
-    const pid = child.pid!;
-    const row = newProcessRow(files.id, pid, name, input, workingDir, stdin, this.#o.clock.now());
+    const row = newProcessRow(files.id, run, name, input, workingDir, stdin, this.#o.clock.now());
     this.#store.insert(row);
     const running = this.#track(row, files);
-    running.spec = { command: input.command, cwd, env: input.env };
-    this.#attach(running, child);
-    this.#o.logger.info({ processPid: pid, processName: name, workingDir, killAfter: row.killAfter }, "process started");
+    running.spec = { command: input.command, cwd, workingDir, env: input.env };
+    this.#attach(running, run);
+    this.#o.logger.info({ processPid: row.pid, processName: name, workingDir, killAfter: row.killAfter }, "process started");
     return toRecord(row);
   }
 
+  #spawn(spec: Parameters<typeof spawnHere>[0], files: LogFiles): Promise<SpawnedRun> {
+    return (this.#o.spawner ?? spawnHere)(spec, files);
+  }
+
   /** Follows a run's exit and takes its stdin pipe. */
-  #attach(running: Running, child: ChildProcess): void {
+  #attach(running: Running, run: SpawnedRun): void {
+    const { child } = run;
     running.child = child;
     running.oomKillsAtStart = this.#o.oomKills?.();
     // Under a memory limit the command, not the agent, should be the OOM killer's choice (raising needs no privilege).
-    if (running.oomKillsAtStart !== undefined && child.pid !== undefined) preferOomVictim(child.pid);
+    if (running.oomKillsAtStart !== undefined) preferOomVictim(run.pid);
     child.on("error", (err) => this.#o.logger.error({ err, processPid: child.pid }, "process error"));
     if (child.stdin) {
       running.stdin = new StdinPipe(child.stdin, this.#o.clock, STDIN_STALL_MS);
@@ -239,18 +239,15 @@ export class Supervisor {
       await this.spawnTurn();
       if (this.#closed) return;
       if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
-      const child = await spawnInGroup(
-        { ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper },
-        new LogFiles(this.#o.logDir, row.id),
-      );
+      const run = await this.#spawn({ ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper }, new LogFiles(this.#o.logDir, row.id));
       running.betweenRuns = false;
       // Stopped or killed while it was being spawned: it ends at once.
-      if (running.endReason) signalGroup(child.pid!, "SIGKILL");
-      row.runPid = child.pid!;
+      if (running.endReason) signalGroup(run.pid, "SIGKILL");
+      row.runPid = run.pid;
       row.procStart = processStartTime(row.runPid);
       row.startedAt = this.#o.clock.now();
       this.#store.restarted(row.id, { runPid: row.runPid, procStart: row.procStart, startedAt: row.startedAt, restartCount: row.restartCount });
-      this.#attach(running, child);
+      this.#attach(running, run);
       this.#armKillTimer(running);
     } catch (err) {
       this.#note(running, `\n[Failed to restart process: ${(err as Error).message}]\n`);

@@ -2,6 +2,7 @@ import type { Clock } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
+import type { Spawner } from "./spawn.js";
 import type { ProcessStatus } from "./store.js";
 
 /** What ProcessManager takes and gives: the contract the routes and the scheduler use. */
@@ -76,6 +77,8 @@ export interface ProcessManagerOptions {
   defaultWorkingDir?: string;
   /** Argv prefix every command starts through (`<wrapper...> /bin/sh -c <command>`), e.g. a capability drop. */
   wrapper?: readonly string[];
+  /** How commands start (default spawnHere: as the agent's children); an agent host enters the sandbox's namespaces (ns-spawn.ts). */
+  spawner?: Spawner;
   /** Reads the sandbox's OOM-kill counter (cgroup `oom_kill`); undefined where there is none. */
   oomKills?: () => number | undefined;
 }
