@@ -10,8 +10,8 @@ import { apiVersion, jsonContentType } from "./http/middleware.js";
 import { Dispatcher } from "./http/operation.js";
 import { createMetricsRouter, createMetricsTestHooksRouter } from "./metrics/routes.js";
 import { jobDataHandler } from "./jobs/data-route.js";
-import { uploadHandler } from "./images/upload-route.js";
-import { ImageUploads } from "./images/uploads.js";
+import { uploadHandler } from "./sandboxes/upload-route.js";
+import { ImageUploads } from "./sandboxes/image-uploads.js";
 import { allOperations } from "./operations.js";
 import { faultInjection, testHooksRouter } from "./test-hooks/routes.js";
 

@@ -3,7 +3,7 @@ import { serviceAccountOperations } from "./accounts/service-accounts.js";
 import type { SimDeps } from "./deps.js";
 import type { Operation } from "./http/operation.js";
 import { imageOperations } from "./images/routes.js";
-import type { ImageUploads } from "./images/uploads.js";
+import type { ImageUploads } from "./sandboxes/image-uploads.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
 import { catalogueOperations } from "./resources/catalogue.js";
 import { extraOperations } from "./resources/extras.js";

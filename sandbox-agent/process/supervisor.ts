@@ -99,7 +99,10 @@ export class Supervisor {
     const stdin = input.stdin ?? false;
     let run: SpawnedRun;
     try {
-      run = await this.#spawn({ command: input.command, cwd, workingDir, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper }, files);
+      run = await this.#spawn(
+        { command: input.command, cwd, workingDir, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper },
+        files,
+      );
     } catch (err) {
       await files.remove();
       throw errors.unprocessable(`failed to start process: ${(err as Error).message}`);
@@ -239,7 +242,10 @@ export class Supervisor {
       await this.spawnTurn();
       if (this.#closed) return;
       if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
-      const run = await this.#spawn({ ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper }, new LogFiles(this.#o.logDir, row.id));
+      const run = await this.#spawn(
+        { ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper },
+        new LogFiles(this.#o.logDir, row.id),
+      );
       running.betweenRuns = false;
       // Stopped or killed while it was being spawned: it ends at once.
       if (running.endReason) signalGroup(run.pid, "SIGKILL");

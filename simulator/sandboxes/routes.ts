@@ -9,7 +9,7 @@ import type { Operation, OpContext } from "../http/operation.js";
 import { bodySchema, buildNew, insertNew, loadItem, renderDoc, showSecrets } from "../resources/crud.js";
 import { previewKind, previewTokenKind, sandboxCreateAnswer, sandboxKind } from "./kind.js";
 import type { SandboxResourceDeps } from "./runtime.js";
-import type { ImageUploads } from "../images/uploads.js";
+import type { ImageUploads } from "./image-uploads.js";
 
 /**
  * Sandbox operations beyond generic CRUD: create (SandboxError, createIfNotExist), update, archive, previews,

@@ -1,7 +1,7 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isScope } from "../../simulator/auth/scopes.js";
-import { ImageUploads } from "../../simulator/images/uploads.js";
+import { ImageUploads } from "../../simulator/sandboxes/image-uploads.js";
 import { allOperations } from "../../simulator/operations.js";
 import { ADMIN_KEY, api, startTestSim } from "../helpers/simulator.js";
 

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { ImageUploads } from "../../simulator/images/uploads.js";
+import { ImageUploads } from "../../simulator/sandboxes/image-uploads.js";
 import { allOperations } from "../../simulator/operations.js";
 import { openSimulator } from "../../simulator/root.js";
 import { sdkOperationNames } from "../helpers/sdk-operations.js";

@@ -11,14 +11,14 @@ import type { Logger } from "../../src/logging.js";
 import { Reply, type OpContext } from "../http/operation.js";
 import { loadItem, renderDoc } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import type { SandboxResourceDeps } from "../sandboxes/runtime.js";
-import { sandboxKind } from "../sandboxes/kind.js";
-import { createRecord } from "../sandboxes/records-runtime.js";
-import { recordStatus } from "../sandboxes/status.js";
-import type { ImageStore } from "./image-store.js";
-import type { Progress } from "./progress.js";
-import { buildTemplate } from "./template-build.js";
-import { unzipInto } from "./zip-reader.js";
+import type { SandboxResourceDeps } from "./runtime.js";
+import { sandboxKind } from "./kind.js";
+import { createRecord } from "./records-runtime.js";
+import { recordStatus } from "./status.js";
+import type { ImageStore } from "../images/image-store.js";
+import type { Progress } from "../images/progress.js";
+import { buildTemplate } from "../images/template-build.js";
+import { unzipInto } from "../images/zip-reader.js";
 
 /**
  * Sandbox images built from an uploaded context, as the platform's deploy flow does (ImageInstance.build,

@@ -1,7 +1,7 @@
 import type { Request, Response, NextFunction } from "express";
 import { errors } from "../../src/errors.js";
-import type { SandboxResourceDeps } from "../sandboxes/runtime.js";
-import type { ImageUploads } from "./uploads.js";
+import type { SandboxResourceDeps } from "./runtime.js";
+import type { ImageUploads } from "./image-uploads.js";
 
 /**
  * `PUT /uploads/{token}`: where X-Blaxel-Upload-Url points (uploads.ts). No credential, as the platform's
