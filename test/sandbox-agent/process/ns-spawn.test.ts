@@ -43,7 +43,7 @@ afterAll(async () => {
   await sandbox?.stop();
 });
 
-function makeManager(): ProcessManager {
+function makeManager(env: Record<string, string> = {}): ProcessManager {
   return new ProcessManager({
     db,
     paths: new SandboxPaths(sandbox.root),
@@ -54,7 +54,7 @@ function makeManager(): ProcessManager {
     stopGraceMs: 1_000,
     maxFinished: 100,
     restartDelayMs: 10,
-    baseEnv: { PATH: "/usr/bin:/bin", HOME: "/root" },
+    baseEnv: { PATH: "/usr/bin:/bin", HOME: "/root", ...env },
     spawner: namespaceSpawner(() => target),
   });
 }
@@ -177,10 +177,14 @@ describe.skipIf(SKIP !== "")(`commands entered into a sandbox's namespaces${SKIP
     target = { pid: sandbox.pid, cgroupProcs: join(dir, "no-such-cgroup", "cgroup.procs") };
     await expect(manager.start({ command: "true" })).rejects.toMatchObject({ status: 422, message: expect.stringContaining("cgroup: No such file") });
     target = { pid: sandbox.pid };
-    await expect(manager.start({ command: "true", env: { SHELL: "/no/shell" } })).rejects.toMatchObject({
-      status: 422,
-      message: expect.stringContaining("No such file"),
-    });
+    // The shell is the agent's own SHELL (the reference daemon's rule), here one the sandbox lacks.
+    const noShell = makeManager({ SHELL: "/no/shell" });
+    try {
+      await expect(noShell.start({ command: "true" })).rejects.toMatchObject({ status: 422, message: expect.stringContaining("No such file") });
+      expect(noShell.list()).toEqual([]);
+    } finally {
+      noShell.close();
+    }
     expect(manager.list()).toEqual([]);
   });
 
