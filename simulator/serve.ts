@@ -114,6 +114,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           launcher.singleUserId?.bind(launcher),
         )
       : undefined;
+  // Launchers that run images in Docker engines get them from the store when an engine lacks one (docker-supply.ts).
+  if (images) launcher.useImages?.(images.dockerSupply());
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   let inProcess: SimulatorHandler | undefined;

@@ -51,10 +51,10 @@ export interface Builder {
 }
 
 /** `tar -c` of a directory piped into a tool's stdin; rejects with the failing side's last output. */
-function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number): Promise<string> {
+function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   return new Promise((resolve, reject) => {
     const tar = spawn("tar", ["-C", dir, "--numeric-owner", "-cf", "-", "."], { stdio: ["ignore", "pipe", "pipe"] });
-    const tool = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], timeout: timeoutMs });
+    const tool = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], timeout: timeoutMs, env });
     let tarErr = "";
     let out = "";
     tar.stderr.on("data", (d: Buffer) => (tarErr = (tarErr + d.toString()).slice(-2000)));
@@ -82,16 +82,23 @@ const envChange = (line: string) => {
 export class DockerBuilder implements Builder {
   readonly kind = "docker";
   readonly command = "docker build";
-  constructor(private readonly docker = "docker") {}
+  /** `env`: the CLI's environment, for an engine other than the local one (DOCKER_HOST of a swarm node). */
+  constructor(
+    private readonly docker = "docker",
+    private readonly env?: NodeJS.ProcessEnv,
+  ) {}
 
   async localImage(name: string) {
-    const [viaSocket] = (await inspectImagesViaSocket([name])) ?? [];
+    const [viaSocket] = this.env ? [undefined] : ((await inspectImagesViaSocket([name])) ?? []);
     if (viaSocket !== undefined) {
       if (viaSocket === null) return undefined;
       return { label: (viaSocket as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels?.[DIGEST_LABEL] ?? "" };
     }
     try {
-      const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], { timeoutMs: 30_000 });
+      const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], {
+        timeoutMs: 30_000,
+        env: this.env,
+      });
       return { label: out.trim().replace(/^<no value>$/, "") };
     } catch {
       return undefined;
@@ -104,7 +111,7 @@ export class DockerBuilder implements Builder {
       `WORKDIR ${config.workingDir || "/"}`,
       `LABEL ${DIGEST_LABEL}=${digest}`,
     ];
-    await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000);
+    await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000, this.env);
   }
 
   async pull(name: string) {

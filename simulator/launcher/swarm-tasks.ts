@@ -18,6 +18,8 @@ export interface TaskStatus {
   exitCode?: number;
   /** The node port the agent's port is published on (mode=host). */
   publishedPort?: number;
+  /** The task's container on its node (what that node's engine commits, pauses). */
+  containerId?: string;
 }
 
 export interface NodeStatus {
@@ -38,7 +40,7 @@ interface InspectedTask {
   Status?: {
     State?: string;
     Err?: string;
-    ContainerStatus?: { ExitCode?: number };
+    ContainerStatus?: { ExitCode?: number; ContainerID?: string };
     PortStatus?: { Ports?: { TargetPort?: number; PublishedPort?: number }[] };
   };
 }
@@ -56,6 +58,7 @@ export function parseTasks(json: string, targetPort: number): TaskStatus[] {
     err: t.Status?.Err || undefined,
     nodeId: t.NodeID || undefined,
     exitCode: t.Status?.ContainerStatus?.ExitCode,
+    containerId: t.Status?.ContainerStatus?.ContainerID || undefined,
     publishedPort: t.Status?.PortStatus?.Ports?.find((p) => p.TargetPort === targetPort)?.PublishedPort,
   }));
 }

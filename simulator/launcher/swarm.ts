@@ -4,12 +4,16 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
-import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF } from "./docker-args.js";
+import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF, writeEnvHandoff } from "./docker-args.js";
 import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
+import { removeLayersAndTree, startImage } from "./docker-files.js";
+import { SwarmFiles } from "./swarm-files.js";
+import { ensureImage } from "./docker-images.js";
+import { NodeEngines } from "./swarm-nodes.js";
 import { liveServices, ownerGone, ownerLabel, trackService } from "./swarm-owner.js";
 import { registryRef, specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
 import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
-import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
+import { LaunchError, type AgentExit, type AgentHandle, type ImageSupply, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
 /**
  * Sandboxes as Docker Swarm services (`--launcher swarm`), through a swarm manager's Docker API (the local
@@ -18,7 +22,9 @@ import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type La
  * address and published port. `exited` settles when the task stops, is removed or its node leaves or goes down
  * (swarm-tasks.ts): the supervisor then restarts it (the swarm places the new service on a node that fits) or
  * marks the sandbox FAILED with the reason. `stop` scales the service to 0 (SIGTERM, SIGKILL after the grace)
- * and removes it once its task has stopped. Services a killed simulator left (its owner label names a process
+ * and removes it once its task has stopped and its layer (the sandbox's files, docker-files.ts) was committed
+ * by its node's engine (swarm-nodes.ts), pushed to the registry when there is one, else kept on that node,
+ * where the sandbox's next task is then placed. Services a killed simulator left (its owner label names a process
  * of this host that is gone) are removed before the first start.
  */
 
@@ -36,6 +42,14 @@ export interface SwarmLauncherOptions {
   pollMs?: number;
 }
 
+/** A sandbox's files across its tasks (docker-files.ts): `keep` cleared for a start that failed; `error` why they could not be kept. */
+interface SandboxFiles {
+  rootDir: string;
+  base: string;
+  keep: boolean;
+  error?: string;
+}
+
 /** The owner label (swarm-owner.ts) and the registry's image name (swarm-args.ts), importable from here as before. */
 export { ownerGone, ownerLabel } from "./swarm-owner.js";
 export { registryRef } from "./swarm-args.js";
@@ -51,14 +65,25 @@ export class SwarmLauncher implements Launcher {
   /** Image id pushed per registry reference: a rebuilt image is pushed again. */
   private readonly pushed = new Map<string, Promise<string>>();
   private readonly ready: Promise<string | undefined>;
+  private readonly engines: NodeEngines;
+  private readonly files: SwarmFiles;
+  /** The running task of each sandbox root (a snapshot or fork of a running sandbox commits its container). */
+  private readonly live = new Map<string, { taskId: string; base: string }>();
+  private supply: ImageSupply | undefined;
 
   constructor(private readonly options: SwarmLauncherOptions = {}) {
     const found = options.docker ?? dockerPath();
     if (!found) throw new LaunchError("--launcher swarm needs the docker CLI and a reachable swarm manager");
     this.docker = found;
+    this.engines = new NodeEngines((args, env, timeoutMs) => this.run(args, env, timeoutMs));
+    this.files = new SwarmFiles(this.engines, (args, timeoutMs) => this.run(args, process.env, timeoutMs), options.registry);
     this.watcher = new TaskWatcher((args, timeoutMs) => this.run(args, process.env, timeoutMs), AGENT_PORT, options.pollMs ?? 500);
     this.ready = this.init();
     this.ready.catch(() => {});
+  }
+
+  useImages(supply: ImageSupply): void {
+    this.supply = supply;
   }
 
   /** What /health and the start-up line say: where images come from on the cluster. */
@@ -111,7 +136,7 @@ export class SwarmLauncher implements Launcher {
    * Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task
    * has stopped; resolves with the task's last status (its exit code) when it was seen.
    */
-  private async removeService(service: string, graceMs: number, taskIds?: string[]): Promise<TaskStatus | undefined> {
+  private async removeService(service: string, graceMs: number, taskIds?: string[], files?: SandboxFiles): Promise<TaskStatus | undefined> {
     const ids =
       taskIds ??
       (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout
@@ -126,6 +151,7 @@ export class SwarmLauncher implements Launcher {
       if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
       await sleep(100);
     }
+    if (files?.keep && last[0]) files.error = await this.keepFiles(last[0], files);
     await this.run(["service", "rm", service]);
     liveServices.delete(service);
     return last[0];
@@ -149,9 +175,18 @@ export class SwarmLauncher implements Launcher {
     return made;
   }
 
-  /** The reference nodes run: the image itself, or (with a registry) its copy there, pushed when the local image changed. */
-  private async imageFor(spec: LaunchSpec): Promise<string> {
-    const image = specImage(spec, this.options.image);
+  /**
+   * The reference nodes run: the image itself (given to the manager's engine from the image store when it lacks
+   * it), or (with a registry) its copy there, pushed when the local image changed.
+   */
+  private async imageFor(spec: LaunchSpec, image: string): Promise<string> {
+    const manager = await this.engines.of(await this.localNode());
+    await ensureImage((a, t) => this.run(a, process.env, t), image, {
+      supply: this.supply,
+      workspace: spec.workspace,
+      sandbox: spec.sandbox,
+      node: `the manager ${manager.hostname}`,
+    });
     const registry = this.options.registry;
     if (!registry) return image;
     const local = await this.run(["image", "inspect", "--format", "{{.Id}}", image]);
@@ -179,7 +214,9 @@ export class SwarmLauncher implements Launcher {
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000);
     // A service an earlier run left for this data dir holds its database: stop it first.
     await this.reapServices(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
-    const [image] = await Promise.all([this.imageFor(spec), this.ensureNetwork(spec.workspace)]);
+    const base = specImage(spec, this.options.image);
+    const { image: start, layer } = startImage(spec.rootDir, base);
+    const [image] = await Promise.all([layer ? Promise.resolve(start) : this.imageFor(spec, base), this.ensureNetwork(spec.workspace)]);
     const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
     const graceMs = DEFAULT_STOP_GRACE_MS;
     const args = swarmServiceArgs(spec, {
@@ -193,11 +230,14 @@ export class SwarmLauncher implements Launcher {
       agentMain: realpathSync(this.options.agentMain ?? agentMainPath()),
       node: realpathSync(process.execPath),
       user: `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+      // Files kept by one node's engine only (no registry): the sandbox runs where they are.
+      pinnedNode: layer?.node,
     });
     // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
+    writeEnvHandoff(spec);
     trackService(this.docker, name);
-    const created = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
+    const created = await this.run(args, dockerCliEnv(), Math.max(1_000, deadline - Date.now()));
     if (created.code !== 0) {
       await this.run(["service", "rm", name]);
       liveServices.delete(name);
@@ -207,18 +247,21 @@ export class SwarmLauncher implements Launcher {
       await this.removeService(name, 1_000);
       throw err;
     });
-    const exited = this.watch(name, task.id);
+    const files: SandboxFiles = { rootDir: spec.rootDir, base, keep: true };
+    this.live.set(spec.rootDir, { taskId: task.id, base });
+    const exited = this.watch(name, task.id, files);
     let gone = false;
     void exited.then(() => (gone = true));
     try {
       await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
     } catch (err) {
+      files.keep = false; // a start that failed leaves the sandbox's files as they were
       const last = await this.removeService(name, 1_000, [task.id]);
       this.watcher.settleNow(task.id, last, `the task ${last?.state ?? "was removed"}`);
       const exit = await exited;
       throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
     }
-    return this.handle(name, task.id, url, exited);
+    return this.handle(name, task.id, url, exited, files);
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
@@ -230,8 +273,10 @@ export class SwarmLauncher implements Launcher {
         .map((s) => s.trim())
         .filter(Boolean);
       last = (await inspectTasks((a, t) => this.run(a, process.env, t), ids.slice(0, 1), AGENT_PORT))[0];
-      if (last && TERMINAL_STATES.has(last.state))
-        throw new LaunchError(`the swarm could not run service ${service}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      if (last && TERMINAL_STATES.has(last.state)) {
+        const on = last.nodeId ? ` on node ${(await this.engines.of(last.nodeId)).hostname}` : "";
+        throw new LaunchError(`the swarm could not run service ${service}${on}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      }
       if (last?.state === "running" && last.publishedPort && last.nodeId) {
         const node = (await listNodes((a, t) => this.run(a, process.env, t)))?.get(last.nodeId);
         if (!node) throw new LaunchError(`service ${service} runs on node ${last.nodeId}, which the manager does not list`);
@@ -250,7 +295,7 @@ export class SwarmLauncher implements Launcher {
   }
 
   /** Settles once the task stopped (or its node went), with its exit code and last log lines; the service is then removed. */
-  private watch(service: string, taskId: string): Promise<AgentExit> {
+  private watch(service: string, taskId: string, files: SandboxFiles): Promise<AgentExit> {
     return new Promise<AgentExit>((resolve) => {
       this.watcher.watch(taskId, (task, reason, removed) => {
         void (async () => {
@@ -258,23 +303,52 @@ export class SwarmLauncher implements Launcher {
             task && !removed && task.state !== "shutdown"
               ? await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)
               : undefined;
+          // Ended by itself (a crash, not the launcher's stop): its files are kept where its node still answers.
+          // (A task whose node went down is not asked: that node's engine is gone, and its files with it.)
+          if (!removed && files.keep && task && TERMINAL_STATES.has(task.state)) files.error = await this.keepFiles(task, files);
+          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
           if (!removed) await this.run(["service", "rm", service]);
           liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
-          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}swarm: ${reason}` });
+          // The swarm's reason last: the crash event shows the exit's last line.
+          const kept = files.error ? `the sandbox's files could not be kept: ${files.error}\n` : "";
+          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}${kept}swarm: ${reason}` });
         })();
       });
     });
   }
 
-  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>): AgentHandle {
+  /** The launcher's own node (the manager its daemon is). */
+  private localNode(): Promise<string> {
+    return this.run(["info", "--format", "{{.Swarm.NodeID}}"], process.env, 15_000).then((r) => r.stdout.trim());
+  }
+
+  /** Commits a stopped task's container as the sandbox's files (swarm-files.ts); why they could not be kept, if so. */
+  private keepFiles(task: TaskStatus, files: SandboxFiles): Promise<string | undefined> {
+    return this.files.keep(task, files.rootDir, files.base);
+  }
+
+  /** Launcher.copyTree: a running sandbox's container committed on its node, a stopped one's layer tagged again. */
+  async copyTree(source: string, target: string): Promise<void> {
+    const live = this.live.get(source);
+    const task = live ? (await inspectTasks((a, t) => this.run(a, process.env, t), [live.taskId], AGENT_PORT))[0] : undefined;
+    await this.files.copy(source, target, live && task && !TERMINAL_STATES.has(task.state) ? { task, base: live.base } : undefined);
+  }
+
+  /** rm -rf, after untagging the images of the sandbox's files (on the node holding them, or the manager's copy of a registry's). */
+  removeTree(path: string): void {
+    removeLayersAndTree(this.docker, path, (layer) => (layer.node ? this.engines.envOf(layer.node) : undefined));
+  }
+
+  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>, files: SandboxFiles): AgentHandle {
     let stopping: Promise<AgentExit> | undefined;
     return {
       url,
       exited,
       stop: (graceMs = DEFAULT_STOP_GRACE_MS) =>
         (stopping ??= (async () => {
-          const last = await this.removeService(service, graceMs, [taskId]);
+          const last = await this.removeService(service, graceMs, [taskId], files);
+          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
           // Settled here rather than at the watcher's next round: the task is known to have ended.
           this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
           return exited;

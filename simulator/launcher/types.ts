@@ -155,6 +155,11 @@ export interface Launcher {
   prepare?(spec: LaunchSpec): void;
   /** The sandboxes started ahead of need (a warm pool): how many it keeps, how many wait now, and their pids (memory in /health). */
   warmPool?(): WarmPoolState;
+  /**
+   * Where the images of its sandboxes come from when its Docker engines lack them (docker, swarm): the
+   * simulator's image store (hub images built, stored images, templates), given once at start.
+   */
+  useImages?(supply: ImageSupply): void;
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
   /**
@@ -174,6 +179,25 @@ export interface Launcher {
 export function removeTree(path: string, launcher?: Pick<Launcher, "removeTree">): void {
   if (launcher?.removeTree) launcher.removeTree(path);
   else rmSync(path, { recursive: true, force: true });
+}
+
+/** The engine a launcher asks for an image: a way to run its docker CLI, and who it is (errors, events). */
+export interface ImageTarget {
+  workspace: string;
+  sandbox: string;
+  /** The CLI's environment for that engine (DOCKER_HOST...). */
+  env: NodeJS.ProcessEnv;
+  /** "this host", or a swarm node's hostname. */
+  node: string;
+}
+
+export interface ImageSupply {
+  /**
+   * Makes `image` present in the target engine: nothing when it has it (the store's own copy, or an image the
+   * user put there), else imported from the image store (built first for a hub image), progress in the
+   * sandbox's events. Throws with the reason, naming the image and the engine.
+   */
+  provide(image: string, target: ImageTarget): Promise<void>;
 }
 
 export interface WarmPoolState {
