@@ -2,7 +2,7 @@ import { execFile, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { Ran } from "./docker.js";
+import type { Ran } from "./docker-cli.js";
 
 /**
  * A sandbox's files under the docker and swarm launchers: the image's `/` with the sandbox's writes in the

@@ -1,4 +1,4 @@
-import type { Ran } from "./docker.js";
+import type { Ran } from "./docker-cli.js";
 import { LaunchError, type ImageSupply } from "./types.js";
 
 /** What ensureImage needs: the simulator's supply (none with --image-source host), and who asks. */

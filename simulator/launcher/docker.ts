@@ -1,9 +1,9 @@
-import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
+import { dockerPath, runDocker, type Ran } from "./docker-cli.js";
 import { hostsFile } from "./sandbox-setup.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import {
@@ -29,6 +29,8 @@ import {
 } from "./docker-network.js";
 import { LaunchError, type AgentExit, type AgentHandle, type ImageSupply, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
 
+export { dockerPath, runDocker, type Ran } from "./docker-cli.js";
+
 /**
  * The agent inside a container of spec.runtime.image (`--launcher docker`),
  * driven through the docker CLI with argv only (never a shell). The layout is
@@ -49,38 +51,12 @@ export interface DockerLauncherOptions {
   readyTimeoutMs?: number;
 }
 
-export interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-export function dockerPath(): string | undefined {
-  try {
-    return execFileSync("sh", ["-c", "command -v docker"], { encoding: "utf8" }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Why the docker launcher cannot run here (no CLI, no reachable daemon), or undefined when it can. */
 export async function dockerUnavailable(docker = dockerPath()): Promise<string | undefined> {
   if (!docker) return "the docker CLI is not installed";
   const info = await runDocker(docker, ["info", "--format", "{{.ServerVersion}}"], process.env, 10_000);
   if (info.code === 0 && info.stdout.trim()) return undefined;
   return `no Docker daemon is reachable (docker info: ${(info.stderr.trim().split("\n").pop() ?? `exit ${info.code}`).slice(0, 200)})`;
-}
-
-export function runDocker(docker: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 60_000): Promise<Ran> {
-  return new Promise((resolve) => {
-    const child = spawn(docker, args, { env, stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-8192)));
-    child.once("error", (err) => resolve({ code: null, stdout, stderr: `${stderr}${err.message}` }));
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /** Exit code 128 + n is the container's main process killed by signal n. */

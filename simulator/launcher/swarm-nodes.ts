@@ -1,4 +1,4 @@
-import type { Ran } from "./docker.js";
+import type { Ran } from "./docker-cli.js";
 
 /**
  * The engines of a swarm's nodes, for what only a node's own engine does (a task's container is not the

@@ -1,4 +1,4 @@
-import type { Ran } from "./docker.js";
+import type { Ran } from "./docker-cli.js";
 
 /**
  * What the swarm says about sandboxes' tasks, read through the manager (`docker inspect <task>`, `docker node
