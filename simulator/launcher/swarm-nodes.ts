@@ -24,11 +24,15 @@ export class NodeEngines {
   private readonly resolved = new Map<string, NodeEngine>();
   private localNode: Promise<string> | undefined;
 
-  constructor(private readonly run: Run) {}
+  constructor(
+    private readonly run: Run,
+    /** The launcher's CLI environment (its manager). */
+    private readonly base: NodeJS.ProcessEnv = process.env,
+  ) {}
 
   /** The node the launcher's daemon itself is (a manager). */
   private local(): Promise<string> {
-    return (this.localNode ??= this.run(["info", "--format", "{{.Swarm.NodeID}}"], process.env, 15_000).then((r) => r.stdout.trim()));
+    return (this.localNode ??= this.run(["info", "--format", "{{.Swarm.NodeID}}"], this.base, 15_000).then((r) => r.stdout.trim()));
   }
 
   of(nodeId: string): Promise<NodeEngine> {
@@ -37,13 +41,13 @@ export class NodeEngines {
       found = (async () => {
         const inspected = await this.run(
           ["node", "inspect", "--format", `{{.Description.Hostname}} {{index .Spec.Labels "${ENGINE_LABEL}"}}`, nodeId],
-          process.env,
+          this.base,
           15_000,
         );
         const [hostname = nodeId, label = ""] = inspected.stdout.trim().split(" ");
-        if (nodeId === (await this.local())) return { nodeId, hostname, env: process.env };
+        if (nodeId === (await this.local())) return { nodeId, hostname, env: this.base };
         const engine = label && label !== "<no value>" ? label : undefined;
-        return { nodeId, hostname, env: engine ? { ...process.env, DOCKER_HOST: engine } : undefined };
+        return { nodeId, hostname, env: engine ? { ...this.base, DOCKER_HOST: engine } : undefined };
       })();
       this.known.set(nodeId, found);
       // A failed look-up (the manager busy) is asked again next time.

@@ -13,18 +13,22 @@ import { isAlive, startTimeOf } from "./proc.js";
  * second signal) removes them synchronously on the way out, as other launchers' agents die with the simulator.
  * Only kill -9 skips this; the next start reaps those by their owner label.
  */
-export const liveServices = new Map<string, string>(); // service -> docker CLI
+export const liveServices = new Map<string, { cli: string; host?: string }>(); // service -> docker CLI and its DOCKER_HOST
 let exitHooked = false;
-export function trackService(docker: string, service: string): void {
-  liveServices.set(service, docker);
+export function trackService(docker: string, service: string, host?: string): void {
+  liveServices.set(service, { cli: docker, host });
   if (exitHooked) return;
   exitHooked = true;
   process.once("exit", () => {
-    const byCli = new Map<string, string[]>();
-    for (const [name, cli] of liveServices) byCli.set(cli, [...(byCli.get(cli) ?? []), name]);
-    for (const [cli, names] of byCli) {
+    const byCli = new Map<string, { cli: string; host?: string; names: string[] }>();
+    for (const [name, { cli, host }] of liveServices) {
+      const key = `${cli}\0${host ?? ""}`;
+      byCli.set(key, { cli, host, names: [...(byCli.get(key)?.names ?? []), name] });
+    }
+    for (const { cli, host, names } of byCli.values()) {
       try {
-        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000 });
+        const env = host ? { ...process.env, DOCKER_HOST: host } : process.env;
+        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000, env });
       } catch {
         // Some were gone already; the next start reaps whatever is left.
       }

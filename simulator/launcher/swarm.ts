@@ -8,12 +8,21 @@ import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF, writeEnvHandoff } from "./dock
 import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
 import { removeLayersAndTree, startImage } from "./docker-files.js";
 import { SwarmFiles } from "./swarm-files.js";
-import { ensureImage } from "./docker-images.js";
+import { SwarmPrepare } from "./swarm-prepare.js";
 import { NodeEngines } from "./swarm-nodes.js";
 import { liveServices, ownerGone, ownerLabel, trackService } from "./swarm-owner.js";
-import { registryRef, specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
-import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
-import { LaunchError, type AgentExit, type AgentHandle, type ImageSupply, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
+import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type NodeStatus, type TaskStatus } from "./swarm-tasks.js";
+import {
+  LaunchError,
+  type AgentExit,
+  type AgentHandle,
+  type ImageSupply,
+  type LaunchSpec,
+  type LauncherNode,
+  type Launcher,
+  type LauncherDescription,
+} from "./types.js";
 
 /**
  * Sandboxes as Docker Swarm services (`--launcher swarm`), through a swarm manager's Docker API (the local
@@ -38,6 +47,8 @@ export interface SwarmLauncherOptions {
   constraints?: string[];
   /** A registry every node pulls from (`--swarm-registry host:port`): sandbox images are pushed there first. */
   registry?: string;
+  /** The docker CLI's environment: how it reaches the manager (DOCKER_HOST...); default the simulator's own. */
+  env?: NodeJS.ProcessEnv;
   /** How often live tasks are polled (default 500 ms). */
   pollMs?: number;
 }
@@ -61,25 +72,45 @@ export class SwarmLauncher implements Launcher {
   private readonly docker: string;
   private readonly owner = ownerLabel();
   private readonly watcher: TaskWatcher;
-  private readonly networks = new Map<string, Promise<void>>();
-  /** Image id pushed per registry reference: a rebuilt image is pushed again. */
-  private readonly pushed = new Map<string, Promise<string>>();
+  private readonly needs: SwarmPrepare;
   private readonly ready: Promise<string | undefined>;
   private readonly engines: NodeEngines;
   private readonly files: SwarmFiles;
   /** The running task of each sandbox root (a snapshot or fork of a running sandbox commits its container). */
   private readonly live = new Map<string, { taskId: string; base: string }>();
   private supply: ImageSupply | undefined;
+  private readonly env: NodeJS.ProcessEnv;
+  /** The swarm's nodes as last seen, and the node of each live task (/health: Launcher.nodes). */
+  private swarmNodes = new Map<string, NodeStatus>();
+  private readonly taskNodes = new Map<string, string>();
 
   constructor(private readonly options: SwarmLauncherOptions = {}) {
     const found = options.docker ?? dockerPath();
     if (!found) throw new LaunchError("--launcher swarm needs the docker CLI and a reachable swarm manager");
     this.docker = found;
-    this.engines = new NodeEngines((args, env, timeoutMs) => this.run(args, env, timeoutMs));
-    this.files = new SwarmFiles(this.engines, (args, timeoutMs) => this.run(args, process.env, timeoutMs), options.registry);
-    this.watcher = new TaskWatcher((args, timeoutMs) => this.run(args, process.env, timeoutMs), AGENT_PORT, options.pollMs ?? 500);
+    this.env = options.env ?? process.env;
+    this.engines = new NodeEngines((args, env, timeoutMs) => this.run(args, env, timeoutMs), this.env);
+    this.files = new SwarmFiles(this.engines, (args, timeoutMs) => this.run(args, this.env, timeoutMs), options.registry);
+    this.needs = new SwarmPrepare((args, timeoutMs) => this.run(args, this.env, timeoutMs), this.engines, this.env, options.registry);
+    this.watcher = new TaskWatcher(
+      (args, timeoutMs) => this.run(args, this.env, timeoutMs),
+      AGENT_PORT,
+      options.pollMs ?? 500,
+      (nodes) => {
+        this.swarmNodes = nodes;
+      },
+    );
     this.ready = this.init();
     this.ready.catch(() => {});
+  }
+
+  /** The swarm's nodes as the last poll saw them, with this simulator's sandboxes on each. */
+  nodes(): LauncherNode[] {
+    const counts = new Map<string, number>();
+    for (const nodeId of this.taskNodes.values()) counts.set(nodeId, (counts.get(nodeId) ?? 0) + 1);
+    return [...this.swarmNodes.values()]
+      .map((n) => ({ name: n.hostname, state: n.state, role: n.role ?? "", address: n.addr, sandboxes: counts.get(n.id) ?? 0 }))
+      .sort((a, b) => a.name.localeCompare(b.name));
   }
 
   useImages(supply: ImageSupply): void {
@@ -99,13 +130,13 @@ export class SwarmLauncher implements Launcher {
     };
   }
 
-  private run(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Ran> {
+  private run(args: string[], env: NodeJS.ProcessEnv = this.env, timeoutMs?: number): Promise<Ran> {
     return runDocker(this.docker, args, env, timeoutMs);
   }
 
   /** Undefined when the daemon is an active swarm manager, else why no sandbox can start; reaps a killed simulator's services. */
   private async init(): Promise<string | undefined> {
-    const info = await this.run(["info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"], process.env, 15_000);
+    const info = await this.run(["info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"], this.env, 15_000);
     const [state, manager] = info.stdout.trim().split(" ");
     if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
     if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
@@ -147,7 +178,7 @@ export class SwarmLauncher implements Launcher {
     const deadline = Date.now() + graceMs + 15_000;
     let last: TaskStatus[] = [];
     while (Date.now() < deadline) {
-      last = await inspectTasks((a, t) => this.run(a, process.env, t), ids, AGENT_PORT);
+      last = await inspectTasks((a, t) => this.run(a, this.env, t), ids, AGENT_PORT);
       if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
       await sleep(100);
     }
@@ -155,56 +186,6 @@ export class SwarmLauncher implements Launcher {
     await this.run(["service", "rm", service]);
     liveServices.delete(service);
     return last[0];
-  }
-
-  private ensureNetwork(workspace: string): Promise<void> {
-    const name = workspaceNetwork(workspace);
-    let made = this.networks.get(name);
-    if (!made) {
-      made = (async () => {
-        if ((await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code === 0) return;
-        const created = await this.run(["network", "create", "--driver", "overlay", "--attachable", "--label", `${SWARM_LABELS.workspace}=${workspace}`, name]);
-        // Another simulator (or start) may have made it in between.
-        if (created.code !== 0 && (await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code !== 0) {
-          throw new LaunchError(`cannot create the overlay network ${name} for workspace "${workspace}": ${created.stderr.trim().slice(-300)}`);
-        }
-      })();
-      this.networks.set(name, made);
-      made.catch(() => this.networks.delete(name));
-    }
-    return made;
-  }
-
-  /**
-   * The reference nodes run: the image itself (given to the manager's engine from the image store when it lacks
-   * it), or (with a registry) its copy there, pushed when the local image changed.
-   */
-  private async imageFor(spec: LaunchSpec, image: string): Promise<string> {
-    const manager = await this.engines.of(await this.localNode());
-    await ensureImage((a, t) => this.run(a, process.env, t), image, {
-      supply: this.supply,
-      workspace: spec.workspace,
-      sandbox: spec.sandbox,
-      node: `the manager ${manager.hostname}`,
-    });
-    const registry = this.options.registry;
-    if (!registry) return image;
-    const local = await this.run(["image", "inspect", "--format", "{{.Id}}", image]);
-    if (local.code !== 0) return image; // not built here: the nodes pull it from where its name says
-    const target = registryRef(registry, image);
-    const key = `${target}@${local.stdout.trim()}`;
-    let pushed = this.pushed.get(key);
-    if (!pushed) {
-      pushed = (async () => {
-        const tagged = await this.run(["tag", image, target]);
-        const push = tagged.code === 0 ? await this.run(["push", "--quiet", target], process.env, 600_000) : tagged;
-        if (push.code !== 0) throw new LaunchError(`cannot push ${image} to the swarm's registry as ${target}: ${push.stderr.trim().slice(-300)}`);
-        return target;
-      })();
-      this.pushed.set(key, pushed);
-      pushed.catch(() => this.pushed.delete(key));
-    }
-    return pushed;
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -216,7 +197,7 @@ export class SwarmLauncher implements Launcher {
     await this.reapServices(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
     const base = specImage(spec, this.options.image);
     const { image: start, layer } = startImage(spec.rootDir, base);
-    const [image] = await Promise.all([layer ? Promise.resolve(start) : this.imageFor(spec, base), this.ensureNetwork(spec.workspace)]);
+    const [image] = await Promise.all([layer ? Promise.resolve(start) : this.needs.image(spec, base, this.supply), this.needs.network(spec.workspace)]);
     const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
     const graceMs = DEFAULT_STOP_GRACE_MS;
     const args = swarmServiceArgs(spec, {
@@ -236,8 +217,8 @@ export class SwarmLauncher implements Launcher {
     // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
     writeEnvHandoff(spec);
-    trackService(this.docker, name);
-    const created = await this.run(args, dockerCliEnv(), Math.max(1_000, deadline - Date.now()));
+    trackService(this.docker, name, this.env.DOCKER_HOST);
+    const created = await this.run(args, dockerCliEnv(this.env), Math.max(1_000, deadline - Date.now()));
     if (created.code !== 0) {
       await this.run(["service", "rm", name]);
       liveServices.delete(name);
@@ -261,7 +242,11 @@ export class SwarmLauncher implements Launcher {
       const exit = await exited;
       throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
     }
-    return this.handle(name, task.id, url, exited, files);
+    this.taskNodes.set(task.id, task.nodeId!);
+    void exited.then(() => this.taskNodes.delete(task.id));
+    const handle = this.handle(name, task.id, url, exited, files);
+    const node = this.swarmNodes.get(task.nodeId!);
+    return { ...handle, placement: `on node ${node?.hostname ?? task.nodeId}` };
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
@@ -272,13 +257,15 @@ export class SwarmLauncher implements Launcher {
         .split("\n")
         .map((s) => s.trim())
         .filter(Boolean);
-      last = (await inspectTasks((a, t) => this.run(a, process.env, t), ids.slice(0, 1), AGENT_PORT))[0];
+      last = (await inspectTasks((a, t) => this.run(a, this.env, t), ids.slice(0, 1), AGENT_PORT))[0];
       if (last && TERMINAL_STATES.has(last.state)) {
         const on = last.nodeId ? ` on node ${(await this.engines.of(last.nodeId)).hostname}` : "";
         throw new LaunchError(`the swarm could not run service ${service}${on}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
       }
       if (last?.state === "running" && last.publishedPort && last.nodeId) {
-        const node = (await listNodes((a, t) => this.run(a, process.env, t)))?.get(last.nodeId);
+        const nodes = await listNodes((a, t) => this.run(a, this.env, t));
+        if (nodes) this.swarmNodes = nodes;
+        const node = nodes?.get(last.nodeId);
         if (!node) throw new LaunchError(`service ${service} runs on node ${last.nodeId}, which the manager does not list`);
         return { task: last, url: `http://${this.reachable(node.addr)}:${last.publishedPort}` };
       }
@@ -290,7 +277,7 @@ export class SwarmLauncher implements Launcher {
   /** A node address the simulator can dial: a manager advertised on loopback or 0.0.0.0 is DOCKER_HOST's host. */
   private reachable(addr: string): string {
     if (addr !== "0.0.0.0" && addr !== "127.0.0.1" && addr !== "") return addr;
-    const remote = /^tcp:\/\/([^:/]+)/.exec(process.env.DOCKER_HOST ?? "")?.[1];
+    const remote = /^tcp:\/\/([^:/]+)/.exec(this.env.DOCKER_HOST ?? "")?.[1];
     return remote ?? "127.0.0.1";
   }
 
@@ -300,9 +287,7 @@ export class SwarmLauncher implements Launcher {
       this.watcher.watch(taskId, (task, reason, removed) => {
         void (async () => {
           const logs =
-            task && !removed && task.state !== "shutdown"
-              ? await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)
-              : undefined;
+            task && !removed && task.state !== "shutdown" ? await this.run(["service", "logs", "--raw", "--tail", "40", service], this.env, 10_000) : undefined;
           // Ended by itself (a crash, not the launcher's stop): its files are kept where its node still answers.
           // (A task whose node went down is not asked: that node's engine is gone, and its files with it.)
           if (!removed && files.keep && task && TERMINAL_STATES.has(task.state)) files.error = await this.keepFiles(task, files);
@@ -318,11 +303,6 @@ export class SwarmLauncher implements Launcher {
     });
   }
 
-  /** The launcher's own node (the manager its daemon is). */
-  private localNode(): Promise<string> {
-    return this.run(["info", "--format", "{{.Swarm.NodeID}}"], process.env, 15_000).then((r) => r.stdout.trim());
-  }
-
   /** Commits a stopped task's container as the sandbox's files (swarm-files.ts); why they could not be kept, if so. */
   private keepFiles(task: TaskStatus, files: SandboxFiles): Promise<string | undefined> {
     return this.files.keep(task, files.rootDir, files.base);
@@ -331,7 +311,7 @@ export class SwarmLauncher implements Launcher {
   /** Launcher.copyTree: a running sandbox's container committed on its node, a stopped one's layer tagged again. */
   async copyTree(source: string, target: string): Promise<void> {
     const live = this.live.get(source);
-    const task = live ? (await inspectTasks((a, t) => this.run(a, process.env, t), [live.taskId], AGENT_PORT))[0] : undefined;
+    const task = live ? (await inspectTasks((a, t) => this.run(a, this.env, t), [live.taskId], AGENT_PORT))[0] : undefined;
     await this.files.copy(source, target, live && task && !TERMINAL_STATES.has(task.state) ? { task, base: live.base } : undefined);
   }
 

@@ -80,6 +80,8 @@ export interface AgentHandle extends AgentEndpoint {
    * Talk to it through endpoint.ts (agentRequest/agentFetch), never fetch(url).
    */
   url: string;
+  /** Where the sandbox runs, for its events, where a launcher places sandboxes on several machines ("on node worker-1"). */
+  placement?: string;
   /** Host pid of the agent (or of its isolating wrapper) when there is one. */
   pid?: number;
   /** Host pid of the sandbox's first process (its PID namespace's init) under an isolating launcher. */
@@ -160,6 +162,8 @@ export interface Launcher {
    * simulator's image store (hub images built, stored images, templates), given once at start.
    */
   useImages?(supply: ImageSupply): void;
+  /** The machines sandboxes run on and how many each runs (swarm: its nodes, their state), for /health. */
+  nodes?(): LauncherNode[];
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
   /**
@@ -179,6 +183,16 @@ export interface Launcher {
 export function removeTree(path: string, launcher?: Pick<Launcher, "removeTree">): void {
   if (launcher?.removeTree) launcher.removeTree(path);
   else rmSync(path, { recursive: true, force: true });
+}
+
+export interface LauncherNode {
+  name: string;
+  /** ready | down | disconnected | unknown */
+  state: string;
+  role: string;
+  address: string;
+  /** This simulator's sandboxes running there. */
+  sandboxes: number;
 }
 
 /** The engine a launcher asks for an image: a way to run its docker CLI, and who it is (errors, events). */
