@@ -70,4 +70,25 @@ export class NodeEngines {
     if (!engine.env) return { code: null, stdout: "", stderr: `the engine of node ${engine.hostname} is not reachable (no ${ENGINE_LABEL} label)` };
     return this.run(args, engine.env, timeoutMs);
   }
+
+  /** Standby through the node's own engine: `docker pause` / `unpause` of the task's container (the cgroup freezer). */
+  pausing(nodeId: string, container: string): { freeze(): Promise<void>; thaw(): Promise<void>; resumed(): Promise<void> } {
+    let paused = false;
+    return {
+      resumed: async () => {
+        if (paused) await this.runOn(nodeId, ["unpause", container]);
+        paused = false;
+      },
+      freeze: async () => {
+        paused = true;
+        const ran = await this.runOn(nodeId, ["pause", container]);
+        if (ran.code !== 0) throw new Error(`docker pause of ${container} on its node failed: ${ran.stderr.trim()}`);
+      },
+      thaw: async () => {
+        const ran = await this.runOn(nodeId, ["unpause", container]);
+        if (ran.code !== 0 && !/is not paused/.test(ran.stderr)) throw new Error(`docker unpause of ${container} on its node failed: ${ran.stderr.trim()}`);
+        paused = false;
+      },
+    };
+  }
 }

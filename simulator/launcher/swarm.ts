@@ -67,8 +67,11 @@ export { registryRef } from "./swarm-args.js";
 
 export class SwarmLauncher implements Launcher {
   readonly name = "swarm";
-  /** A task runs on whichever node the swarm picked, whose engine alone can pause it (`docker pause` is per node). */
-  readonly standby = "the swarm launcher cannot stop a task on another node's engine: its sandboxes never go to standby";
+  /**
+   * Standby pauses a task's container with its own node's engine (`docker pause` is per node, swarm-nodes.ts):
+   * sandboxes on a node whose engine the simulator cannot reach (no sandbox-kit.engine label) never sleep.
+   */
+  readonly standby = true as const;
   private readonly docker: string;
   private readonly owner = ownerLabel();
   private readonly watcher: TaskWatcher;
@@ -246,7 +249,12 @@ export class SwarmLauncher implements Launcher {
     void exited.then(() => this.taskNodes.delete(task.id));
     const handle = this.handle(name, task.id, url, exited, files);
     const node = this.swarmNodes.get(task.nodeId!);
-    return { ...handle, placement: `on node ${node?.hostname ?? task.nodeId}` };
+    const engine = await this.engines.of(task.nodeId!);
+    const placement = `on node ${node?.hostname ?? task.nodeId}`;
+    if (!engine.env || !task.containerId) return { ...handle, placement };
+    const pausing = this.engines.pausing(task.nodeId!, task.containerId);
+    // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
+    return { ...handle, ...pausing, placement, stop: (graceMs) => pausing.resumed().then(() => handle.stop(graceMs)) };
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
