@@ -156,3 +156,22 @@ export function tinyImage(): string {
   execFileSync("sh", ["-c", `tar --dereference -cf - -C / "$@" | docker import - ${tag}`, "sh", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
   return tag;
 }
+
+/** The images of sandboxes' files (docker-files.ts) the daemon holds now, by id and tag. */
+export function filesImages(): Set<string> {
+  try {
+    const out = execFileSync("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], { encoding: "utf8" });
+    return new Set(out.split("\n").filter((ref) => /(^|\/)sandbox-kit-files:/.test(ref)));
+  } catch {
+    return new Set();
+  }
+}
+
+/**
+ * Removes the files images made since `before` that a test left (launchers driven directly, whose sandbox
+ * directories the test removes without Launcher.removeTree, or a simulator killed with -9).
+ */
+export function removeFilesImagesSince(before: Set<string>): void {
+  const left = [...filesImages()].filter((ref) => !before.has(ref));
+  if (left.length > 0) execFileSync("docker", ["rmi", "--force", ...left], { stdio: "ignore" });
+}

@@ -8,7 +8,7 @@ import { dockerCliEnv, dockerRunArgs, IN_CONTAINER, sandboxVariables, writeEnvHa
 import { exitOf } from "../../../simulator/launcher/docker.js";
 import { createLauncher, DockerLauncher, dockerPath, LaunchError, LAUNCHER_NAMES, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { exec, specFor, tempBase } from "./helpers.js";
-import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
+import { ensureDockerDaemon, ensureLocalBaseImage, filesImages, removeFilesImagesSince } from "../../helpers/docker.js";
 
 /**
  * The docker launcher: its `docker run` argv and environment are checked
@@ -129,8 +129,10 @@ describe.skipIf(unavailable !== undefined)(`docker launcher with a daemon${unava
   const base = tempBase("docker-launcher-");
   const launcher = new DockerLauncher({ readyTimeoutMs: 180_000 });
   const handles: AgentHandle[] = [];
+  const filesBefore = filesImages();
   afterAll(async () => {
     await Promise.all(handles.map((h) => h.stop(1_000)));
+    removeFilesImagesSince(filesBefore);
   });
 
   it("runs the agent in a container of the image: one `/` for files and commands, kept across containers by docker commit", async () => {

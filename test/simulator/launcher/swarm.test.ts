@@ -12,7 +12,7 @@ import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../
 import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
 import { isAlive } from "../../../simulator/launcher/proc.js";
 import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
-import { ensureDockerDaemon, ensureLocalBaseImage, tinyImage } from "../../helpers/docker.js";
+import { ensureDockerDaemon, ensureLocalBaseImage, filesImages, removeFilesImagesSince, tinyImage } from "../../helpers/docker.js";
 import { startSandboxApp } from "../../helpers/sandbox-app.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { spawnSimulatorProcess } from "../../helpers/simulator.js";
@@ -148,6 +148,7 @@ async function freePort(): Promise<number> {
 }
 
 const swarm = await ensureSwarm();
+const filesBefore = filesImages();
 if (swarm.unavailable) console.warn(`swarm launcher tests skipped: ${swarm.unavailable}`);
 const WS = "swarmws";
 const hasRegistry = (() => {
@@ -175,6 +176,7 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
       (id) => docker("service", "inspect", "--format", '{{index .Spec.Labels "sandbox-kit.workspace"}}', id) === WS,
     ))
       docker("service", "rm", id);
+    removeFilesImagesSince(filesBefore);
     if (swarm.initialised) docker("swarm", "leave", "--force");
   }, 120_000);
 
