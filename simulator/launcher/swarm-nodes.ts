@@ -1,4 +1,6 @@
 import type { Ran } from "./docker-cli.js";
+import type { NodeStatus } from "./swarm-tasks.js";
+import type { LauncherNode } from "./types.js";
 
 /**
  * The engines of a swarm's nodes, for what only a node's own engine does (a task's container is not the
@@ -91,4 +93,13 @@ export class NodeEngines {
       },
     };
   }
+}
+
+/** /health's nodes: the swarm's as last seen, with how many of the launcher's live tasks each runs. */
+export function nodeList(nodes: Map<string, NodeStatus>, taskNodes: Map<string, string>): LauncherNode[] {
+  const counts = new Map<string, number>();
+  for (const nodeId of taskNodes.values()) counts.set(nodeId, (counts.get(nodeId) ?? 0) + 1);
+  return [...nodes.values()]
+    .map((n) => ({ name: n.hostname, state: n.state, role: n.role ?? "", address: n.addr, sandboxes: counts.get(n.id) ?? 0 }))
+    .sort((a, b) => a.name.localeCompare(b.name));
 }

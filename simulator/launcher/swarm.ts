@@ -9,8 +9,8 @@ import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
 import { removeLayersAndTree, startImage } from "./docker-files.js";
 import { SwarmFiles } from "./swarm-files.js";
 import { SwarmPrepare } from "./swarm-prepare.js";
-import { NodeEngines } from "./swarm-nodes.js";
-import { liveServices, ownerGone, ownerLabel, trackService } from "./swarm-owner.js";
+import { nodeList, NodeEngines } from "./swarm-nodes.js";
+import { liveServices, ownerGone, ownerLabel, servicesMatching, trackService } from "./swarm-owner.js";
 import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
 import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type NodeStatus, type TaskStatus } from "./swarm-tasks.js";
 import {
@@ -109,11 +109,7 @@ export class SwarmLauncher implements Launcher {
 
   /** The swarm's nodes as the last poll saw them, with this simulator's sandboxes on each. */
   nodes(): LauncherNode[] {
-    const counts = new Map<string, number>();
-    for (const nodeId of this.taskNodes.values()) counts.set(nodeId, (counts.get(nodeId) ?? 0) + 1);
-    return [...this.swarmNodes.values()]
-      .map((n) => ({ name: n.hostname, state: n.state, role: n.role ?? "", address: n.addr, sandboxes: counts.get(n.id) ?? 0 }))
-      .sort((a, b) => a.name.localeCompare(b.name));
+    return nodeList(this.swarmNodes, this.taskNodes);
   }
 
   useImages(supply: ImageSupply): void {
@@ -150,19 +146,8 @@ export class SwarmLauncher implements Launcher {
   }
 
   /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
-  private async reapServices(filter: string, pick: (labels: Record<string, string> | null) => boolean = () => true): Promise<void> {
-    const found = await this.run(["service", "ls", "--quiet", "--filter", filter]);
-    const ids = found.stdout
-      .split("\n")
-      .map((s) => s.trim())
-      .filter(Boolean);
-    if (ids.length === 0) return;
-    const labels = await this.run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
-    const chosen = labels.stdout.split("\n").flatMap((line) => {
-      const space = line.indexOf(" ");
-      if (space < 0) return [];
-      return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
-    });
+  private async reapServices(filter: string, pick?: (labels: Record<string, string> | null) => boolean): Promise<void> {
+    const chosen = await servicesMatching((args) => this.run(args), filter, pick);
     await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
   }
 
