@@ -1,6 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { readLayer } from "../../../simulator/launcher/docker-files.js";
+import { dockerImageSupply } from "../../../simulator/images/docker-supply.js";
+import { ImageStore } from "../../../simulator/images/image-store.js";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSimConfig } from "../../../simulator/config.js";
@@ -176,6 +178,17 @@ describe.skipIf(unavailable !== undefined)(`docker launcher with a daemon${unava
     launcher.removeTree(join(base, "boxed"));
     expect(execFileSync("docker", ["images", "--quiet", kept], { encoding: "utf8" }).trim()).toBe("");
   }, 240_000);
+
+  it("a sandbox whose image neither the daemon nor the image store has fails naming the image and the engine", async () => {
+    const store = new ImageStore({ dir: tempBase("docker-store-"), docker: null });
+    const withStore = new DockerLauncher();
+    withStore.useImages(dockerImageSupply(store, () => {}));
+    const error = await withStore.start(specFor(base, "no-image", { image: "sandbox-kit-test/nowhere:1" })).catch((err: Error) => err);
+    expect(error).toBeInstanceOf(LaunchError);
+    expect((error as Error).message).toMatch(/^image sandbox-kit-test\/nowhere:1 is not in the Docker engine of this host and cannot be given to it: /);
+    expect(execFileSync("docker", ["ps", "--all", "--quiet", "--filter", `label=sandbox-kit.sandbox=ws/no-image`], { encoding: "utf8" }).trim()).toBe("");
+    await store.close();
+  }, 60_000);
 
   it("reports a container that dies as the agent's exit", async () => {
     const spec = specFor(base, "killed", { image });
