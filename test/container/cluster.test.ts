@@ -16,7 +16,8 @@ import { sdkForSimulator } from "../helpers/sdk.js";
  * launcher pointed at it (DOCKER_HOST of the manager): an image only the simulator's store has reaches every node
  * (imported into the manager, pushed to the registry), 12 sandboxes spread over the nodes (events and /health say
  * where), each writes and runs a file, a preview on a worker's sandbox answers; a worker killed (`docker kill` of
- * its node) ends its sandboxes with an event naming it while creates land on live nodes; teardown leaves no
+ * its node) ends its sandboxes with an event naming it while creates land on live nodes, and its return is seen;
+ * teardown leaves no
  * container, volume or network of the cluster, by id.
  */
 const unavailable = await ensureDockerDaemon();
@@ -138,6 +139,15 @@ describe.skipIf(unavailable !== undefined)(`a three-node cluster${unavailable ? 
     }
     const after = (await (await fetch(`${sim!.url}/health`)).json()) as { sandboxes: { nodes?: { name: string; state: string }[] } };
     expect(after.sandboxes.nodes?.find((n) => n.name === victim)?.state).toMatch(/down|disconnected|unknown/);
+    // The node comes back (its container started again, same storage): it rejoins, and /health sees it ready.
+    docker("start", info!.nodes.find((n) => n.name === victim)!.container);
+    let state = "";
+    for (const started = Date.now(); Date.now() - started < 120_000 && state !== "ready";) {
+      const h = (await (await fetch(`${sim!.url}/health`)).json()) as { sandboxes: { nodes?: { name: string; state: string }[] } };
+      state = h.sandboxes.nodes?.find((n) => n.name === victim)?.state ?? "";
+      if (state !== "ready") await new Promise((r) => setTimeout(r, 1_000));
+    }
+    expect(state).toBe("ready");
     for (const name of [...names, "after-kill"]) await SandboxInstance.delete(name).catch(() => undefined);
   }, 600_000);
 });
