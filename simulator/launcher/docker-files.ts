@@ -63,18 +63,24 @@ export function startImage(rootDir: string, base: string): { image: string; laye
 
 /**
  * Commits a container's layer (a stopped one, or a running one paused while it is read) as the sandbox's files:
- * a new tag, the marker rewritten to name it, the previous tag (this marker's own) removed. Throws with Docker's
- * reason when the commit fails; the marker then still names the previous files.
+ * a new tag, the marker rewritten to name it. Resolves with the previous tag (this marker's own), which the caller
+ * removes once the container is gone (Docker refuses to untag an image a container still uses). Throws with
+ * Docker's reason when the commit fails; the marker then still names the previous files.
  */
-export async function commitLayer(run: EngineRun, container: string, rootDir: string, base: string, node?: string): Promise<LayerRef> {
+export async function commitLayer(
+  run: EngineRun,
+  container: string,
+  rootDir: string,
+  base: string,
+  node?: string,
+): Promise<{ ref: LayerRef; previous?: string }> {
   const tag = newFilesTag();
   const committed = await run(["commit", container, tag], 600_000);
   if (committed.code !== 0) throw new Error(`docker commit of ${container} failed: ${committed.stderr.trim().slice(-300)}`);
   const previous = readLayer(rootDir);
   const ref: LayerRef = { image: tag, base, ...(node ? { node } : {}) };
   writeLayer(rootDir, ref);
-  if (previous && previous.image !== tag) await run(["rmi", previous.image]);
-  return ref;
+  return { ref, previous: previous && previous.image !== tag ? previous.image : undefined };
 }
 
 /** A second tag for a layer image (the copy's own), on the engine holding it. */

@@ -214,13 +214,17 @@ export class DockerLauncher implements Launcher {
       const code = /^\d+$/.test(waited.stdout.trim()) ? Number(waited.stdout.trim()) : null;
       const logs = await this.run(["logs", "--tail", "40", name]);
       let kept = "";
+      let previous: string | undefined;
       if (files.keep) {
-        await commitLayer((a, t) => this.run(a, process.env, t), name, files.rootDir, files.base).catch((err: Error) => {
-          kept = `\nthe sandbox's files could not be kept: ${err.message}`;
-        });
+        previous = await commitLayer((a, t) => this.run(a, process.env, t), name, files.rootDir, files.base).then(
+          (c) => c.previous,
+          (err: Error) => void (kept = `\nthe sandbox's files could not be kept: ${err.message}`),
+        );
       }
       if (this.live.get(files.rootDir)?.name === name) this.live.delete(files.rootDir);
       await this.run(["rm", "--force", name]);
+      // The files' previous image, once no container uses it (its layers stay under the new one).
+      if (previous) await this.run(["rmi", previous]);
       await release?.();
       return exitOf(code, `${(logs.stderr || waited.stderr).slice(-4096)}${kept}`);
     })();

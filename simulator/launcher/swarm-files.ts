@@ -22,15 +22,19 @@ export class SwarmFiles {
     return (args, timeoutMs) => this.engines.runOn(nodeId, args, timeoutMs);
   }
 
-  /** Commits a stopped task's container as the sandbox's files; resolves with why they could not be kept, if so. */
-  async keep(task: TaskStatus, rootDir: string, base: string): Promise<string | undefined> {
-    if (!task.nodeId || !task.containerId) return "the task has no container";
+  /**
+   * Commits a stopped task's container as the sandbox's files; resolves with why they could not be kept, if so, and
+   * `release`, which untags the previous files' image on that node once the task's container is gone.
+   */
+  async keep(task: TaskStatus, rootDir: string, base: string): Promise<{ error?: string; release?: () => Promise<void> }> {
+    if (!task.nodeId || !task.containerId) return { error: "the task has no container" };
+    const nodeId = task.nodeId;
     try {
-      const ref = await commitLayer(this.onNode(task.nodeId), task.containerId, rootDir, base, this.registry ? undefined : task.nodeId);
-      if (this.registry) await this.push(task.nodeId, ref, rootDir);
-      return undefined;
+      const { ref, previous } = await commitLayer(this.onNode(nodeId), task.containerId, rootDir, base, this.registry ? undefined : nodeId);
+      if (this.registry) await this.push(nodeId, ref, rootDir);
+      return previous ? { release: async () => void (await this.onNode(nodeId)(["rmi", previous])) } : {};
     } catch (err) {
-      return (err as Error).message;
+      return { error: (err as Error).message };
     }
   }
 

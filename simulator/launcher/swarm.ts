@@ -170,8 +170,10 @@ export class SwarmLauncher implements Launcher {
       if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
       await sleep(100);
     }
-    if (files?.keep && last[0]) files.error = await this.keepFiles(last[0], files);
+    const kept = files?.keep && last[0] ? await this.files.keep(last[0], files.rootDir, files.base) : undefined;
+    if (files && kept?.error) files.error = kept.error;
     await this.run(["service", "rm", service]);
+    await kept?.release?.();
     liveServices.delete(service);
     return last[0];
   }
@@ -283,22 +285,19 @@ export class SwarmLauncher implements Launcher {
             task && !removed && task.state !== "shutdown" ? await this.run(["service", "logs", "--raw", "--tail", "40", service], this.env, 10_000) : undefined;
           // Ended by itself (a crash, not the launcher's stop): its files are kept where its node still answers.
           // (A task whose node went down is not asked: that node's engine is gone, and its files with it.)
-          if (!removed && files.keep && task && TERMINAL_STATES.has(task.state)) files.error = await this.keepFiles(task, files);
+          const kept = !removed && files.keep && task && TERMINAL_STATES.has(task.state) ? await this.files.keep(task, files.rootDir, files.base) : undefined;
+          if (kept?.error) files.error = kept.error;
           if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
           if (!removed) await this.run(["service", "rm", service]);
+          await kept?.release?.();
           liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
           // The swarm's reason last: the crash event shows the exit's last line.
-          const kept = files.error ? `the sandbox's files could not be kept: ${files.error}\n` : "";
-          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}${kept}swarm: ${reason}` });
+          const lost = files.error ? `the sandbox's files could not be kept: ${files.error}\n` : "";
+          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}${lost}swarm: ${reason}` });
         })();
       });
     });
-  }
-
-  /** Commits a stopped task's container as the sandbox's files (swarm-files.ts); why they could not be kept, if so. */
-  private keepFiles(task: TaskStatus, files: SandboxFiles): Promise<string | undefined> {
-    return this.files.keep(task, files.rootDir, files.base);
   }
 
   /** Launcher.copyTree: a running sandbox's container committed on its node, a stopped one's layer tagged again. */
