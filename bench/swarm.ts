@@ -12,6 +12,7 @@
  *   BENCH_SWARM_SANDBOXES  creates per launcher (default 5)
  *   BENCH_SWARM_UPLOAD_MB  size of each upload (default 64)
  *   BENCH_SWARM_ROUNDS     upload rounds per launcher (default 2)
+ * `npm run bench:swarm -- --cluster`: on a three-node cluster of this machine beside bwrap instead (swarm-cluster.ts).
  */
 import { execFileSync } from "node:child_process";
 import { request } from "node:http";
@@ -21,6 +22,7 @@ import { serveSimulator } from "../simulator/serve.js";
 import { dockerUnavailable } from "../simulator/launcher/docker.js";
 import { DockerLauncher, SwarmLauncher, type Launcher } from "../simulator/launcher/index.js";
 import { fmt, peakRssMiB, percentile } from "./lib.js";
+import { benchCluster } from "./swarm-cluster.js";
 
 const MiB = 1024 * 1024;
 const sandboxes = Number(process.env.BENCH_SWARM_SANDBOXES ?? 5);
@@ -126,7 +128,7 @@ export async function benchSwarm(log: (line: string) => void = console.log): Pro
 }
 
 if (process.argv[1]?.endsWith("swarm.js")) {
-  benchSwarm().catch((err) => {
+  (process.argv.includes("--cluster") ? benchCluster() : benchSwarm()).catch((err) => {
     console.error(err);
     process.exitCode = 1;
   });

@@ -97,7 +97,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   if (!sandboxIsolation.isolated) core.logger.warn({ launcher: sandboxIsolation.launcher }, `sandboxes are ${sandboxIsolation.detail}`);
   // Images (docs/images.md): checked at create with any launcher; resolved to a root filesystem only for the
   // launchers that lay a sandbox over one (Launcher.usesImageRoot; not process, on the host's root, nor docker, which runs images itself).
-  const images =
+  const storeImages =
     core.config.imageSource === "store"
       ? new SandboxImages(
           new ImageStore({ dir: core.config.imageCache === "local" ? join(dir, "images") : (core.config.imageCache ?? defaultImageCacheDir()) }),
@@ -111,7 +111,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           },
           launcher.singleUserId?.bind(launcher),
         )
-      : HOST_ROOT;
+      : undefined;
+  // Launchers that run images in Docker engines get them from the store when an engine lacks one (docker-supply.ts).
+  if (storeImages) launcher.useImages?.(storeImages.dockerSupply());
+  const images = storeImages ?? HOST_ROOT;
   // Sandboxes reach the simulator's public surface and the outside through its egress proxy (simulator/egress).
   let listenUrl: string | undefined;
   let inProcess: SimulatorHandler | undefined;

@@ -2,7 +2,15 @@ import { join } from "node:path";
 import { errors } from "../../src/errors.js";
 import type { Logger } from "../../src/logging.js";
 import { agentFetch } from "../launcher/endpoint.js";
-import { AgentSupervisor, StartQueue, type Launcher, type SupervisorEvent, type SupervisorOptions, type WarmPoolState } from "../launcher/index.js";
+import {
+  AgentSupervisor,
+  StartQueue,
+  type Launcher,
+  type SupervisorEvent,
+  type SupervisorOptions,
+  type LauncherNode,
+  type WarmPoolState,
+} from "../launcher/index.js";
 import { removeTree } from "../launcher/types.js";
 import type { LaunchSpec } from "../launcher/types.js";
 import type { SandboxTarget, Upstream } from "../proxy/index.js";
@@ -160,6 +168,11 @@ export class SandboxAgentsState {
   /** When the sandbox last served a request through the proxy (simulator clock), if it did since this simulator started. */
   lastUsedMs(workspace: string, sandbox: string): number | undefined {
     return this.lastUsed.get(key(workspace, sandbox));
+  }
+
+  /** The machines the launcher runs sandboxes on, where it has several (/health). */
+  launcherNodes(): LauncherNode[] | undefined {
+    return this.options.launcher.nodes?.();
   }
 
   /** The launcher's warm pool, where it keeps one (/health). */

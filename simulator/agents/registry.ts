@@ -133,7 +133,7 @@ export class SandboxAgents extends SandboxAgentsLifecycle {
           opts.volumes.map((v) => v.name!),
         );
       }
-      if (opts.copyFilesOf) this.copyRoot(workspace, opts.copyFilesOf, sandbox);
+      if (opts.copyFilesOf) await this.copyRoot(workspace, opts.copyFilesOf, sandbox);
       if (opts.fromSnapshot) await this.snapshots.restoreInto(workspace, opts.fromSnapshot, join(dir, "root"));
       image.services = await this.options.images.prepareLaunch(supervisor.spec, opts.image);
       // Stopped (deleted) while its image was being built: no launch.
@@ -191,10 +191,13 @@ export class SandboxAgents extends SandboxAgentsLifecycle {
   }
 
   /** Copies one sandbox's files into another's root, leaving out what is mounted there (drives stay shared, not copied). */
-  protected copyRoot(workspace: string, from: string, to: string): void {
+  protected async copyRoot(workspace: string, from: string, to: string): Promise<void> {
     const source = join(this.sandboxDir(workspace, from), "root");
     if (!existsSync(source)) return;
     const mounted = new Set(mountsUnder(source));
+    // Through the launcher where it copies sandboxes' files its own way (docker, swarm: their containers' layers).
+    const target = join(this.sandboxDir(workspace, to), "root");
+    if (this.options.launcher.copyTree && mounted.size === 0 && !existsSync(target)) return this.options.launcher.copyTree(source, target);
     cpSync(source, join(this.sandboxDir(workspace, to), "root"), { recursive: true, verbatimSymlinks: true, filter: (path) => !mounted.has(path) });
   }
 }

@@ -55,10 +55,10 @@ export interface Builder {
  * both children have ended: a tool that fails without reading its stdin (`docker import` refusing its name) would
  * otherwise leave tar blocked on the full pipe for ever, and the caller's process with it.
  */
-export function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number): Promise<string> {
+export function pipeDirectory(dir: string, command: string, args: string[], timeoutMs: number, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   return new Promise((resolve, reject) => {
     const tar = spawn("tar", ["-C", dir, "--numeric-owner", "-cf", "-", "."], { stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
-    const tool = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], timeout: timeoutMs });
+    const tool = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], timeout: timeoutMs, env });
     let tarErr = "";
     let out = "";
     tar.stderr.on("data", (d: Buffer) => (tarErr = (tarErr + d.toString()).slice(-2000)));
@@ -103,16 +103,23 @@ const envChange = (line: string) => {
 export class DockerBuilder implements Builder {
   readonly kind = "docker";
   readonly command = "docker build";
-  constructor(private readonly docker = "docker") {}
+  /** `env`: the CLI's environment, for an engine other than the local one (DOCKER_HOST of a swarm node). */
+  constructor(
+    private readonly docker = "docker",
+    private readonly env?: NodeJS.ProcessEnv,
+  ) {}
 
   async localImage(name: string) {
-    const [viaSocket] = (await inspectImagesViaSocket([name])) ?? [];
+    const [viaSocket] = this.env ? [undefined] : ((await inspectImagesViaSocket([name])) ?? []);
     if (viaSocket !== undefined) {
       if (viaSocket === null) return undefined;
       return { label: (viaSocket as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels?.[DIGEST_LABEL] ?? "" };
     }
     try {
-      const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], { timeoutMs: 30_000 });
+      const out = await runTool(this.docker, ["image", "inspect", "--format", `{{index .Config.Labels "${DIGEST_LABEL}"}}`, name], {
+        timeoutMs: 30_000,
+        env: this.env,
+      });
       return { label: out.trim().replace(/^<no value>$/, "") };
     } catch {
       return undefined;
@@ -126,12 +133,12 @@ export class DockerBuilder implements Builder {
       `LABEL ${DIGEST_LABEL}=${digest}`,
     ];
     const before = await this.imageId(name);
-    await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000);
+    await pipeDirectory(rootfs, this.docker, ["import", ...changes.flatMap((c) => ["--change", c]), "-", name], 30 * 60_000, this.env);
     await this.dropReplaced(before, name);
   }
 
   private async imageId(name: string): Promise<string | undefined> {
-    return runTool(this.docker, ["image", "inspect", "--format", "{{.Id}}", name], { timeoutMs: 30_000 }).then(
+    return runTool(this.docker, ["image", "inspect", "--format", "{{.Id}}", name], { timeoutMs: 30_000, env: this.env }).then(
       (out) => out.trim() || undefined,
       () => undefined,
     );
@@ -140,11 +147,11 @@ export class DockerBuilder implements Builder {
   /** The image a name pointed at before it was given to another: removed when nothing else uses it (no dangling images left). */
   private async dropReplaced(before: string | undefined, name: string): Promise<void> {
     if (!before || before === (await this.imageId(name))) return;
-    await runTool(this.docker, ["rmi", before], { timeoutMs: 120_000 }).catch(() => undefined); // still tagged or a parent: kept
+    await runTool(this.docker, ["rmi", before], { timeoutMs: 120_000, env: this.env }).catch(() => undefined); // still tagged or a parent: kept
   }
 
   async pull(name: string) {
-    await runTool(this.docker, ["pull", "--quiet", name], { timeoutMs: 10 * 60_000 });
+    await runTool(this.docker, ["pull", "--quiet", name], { timeoutMs: 10 * 60_000, env: this.env });
   }
 
   async build(tag: string, dockerfile: string, context: string, buildArgs: string[], onLine: (line: string) => void) {
@@ -155,13 +162,13 @@ export class DockerBuilder implements Builder {
     await runTool(this.docker, ["build", "--force-rm", "--tag", tag, "--file", dockerfile, ...buildArgs.flatMap((a) => ["--build-arg", a]), context], {
       onLine,
       timeoutMs: 60 * 60_000,
-      env: { ...process.env, DOCKER_BUILDKIT: "0" },
+      env: { ...(this.env ?? process.env), DOCKER_BUILDKIT: "0" },
     });
     await this.dropReplaced(before, tag); // the previous build of the template
   }
 
   async remove(name: string) {
-    await runTool(this.docker, ["rmi", name], { timeoutMs: 120_000 }).catch(() => undefined);
+    await runTool(this.docker, ["rmi", name], { timeoutMs: 120_000, env: this.env }).catch(() => undefined);
   }
 
   async exportImage(tag: string, rootfs: string, _work: string, progress: Progress) {

@@ -4,7 +4,8 @@ import { applyImageConfig } from "./image-config.js";
 import { ImageRefError } from "./image-ref.js";
 import { ImageUserError } from "./image-user.js";
 import { ImageNotFoundError, type ImageStore, type StoredImage } from "./image-store.js";
-import type { LaunchSpec } from "../launcher/types.js";
+import type { ImageSupply, LaunchSpec } from "../launcher/types.js";
+import { dockerImageSupply } from "./docker-supply.js";
 import { agentFetch, agentRequest, type AgentEndpoint } from "../launcher/endpoint.js";
 import { callbackProgress, type Progress } from "./progress.js";
 import type { ImageService } from "./recipes.js";
@@ -161,6 +162,11 @@ export class SandboxImages implements SandboxImageSource {
     if (!p) return undefined;
     const { started, finished, ...shown } = p;
     return { ...shown, startedAt: new Date(started).toISOString(), seconds: Math.round(((finished ?? Date.now()) - started) / 100) / 10 };
+  }
+
+  /** The store as the image supply of launchers that run images in Docker engines (docker-supply.ts), progress in the sandbox's events. */
+  dockerSupply(): ImageSupply {
+    return dockerImageSupply(this.store, (workspace, sandbox, text) => this.onProgress?.(workspace, sandbox, text));
   }
 
   /** Throws INVALID_IMAGE when no source can provide the image; nothing is built. */

@@ -1,4 +1,5 @@
-import { relative } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { agentArgs, packageRootOf } from "./agent-main.js";
 import { LaunchError, type LaunchSpec } from "./types.js";
 
@@ -7,25 +8,28 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  *   the image is spec.runtime.image; its tools (/usr, /bin, the shell) are what the sandbox's processes run with;
  *   /opt/sandbox-kit/bin/node      the host's node binary, read-only (the image needs a glibc compatible with it)
  *   /opt/sandbox-kit/{dist,node_modules,package.json}  this package, read-only (the agent and better-sqlite3)
- *   /sandbox                       the sandbox's root directory, read-write: the agent's --root, the processes' cwd
+ *   /                              the image's, with the sandbox's writes in the container's own layer: the agent's
+ *                                  --root, so the file API and commands see one filesystem (kept between
+ *                                  containers by docker commit: docker-files.ts)
  *   /run/sandbox-agent             the agent's state (database, upload parts, logs)
  *   /run/sandbox-drives            the workspace's drives
- *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so),
- *                                  and at /sandbox<mountPath>, where the agent's filesystem API sees it
+ *   each of spec.mounts            a volume's directory at its mountPath (read-only when the attachment says so)
  * The agent listens on 0.0.0.0:8080 inside, published on a free port of the host's loopback only, or,
  * with the simulator's egress, reached at the container's address on the sandbox's own network
  * (docker-network.ts), the system trust store then being a bundle with the egress proxy's CA and
  * /etc/hosts a file the simulator keeps current.
- * spec.runtime.envs are passed as `-e NAME` (the value comes from the docker CLI's own environment),
- * never in argv where `ps` would show them. The token is not in the environment at all (every process
- * of the sandbox could read /proc/<agent>/environ): the launcher writes it to TOKEN_HANDOFF in the data
- * dir, and the agent reads and deletes it at start-up (--token-file ... --token-file-remove).
+ * spec.runtime.envs travel in ENV_HANDOFF, a 0600 file of the data dir that the container's first program
+ * (container-entry.ts) reads and deletes before it starts the agent: never in argv, never in the container's
+ * config (docker inspect, a swarm's raft log, the images docker commit makes of the sandbox's files). The
+ * token is not in the environment at all (every process of the sandbox could read /proc/<agent>/environ):
+ * the launcher writes it to TOKEN_HANDOFF, and the agent reads and deletes it at start-up
+ * (--token-file ... --token-file-remove).
  */
 
 export const IN_CONTAINER = {
   pkg: "/opt/sandbox-kit",
   node: "/opt/sandbox-kit/bin/node",
-  root: "/sandbox",
+  root: "/",
   data: "/run/sandbox-agent",
   drives: "/run/sandbox-drives",
 } as const;
@@ -34,6 +38,8 @@ export const AGENT_PORT = 8080;
 const SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 /** The token hand-off file's name in the data dir (written 0600 by the launcher before each docker run). */
 export const TOKEN_HANDOFF = "token.handoff";
+/** The sandbox's variables' hand-off file in the data dir (JSON, written 0600 before each start; container-entry.ts). */
+export const ENV_HANDOFF = "env.handoff";
 /** The image when a sandbox names none (the simulator's sandboxes default to blaxel/base-image:latest). */
 export const FALLBACK_IMAGE = "debian:bookworm-slim";
 /** Labels that find a sandbox's container again (orphan reaping). */
@@ -48,7 +54,7 @@ export interface DockerRunInputs {
   node: string;
   /** Host user the agent runs as, so files in the bind mounts stay the simulator's. */
   user: string;
-  /** The image when the spec names none, or names one no registry serves (tests pick theirs). */
+  /** The image to run: the sandbox's files (docker-files.ts) or its image, resolved by the launcher. */
   image?: string;
   /**
    * The sandbox's own network (docker-network.ts), with the simulator's egress: the container joins it
@@ -64,14 +70,26 @@ export function bind(source: string, target: string, readonly = false): string[]
   return ["--mount", `type=bind,source=${source},target=${target}${readonly ? ",readonly" : ""}`];
 }
 
-/** Names of the variables handed to the container with `-e NAME`: the sandbox's own and HOME (never the token). */
-export function containerEnvNames(spec: Pick<LaunchSpec, "env">): string[] {
-  return [...new Set([...Object.keys(spec.env ?? {}), "HOME"])].filter((name) => name !== "SANDBOX_AGENT_TOKEN");
+/** The variables handed to the sandbox through ENV_HANDOFF: its own (never the token); HOME is the image's unless it sets one. */
+export function sandboxVariables(spec: Pick<LaunchSpec, "env">): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(spec.env ?? {})) if (name !== "SANDBOX_AGENT_TOKEN") out[name] = value;
+  return out;
 }
 
-/** The agent's command inside the container: its script under /opt/sandbox-kit, listening on 0.0.0.0:AGENT_PORT, the token from the hand-off file. */
+/** Writes ENV_HANDOFF into the data dir (0600: only the agent's user reads it, and deletes it once read). */
+export function writeEnvHandoff(spec: Pick<LaunchSpec, "env" | "dataDir">): void {
+  writeFileSync(join(spec.dataDir, ENV_HANDOFF), JSON.stringify(sandboxVariables(spec)), { mode: 0o600 });
+}
+
+/**
+ * The container's command: container-entry.ts (the sandbox's variables from ENV_HANDOFF), then the agent under
+ * /opt/sandbox-kit, listening on 0.0.0.0:AGENT_PORT, the token from the hand-off file.
+ */
 export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
-  const agentPath = `${IN_CONTAINER.pkg}/${relative(packageRootOf(agentMain), agentMain)}`;
+  const pkgRoot = packageRootOf(agentMain);
+  const agentPath = `${IN_CONTAINER.pkg}/${relative(pkgRoot, agentMain)}`;
+  const entry = `${IN_CONTAINER.pkg}/dist/simulator/launcher/container-entry.js`;
   const args = agentArgs({
     root: IN_CONTAINER.root,
     dataDir: IN_CONTAINER.data,
@@ -81,10 +99,10 @@ export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
   });
   // Inside the container the agent listens on every interface of its own network namespace, on a fixed port.
   args.splice(args.indexOf("--host"), 4, "--host", "0.0.0.0", "--port", String(AGENT_PORT));
-  return [agentPath, ...args, "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove"];
+  return [entry, `${IN_CONTAINER.data}/${ENV_HANDOFF}`, agentPath, ...args, "--token-file", `${IN_CONTAINER.data}/${TOKEN_HANDOFF}`, "--token-file-remove"];
 }
 
-/** The `--mount` flags: node and this package read-only, the sandbox's root, data and drives, its volumes (at their path and under /sandbox). */
+/** The `--mount` flags: node and this package read-only, the sandbox's data and drives, its volumes (its files are the container's own layer). */
 export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, "agentMain" | "node" | "network">): string[] {
   const pkg = packageRootOf(inputs.agentMain);
   return [
@@ -92,13 +110,12 @@ export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, 
     ...bind(`${pkg}/package.json`, `${IN_CONTAINER.pkg}/package.json`, true),
     ...bind(`${pkg}/dist`, `${IN_CONTAINER.pkg}/dist`, true),
     ...bind(`${pkg}/node_modules`, `${IN_CONTAINER.pkg}/node_modules`, true),
-    ...bind(spec.rootDir, IN_CONTAINER.root),
     ...bind(spec.dataDir, IN_CONTAINER.data),
     ...(spec.drivesDir ? bind(spec.drivesDir, IN_CONTAINER.drives) : []),
     ...(inputs.network ? bind(inputs.network.caBundle, SYSTEM_CA_BUNDLE, true) : []),
     // The simulator's names (its --public-url host, host-form previews) kept current in a file of our own (docker-network.ts).
     ...(inputs.network?.hostsFile ? bind(inputs.network.hostsFile, "/etc/hosts", true) : []),
-    ...(spec.mounts ?? []).flatMap((m) => [...bind(m.source, m.target, m.readOnly), ...bind(m.source, `${IN_CONTAINER.root}${m.target}`, m.readOnly)]),
+    ...(spec.mounts ?? []).flatMap((m) => bind(m.source, m.target, m.readOnly)),
   ];
 }
 
@@ -119,27 +136,19 @@ export function dockerRunArgs(spec: LaunchSpec, inputs: DockerRunInputs): string
     inputs.user,
     ...(inputs.network ? ["--network", inputs.network.name] : ["--publish", `127.0.0.1::${AGENT_PORT}`]),
     ...containerMounts(spec, inputs),
-    "--workdir",
-    IN_CONTAINER.root,
-    ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
+    // No --workdir: the image's WorkingDir, as on the platform. No --env: ENV_HANDOFF.
     "--entrypoint",
     IN_CONTAINER.node,
-    spec.image ?? inputs.image ?? FALLBACK_IMAGE,
+    inputs.image ?? spec.image ?? FALLBACK_IMAGE,
     ...agentCommand(spec, inputs.agentMain),
     ...(inputs.network ? ["--egress-relay", inputs.network.relay] : []),
   ];
 }
 
-/**
- * The docker CLI's environment: what it needs to reach the daemon (PATH,
- * DOCKER_*, its config dir) plus the values `-e NAME` hands to the container.
- */
-export function dockerCliEnv(spec: Pick<LaunchSpec, "env">, host: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/** The docker CLI's environment: what it needs to reach the daemon (PATH, DOCKER_*, its config dir), nothing of the simulator's own. */
+export function dockerCliEnv(host: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(host)) if (k === "PATH" || k.startsWith("DOCKER_") || k.startsWith("XDG_")) env[k] = v;
-  // The sandbox's HOME is not the CLI's: keep the CLI's config (credentials, contexts) where it was.
   if (!env.DOCKER_CONFIG && host.HOME) env.DOCKER_CONFIG = `${host.HOME}/.docker`;
-  const inside: Record<string, string> = { HOME: IN_CONTAINER.root, ...(spec.env ?? {}) };
-  for (const name of containerEnvNames(spec)) env[name] = inside[name];
   return env;
 }

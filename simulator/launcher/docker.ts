@@ -1,12 +1,23 @@
-import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { constants } from "node:os";
 import { agentMainPath } from "./agent-main.js";
+import { dockerPath, runDocker, type Ran } from "./docker-cli.js";
 import { hostsFile } from "./sandbox-setup.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
-import { AGENT_PORT, DATA_DIR_LABEL, dockerCliEnv, dockerRunArgs, TOKEN_HANDOFF, type DockerRunInputs } from "./docker-args.js";
+import {
+  AGENT_PORT,
+  DATA_DIR_LABEL,
+  dockerCliEnv,
+  dockerRunArgs,
+  FALLBACK_IMAGE,
+  TOKEN_HANDOFF,
+  writeEnvHandoff,
+  type DockerRunInputs,
+} from "./docker-args.js";
+import { commitLayer, copyLayer, removeLayersAndTree, startImage } from "./docker-files.js";
+import { ensureImage } from "./docker-images.js";
 import {
   closeHostToNetwork,
   containerAddress,
@@ -16,7 +27,9 @@ import {
   setOutbound,
   writeContainerTrust,
 } from "./docker-network.js";
-import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
+import { LaunchError, type AgentExit, type AgentHandle, type ImageSupply, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
+
+export { dockerPath, runDocker, type Ran } from "./docker-cli.js";
 
 /**
  * The agent inside a container of spec.runtime.image (`--launcher docker`),
@@ -25,7 +38,8 @@ import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type La
  * Crashes: `docker wait` settles `exited` with the container's exit code
  * (128 + n read as signal n) and its last log lines. Stop: `docker stop -t`
  * (SIGTERM, then docker's own SIGKILL after the grace), `docker kill` if that
- * fails; the container is removed once it has exited.
+ * fails; once it has exited its layer (the sandbox's files) is committed
+ * (docker-files.ts) and the container removed.
  */
 
 export interface DockerLauncherOptions {
@@ -37,38 +51,12 @@ export interface DockerLauncherOptions {
   readyTimeoutMs?: number;
 }
 
-export interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-export function dockerPath(): string | undefined {
-  try {
-    return execFileSync("sh", ["-c", "command -v docker"], { encoding: "utf8" }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Why the docker launcher cannot run here (no CLI, no reachable daemon), or undefined when it can. */
 export async function dockerUnavailable(docker = dockerPath()): Promise<string | undefined> {
   if (!docker) return "the docker CLI is not installed";
   const info = await runDocker(docker, ["info", "--format", "{{.ServerVersion}}"], process.env, 10_000);
   if (info.code === 0 && info.stdout.trim()) return undefined;
   return `no Docker daemon is reachable (docker info: ${(info.stderr.trim().split("\n").pop() ?? `exit ${info.code}`).slice(0, 200)})`;
-}
-
-export function runDocker(docker: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 60_000): Promise<Ran> {
-  return new Promise((resolve) => {
-    const child = spawn(docker, args, { env, stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-8192)));
-    child.once("error", (err) => resolve({ code: null, stdout, stderr: `${stderr}${err.message}` }));
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /** Exit code 128 + n is the container's main process killed by signal n. */
@@ -91,6 +79,14 @@ export class DockerLauncher implements Launcher {
   /** Each container on a network of its own, its traffic through the simulator's egress (docker-network.ts). */
   readonly egress = true;
   private readonly docker: string;
+  /** The running container of each sandbox root (a snapshot or fork of a running sandbox commits it). */
+  private readonly live = new Map<string, { name: string; base: string }>();
+  /** Where images the daemon lacks come from (the simulator's image store: Launcher.useImages). */
+  private supply: ImageSupply | undefined;
+
+  useImages(supply: ImageSupply): void {
+    this.supply = supply;
+  }
 
   constructor(private readonly options: DockerLauncherOptions = {}) {
     const found = options.docker ?? dockerPath();
@@ -152,6 +148,16 @@ export class DockerLauncher implements Launcher {
   async start(spec: LaunchSpec): Promise<AgentHandle> {
     for (const dir of [spec.rootDir, spec.dataDir, ...(spec.drivesDir ? [spec.drivesDir] : [])]) mkdirSync(dir, { recursive: true });
     await this.reapOrphans(spec.dataDir);
+    const base = spec.image ?? this.options.image ?? FALLBACK_IMAGE;
+    const { image, layer } = startImage(spec.rootDir, base);
+    // The image reaches the daemon first (imported from the simulator's store when missing), unless the sandbox's files hold it.
+    if (!layer)
+      await ensureImage((a, t) => this.run(a, process.env, t), base, {
+        supply: this.supply,
+        workspace: spec.workspace,
+        sandbox: spec.sandbox,
+        node: "this host",
+      });
     const name = `sbx-${`${spec.workspace}-${spec.sandbox}`.replace(/[^a-zA-Z0-9_.-]/g, "-").slice(0, 80)}-${randomBytes(4).toString("hex")}`;
     const user = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
     const net = spec.egress ? await this.egressNetwork(spec, name) : undefined;
@@ -160,19 +166,22 @@ export class DockerLauncher implements Launcher {
       agentMain: realpathSync(this.options.agentMain ?? agentMainPath()),
       node: realpathSync(process.execPath),
       user,
-      image: this.options.image,
+      image,
       network: net?.inputs,
     });
     // The token's hand-off: the agent (same uid) reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
+    writeEnvHandoff(spec);
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000); // a first run may pull the image
-    const ran = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
+    const ran = await this.run(args, dockerCliEnv(), Math.max(1_000, deadline - Date.now()));
     if (ran.code !== 0) {
       await this.run(["rm", "--force", name]);
       await net?.release();
       throw new LaunchError(`docker run for sandbox "${spec.sandbox}" failed (exit ${ran.code}): ${ran.stderr.trim().slice(-500)}`);
     }
-    const exited = this.watch(name, net?.release);
+    const files = { rootDir: spec.rootDir, base, keep: true };
+    this.live.set(spec.rootDir, { name, base });
+    const exited = this.watch(name, files, net?.release);
     let gone = false;
     void exited.then(() => (gone = true));
     try {
@@ -188,22 +197,53 @@ export class DockerLauncher implements Launcher {
       if (!net) return handle;
       return { ...handle, setDirectOutbound: (on: boolean) => setOutbound((a) => this.run(a), name, on && spec.outboundNetwork !== false) };
     } catch (err) {
+      files.keep = false; // a start that failed leaves the sandbox's files as they were
       await this.run(["rm", "--force", name]);
       const exit = await exited;
       throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
     }
   }
 
-  /** `docker wait`: settles once the container has exited, with its last log lines; then removes it (and `release`s its network). */
-  private watch(name: string, release?: () => Promise<void>): Promise<AgentExit> {
+  /**
+   * `docker wait`: settles once the container has exited, with its last log lines; its layer is then committed as
+   * the sandbox's files (unless `files.keep` was cleared), the container removed and its network `release`d.
+   */
+  private watch(name: string, files: { rootDir: string; base: string; keep: boolean }, release?: () => Promise<void>): Promise<AgentExit> {
     return (async () => {
       const waited = await this.run(["wait", name], process.env, 0);
       const code = /^\d+$/.test(waited.stdout.trim()) ? Number(waited.stdout.trim()) : null;
       const logs = await this.run(["logs", "--tail", "40", name]);
+      let kept = "";
+      let previous: string | undefined;
+      if (files.keep) {
+        previous = await commitLayer((a, t) => this.run(a, process.env, t), name, files.rootDir, files.base).then(
+          (c) => c.previous,
+          (err: Error) => void (kept = `\nthe sandbox's files could not be kept: ${err.message}`),
+        );
+      }
+      if (this.live.get(files.rootDir)?.name === name) this.live.delete(files.rootDir);
       await this.run(["rm", "--force", name]);
+      // The files' previous image, once no container uses it (its layers stay under the new one).
+      if (previous) await this.run(["rmi", previous]);
       await release?.();
-      return exitOf(code, (logs.stderr || waited.stderr).slice(-4096));
+      return exitOf(code, `${(logs.stderr || waited.stderr).slice(-4096)}${kept}`);
     })();
+  }
+
+  /**
+   * A copy of a sandbox's files (snapshot, fork, restore): a running sandbox's container is committed (docker
+   * pauses it while its layer is read), a stopped one's layer image tagged again; the copy's marker names its own
+   * image. A root with no layer (never started here) is copied as files.
+   */
+  async copyTree(source: string, target: string): Promise<void> {
+    const run = (a: string[], t?: number) => this.run(a, process.env, t);
+    const live = this.live.get(source);
+    await copyLayer(run, source, target, live ? { container: live.name, base: live.base } : undefined);
+  }
+
+  /** rm -rf, after untagging the images of the sandbox's files its markers name (docker-files.ts). */
+  removeTree(path: string): void {
+    removeLayersAndTree(this.docker, path);
   }
 
   private async publishedUrl(name: string): Promise<string> {

@@ -3,7 +3,7 @@ import { DockerLauncher } from "./docker.js";
 import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher, type LauncherDescription } from "./types.js";
 
-export type { AgentExit, AgentHandle, LaunchSpec, Launcher, LauncherDescription, WarmPoolState } from "./types.js";
+export type { AgentExit, AgentHandle, LaunchSpec, Launcher, LauncherDescription, LauncherNode, WarmPoolState } from "./types.js";
 
 /** What /health and the start-up log say about a launcher (Launcher.describe). */
 export function describeLauncher(launcher: Launcher): LauncherDescription {

@@ -14,9 +14,9 @@ export type AgentState = "starting" | "running" | "restarting" | "stopped" | "fa
 export type SupervisorEvent =
   /** The start waits for a free slot (StartQueue): `ahead` queued starts come first. */
   | { type: "queued"; ahead: number; running: number }
-  | { type: "started"; url: string; pid?: number; socketPath?: string }
+  | { type: "started"; url: string; pid?: number; socketPath?: string; placement?: string }
   | { type: "crashed"; exit: AgentExit; restartInMs: number | null; attempt: number }
-  | { type: "restarted"; url: string; pid?: number; socketPath?: string; attempt: number }
+  | { type: "restarted"; url: string; pid?: number; socketPath?: string; attempt: number; placement?: string }
   | { type: "restart-failed"; message: string; attempt: number; restartInMs: number | null }
   | { type: "gave-up"; attempts: number }
   | { type: "stopped"; exit: AgentExit };
@@ -125,7 +125,7 @@ export class AgentSupervisor {
         throw new LaunchError("the agent was stopped while it was starting");
       }
       this.adopt(handle);
-      this.emit({ type: "started", url: handle.url, pid: handle.pid, socketPath: handle.socketPath });
+      this.emit({ type: "started", url: handle.url, pid: handle.pid, socketPath: handle.socketPath, placement: handle.placement });
     })();
     return this.starting;
   }
@@ -183,7 +183,7 @@ export class AgentSupervisor {
         return;
       }
       this.adopt(handle);
-      this.emit({ type: "restarted", url: handle.url, pid: handle.pid, socketPath: handle.socketPath, attempt: this.attempt });
+      this.emit({ type: "restarted", url: handle.url, pid: handle.pid, socketPath: handle.socketPath, attempt: this.attempt, placement: handle.placement });
     } catch (err) {
       if (this._state !== "restarting") return;
       this.attempt += 1;

@@ -1,14 +1,5 @@
 import { createHash } from "node:crypto";
-import {
-  AGENT_PORT,
-  agentCommand,
-  containerEnvNames,
-  containerMounts,
-  FALLBACK_IMAGE,
-  IN_CONTAINER,
-  DATA_DIR_LABEL,
-  type DockerRunInputs,
-} from "./docker-args.js";
+import { AGENT_PORT, agentCommand, containerMounts, FALLBACK_IMAGE, IN_CONTAINER, DATA_DIR_LABEL, type DockerRunInputs } from "./docker-args.js";
 import type { LaunchSpec } from "./types.js";
 
 /**
@@ -51,6 +42,10 @@ export interface SwarmServiceInputs extends Pick<DockerRunInputs, "agentMain" | 
   /** False when the image is only in local image stores: the CLI then does not ask a registry for its digest. */
   resolveImage: boolean;
   stopGraceSeconds: number;
+  /** The node whose engine alone holds the sandbox's files (docker-files.ts, a swarm without a registry). */
+  pinnedNode?: string;
+  /** The simulator's egress for this sandbox (its trust bundle and hosts file, as with docker). */
+  egress?: DockerRunInputs["network"];
 }
 
 /** A name Docker accepts (services and networks: [a-zA-Z0-9_.-], at most 63), unique for distinct inputs. */
@@ -103,6 +98,7 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     `${SWARM_LABELS.sandbox}=${spec.workspace}/${spec.sandbox}`,
     ...(spec.memoryMb ? ["--limit-memory", `${spec.memoryMb}M`] : []),
     ...inputs.constraints.flatMap((c) => ["--constraint", c]),
+    ...(inputs.pinnedNode ? ["--constraint", `node.id==${inputs.pinnedNode}`] : []),
     "--network",
     inputs.network,
     "--publish",
@@ -111,14 +107,13 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     spec.sandbox.slice(0, 63),
     "--user",
     inputs.user,
-    ...containerMounts(spec, { agentMain: inputs.agentMain, node: inputs.node }),
-    "--workdir",
-    IN_CONTAINER.root,
-    ...containerEnvNames(spec).flatMap((name) => ["--env", name]),
+    ...containerMounts(spec, { agentMain: inputs.agentMain, node: inputs.node, network: inputs.egress }),
+    // No --workdir (the image's) and no --env (docker-args.ts ENV_HANDOFF: a service's env sits in the raft log).
     "--entrypoint",
     IN_CONTAINER.node,
     inputs.image,
     ...agentCommand(spec, inputs.agentMain),
+    ...(inputs.egress ? ["--egress-relay", inputs.egress.relay] : []),
   ];
 }
 

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { hostname } from "node:os";
+import type { Ran } from "./docker-cli.js";
 import { isAlive, startTimeOf } from "./proc.js";
 
 /**
@@ -13,18 +14,22 @@ import { isAlive, startTimeOf } from "./proc.js";
  * second signal) removes them synchronously on the way out, as other launchers' agents die with the simulator.
  * Only kill -9 skips this; the next start reaps those by their owner label.
  */
-export const liveServices = new Map<string, string>(); // service -> docker CLI
+export const liveServices = new Map<string, { cli: string; host?: string }>(); // service -> docker CLI and its DOCKER_HOST
 let exitHooked = false;
-export function trackService(docker: string, service: string): void {
-  liveServices.set(service, docker);
+export function trackService(docker: string, service: string, host?: string): void {
+  liveServices.set(service, { cli: docker, host });
   if (exitHooked) return;
   exitHooked = true;
   process.once("exit", () => {
-    const byCli = new Map<string, string[]>();
-    for (const [name, cli] of liveServices) byCli.set(cli, [...(byCli.get(cli) ?? []), name]);
-    for (const [cli, names] of byCli) {
+    const byCli = new Map<string, { cli: string; host?: string; names: string[] }>();
+    for (const [name, { cli, host }] of liveServices) {
+      const key = `${cli}\0${host ?? ""}`;
+      byCli.set(key, { cli, host, names: [...(byCli.get(key)?.names ?? []), name] });
+    }
+    for (const { cli, host, names } of byCli.values()) {
       try {
-        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000 });
+        const env = host ? { ...process.env, DOCKER_HOST: host } : process.env;
+        execFileSync(cli, ["service", "rm", ...names], { stdio: "ignore", timeout: 10_000, env });
       } catch {
         // Some were gone already; the next start reaps whatever is left.
       }
@@ -42,4 +47,24 @@ export function ownerGone(owner: string): boolean {
   const [host, pid, started] = owner.split("/");
   if (host !== hostname() || !/^\d+$/.test(pid ?? "")) return false; // another host's simulator reaps its own
   return !isAlive(Number(pid)) || startTimeOf(Number(pid)) !== started;
+}
+
+/** The services the filter finds whose labels `pick` accepts (`docker service ls`, then their labels). */
+export async function servicesMatching(
+  run: (args: string[]) => Promise<Ran>,
+  filter: string,
+  pick: (labels: Record<string, string> | null) => boolean = () => true,
+): Promise<string[]> {
+  const found = await run(["service", "ls", "--quiet", "--filter", filter]);
+  const ids = found.stdout
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (ids.length === 0) return [];
+  const labels = await run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
+  return labels.stdout.split("\n").flatMap((line) => {
+    const space = line.indexOf(" ");
+    if (space < 0) return [];
+    return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
+  });
 }

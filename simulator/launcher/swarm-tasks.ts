@@ -1,4 +1,4 @@
-import type { Ran } from "./docker.js";
+import type { Ran } from "./docker-cli.js";
 
 /**
  * What the swarm says about sandboxes' tasks, read through the manager (`docker inspect <task>`, `docker node
@@ -18,6 +18,8 @@ export interface TaskStatus {
   exitCode?: number;
   /** The node port the agent's port is published on (mode=host). */
   publishedPort?: number;
+  /** The task's container on its node (what that node's engine commits, pauses). */
+  containerId?: string;
 }
 
 export interface NodeStatus {
@@ -27,6 +29,8 @@ export interface NodeStatus {
   state: string;
   /** The node's address as the swarm knows it (its advertise address). */
   addr: string;
+  /** manager | worker */
+  role?: string;
 }
 
 /** States after which a task never runs again (swarmkit's api.TaskState). */
@@ -38,7 +42,7 @@ interface InspectedTask {
   Status?: {
     State?: string;
     Err?: string;
-    ContainerStatus?: { ExitCode?: number };
+    ContainerStatus?: { ExitCode?: number; ContainerID?: string };
     PortStatus?: { Ports?: { TargetPort?: number; PublishedPort?: number }[] };
   };
 }
@@ -56,6 +60,7 @@ export function parseTasks(json: string, targetPort: number): TaskStatus[] {
     err: t.Status?.Err || undefined,
     nodeId: t.NodeID || undefined,
     exitCode: t.Status?.ContainerStatus?.ExitCode,
+    containerId: t.Status?.ContainerStatus?.ContainerID || undefined,
     publishedPort: t.Status?.PortStatus?.Ports?.find((p) => p.TargetPort === targetPort)?.PublishedPort,
   }));
 }
@@ -76,7 +81,7 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
     .filter(Boolean);
   if (ids.length === 0) return new Map();
   const inspected = await run(
-    ["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}}", ...ids],
+    ["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}} {{json .Spec.Role}}", ...ids],
     30_000,
   );
   const nodes = new Map<string, NodeStatus>();
@@ -85,7 +90,7 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
       .trim()
       .match(/"(?:[^"\\]|\\.)*"/g)
       ?.map((f) => JSON.parse(f) as string);
-    if (fields?.length === 4) nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]! });
+    if (fields && fields.length >= 4) nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]!, role: fields[4] });
   }
   return nodes;
 }
@@ -115,6 +120,8 @@ export class TaskWatcher {
     private readonly run: DockerRun,
     private readonly targetPort: number,
     private readonly pollMs: number,
+    /** Every poll's view of the swarm's nodes (when the manager answered). */
+    private readonly onNodes: (nodes: Map<string, NodeStatus>) => void = () => {},
   ) {}
 
   watch(taskId: string, settle: Watched["settle"]): void {
@@ -128,6 +135,7 @@ export class TaskWatcher {
     try {
       const ids = [...this.watched.keys()];
       const [tasks, nodes] = await Promise.all([inspectTasks(this.run, ids, this.targetPort), listNodes(this.run)]);
+      if (nodes) this.onNodes(nodes);
       const byId = new Map(tasks.map((t) => [t.id, t]));
       for (const id of ids) {
         const watched = this.watched.get(id);

@@ -4,12 +4,25 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
-import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF } from "./docker-args.js";
+import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF, writeEnvHandoff } from "./docker-args.js";
 import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
-import { liveServices, ownerGone, ownerLabel, trackService } from "./swarm-owner.js";
-import { registryRef, specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
-import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type TaskStatus } from "./swarm-tasks.js";
-import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription } from "./types.js";
+import { removeLayersAndTree, startImage } from "./docker-files.js";
+import { SwarmFiles } from "./swarm-files.js";
+import { SwarmPrepare } from "./swarm-prepare.js";
+import { nodeList, NodeEngines } from "./swarm-nodes.js";
+import { liveServices, ownerGone, ownerLabel, servicesMatching, trackService } from "./swarm-owner.js";
+import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type NodeStatus, type TaskStatus } from "./swarm-tasks.js";
+import {
+  LaunchError,
+  type AgentExit,
+  type AgentHandle,
+  type ImageSupply,
+  type LaunchSpec,
+  type LauncherNode,
+  type Launcher,
+  type LauncherDescription,
+} from "./types.js";
 
 /**
  * Sandboxes as Docker Swarm services (`--launcher swarm`), through a swarm manager's Docker API (the local
@@ -18,7 +31,9 @@ import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec, type La
  * address and published port. `exited` settles when the task stops, is removed or its node leaves or goes down
  * (swarm-tasks.ts): the supervisor then restarts it (the swarm places the new service on a node that fits) or
  * marks the sandbox FAILED with the reason. `stop` scales the service to 0 (SIGTERM, SIGKILL after the grace)
- * and removes it once its task has stopped. Services a killed simulator left (its owner label names a process
+ * and removes it once its task has stopped and its layer (the sandbox's files, docker-files.ts) was committed
+ * by its node's engine (swarm-nodes.ts), pushed to the registry when there is one, else kept on that node,
+ * where the sandbox's next task is then placed. Services a killed simulator left (its owner label names a process
  * of this host that is gone) are removed before the first start.
  */
 
@@ -32,8 +47,18 @@ export interface SwarmLauncherOptions {
   constraints?: string[];
   /** A registry every node pulls from (`--swarm-registry host:port`): sandbox images are pushed there first. */
   registry?: string;
+  /** The docker CLI's environment: how it reaches the manager (DOCKER_HOST...); default the simulator's own. */
+  env?: NodeJS.ProcessEnv;
   /** How often live tasks are polled (default 500 ms). */
   pollMs?: number;
+}
+
+/** A sandbox's files across its tasks (docker-files.ts): `keep` cleared for a start that failed; `error` why they could not be kept. */
+interface SandboxFiles {
+  rootDir: string;
+  base: string;
+  keep: boolean;
+  error?: string;
 }
 
 /** The owner label (swarm-owner.ts) and the registry's image name (swarm-args.ts), importable from here as before. */
@@ -42,23 +67,53 @@ export { registryRef } from "./swarm-args.js";
 
 export class SwarmLauncher implements Launcher {
   readonly name = "swarm";
-  /** A task runs on whichever node the swarm picked, whose engine alone can pause it (`docker pause` is per node). */
-  readonly standby = "the swarm launcher cannot stop a task on another node's engine: its sandboxes never go to standby";
+  /**
+   * Standby pauses a task's container with its own node's engine (`docker pause` is per node, swarm-nodes.ts):
+   * sandboxes on a node whose engine the simulator cannot reach (no sandbox-kit.engine label) never sleep.
+   */
+  readonly standby = true as const;
   private readonly docker: string;
   private readonly owner = ownerLabel();
   private readonly watcher: TaskWatcher;
-  private readonly networks = new Map<string, Promise<void>>();
-  /** Image id pushed per registry reference: a rebuilt image is pushed again. */
-  private readonly pushed = new Map<string, Promise<string>>();
+  private readonly needs: SwarmPrepare;
   private readonly ready: Promise<string | undefined>;
+  private readonly engines: NodeEngines;
+  private readonly files: SwarmFiles;
+  /** The running task of each sandbox root (a snapshot or fork of a running sandbox commits its container). */
+  private readonly live = new Map<string, { taskId: string; base: string }>();
+  private supply: ImageSupply | undefined;
+  private readonly env: NodeJS.ProcessEnv;
+  /** The swarm's nodes as last seen, and the node of each live task (/health: Launcher.nodes). */
+  private swarmNodes = new Map<string, NodeStatus>();
+  private readonly taskNodes = new Map<string, string>();
 
   constructor(private readonly options: SwarmLauncherOptions = {}) {
     const found = options.docker ?? dockerPath();
     if (!found) throw new LaunchError("--launcher swarm needs the docker CLI and a reachable swarm manager");
     this.docker = found;
-    this.watcher = new TaskWatcher((args, timeoutMs) => this.run(args, process.env, timeoutMs), AGENT_PORT, options.pollMs ?? 500);
+    this.env = options.env ?? process.env;
+    this.engines = new NodeEngines((args, env, timeoutMs) => this.run(args, env, timeoutMs), this.env);
+    this.files = new SwarmFiles(this.engines, (args, timeoutMs) => this.run(args, this.env, timeoutMs), options.registry);
+    this.needs = new SwarmPrepare((args, timeoutMs) => this.run(args, this.env, timeoutMs), this.engines, this.env, options.registry);
+    this.watcher = new TaskWatcher(
+      (args, timeoutMs) => this.run(args, this.env, timeoutMs),
+      AGENT_PORT,
+      options.pollMs ?? 500,
+      (nodes) => {
+        this.swarmNodes = nodes;
+      },
+    );
     this.ready = this.init();
     this.ready.catch(() => {});
+  }
+
+  /** The swarm's nodes as the last poll saw them, with this simulator's sandboxes on each. */
+  nodes(): LauncherNode[] {
+    return nodeList(this.swarmNodes, this.taskNodes);
+  }
+
+  useImages(supply: ImageSupply): void {
+    this.supply = supply;
   }
 
   /** What /health and the start-up line say: where images come from on the cluster. */
@@ -74,13 +129,13 @@ export class SwarmLauncher implements Launcher {
     };
   }
 
-  private run(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Ran> {
+  private run(args: string[], env: NodeJS.ProcessEnv = this.env, timeoutMs?: number): Promise<Ran> {
     return runDocker(this.docker, args, env, timeoutMs);
   }
 
   /** Undefined when the daemon is an active swarm manager, else why no sandbox can start; reaps a killed simulator's services. */
   private async init(): Promise<string | undefined> {
-    const info = await this.run(["info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"], process.env, 15_000);
+    const info = await this.run(["info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"], this.env, 15_000);
     const [state, manager] = info.stdout.trim().split(" ");
     if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
     if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
@@ -91,19 +146,8 @@ export class SwarmLauncher implements Launcher {
   }
 
   /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
-  private async reapServices(filter: string, pick: (labels: Record<string, string> | null) => boolean = () => true): Promise<void> {
-    const found = await this.run(["service", "ls", "--quiet", "--filter", filter]);
-    const ids = found.stdout
-      .split("\n")
-      .map((s) => s.trim())
-      .filter(Boolean);
-    if (ids.length === 0) return;
-    const labels = await this.run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
-    const chosen = labels.stdout.split("\n").flatMap((line) => {
-      const space = line.indexOf(" ");
-      if (space < 0) return [];
-      return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
-    });
+  private async reapServices(filter: string, pick?: (labels: Record<string, string> | null) => boolean): Promise<void> {
+    const chosen = await servicesMatching((args) => this.run(args), filter, pick);
     await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
   }
 
@@ -111,7 +155,7 @@ export class SwarmLauncher implements Launcher {
    * Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task
    * has stopped; resolves with the task's last status (its exit code) when it was seen.
    */
-  private async removeService(service: string, graceMs: number, taskIds?: string[]): Promise<TaskStatus | undefined> {
+  private async removeService(service: string, graceMs: number, taskIds?: string[], files?: SandboxFiles): Promise<TaskStatus | undefined> {
     const ids =
       taskIds ??
       (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout
@@ -122,54 +166,16 @@ export class SwarmLauncher implements Launcher {
     const deadline = Date.now() + graceMs + 15_000;
     let last: TaskStatus[] = [];
     while (Date.now() < deadline) {
-      last = await inspectTasks((a, t) => this.run(a, process.env, t), ids, AGENT_PORT);
+      last = await inspectTasks((a, t) => this.run(a, this.env, t), ids, AGENT_PORT);
       if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
       await sleep(100);
     }
+    const kept = files?.keep && last[0] ? await this.files.keep(last[0], files.rootDir, files.base) : undefined;
+    if (files && kept?.error) files.error = kept.error;
     await this.run(["service", "rm", service]);
+    await kept?.release?.();
     liveServices.delete(service);
     return last[0];
-  }
-
-  private ensureNetwork(workspace: string): Promise<void> {
-    const name = workspaceNetwork(workspace);
-    let made = this.networks.get(name);
-    if (!made) {
-      made = (async () => {
-        if ((await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code === 0) return;
-        const created = await this.run(["network", "create", "--driver", "overlay", "--attachable", "--label", `${SWARM_LABELS.workspace}=${workspace}`, name]);
-        // Another simulator (or start) may have made it in between.
-        if (created.code !== 0 && (await this.run(["network", "inspect", "--format", "{{.ID}}", name])).code !== 0) {
-          throw new LaunchError(`cannot create the overlay network ${name} for workspace "${workspace}": ${created.stderr.trim().slice(-300)}`);
-        }
-      })();
-      this.networks.set(name, made);
-      made.catch(() => this.networks.delete(name));
-    }
-    return made;
-  }
-
-  /** The reference nodes run: the image itself, or (with a registry) its copy there, pushed when the local image changed. */
-  private async imageFor(spec: LaunchSpec): Promise<string> {
-    const image = specImage(spec, this.options.image);
-    const registry = this.options.registry;
-    if (!registry) return image;
-    const local = await this.run(["image", "inspect", "--format", "{{.Id}}", image]);
-    if (local.code !== 0) return image; // not built here: the nodes pull it from where its name says
-    const target = registryRef(registry, image);
-    const key = `${target}@${local.stdout.trim()}`;
-    let pushed = this.pushed.get(key);
-    if (!pushed) {
-      pushed = (async () => {
-        const tagged = await this.run(["tag", image, target]);
-        const push = tagged.code === 0 ? await this.run(["push", "--quiet", target], process.env, 600_000) : tagged;
-        if (push.code !== 0) throw new LaunchError(`cannot push ${image} to the swarm's registry as ${target}: ${push.stderr.trim().slice(-300)}`);
-        return target;
-      })();
-      this.pushed.set(key, pushed);
-      pushed.catch(() => this.pushed.delete(key));
-    }
-    return pushed;
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -179,7 +185,9 @@ export class SwarmLauncher implements Launcher {
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000);
     // A service an earlier run left for this data dir holds its database: stop it first.
     await this.reapServices(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
-    const [image] = await Promise.all([this.imageFor(spec), this.ensureNetwork(spec.workspace)]);
+    const base = specImage(spec, this.options.image);
+    const { image: start, layer } = startImage(spec.rootDir, base);
+    const [image] = await Promise.all([layer ? Promise.resolve(start) : this.needs.image(spec, base, this.supply), this.needs.network(spec.workspace)]);
     const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
     const graceMs = DEFAULT_STOP_GRACE_MS;
     const args = swarmServiceArgs(spec, {
@@ -193,11 +201,14 @@ export class SwarmLauncher implements Launcher {
       agentMain: realpathSync(this.options.agentMain ?? agentMainPath()),
       node: realpathSync(process.execPath),
       user: `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+      // Files kept by one node's engine only (no registry): the sandbox runs where they are.
+      pinnedNode: layer?.node,
     });
     // The token's hand-off, as with the docker launcher: the agent reads and deletes it before it serves anything.
     writeFileSync(join(spec.dataDir, TOKEN_HANDOFF), `${spec.token}\n`, { mode: 0o600 });
-    trackService(this.docker, name);
-    const created = await this.run(args, dockerCliEnv(spec), Math.max(1_000, deadline - Date.now()));
+    writeEnvHandoff(spec);
+    trackService(this.docker, name, this.env.DOCKER_HOST);
+    const created = await this.run(args, dockerCliEnv(this.env), Math.max(1_000, deadline - Date.now()));
     if (created.code !== 0) {
       await this.run(["service", "rm", name]);
       liveServices.delete(name);
@@ -207,18 +218,30 @@ export class SwarmLauncher implements Launcher {
       await this.removeService(name, 1_000);
       throw err;
     });
-    const exited = this.watch(name, task.id);
+    const files: SandboxFiles = { rootDir: spec.rootDir, base, keep: true };
+    this.live.set(spec.rootDir, { taskId: task.id, base });
+    const exited = this.watch(name, task.id, files);
     let gone = false;
     void exited.then(() => (gone = true));
     try {
       await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
     } catch (err) {
+      files.keep = false; // a start that failed leaves the sandbox's files as they were
       const last = await this.removeService(name, 1_000, [task.id]);
       this.watcher.settleNow(task.id, last, `the task ${last?.state ?? "was removed"}`);
       const exit = await exited;
       throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
     }
-    return this.handle(name, task.id, url, exited);
+    this.taskNodes.set(task.id, task.nodeId!);
+    void exited.then(() => this.taskNodes.delete(task.id));
+    const handle = this.handle(name, task.id, url, exited, files);
+    const node = this.swarmNodes.get(task.nodeId!);
+    const engine = await this.engines.of(task.nodeId!);
+    const placement = `on node ${node?.hostname ?? task.nodeId}`;
+    if (!engine.env || !task.containerId) return { ...handle, placement };
+    const pausing = this.engines.pausing(task.nodeId!, task.containerId);
+    // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
+    return { ...handle, ...pausing, placement, stop: (graceMs) => pausing.resumed().then(() => handle.stop(graceMs)) };
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
@@ -229,11 +252,15 @@ export class SwarmLauncher implements Launcher {
         .split("\n")
         .map((s) => s.trim())
         .filter(Boolean);
-      last = (await inspectTasks((a, t) => this.run(a, process.env, t), ids.slice(0, 1), AGENT_PORT))[0];
-      if (last && TERMINAL_STATES.has(last.state))
-        throw new LaunchError(`the swarm could not run service ${service}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      last = (await inspectTasks((a, t) => this.run(a, this.env, t), ids.slice(0, 1), AGENT_PORT))[0];
+      if (last && TERMINAL_STATES.has(last.state)) {
+        const on = last.nodeId ? ` on node ${(await this.engines.of(last.nodeId)).hostname}` : "";
+        throw new LaunchError(`the swarm could not run service ${service}${on}: task ${last.state}${last.err ? `: ${last.err}` : ""}`);
+      }
       if (last?.state === "running" && last.publishedPort && last.nodeId) {
-        const node = (await listNodes((a, t) => this.run(a, process.env, t)))?.get(last.nodeId);
+        const nodes = await listNodes((a, t) => this.run(a, this.env, t));
+        if (nodes) this.swarmNodes = nodes;
+        const node = nodes?.get(last.nodeId);
         if (!node) throw new LaunchError(`service ${service} runs on node ${last.nodeId}, which the manager does not list`);
         return { task: last, url: `http://${this.reachable(node.addr)}:${last.publishedPort}` };
       }
@@ -245,36 +272,55 @@ export class SwarmLauncher implements Launcher {
   /** A node address the simulator can dial: a manager advertised on loopback or 0.0.0.0 is DOCKER_HOST's host. */
   private reachable(addr: string): string {
     if (addr !== "0.0.0.0" && addr !== "127.0.0.1" && addr !== "") return addr;
-    const remote = /^tcp:\/\/([^:/]+)/.exec(process.env.DOCKER_HOST ?? "")?.[1];
+    const remote = /^tcp:\/\/([^:/]+)/.exec(this.env.DOCKER_HOST ?? "")?.[1];
     return remote ?? "127.0.0.1";
   }
 
   /** Settles once the task stopped (or its node went), with its exit code and last log lines; the service is then removed. */
-  private watch(service: string, taskId: string): Promise<AgentExit> {
+  private watch(service: string, taskId: string, files: SandboxFiles): Promise<AgentExit> {
     return new Promise<AgentExit>((resolve) => {
       this.watcher.watch(taskId, (task, reason, removed) => {
         void (async () => {
           const logs =
-            task && !removed && task.state !== "shutdown"
-              ? await this.run(["service", "logs", "--raw", "--tail", "40", service], process.env, 10_000)
-              : undefined;
+            task && !removed && task.state !== "shutdown" ? await this.run(["service", "logs", "--raw", "--tail", "40", service], this.env, 10_000) : undefined;
+          // Ended by itself (a crash, not the launcher's stop): its files are kept where its node still answers.
+          // (A task whose node went down is not asked: that node's engine is gone, and its files with it.)
+          const kept = !removed && files.keep && task && TERMINAL_STATES.has(task.state) ? await this.files.keep(task, files.rootDir, files.base) : undefined;
+          if (kept?.error) files.error = kept.error;
+          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
           if (!removed) await this.run(["service", "rm", service]);
+          await kept?.release?.();
           liveServices.delete(service);
           const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
-          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}swarm: ${reason}` });
+          // The swarm's reason last: the crash event shows the exit's last line.
+          const lost = files.error ? `the sandbox's files could not be kept: ${files.error}\n` : "";
+          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}${lost}swarm: ${reason}` });
         })();
       });
     });
   }
 
-  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>): AgentHandle {
+  /** Launcher.copyTree: a running sandbox's container committed on its node, a stopped one's layer tagged again. */
+  async copyTree(source: string, target: string): Promise<void> {
+    const live = this.live.get(source);
+    const task = live ? (await inspectTasks((a, t) => this.run(a, this.env, t), [live.taskId], AGENT_PORT))[0] : undefined;
+    await this.files.copy(source, target, live && task && !TERMINAL_STATES.has(task.state) ? { task, base: live.base } : undefined);
+  }
+
+  /** rm -rf, after untagging the images of the sandbox's files (on the node holding them, or the manager's copy of a registry's). */
+  removeTree(path: string): void {
+    removeLayersAndTree(this.docker, path, (layer) => (layer.node ? this.engines.envOf(layer.node) : undefined));
+  }
+
+  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>, files: SandboxFiles): AgentHandle {
     let stopping: Promise<AgentExit> | undefined;
     return {
       url,
       exited,
       stop: (graceMs = DEFAULT_STOP_GRACE_MS) =>
         (stopping ??= (async () => {
-          const last = await this.removeService(service, graceMs, [taskId]);
+          const last = await this.removeService(service, graceMs, [taskId], files);
+          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
           // Settled here rather than at the watcher's next round: the task is known to have ended.
           this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
           return exited;

@@ -80,6 +80,8 @@ export interface AgentHandle extends AgentEndpoint {
    * Talk to it through endpoint.ts (agentRequest/agentFetch), never fetch(url).
    */
   url: string;
+  /** Where the sandbox runs, for its events, where a launcher places sandboxes on several machines ("on node worker-1"). */
+  placement?: string;
   /** Host pid of the agent (or of its isolating wrapper) when there is one. */
   pid?: number;
   /** Host pid of the sandbox's first process (its PID namespace's init) under an isolating launcher. */
@@ -155,6 +157,13 @@ export interface Launcher {
   prepare?(spec: LaunchSpec): void;
   /** The sandboxes started ahead of need (a warm pool): how many it keeps, how many wait now, and their pids (memory in /health). */
   warmPool?(): WarmPoolState;
+  /**
+   * Where the images of its sandboxes come from when its Docker engines lack them (docker, swarm): the
+   * simulator's image store (hub images built, stored images, templates), given once at start.
+   */
+  useImages?(supply: ImageSupply): void;
+  /** The machines sandboxes run on and how many each runs (swarm: its nodes, their state), for /health. */
+  nodes?(): LauncherNode[];
   /** Releases what the launcher holds beyond running agents (e.g. warm agents); running agents are stopped through their handles. */
   close?(): Promise<void>;
   /**
@@ -174,6 +183,35 @@ export interface Launcher {
 export function removeTree(path: string, launcher?: Pick<Launcher, "removeTree">): void {
   if (launcher?.removeTree) launcher.removeTree(path);
   else rmSync(path, { recursive: true, force: true });
+}
+
+export interface LauncherNode {
+  name: string;
+  /** ready | down | disconnected | unknown */
+  state: string;
+  role: string;
+  address: string;
+  /** This simulator's sandboxes running there. */
+  sandboxes: number;
+}
+
+/** The engine a launcher asks for an image: a way to run its docker CLI, and who it is (errors, events). */
+export interface ImageTarget {
+  workspace: string;
+  sandbox: string;
+  /** The CLI's environment for that engine (DOCKER_HOST...). */
+  env: NodeJS.ProcessEnv;
+  /** "this host", or a swarm node's hostname. */
+  node: string;
+}
+
+export interface ImageSupply {
+  /**
+   * Makes `image` present in the target engine: nothing when it has it (the store's own copy, or an image the
+   * user put there), else imported from the image store (built first for a hub image), progress in the
+   * sandbox's events. Throws with the reason, naming the image and the engine.
+   */
+  provide(image: string, target: ImageTarget): Promise<void>;
 }
 
 export interface WarmPoolState {

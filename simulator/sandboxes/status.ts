@@ -28,7 +28,7 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
             : `waiting to start: ${event.ahead} sandbox${event.ahead === 1 ? "" : "es"} ahead (${event.running} starting)`,
       };
     case "started":
-      return { status: "DEPLOYED", message: "sandbox agent is healthy" };
+      return { status: "DEPLOYED", message: `sandbox agent is healthy${event.placement ? ` (${event.placement})` : ""}` };
     case "crashed": {
       // begin() reports a first start that failed as a crash that will not be retried (attempt 0).
       if (event.attempt === 0) return { status: "FAILED", message: `sandbox agent did not start: ${event.exit.stderr.trim().slice(0, 300)}` };
@@ -41,7 +41,7 @@ function describe(event: SupervisorEvent): { status: string; message: string } |
       };
     }
     case "restarted":
-      return { status: "DEPLOYED", message: `sandbox agent restarted (attempt ${event.attempt})` };
+      return { status: "DEPLOYED", message: `sandbox agent restarted (attempt ${event.attempt})${event.placement ? ` (${event.placement})` : ""}` };
     case "restart-failed":
       return { status: event.restartInMs === null ? "FAILED" : "DEPLOYING", message: `sandbox agent restart failed: ${event.message.slice(0, 300)}` };
     case "gave-up":

@@ -1,4 +1,4 @@
-import { execFile, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
@@ -133,4 +133,45 @@ export async function buildAgentImage(repo: string, tag: string): Promise<{ tag:
     run("docker", ["build", "-q", "--build-arg", `BASE=${base}`, "-t", tag, repo], { timeout: 900_000, maxBuffer: 16 << 20 }),
   );
   return { tag, seconds: (Date.now() - started) / 1000 };
+}
+
+/**
+ * A few-MB image of the host's /bin/sh, cat, hostname and the libraries they and node need (the agent runs the
+ * host's node from its bind mount), `docker import`ed: quick to push to a registry, unlike the tests' Debian base.
+ */
+export function tinyImage(): string {
+  const tag = "sandbox-kit-test/swarm-tiny:2";
+  try {
+    execFileSync("docker", ["image", "inspect", tag], { stdio: "ignore" });
+    return tag;
+  } catch {
+    // Built below.
+  }
+  // By their /bin names (on usrmerged Debian /bin is a link; --dereference stores a real bin/ directory).
+  const programs = ["/bin/sh", "/bin/cat", "/bin/hostname", "/bin/echo"];
+  const libs = [...programs, process.execPath].flatMap((bin) =>
+    [...execFileSync("ldd", [bin], { encoding: "utf8" }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!),
+  );
+  const paths = [...new Set([...programs, ...libs])].map((p) => p.slice(1));
+  execFileSync("sh", ["-c", `tar --dereference -cf - -C / "$@" | docker import - ${tag}`, "sh", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
+  return tag;
+}
+
+/** The images of sandboxes' files (docker-files.ts) the daemon holds now, by id and tag. */
+export function filesImages(): Set<string> {
+  try {
+    const out = execFileSync("docker", ["images", "--format", "{{.Repository}}:{{.Tag}}"], { encoding: "utf8" });
+    return new Set(out.split("\n").filter((ref) => /(^|\/)sandbox-kit-files:/.test(ref)));
+  } catch {
+    return new Set();
+  }
+}
+
+/**
+ * Removes the files images made since `before` that a test left (launchers driven directly, whose sandbox
+ * directories the test removes without Launcher.removeTree, or a simulator killed with -9).
+ */
+export function removeFilesImagesSince(before: Set<string>): void {
+  const left = [...filesImages()].filter((ref) => !before.has(ref));
+  if (left.length > 0) execFileSync("docker", ["rmi", "--force", ...left], { stdio: "ignore" });
 }

@@ -1,13 +1,16 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { readLayer } from "../../../simulator/launcher/docker-files.js";
+import { dockerImageSupply } from "../../../simulator/images/docker-supply.js";
+import { ImageStore } from "../../../simulator/images/image-store.js";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSimConfig } from "../../../simulator/config.js";
-import { containerEnvNames, dockerCliEnv, dockerRunArgs, IN_CONTAINER } from "../../../simulator/launcher/docker-args.js";
+import { dockerCliEnv, dockerRunArgs, IN_CONTAINER, sandboxVariables, writeEnvHandoff } from "../../../simulator/launcher/docker-args.js";
 import { exitOf } from "../../../simulator/launcher/docker.js";
 import { createLauncher, DockerLauncher, dockerPath, LaunchError, LAUNCHER_NAMES, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { exec, specFor, tempBase } from "./helpers.js";
-import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
+import { ensureDockerDaemon, ensureLocalBaseImage, filesImages, removeFilesImagesSince } from "../../helpers/docker.js";
 
 /**
  * The docker launcher: its `docker run` argv and environment are checked
@@ -22,27 +25,25 @@ describe("docker launcher: the docker run command", () => {
   const spec = specFor("/data", "one", { env: { API_KEY: "s3cret-value", GREETING: "hi" }, image: "python:3.12", drivesDir: "/data/drives/ws" });
   const argv = dockerRunArgs(spec, inputs);
 
-  it("never puts the token or the sandbox's variable values in argv, only their names", () => {
+  it("never puts the token or the sandbox's variables in argv or the container's config: they go in hand-off files", () => {
     expect(argv.join(" ")).not.toContain(spec.token);
     expect(argv.join(" ")).not.toContain("s3cret-value");
-    const names = argv.flatMap((a, i) => (argv[i - 1] === "--env" ? [a] : []));
-    expect(names.sort()).toEqual(["API_KEY", "GREETING", "HOME"]);
+    expect(argv).not.toContain("--env");
     // The token is handed over in a file the agent deletes once read, never in its environment.
     expect(argv.slice(-3)).toEqual(["--token-file", `${IN_CONTAINER.data}/token.handoff`, "--token-file-remove"]);
-    const env = dockerCliEnv(spec, { PATH: "/usr/bin", HOME: "/home/me", DOCKER_HOST: "unix:///x.sock", OPENAI_API_KEY: "simulator-secret" });
-    expect(env.SANDBOX_AGENT_TOKEN).toBeUndefined();
-    expect(env).toMatchObject({
-      API_KEY: "s3cret-value",
-      GREETING: "hi",
-      HOME: IN_CONTAINER.root,
-      DOCKER_HOST: "unix:///x.sock",
-      DOCKER_CONFIG: "/home/me/.docker",
-      PATH: "/usr/bin",
-    });
-    expect(env.OPENAI_API_KEY).toBeUndefined(); // the simulator's own secrets stay out
+    // The variables in another, read (and deleted) by the container's first program before the agent starts.
+    const entry = argv.indexOf("/opt/sandbox-kit/dist/simulator/launcher/container-entry.js");
+    expect(argv.slice(entry + 1, entry + 3)).toEqual([`${IN_CONTAINER.data}/env.handoff`, "/opt/sandbox-kit/dist/sandbox-agent/main.js"]);
+    const dir = tempBase("docker-env-");
+    writeEnvHandoff({ dataDir: dir, env: { ...spec.env, SANDBOX_AGENT_TOKEN: "never" } });
+    expect(JSON.parse(readFileSync(join(dir, "env.handoff"), "utf8"))).toEqual({ API_KEY: "s3cret-value", GREETING: "hi" });
+    expect(statSync(join(dir, "env.handoff")).mode & 0o777).toBe(0o600);
+    expect(sandboxVariables({})).toEqual({});
+    const env = dockerCliEnv({ PATH: "/usr/bin", HOME: "/home/me", DOCKER_HOST: "unix:///x.sock", OPENAI_API_KEY: "simulator-secret" });
+    expect(env).toEqual({ DOCKER_HOST: "unix:///x.sock", DOCKER_CONFIG: "/home/me/.docker", PATH: "/usr/bin" });
   });
 
-  it("runs spec.runtime.image with the agent and node mounted read-only, the sandbox's files read-write, on a loopback port", () => {
+  it("runs spec.runtime.image with the agent and node mounted read-only, its data read-write, `/` its own, on a loopback port", () => {
     expect(argv.slice(0, 3)).toEqual(["run", "--detach", "--init"]);
     expect(argv).toContain("--publish");
     expect(argv[argv.indexOf("--publish") + 1]).toBe("127.0.0.1::8080");
@@ -52,7 +53,6 @@ describe("docker launcher: the docker run command", () => {
       "type=bind,source=/srv/kit/package.json,target=/opt/sandbox-kit/package.json,readonly",
       "type=bind,source=/srv/kit/dist,target=/opt/sandbox-kit/dist,readonly",
       "type=bind,source=/srv/kit/node_modules,target=/opt/sandbox-kit/node_modules,readonly",
-      "type=bind,source=/data/one/root,target=/sandbox",
       "type=bind,source=/data/one/data,target=/run/sandbox-agent",
       "type=bind,source=/data/drives/ws,target=/run/sandbox-drives",
     ]);
@@ -60,8 +60,11 @@ describe("docker launcher: the docker run command", () => {
     expect(argv[image - 2]).toBe("--entrypoint");
     expect(argv[image - 1]).toBe("/opt/sandbox-kit/bin/node");
     const agent = argv.slice(image + 1);
-    expect(agent[0]).toBe("/opt/sandbox-kit/dist/sandbox-agent/main.js");
-    expect(agent.join(" ")).toContain("--host 0.0.0.0 --port 8080 --root /sandbox --data-dir /run/sandbox-agent --sandbox-name one");
+    expect(agent[0]).toBe("/opt/sandbox-kit/dist/simulator/launcher/container-entry.js");
+    expect(agent[2]).toBe("/opt/sandbox-kit/dist/sandbox-agent/main.js");
+    expect(agent.join(" ")).toContain("--host 0.0.0.0 --port 8080 --root / --data-dir /run/sandbox-agent --sandbox-name one");
+    // The image's WorkingDir, as on the platform (no --workdir).
+    expect(argv).not.toContain("--workdir");
     expect(agent.join(" ")).toContain("--drives-dir /run/sandbox-drives --drives-existing-only");
     expect(argv[argv.indexOf("--user") + 1]).toBe("1000:1000");
   });
@@ -87,7 +90,7 @@ describe("docker launcher: the docker run command", () => {
   it("refuses a path --mount cannot carry, and falls back to an image when the spec names none", () => {
     expect(() => dockerRunArgs(specFor("/data/a,b", "one"), inputs)).toThrow(LaunchError);
     expect(dockerRunArgs(specFor("/data", "one"), { ...inputs, image: "node:20-bookworm" })).toContain("node:20-bookworm");
-    expect(containerEnvNames({})).toEqual(["HOME"]);
+    expect(dockerRunArgs(specFor("/data", "one"), inputs)).toContain("debian:bookworm-slim");
   });
 
   it("reads exit code 128 + n as signal n", () => {
@@ -128,26 +131,64 @@ describe.skipIf(unavailable !== undefined)(`docker launcher with a daemon${unava
   const base = tempBase("docker-launcher-");
   const launcher = new DockerLauncher({ readyTimeoutMs: 180_000 });
   const handles: AgentHandle[] = [];
+  const filesBefore = filesImages();
   afterAll(async () => {
     await Promise.all(handles.map((h) => h.stop(1_000)));
+    removeFilesImagesSince(filesBefore);
   });
 
-  it("runs the agent in a container of the image: its tools, the sandbox's files and environment", async () => {
+  it("runs the agent in a container of the image: one `/` for files and commands, kept across containers by docker commit", async () => {
     const spec = specFor(base, "boxed", { image, env: { GREETING: "from the container" } });
     const agent = await launcher.start(spec);
     handles.push(agent);
     expect(agent.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await fetch(`${agent.url}/health`)).status).toBe(200);
     const os = await exec(agent.url, spec.token, "cat /etc/os-release");
-    expect(os.stdout).toMatch(/debian|ubuntu|ID=/i); // the image's own files, not the sandbox's
-    expect((await exec(agent.url, spec.token, "echo $GREETING > said.txt && pwd")).stdout.trim()).toBe("/sandbox");
-    expect(readFileSync(join(spec.rootDir, "said.txt"), "utf8")).toBe("from the container\n");
-    writeFileSync(join(spec.rootDir, "from-host.txt"), "host");
-    expect((await exec(agent.url, spec.token, "cat from-host.txt")).stdout).toBe("host");
+    expect(os.stdout).toMatch(/debian|ubuntu|ID=/i);
+    expect((await exec(agent.url, spec.token, "echo $GREETING > /tmp/said.txt && cat /tmp/said.txt")).stdout).toBe("from the container\n");
+    // The variables are not in the container's config (docker inspect) and their hand-off file is gone.
+    const config = execFileSync("docker", ["ps", "--quiet", "--filter", `label=sandbox-kit.data-dir=${spec.dataDir}`], { encoding: "utf8" }).trim();
+    expect(execFileSync("docker", ["inspect", "--format", "{{json .Config.Env}}", config], { encoding: "utf8" })).not.toContain("from the container");
+    expect(existsSync(join(spec.dataDir, "env.handoff"))).toBe(false);
+    // The file API's / is the commands' /: a file written through it is there for a command.
+    const put = await fetch(`${agent.url}/filesystem/usr/local/bin/hello`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${spec.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ content: "#!/bin/sh\necho hello from $0\n", permissions: "755" }),
+    });
+    expect(put.status).toBe(200);
+    expect((await exec(agent.url, spec.token, "hello")).stdout).toBe("hello from /usr/local/bin/hello\n");
     await agent.stop(5_000);
-    // Stopped and removed: no container is left for the sandbox's data dir.
+    // Stopped and removed: no container is left for the sandbox's data dir; its files are an image the root names.
     expect(execFileSync("docker", ["ps", "--all", "--quiet", "--filter", `label=sandbox-kit.data-dir=${spec.dataDir}`], { encoding: "utf8" }).trim()).toBe("");
+    const layer = readLayer(spec.rootDir)!;
+    expect(layer.base).toBe(image);
+    // The next container of the sandbox (a restart, an unarchive) has them; a copy (fork, snapshot) has its own image.
+    const again = await launcher.start({ ...spec, token: "second-token-0123456789" });
+    handles.push(again);
+    expect((await exec(again.url, "second-token-0123456789", "cat /tmp/said.txt && hello")).stdout).toBe(
+      "from the container\nhello from /usr/local/bin/hello\n",
+    );
+    const copy = join(base, "boxed-copy", "root");
+    await launcher.copyTree(spec.rootDir, copy);
+    expect(readLayer(copy)!.image).not.toBe(readLayer(spec.rootDir)!.image);
+    await again.stop(5_000);
+    const kept = readLayer(spec.rootDir)!.image;
+    launcher.removeTree(join(base, "boxed-copy"));
+    launcher.removeTree(join(base, "boxed"));
+    expect(execFileSync("docker", ["images", "--quiet", kept], { encoding: "utf8" }).trim()).toBe("");
   }, 240_000);
+
+  it("a sandbox whose image neither the daemon nor the image store has fails naming the image and the engine", async () => {
+    const store = new ImageStore({ dir: tempBase("docker-store-"), docker: null });
+    const withStore = new DockerLauncher();
+    withStore.useImages(dockerImageSupply(store, () => {}));
+    const error = await withStore.start(specFor(base, "no-image", { image: "sandbox-kit-test/nowhere:1" })).catch((err: Error) => err);
+    expect(error).toBeInstanceOf(LaunchError);
+    expect((error as Error).message).toMatch(/^image sandbox-kit-test\/nowhere:1 is not in the Docker engine of this host and cannot be given to it: /);
+    expect(execFileSync("docker", ["ps", "--all", "--quiet", "--filter", `label=sandbox-kit.sandbox=ws/no-image`], { encoding: "utf8" }).trim()).toBe("");
+    await store.close();
+  }, 60_000);
 
   it("reports a container that dies as the agent's exit", async () => {
     const spec = specFor(base, "killed", { image });
@@ -157,5 +198,9 @@ describe.skipIf(unavailable !== undefined)(`docker launcher with a daemon${unava
     execFileSync("docker", ["kill", names]);
     const exit = await agent.exited;
     expect(exit.signal).toBe("SIGKILL");
+    // Its files were kept (committed) all the same; removing the sandbox's directory removes them.
+    const kept = readLayer(spec.rootDir)!.image;
+    launcher.removeTree(join(base, "killed"));
+    expect(execFileSync("docker", ["images", "--quiet", kept], { encoding: "utf8" }).trim()).toBe("");
   }, 240_000);
 });

@@ -12,7 +12,7 @@ import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../
 import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
 import { isAlive } from "../../../simulator/launcher/proc.js";
 import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
-import { ensureDockerDaemon, ensureLocalBaseImage } from "../../helpers/docker.js";
+import { ensureDockerDaemon, ensureLocalBaseImage, filesImages, removeFilesImagesSince, tinyImage } from "../../helpers/docker.js";
 import { startSandboxApp } from "../../helpers/sandbox-app.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
 import { spawnSimulatorProcess } from "../../helpers/simulator.js";
@@ -66,7 +66,9 @@ describe("swarm launcher: the service it creates", () => {
     expect(values("--publish")).toEqual(["mode=host,target=8080,protocol=tcp"]);
     expect(argv.join(" ")).not.toContain(spec.token);
     expect(argv.join(" ")).not.toContain("s3cret-value");
-    expect(values("--env").sort()).toEqual(["API_KEY", "HOME"]);
+    // The variables are handed over in a file (docker-args.ts ENV_HANDOFF), never kept in the service's spec.
+    expect(values("--env")).toEqual([]);
+    expect(argv).not.toContain("--workdir");
     expect(argv.slice(-2)).toEqual(["/run/sandbox-agent/token.handoff", "--token-file-remove"]);
     expect(values("--mount")).toContain("type=bind,source=/srv/kit/dist,target=/opt/sandbox-kit/dist,readonly");
   });
@@ -137,28 +139,6 @@ async function ensureSwarm(): Promise<{ unavailable?: string; initialised: boole
   }
 }
 
-/**
- * A few-MB image of the host's /bin/sh, cat, hostname and the libraries they and node need (the agent runs the
- * host's node from its bind mount), `docker import`ed: quick to push to a registry, unlike the tests' Debian base.
- */
-function tinyImage(): string {
-  const tag = "sandbox-kit-test/swarm-tiny:2";
-  try {
-    execFileSync("docker", ["image", "inspect", tag], { stdio: "ignore" });
-    return tag;
-  } catch {
-    // Built below.
-  }
-  // By their /bin names (on usrmerged Debian /bin is a link; --dereference stores a real bin/ directory).
-  const programs = ["/bin/sh", "/bin/cat", "/bin/hostname", "/bin/echo"];
-  const libs = [...programs, process.execPath].flatMap((bin) =>
-    [...execFileSync("ldd", [bin], { encoding: "utf8" }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!),
-  );
-  const paths = [...new Set([...programs, ...libs])].map((p) => p.slice(1));
-  execFileSync("sh", ["-c", `tar --dereference -cf - -C / "$@" | docker import - ${tag}`, "sh", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
-  return tag;
-}
-
 async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -168,6 +148,7 @@ async function freePort(): Promise<number> {
 }
 
 const swarm = await ensureSwarm();
+const filesBefore = filesImages();
 if (swarm.unavailable) console.warn(`swarm launcher tests skipped: ${swarm.unavailable}`);
 const WS = "swarmws";
 const hasRegistry = (() => {
@@ -195,6 +176,7 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
       (id) => docker("service", "inspect", "--format", '{{index .Spec.Labels "sandbox-kit.workspace"}}', id) === WS,
     ))
       docker("service", "rm", id);
+    removeFilesImagesSince(filesBefore);
     if (swarm.initialised) docker("swarm", "leave", "--force");
   }, 120_000);
 
@@ -215,8 +197,9 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     ).toBe(`${1024 * 1024 * 1024} none`);
     await box.fs.write("/notes/hello.txt", "from the SDK");
     expect(await box.fs.read("/notes/hello.txt")).toBe("from the SDK");
-    // The file API's / is the sandbox's files, which commands see at /sandbox (their working directory), as with docker.
-    const ran = await box.process.exec({ command: "cat notes/hello.txt; hostname", waitForCompletion: true } as never);
+    // One `/` for the file API and commands, as on the platform: a program written through the SDK, then run.
+    await box.fs.write("/tmp/sw.sh", "#!/bin/sh\ncat /notes/hello.txt; hostname\n");
+    const ran = await box.process.exec({ command: "sh /tmp/sw.sh", waitForCompletion: true } as never);
     expect(ran.exitCode).toBe(0);
     expect(ran.stdout).toContain("from the SDK");
     expect(ran.stdout).toContain("on-swarm");
@@ -248,11 +231,13 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     const after = servicesOf("sandbox-kit.sandbox=moves");
     expect(after).toHaveLength(1);
     expect(after[0]).not.toBe(first);
-    expect((await call("POST", `/sbx/${WS}/moves/process`, { command: "echo $A", waitForCompletion: true })).body.stdout).toBe("2\n");
+    expect((await call("POST", `/sbx/${WS}/moves/process`, { command: "echo $A > /root-file; echo $A", waitForCompletion: true })).body.stdout).toBe("2\n");
     expect((await call("POST", "/v0/sandboxes/moves/archive")).body.status).toBe("ARCHIVED");
     expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(0);
     expect((await call("POST", "/v0/sandboxes/moves/unarchive")).body.status).toBe("DEPLOYED");
     expect(servicesOf("sandbox-kit.sandbox=moves")).toHaveLength(1);
+    // Its files came back with it: the task's layer was committed by its node's engine (docker-files.ts).
+    expect((await call("POST", `/sbx/${WS}/moves/process`, { command: "cat /root-file", waitForCompletion: true })).body.stdout).toBe("2\n");
     expect((await call("DELETE", "/v0/sandboxes/moves")).status).toBe(200); // answers DELETING; the agent stops after
     await eventually(() => servicesOf("sandbox-kit.sandbox=moves").length === 0, 30_000);
   }, 300_000);
