@@ -115,8 +115,8 @@ export function assembleDeps(core: SimCore, workloads?: RealWorkloads): SimDeps 
   const deps: SimDeps = { ...shared, sandboxes: agents ? agentSandboxes(agents, shared.images, shared) : recordSandboxes(shared) };
   const metering = { meter: core.meter, clock: core.clock, sandboxCompute: agents ? ("agent" as const) : ("record" as const) };
   core.resources.onChange(({ type, item }) => {
-    if (type === "saved") meterResource(metering, item as never);
-    else unmeterResource(metering, item as never);
+    if (type === "saved") meterResource(metering, item);
+    else unmeterResource(metering, item);
   });
   return deps;
 }

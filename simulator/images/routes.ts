@@ -117,7 +117,7 @@ export function imageOperations(deps: ImageRouteDeps): Operation[] {
         item.doc.spec.tags = item.doc.spec.tags.filter((t) => t.name !== tag);
         recomputeSizes(item.doc);
         item.doc.metadata.updatedAt = iso(deps.clock.now());
-        deps.resources.update(item as never);
+        deps.resources.update(item);
         meterImage(deps, item);
         return renderImage(item.doc);
       },

@@ -82,7 +82,7 @@ export function pushTag(deps: ImageRecordDeps, ctx: OpContext, type: ResourceTyp
   recomputeSizes(doc);
   if (existing) {
     existing.doc = doc;
-    deps.resources.update(existing as never);
+    deps.resources.update(existing);
   } else
     deps.resources.insert({
       workspace: ctx.workspace,
@@ -91,7 +91,7 @@ export function pushTag(deps: ImageRecordDeps, ctx: OpContext, type: ResourceTyp
       name,
       createdMs: deps.clock.now(),
       status: "DEPLOYED",
-      doc: doc as never,
+      doc: doc,
     });
   meterImage(deps, deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
   return doc;

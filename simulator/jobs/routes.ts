@@ -220,7 +220,7 @@ export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
             name: id,
             createdMs: doc.__plan.createdMs,
             status: "queued",
-            doc: doc as never,
+            doc: doc,
           })
         )
           throw errors.conflict(`execution "${id}" already exists`);
@@ -247,7 +247,7 @@ export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
         // Run for real: the running commands are killed (their tasks end cancelled), none start.
         if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
           item.doc.__plan.cancelMs = deps.clock.now();
-          deps.resources.update(item as never);
+          deps.resources.update(item);
           if (item.doc.__run) deps.jobs.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
         }
         return render(deps, ctx, item);

@@ -72,7 +72,7 @@ export function settleExecution(deps: { resources: ResourceStore; usage: UsageSt
   const metered = meterExecution(deps, item.workspace, item.doc, state);
   if (metered || state.status !== item.status) {
     item.status = state.status;
-    deps.resources.update(item as never);
+    deps.resources.update(item);
   }
   return state;
 }

@@ -3,6 +3,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { signJwt } from "../auth/jwt.js";
+import { scopeFor } from "../auth/scopes.js";
 import type { Operation, OpContext } from "../http/operation.js";
 import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
 import type { AnyResourceKind, ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
@@ -115,7 +116,7 @@ export function extraOperations(deps: ExtraDeps): Operation[] {
       id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`,
       method: "get",
       path: `${kind.collection}/:${kind.param}/revisions`,
-      scope: `${kind.scope}:get` as never,
+      scope: scopeFor(kind.scope, "get"),
       handler: (ctx) => revisions(deps, kind, ctx),
     })),
     {

@@ -72,7 +72,7 @@ function expireIfDue(deps: ExpiryDeps, ws: string, item: StoredResource, now: nu
     deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"),
   );
   deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
-  unmeterResource(deps, item as never);
+  unmeterResource(deps, item);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
   const terminated = deps.resources.get(ws, "sandbox", item.name);
   if (terminated) {

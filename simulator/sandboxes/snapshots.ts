@@ -80,7 +80,7 @@ async function snapshotOf(deps: SandboxResourceDeps, ctx: OpContext, sandbox: Re
       name: snapshot.name,
       createdMs: deps.clock.now(),
       status: "ready",
-      doc: snapshot as never,
+      doc: snapshot,
     })
   ) {
     deps.sandboxes.removeSnapshot(ctx.workspace, id);

@@ -93,7 +93,7 @@ export function testHooksRouter(deps: TestHooksDeps): Router {
     settle(item.doc, now);
     const moved = body.status ? (forceStatus(item.doc, body.status, now), true) : stepOnce(item.doc, now);
     item.status = item.doc.status ?? "";
-    deps.resources.update(item as never); // usage follows forced and stepped moves (the root's metering listener)
+    deps.resources.update(item); // usage follows forced and stepped moves (the root's metering listener)
     // A real sandbox's agent follows a forced status, so status and agent never contradict each other.
     if (body.status && body.kind === "sandbox" && body.parent === "") await deps.sandboxes.followForcedStatus(workspace, body.name, body.status);
     const after = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent)?.doc ?? item.doc;

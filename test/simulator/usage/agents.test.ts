@@ -95,7 +95,7 @@ describe("a real sandbox agent's run time is metered", () => {
     expect((await api.call("POST", "/_sim/clock", { freeze: true })).status).toBe(200);
     const created = await api.call("POST", "/v0/sandboxes", { metadata: { name: "fragile" }, spec: { runtime: { memory: 1024 } } });
     expect(created.status, await created.clone().text()).toBe(200);
-    const uid = resourceUid(deps.resources.get("default", "sandbox", "fragile") as never);
+    const uid = resourceUid(deps.resources.get("default", "sandbox", "fragile")!);
     expect(deps.meter.isOpen(uid, "sandbox_compute_runtime_gbs")).toBe(true);
     await api.advance(HOUR / 2);
     process.kill(agents.get("default", "fragile")!.pid!, "SIGKILL");
