@@ -183,4 +183,4 @@ export interface WarmPoolState {
   pids: number[];
 }
 
-export { LaunchError } from "./launch-error.js";
+export { LaunchError } from "./gateway.js";
