@@ -5,7 +5,7 @@ import { SCHEDULE_PAGE } from "../../src/pagination.js";
 import { parseDuration } from "../../src/units.js";
 import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import { loadItem, showSecrets } from "../resources/crud.js";
+import { insertChild, loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { jobKind } from "../resources/kinds/workloads.js";
 import { listResources } from "../resources/listing.js";
@@ -212,18 +212,8 @@ export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
             tasks: newRunTasks(inputs.length),
           };
         }
-        if (
-          !deps.resources.tryInsert({
-            workspace: ctx.workspace,
-            kind: EXECUTION_KIND,
-            parent: job.name,
-            name: id,
-            createdMs: doc.__plan.createdMs,
-            status: "queued",
-            doc: doc,
-          })
-        )
-          throw errors.conflict(`execution "${id}" already exists`);
+        const execution = { kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc };
+        insertChild(deps, ctx, execution, () => errors.conflict(`execution "${id}" already exists`));
         if (doc.__run) deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
         return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
       },
