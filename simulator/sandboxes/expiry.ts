@@ -5,7 +5,7 @@ import type { SimClock } from "../clock.js";
 import type { UsageMeter } from "../metrics/meter.js";
 import type { AccountStore } from "../store/accounts.js";
 import type { ResourceStore } from "../store/resources.js";
-import type { SandboxResourceDeps } from "./runtime.js";
+import type { SandboxExpiryRuntime } from "./runtime.js";
 import { recordStatus } from "./status.js";
 import { unmeterResource } from "../resources/usage.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
@@ -18,7 +18,7 @@ export interface ExpiryDeps {
   clock: SimClock;
   accounts: AccountStore;
   resources: ResourceStore;
-  sandboxes: SandboxResourceDeps["sandboxes"];
+  sandboxes: SandboxExpiryRuntime;
   logger: Logger;
   meter: UsageMeter;
 }

@@ -10,6 +10,7 @@ import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, ty
 import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
 import type { TestHooksState } from "../http/test-hooks-state.js";
 import type { SandboxIsolation } from "../sandboxes/isolation.js";
+import type { SandboxStandby } from "../sandboxes/runtime.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -48,7 +49,7 @@ const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(
  * The test hooks (/_sim): a reset and a seed write every table, and expiry, forced statuses and standby reach the
  * sandboxes' runtime; their type says so (the reset's, expiry's, and the runtime with its description).
  */
-export type TestHooksDeps = ResetDeps & ExpiryDeps & { sandboxIsolation: SandboxIsolation };
+export type TestHooksDeps = ResetDeps & ExpiryDeps & { sandboxes: SandboxStandby; sandboxIsolation: SandboxIsolation };
 
 export function testHooksRouter(deps: TestHooksDeps): Router {
   const router = express.Router();
