@@ -9,11 +9,11 @@ import type { ResourceStore, StoredResource } from "../store/resources.js";
 import type { RunDoc, RunRecord, RunTask } from "./run-state.js";
 import { killTaskCommand, runTaskCommand, type AttemptResult } from "./task-command.js";
 import { taskEnv } from "./task-env.js";
-import { settleExecution, type MeteredExecution } from "./usage.js";
+import { settleExecution, type MeteredExecution } from "./job-usage.js";
 import type { ExecutionRef, JobExecutor } from "./executor.js";
 import type { Clock } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
-import type { UsageStore } from "../metrics/store.js";
+import type { UsageStore } from "../metrics/usage-store.js";
 
 /**
  * Runs job executions for real: each attempt of a task gets its own

@@ -7,7 +7,7 @@ import type { AccountStore } from "../store/accounts.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SandboxExpiryRuntime } from "./runtime.js";
 import { recordStatus } from "./status.js";
-import { unmeterResource } from "../resources/usage.js";
+import { unmeterResource } from "../resources/resource-usage.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /** What applying expiries uses: the sandboxes' records, their runtime, the clock, the meter and the log. */

@@ -10,7 +10,7 @@ import { assembleDeps, openState, type SimRuntime } from "../../../simulator/roo
 import { describeLauncher, ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { HOST_ROOT } from "../../../simulator/images/sandbox-images.js";
 import { SIMULATED_JOBS } from "../../../simulator/jobs/executor.js";
-import { resourceUid } from "../../../simulator/resources/usage.js";
+import { resourceUid } from "../../../simulator/resources/resource-usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 
 /**

@@ -6,7 +6,7 @@ import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
 import { IMAGE_KIND, RESOURCE_TYPES, SINGULAR, type ImageDoc, type ResourceType } from "./image-doc.js";
-import { meterImage } from "./usage.js";
+import { meterImage } from "./image-usage.js";
 import type { SimClock } from "../clock.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { UsageMeter } from "../metrics/meter.js";

@@ -1,5 +1,5 @@
 import type { ResourceType as MetricsType } from "../metrics/dimensions.js";
-import { refOf, resourceUid } from "../resources/usage.js";
+import { refOf, resourceUid } from "../resources/resource-usage.js";
 import type { StoredResource } from "../store/resources.js";
 import type { ImageDoc, ResourceType } from "./image-doc.js";
 import type { Clock } from "../../src/clock.js";

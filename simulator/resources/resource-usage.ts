@@ -64,7 +64,7 @@ interface Metering {
 
 /**
  * What a sandbox's compute is billed by: its record's DEPLOYED time (records only), or its agent's run time
- * ("agent": sandboxes/usage.ts meters it from the agent's events). The composition root picks it once.
+ * ("agent": sandboxes/sandbox-usage.ts meters it from the agent's events). The composition root picks it once.
  */
 export type SandboxCompute = "record" | "agent";
 
@@ -73,7 +73,7 @@ export function meteringOf(deps: { sandboxCompute: SandboxCompute }, item: Meter
   const doc = item.doc;
   switch (item.kind) {
     case "sandbox":
-      // With real agents, a sandbox is billed for its agent's run time (sandboxes/usage.ts).
+      // With real agents, a sandbox is billed for its agent's run time (sandboxes/sandbox-usage.ts).
       return deps.sandboxCompute === "agent"
         ? undefined
         : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
