@@ -10,7 +10,7 @@ import { lockDataDir } from "./data-dir-lock.js";
 import { DRIVE_MIGRATIONS, openDrives, type DriveService } from "./drives/index.js";
 import { recoverUploads, startUploadSweeper } from "./multipart/maintenance.js";
 import { MultipartService } from "./multipart/service.js";
-import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/store.js";
+import { MULTIPART_MIGRATIONS, UploadStore } from "./multipart/upload-store.js";
 import { SandboxPaths, type RootDescriptor } from "./paths/sandbox-path.js";
 import { OwnWrites } from "./paths/own-writes.js";
 import { SandboxEnvironment } from "./environment.js";
@@ -22,7 +22,7 @@ import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
 import type { Spawner } from "./process/spawn.js";
-import { PROCESS_MIGRATIONS } from "./process/store.js";
+import { PROCESS_MIGRATIONS } from "./process/process-store.js";
 import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
 

@@ -8,7 +8,7 @@ import { drivesRouter } from "./drives/routes.js";
 import { encodedSeparator } from "./http/encoded-separator.js";
 import { browserRefusal, cors, guardUnauthenticated, noCache, requireToken } from "./http/middleware.js";
 import { treeRouter } from "./filesystem/tree.js";
-import { contentSearchRouter, findRouter, fuzzySearchRouter } from "./search/routes.js";
+import { CONTENT_SEARCH, FIND, FUZZY_SEARCH, searchRouter } from "./search/routes.js";
 import { watchRouter } from "./watch/routes.js";
 import { multipartRouter } from "./multipart/routes.js";
 import { OwnerNames } from "./filesystem/owners.js";
@@ -78,9 +78,9 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
   // Before /filesystem: GET/PUT/DELETE of /filesystem/tree[/...] are the tree API (other methods fall through).
   app.use("/filesystem/tree", treeRouter(deps.paths));
   app.use("/filesystem", filesystemRouter(deps.paths));
-  app.use("/filesystem-find", findRouter(deps.paths, deps.search));
-  app.use("/filesystem-search", fuzzySearchRouter(deps.paths, deps.search));
-  app.use("/filesystem-content-search", contentSearchRouter(deps.paths, deps.search));
+  app.use("/filesystem-find", searchRouter(deps.paths, deps.search, FIND));
+  app.use("/filesystem-search", searchRouter(deps.paths, deps.search, FUZZY_SEARCH));
+  app.use("/filesystem-content-search", searchRouter(deps.paths, deps.search, CONTENT_SEARCH));
   app.use("/watch", watchRouter(deps.paths, deps.watches, deps.clock));
   app.use("/drives", drivesRouter(deps.drives));
   app.use("/process", processRouter(deps.processes, deps.clock, { keepAliveDisabled: deps.config.keepAliveDisabled }));

@@ -15,7 +15,7 @@ import type { SandboxRuntime } from "./sandboxes/runtime.js";
 import type { SandboxImageSource } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
 import type { UsageMeter } from "./metrics/meter.js";
-import type { UsageStore } from "./metrics/store.js";
+import type { UsageStore } from "./metrics/usage-store.js";
 import type { SupervisorEvent } from "./launcher/index.js";
 import type { ResourceStore } from "./store/resources.js";
 import type { TestHooksState } from "./http/test-hooks-state.js";

@@ -19,10 +19,10 @@ import type { SimConfig } from "./config.js";
 import { SimConfigSchema } from "./config.js";
 import type { RealWorkloads, SimCore, SimDeps } from "./deps.js";
 import { UsageMeter } from "./metrics/meter.js";
-import { UsageStore } from "./metrics/store.js";
-import { meterSandboxAgent } from "./sandboxes/usage.js";
-import { meterResource, unmeterResource } from "./resources/usage.js";
-import { settleJobUsage } from "./jobs/usage.js";
+import { UsageStore } from "./metrics/usage-store.js";
+import { meterSandboxAgent } from "./sandboxes/sandbox-usage.js";
+import { meterResource, unmeterResource } from "./resources/resource-usage.js";
+import { settleJobUsage } from "./jobs/job-usage.js";
 import { SIMULATED_JOBS } from "./jobs/executor.js";
 import { HOST_ROOT } from "./images/sandbox-images.js";
 import { RECORDS_ONLY } from "./sandboxes/isolation.js";
@@ -115,8 +115,8 @@ export function assembleDeps(core: SimCore, workloads?: RealWorkloads): SimDeps 
   const deps: SimDeps = { ...shared, sandboxes: agents ? agentSandboxes(agents, shared.images, shared) : recordSandboxes(shared) };
   const metering = { meter: core.meter, clock: core.clock, sandboxCompute: agents ? ("agent" as const) : ("record" as const) };
   core.resources.onChange(({ type, item }) => {
-    if (type === "saved") meterResource(metering, item as never);
-    else unmeterResource(metering, item as never);
+    if (type === "saved") meterResource(metering, item);
+    else unmeterResource(metering, item);
   });
   return deps;
 }

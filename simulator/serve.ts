@@ -27,7 +27,7 @@ import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-
 import { recoverSandboxes } from "./sandboxes/recovery.js";
 import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
 import { prepareVolumes, provisionAllVolumes } from "./sandboxes/volume-use.js";
-import { meterSandboxStandby } from "./sandboxes/usage.js";
+import { meterSandboxStandby } from "./sandboxes/sandbox-usage.js";
 import { expireDueSandboxes, recordLastUse, startExpirySweeps } from "./sandboxes/expiry.js";
 
 export interface ServeOptions {

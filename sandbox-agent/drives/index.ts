@@ -5,7 +5,7 @@ import type { Db } from "../../src/sqlite.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { createBackend } from "./backends/index.js";
 import { DriveService } from "./service.js";
-import { DriveStore } from "./store.js";
+import { DriveStore } from "./drive-store.js";
 import { PATH_MOUNT_PROGRAMS, type MountPrograms } from "./run.js";
 
 type BackendOptions = Parameters<typeof createBackend>[0];
@@ -30,7 +30,7 @@ function mountPrograms(config: DriveSettings): MountPrograms {
   return { mount: config.mountProgram ?? PATH_MOUNT_PROGRAMS.mount, umount: config.umountProgram ?? PATH_MOUNT_PROGRAMS.umount };
 }
 
-export { DRIVE_MIGRATIONS } from "./store.js";
+export { DRIVE_MIGRATIONS } from "./drive-store.js";
 export { DriveService } from "./service.js";
 
 /**

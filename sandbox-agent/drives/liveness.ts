@@ -1,6 +1,6 @@
 import { promises as fsp } from "node:fs";
 import { topMountAt, type MountEntry } from "./mount-table.js";
-import type { DriveRecord } from "./store.js";
+import type { DriveRecord } from "./drive-store.js";
 
 /**
  * Where a recorded drive is, from the kernel's mount table (the ground truth):

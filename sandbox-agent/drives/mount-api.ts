@@ -6,7 +6,7 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import type { BackendName, DriveBackend, MountSpec } from "./backends/types.js";
 import type { MountEntry } from "./mount-table.js";
 import type { MountPrograms } from "./run.js";
-import type { DriveRecord, DriveStore } from "./store.js";
+import type { DriveRecord, DriveStore } from "./drive-store.js";
 
 /**
  * The drive service's shapes (service.ts): what a mount asks, what a mounted drive reads as, what the service is

@@ -10,7 +10,7 @@ import { prepareMountPoint, removeCreated } from "./mount-point.js";
 import { readMountTable, topMountAt, type MountEntry } from "./mount-table.js";
 import { detach, mountIdAt, mountOn, withMountTarget, type MountTarget } from "./pinned-mount.js";
 import { driveAt, place, type Placed } from "./liveness.js";
-import type { DriveRecord } from "./store.js";
+import type { DriveRecord } from "./drive-store.js";
 import { asMountPathError, realpathOrSelf, recordKey, specOf, type DriveMountInfo, type DriveServiceOptions, type MountRequest } from "./mount-api.js";
 import { checkMountTarget, normalizeDrivePath, normalizeMountPath, overlaps, validateDriveName } from "./validate.js";
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Writable, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { removeQuietly } from "../../src/atomic-file.js";
-import { DATA_FILE } from "./store.js";
+import { DATA_FILE } from "./upload-store.js";
 
 export interface WrittenPart {
   etag: string;

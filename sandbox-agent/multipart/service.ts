@@ -12,7 +12,7 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { assembleParts, completeInPlace } from "./assemble.js";
 import { UploadClaims } from "./claims.js";
 import { writeInPlace, writeOwnFile, type WrittenPart } from "./part-writer.js";
-import { DATA_FILE, type PartRow, type UploadRow, type UploadStore } from "./store.js";
+import { DATA_FILE, type PartRow, type UploadRow, type UploadStore } from "./upload-store.js";
 
 export interface MultipartOptions {
   store: UploadStore;

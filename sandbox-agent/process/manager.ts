@@ -3,12 +3,12 @@ import { errors } from "../../src/errors.js";
 import type { LiveOutput } from "./live-output.js";
 import { groupAlive, isSameProcessAlive, signalGroup } from "./os.js";
 import { randomName, toRecord } from "./record.js";
-import { ProcessStore, type ProcessRow } from "./store.js";
+import { ProcessStore, type ProcessRow } from "./process-store.js";
 import { Supervisor, type Running } from "./supervisor.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 import { resolveWorkingDir, validateStartRequest } from "./validate.js";
 
-export type { ProcessStatus } from "./store.js";
+export type { ProcessStatus } from "./process-store.js";
 // The manager's public contract (schedules code against it) lives in types.ts.
 export type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 

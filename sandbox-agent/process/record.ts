@@ -3,7 +3,7 @@ import { readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { toIso } from "../../src/clock.js";
 import type { ProcessRecord } from "./types.js";
-import type { ProcessRow, ProcessStatus } from "./store.js";
+import type { ProcessRow, ProcessStatus } from "./process-store.js";
 
 /** What an exit means when nobody asked for it (stop, kill and timeout set their own status). */
 export function exitMeaning(code: number | null, signal: NodeJS.Signals | null, adopted: boolean): { status: ProcessStatus; error: string | null } {

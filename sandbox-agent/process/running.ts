@@ -2,7 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import type { Timer } from "../../src/clock.js";
 import type { LiveOutput } from "./live-output.js";
 import type { StdinPipe } from "./stdin.js";
-import type { ProcessRow, ProcessStatus } from "./store.js";
+import type { ProcessRow, ProcessStatus } from "./process-store.js";
 import { processStartTime } from "./os.js";
 import type { ProcessRecord, StartProcessRequest } from "./types.js";
 

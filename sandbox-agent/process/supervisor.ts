@@ -8,7 +8,7 @@ import { LogFiles, STREAMS, truncationMarker, type StreamName } from "./output.j
 import { exitMeaning, takeExitRecord, toRecord, writeExitRecord } from "./record.js";
 import { shellFor, spawnHere, type SpawnedRun } from "./spawn.js";
 import { StdinPipe } from "./stdin.js";
-import type { ProcessRow, ProcessStatus, ProcessStore } from "./store.js";
+import type { ProcessRow, ProcessStatus, ProcessStore } from "./process-store.js";
 import type { ProcessManagerOptions, ProcessOutput, ProcessRecord, StartProcessRequest } from "./types.js";
 import {
   ADOPTED_POLL_MS,

@@ -3,7 +3,7 @@ import type { Logger } from "../../src/logging.js";
 import type { Db } from "../../src/sqlite.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import type { Spawner } from "./spawn.js";
-import type { ProcessStatus } from "./store.js";
+import type { ProcessStatus } from "./process-store.js";
 
 /** What ProcessManager takes and gives: the contract the routes and the scheduler use. */
 export interface StartProcessRequest {

@@ -1,5 +1,5 @@
 import type { ScheduleInput } from "./scheduler.js";
-import type { ExecutionRow, ScheduleRow } from "./store.js";
+import type { ExecutionRow, ScheduleRow } from "./schedule-store.js";
 
 /** The wire shapes: supersets of @blaxel/core's SandboxScheduleEntry and SandboxScheduleExecution. */
 export const MASK = "***";

@@ -5,7 +5,7 @@ import { parse, queryBool } from "../../src/http.js";
 import { ListExecutionsQuery, ListSchedulesQuery, ScheduleBodySchema } from "./definition.js";
 import { presentExecution, presentSchedule } from "./present.js";
 import type { ScheduleService } from "./service.js";
-import type { ListQuery } from "./store.js";
+import type { ListQuery } from "./schedule-store.js";
 
 export interface ScheduleRoutesOptions {
   cursors: CursorCodec;

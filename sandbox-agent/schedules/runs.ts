@@ -1,7 +1,7 @@
 import type { Clock } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
 import { outcomeOf, tail, type ScheduleRunner } from "./runner.js";
-import type { ExecutionPatch, ScheduleStore } from "./store.js";
+import type { ExecutionPatch, ScheduleStore } from "./schedule-store.js";
 
 export interface ScheduleInput {
   command: string;

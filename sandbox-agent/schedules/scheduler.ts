@@ -5,7 +5,7 @@ import { decideOverlap, nextDueAfterFire, type ConcurrencyPolicy } from "./due.j
 import { DueQueue } from "./due-queue.js";
 import type { ScheduleRunner } from "./runner.js";
 import { Runs, type Run, type ScheduleInput } from "./runs.js";
-import type { ExecutionRow, ExecutionTrigger, NewExecution, ScheduleRow, ScheduleStore } from "./store.js";
+import type { ExecutionRow, ExecutionTrigger, NewExecution, ScheduleRow, ScheduleStore } from "./schedule-store.js";
 
 export type { ScheduleInput } from "./runs.js";
 

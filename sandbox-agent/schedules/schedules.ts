@@ -7,9 +7,9 @@ import type { ScheduleRunner } from "./runner.js";
 import { Scheduler } from "./scheduler.js";
 import { ScheduleService } from "./service.js";
 import type { SecretBox } from "./sealed-env.js";
-import { ScheduleStore } from "./store.js";
+import { ScheduleStore } from "./schedule-store.js";
 
-export { SCHEDULE_MIGRATIONS } from "./store.js";
+export { SCHEDULE_MIGRATIONS } from "./schedule-store.js";
 export type { ScheduleRunner } from "./runner.js";
 
 export interface SchedulesOptions {

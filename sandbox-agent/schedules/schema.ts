@@ -2,7 +2,7 @@ import type { Migration } from "../../src/sqlite.js";
 
 /**
  * The schedules' tables in the agent's SQLite database (their migrations), their rows as the store reads and
- * writes them, and the columns it selects. The store itself is store.ts.
+ * writes them, and the columns it selects. The store itself is schedule-store.ts.
  */
 export const SCHEDULE_MIGRATIONS: readonly Migration[] = [
   {

@@ -5,7 +5,7 @@ import { decideOverlap, firstDueAt } from "./due.js";
 import type { ScheduleBody } from "./definition.js";
 import { MASK } from "./present.js";
 import type { Scheduler, ScheduleInput } from "./scheduler.js";
-import type { ExecutionRow, ExecutionStatus, ListQuery, ScheduleRow, ScheduleStore } from "./store.js";
+import type { ExecutionRow, ExecutionStatus, ListQuery, ScheduleRow, ScheduleStore } from "./schedule-store.js";
 import { resolveTiming, TimingError } from "./timing.js";
 import { canonicalTimeZone, isValidTimeZone } from "./timezone.js";
 

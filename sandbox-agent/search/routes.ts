@@ -82,42 +82,39 @@ function sendJson(res: Response, json: string): void {
   res.type("application/json").send(json);
 }
 
+/** A search's kind and options, as one of SearchJob's forms. */
+type SearchRequest = SearchJob extends infer J ? (J extends SearchJob ? Pick<J, "kind" | "options"> : never) : never;
+
+/** What tells one search route from another: how it reads its query, and what a missing directory answers. */
+export interface SearchRoute {
+  parse(req: Request, paths: SandboxPaths): SearchRequest;
+  missing(path: string): Error;
+}
+
 const notFound = (path: string) => errors.notFound(`${path}: no such directory`);
 
 /** GET /filesystem-find/{path}: files or directories by glob (`fs.find`). */
-export function findRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = SEARCH_TIME_LIMIT_MS): Router {
-  const router = Router();
-  router.get("/{*rest}", async (req, res) => {
-    const options = parseFindQuery(req.query);
-    const json = await inSearchDir(paths, req, notFound, (hostDir) =>
-      runShared(pool, { kind: "find", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
-    );
-    sendJson(res, json);
-  });
-  return router;
-}
+export const FIND: SearchRoute = { parse: (req) => ({ kind: "find", options: parseFindQuery(req.query) }), missing: notFound };
 
-/** GET /filesystem-search/{path}: fuzzy file-name search, scored (`fs.search`). */
-export function fuzzySearchRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = SEARCH_TIME_LIMIT_MS): Router {
-  const router = Router();
-  router.get("/{*rest}", async (req, res) => {
-    const options = parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path)));
-    const json = await inSearchDir(paths, req, notFound, (hostDir) =>
-      runShared(pool, { kind: "fuzzy", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
-    );
-    sendJson(res, json);
-  });
-  return router;
-}
+/** GET /filesystem-search/{path}: fuzzy file-name search, scored against the searched path (`fs.search`). */
+export const FUZZY_SEARCH: SearchRoute = {
+  parse: (req, paths) => ({ kind: "fuzzy", options: parseFuzzyQuery(req.query, paths.normalize(sandboxPathFromUrl(req.path))) }),
+  missing: notFound,
+};
 
 /** GET /filesystem-content-search/{path}: text or regex in files (`fs.grep`). */
-export function contentSearchRouter(paths: SandboxPaths, pool: SearchPool, timeLimitMs = SEARCH_TIME_LIMIT_MS): Router {
+export const CONTENT_SEARCH: SearchRoute = {
+  parse: (req) => ({ kind: "grep", options: parseGrepQuery(req.query) }),
+  missing: (path) => errors.badRequest(`specified directory does not exist: ${path}`),
+};
+
+/** One search route: its query is read first (a bad one is a 400 whatever the path), then the directory searched. */
+export function searchRouter(paths: SandboxPaths, pool: SearchPool, route: SearchRoute, timeLimitMs = SEARCH_TIME_LIMIT_MS): Router {
   const router = Router();
   router.get("/{*rest}", async (req, res) => {
-    const options = parseGrepQuery(req.query);
-    const missing = (path: string) => errors.badRequest(`specified directory does not exist: ${path}`);
-    const json = await inSearchDir(paths, req, missing, (hostDir) =>
-      runShared(pool, { kind: "grep", hostDir, hostRoot: paths.hostRoot, options, deadline: Date.now() + timeLimitMs }, res),
+    const search = route.parse(req, paths);
+    const json = await inSearchDir(paths, req, route.missing, (hostDir) =>
+      runShared(pool, { ...search, hostDir, hostRoot: paths.hostRoot, deadline: Date.now() + timeLimitMs }, res),
     );
     sendJson(res, json);
   });

@@ -9,7 +9,7 @@ import { createWorkspace } from "./seed.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { Logger } from "../../src/logging.js";
 import type { SimClock } from "../clock.js";
-import type { SandboxRuntime } from "../sandboxes/runtime.js";
+import type { WorkspaceSandboxRetirement } from "../sandboxes/runtime.js";
 import type { JobExecutor } from "../jobs/executor.js";
 import type { Ids } from "../../src/ids.js";
 import type { UsageMeter } from "../metrics/meter.js";
@@ -22,7 +22,7 @@ export interface AccountRouteDeps {
   clock: SimClock;
   ids: Ids;
   jobs: JobExecutor;
-  sandboxes: SandboxRuntime<OpContext>;
+  sandboxes: WorkspaceSandboxRetirement;
   logger: Logger;
   meter: UsageMeter;
 }

@@ -6,7 +6,7 @@ import { EGRESS_CA_TRUST_ENV, EGRESS_TRUST_ENV } from "../launcher/egress-trust.
 import { EgressCa } from "./ca.js";
 import { parseNetwork, restricts, usesProxy, type EgressPolicy } from "./policy.js";
 import type { SimulatorHandler } from "./in-process.js";
-import { EgressProxy, type EgressClient } from "./proxy.js";
+import { EgressProxy, type EgressClient } from "./egress-proxy.js";
 
 /**
  * The simulator's egress (docs/launchers.md, "Network"): one proxy for every

@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import { STATUS_CODES } from "node:http";
 import { resolveSecrets } from "./policy.js";
 
-/** What the egress proxy changes in the messages it forwards (proxy.ts). */
+/** What the egress proxy changes in the messages it forwards (egress-proxy.ts). */
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's own: never forwarded. */
 const HOP = new Set([

@@ -1,4 +1,4 @@
-/** An image record's shape, apart from store.ts so that usage.ts (which store.ts calls) can name it without a circle. */
+/** An image record's shape, apart from image-records.ts so that image-usage.ts (which image-records.ts calls) can name it without a circle. */
 export const IMAGE_KIND = "image";
 export const RESOURCE_TYPES = ["agents", "functions", "sandboxes", "jobs"] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];

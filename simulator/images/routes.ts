@@ -4,9 +4,9 @@ import { parse, queryBool } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import { nameSchema } from "../resources/metadata.js";
-import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./store.js";
+import { copyFor, IMAGE_KIND, loadImage, parseResourceType, pushTag, recomputeSizes, renderImage, SINGULAR, tagUsers, type ImageDoc } from "./image-records.js";
 import { storeImageDocs, withStoreImages } from "./store-view.js";
-import { meterImage, unmeterImage } from "./usage.js";
+import { meterImage, unmeterImage } from "./image-usage.js";
 
 import { imageShareOperations } from "./shares.js";
 import type { ResourceStore } from "../store/resources.js";
@@ -117,7 +117,7 @@ export function imageOperations(deps: ImageRouteDeps): Operation[] {
         item.doc.spec.tags = item.doc.spec.tags.filter((t) => t.name !== tag);
         recomputeSizes(item.doc);
         item.doc.metadata.updatedAt = iso(deps.clock.now());
-        deps.resources.update(item as never);
+        deps.resources.update(item);
         meterImage(deps, item);
         return renderImage(item.doc);
       },

@@ -4,8 +4,8 @@ import { parse, queryBool } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
 import type { StoredResource } from "../store/resources.js";
-import { copyFor, IMAGE_KIND, loadImage, parseResourceType, recomputeSizes, renderImage, type ImageDoc } from "./store.js";
-import { meterImage } from "./usage.js";
+import { copyFor, IMAGE_KIND, loadImage, parseResourceType, recomputeSizes, renderImage, type ImageDoc } from "./image-records.js";
+import { meterImage } from "./image-usage.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { SimClock } from "../clock.js";
 import type { Ids } from "../../src/ids.js";
@@ -76,7 +76,7 @@ function copyInto(deps: ImageShareDeps, ctx: OpContext, doc: ImageDoc, target: s
     recomputeSizes(result);
     result.metadata.updatedAt = copy.metadata.updatedAt;
     existing.doc = result;
-    deps.resources.update(existing as never);
+    deps.resources.update(existing);
   } else
     deps.resources.insert({
       workspace: target,
@@ -85,7 +85,7 @@ function copyInto(deps: ImageShareDeps, ctx: OpContext, doc: ImageDoc, target: s
       name: doc.metadata.name,
       createdMs: deps.clock.now(),
       status: "DEPLOYED",
-      doc: copy as never,
+      doc: copy,
     });
   meterImage(deps, deps.resources.get<ImageDoc>(target, IMAGE_KIND, doc.metadata.name, doc.metadata.resourceType)!);
   return result;
@@ -97,7 +97,7 @@ function pendingShare(deps: ImageShareDeps, ctx: OpContext): { item: StoredResou
   const share = item.doc;
   if (ctx.principal.workspaces.get(share.targetWorkspace) !== "admin")
     throw errors.forbidden(`only an admin of workspace "${share.targetWorkspace}" may answer this share`);
-  return { item: item as never, share };
+  return { item, share };
 }
 
 function closePending(deps: ImageShareDeps, ctx: OpContext, share: PendingShare, accepted: boolean): void {
@@ -176,7 +176,7 @@ export function imageShareOperations(deps: ImageShareDeps): Operation[] {
           name: share.id,
           createdMs: now,
           status: "pending",
-          doc: share as never,
+          doc: share,
         });
         deps.resources.insert({
           workspace: ctx.workspace,

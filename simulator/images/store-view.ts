@@ -1,6 +1,6 @@
 import { parseImageRef } from "./image-ref.js";
 import type { ImageStore } from "./image-store.js";
-import type { ImageDoc } from "./store.js";
+import type { ImageDoc } from "./image-records.js";
 
 /**
  * The image store as the Images API shows it: the images a user brought

@@ -5,7 +5,7 @@ import { SCHEDULE_PAGE } from "../../src/pagination.js";
 import { parseDuration } from "../../src/units.js";
 import { toIso as iso } from "../../src/clock.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import { loadItem, showSecrets } from "../resources/crud.js";
+import { insertChild, loadItem, showSecrets } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { jobKind } from "../resources/kinds/workloads.js";
 import { listResources } from "../resources/listing.js";
@@ -14,9 +14,9 @@ import type { StoredResource } from "../store/resources.js";
 import { randomBytes } from "node:crypto";
 import { DEFAULT_TASK_MS, TERMINAL, type ExecutionPlan } from "./plan.js";
 import { executionState, jobCommand, newRunTasks, type RunRecord, type RunTask } from "./run-state.js";
-import { settleExecution } from "./usage.js";
+import { settleExecution } from "./job-usage.js";
 import type { ResourceStore } from "../store/resources.js";
-import type { UsageStore } from "../metrics/store.js";
+import type { UsageStore } from "../metrics/usage-store.js";
 import type { SimClock } from "../clock.js";
 import type { CursorCodec } from "../../src/cursor.js";
 import type { JobExecutor } from "./executor.js";
@@ -212,18 +212,8 @@ export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
             tasks: newRunTasks(inputs.length),
           };
         }
-        if (
-          !deps.resources.tryInsert({
-            workspace: ctx.workspace,
-            kind: EXECUTION_KIND,
-            parent: job.name,
-            name: id,
-            createdMs: doc.__plan.createdMs,
-            status: "queued",
-            doc: doc as never,
-          })
-        )
-          throw errors.conflict(`execution "${id}" already exists`);
+        const execution = { kind: EXECUTION_KIND, parent: job.name, name: id, createdMs: doc.__plan.createdMs, status: "queued", doc };
+        insertChild(deps, ctx, execution, () => errors.conflict(`execution "${id}" already exists`));
         if (doc.__run) deps.jobs.start({ workspace: ctx.workspace, job: job.name, execution: id });
         return { executionId: id, id, jobId: job.name, workspaceId: ctx.workspace, tasks: inputs };
       },
@@ -247,7 +237,7 @@ export function jobExecutionOperations(deps: JobRouteDeps): Operation[] {
         // Run for real: the running commands are killed (their tasks end cancelled), none start.
         if (!TERMINAL.includes(state.status) && item.doc.__plan.cancelMs === undefined) {
           item.doc.__plan.cancelMs = deps.clock.now();
-          deps.resources.update(item as never);
+          deps.resources.update(item);
           if (item.doc.__run) deps.jobs.cancel({ workspace: ctx.workspace, job: item.doc.job, execution: item.doc.id });
         }
         return render(deps, ctx, item);

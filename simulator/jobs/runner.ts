@@ -9,11 +9,11 @@ import type { ResourceStore, StoredResource } from "../store/resources.js";
 import type { RunDoc, RunRecord, RunTask } from "./run-state.js";
 import { killTaskCommand, runTaskCommand, type AttemptResult } from "./task-command.js";
 import { taskEnv } from "./task-env.js";
-import { settleExecution } from "./usage.js";
+import { settleExecution, type MeteredExecution } from "./job-usage.js";
 import type { ExecutionRef, JobExecutor } from "./executor.js";
 import type { Clock } from "../../src/clock.js";
 import type { Logger } from "../../src/logging.js";
-import type { UsageStore } from "../metrics/store.js";
+import type { UsageStore } from "../metrics/usage-store.js";
 
 /**
  * Runs job executions for real: each attempt of a task gets its own
@@ -45,7 +45,7 @@ interface Attempt {
   token: string;
 }
 
-type ExecutionItem = StoredResource<RunDoc & { env: Record<string, string>; taskInputs: unknown[] }>;
+type ExecutionItem = StoredResource<MeteredExecution & { env: Record<string, string>; taskInputs: unknown[] }>;
 
 /** Task data up to this size (JSON bytes) goes inline in a data: URL; Linux caps one environment string at 128 KiB. */
 const INLINE_DATA_MAX = 64 * 1024;
@@ -134,7 +134,7 @@ export class JobRunner implements JobExecutor {
             Object.assign(t, { status: item.doc.__plan.cancelMs === undefined ? "failed" : "cancelled", error: "the simulator stopped before the task ran" });
         }
         run.startedMs ??= now;
-        this.options.deps.resources.update(item as never);
+        this.options.deps.resources.update(item);
       }
     }
   }
@@ -148,7 +148,7 @@ export class JobRunner implements JobExecutor {
     const item = this.load(ref);
     if (!item?.doc.__run) return;
     apply(item.doc.__run);
-    this.options.deps.resources.update(item as never);
+    this.options.deps.resources.update(item);
   }
 
   private changeTask(ref: ExecutionRef, index: number, apply: (task: RunTask) => void): void {
@@ -171,7 +171,7 @@ export class JobRunner implements JobExecutor {
       for (const t of run.tasks) if (t.status === "pending") Object.assign(t, this.interrupted("before the task ran"));
     });
     const ended = this.load(ref);
-    if (ended) settleExecution(this.options.deps, ended as never, now()); // records the real run time (job_compute_runtime_gbs)
+    if (ended) settleExecution(this.options.deps, ended, now()); // records the real run time (job_compute_runtime_gbs)
   }
 
   private async runTask(ref: ExecutionRef, job: ResourceDoc, index: number): Promise<void> {

@@ -1,7 +1,13 @@
 import type { ChildProcess } from "node:child_process";
 import { Server, type Socket } from "node:net";
 import { GATEWAY_FAILED, OPEN_GATEWAY, OpenGatewayReply, type OpenGatewayRequest } from "../../src/egress-gateway.js";
-import { LaunchError } from "./launch-error.js";
+
+/**
+ * A sandbox cannot be launched here (a tool missing, isolation impossible). Declared in this, the lowest module
+ * of the launcher that throws it (types.ts, which every launcher reads, re-exports it and already depends on
+ * this file for the egress spec), so the two never import each other.
+ */
+export class LaunchError extends Error {}
 
 /**
  * The simulator's side of the egress gateway (src/egress-gateway.ts): asks a

@@ -221,4 +221,4 @@ export interface WarmPoolState {
   pids: number[];
 }
 
-export { LaunchError } from "./launch-error.js";
+export { LaunchError } from "./gateway.js";

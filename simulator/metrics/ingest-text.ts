@@ -1,5 +1,5 @@
 import { checkEvent, MAX_BATCH_EVENTS, parseUsageEvents } from "./ingest.js";
-import type { UsageFields } from "./store.js";
+import type { UsageFields } from "./usage-store.js";
 
 /**
  * The bulk hook's body, parsed in slices. JSON.parse of a whole

@@ -1,7 +1,7 @@
 import { errors } from "../../src/errors.js";
 import { isResourceType } from "./dimensions.js";
 import { parseRfc3339 } from "./params.js";
-import type { UsageFields } from "./store.js";
+import type { UsageFields } from "./usage-store.js";
 
 /** Largest batch one POST /_sim/usage-events accepts. */
 export const MAX_BATCH_EVENTS = 200_000;

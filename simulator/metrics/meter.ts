@@ -2,7 +2,7 @@ import type { Statement } from "better-sqlite3";
 import type { Clock } from "../../src/clock.js";
 import { isResourceType } from "./dimensions.js";
 import { recordSpan, type ResourceRef } from "./record.js";
-import type { UsageStore } from "./store.js";
+import type { UsageStore } from "./usage-store.js";
 
 interface OpenSpan {
   resource: ResourceRef;

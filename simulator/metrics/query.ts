@@ -2,7 +2,7 @@ import type { Statement } from "better-sqlite3";
 import { bucketSql, bucketStarts, DAY_MS } from "./buckets.js";
 import { DIMENSION_BY_NAME, resourceTypeId, type GroupByDimension } from "./dimensions.js";
 import type { MetricsQuery } from "./params.js";
-import { NANOS_PER_USD, type UsageStore } from "./store.js";
+import { NANOS_PER_USD, type UsageStore } from "./usage-store.js";
 
 /**
  * Runs a metrics query as two SQL aggregations: the first sums the window per

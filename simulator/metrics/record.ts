@@ -1,6 +1,6 @@
 import { HOUR_MS } from "./buckets.js";
 import { DIMENSION_BY_NAME, type ResourceType } from "./dimensions.js";
-import type { UsageEvent, UsageStore } from "./store.js";
+import type { UsageEvent, UsageStore } from "./usage-store.js";
 
 /**
  * What the simulator calls as its resources live. Usage of a span (a sandbox
@@ -8,10 +8,10 @@ import type { UsageEvent, UsageStore } from "./store.js";
  * per UTC hour it touches, stamped at the start of its slice, so hourly
  * buckets see usage where it happened.
  *
- * Call sites: resources/usage.ts (deployments while DEPLOYED, volumes,
+ * Call sites: resources/resource-usage.ts (deployments while DEPLOYED, volumes,
  * verified custom domains; after every create, update, settle and delete),
- * sandboxes/usage.ts (a real sandbox agent's run time),
- * images/usage.ts, sandboxes/snapshots.ts (storage), jobs/usage.ts (job
+ * sandboxes/sandbox-usage.ts (a real sandbox agent's run time),
+ * images/image-usage.ts, sandboxes/snapshots.ts (storage), jobs/job-usage.ts (job
  * compute per ended execution, straight to the store). UsageMeter (meter.ts)
  * keeps the open spans. `recordUsage` (counts, e.g. agent async requests)
  * has no caller in the simulator: it serves no agent invocations.

@@ -10,7 +10,7 @@ import { parseUsageEventsText } from "./ingest-text.js";
 import { parseMetricsQuery, parseWindow, type MetricsQuery } from "./params.js";
 import { MetricsQueries, usd, type Scope } from "./query.js";
 import type { UsageMeter } from "./meter.js";
-import type { UsageStore } from "./store.js";
+import type { UsageStore } from "./usage-store.js";
 
 /** What the metrics API needs to know about the caller (the simulator's auth answers it). */
 export interface MetricsAccess {

@@ -3,7 +3,7 @@ import type { ResourceType } from "./dimensions.js";
 
 /**
  * The usage store's records and tables: what one usage event says, the bounds on its cost and time, and
- * the schema (its migrations). The store that writes and reads them is store.ts.
+ * the schema (its migrations). The store that writes and reads them is usage-store.ts.
  */
 
 /** What a usage record says, its time aside. */

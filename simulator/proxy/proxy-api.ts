@@ -6,7 +6,7 @@ import type { AgentEndpoint } from "../launcher/endpoint.js";
 import type { SandboxTarget } from "./route.js";
 
 /**
- * The sandbox proxy's shapes (proxy.ts): where a request goes (the agent's endpoint and token, the forward
+ * The sandbox proxy's shapes (sandbox-reverse-proxy.ts): where a request goes (the agent's endpoint and token, the forward
  * plan), what the proxy is built from (its options, the preview router), and what it offers.
  */
 

@@ -103,10 +103,32 @@ export function buildNew<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>,
 }
 
 export function insertNew(deps: Pick<ResourceDeps, "resources" | "clock">, kind: AnyResourceKind, ctx: OpContext, parent: string, doc: ResourceDoc): void {
-  const item = { workspace: ctx.workspace, kind: kind.kind, parent, name: doc.metadata.name, createdMs: deps.clock.now(), status: doc.status ?? "", doc };
-  if (!deps.resources.tryInsert(item)) {
-    throw new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails });
-  }
+  const record = { kind: kind.kind, parent, name: doc.metadata.name, status: doc.status ?? "", doc };
+  insertChild(
+    deps,
+    ctx,
+    record,
+    () => new ApiError("conflict", `${kind.kind.replace(/-/g, " ")} "${doc.metadata.name}" already exists`, { details: kind.conflictDetails }),
+  );
+}
+
+/** A record to store in the caller's workspace: under `parent` ("" for none), created now unless `createdMs` says when. */
+export interface ChildRecord {
+  kind: string;
+  parent: string;
+  name: string;
+  status: string;
+  doc: object;
+  createdMs?: number;
+}
+
+/**
+ * Stores a new record of the request's workspace (a preview, an execution, a snapshot, a domain share);
+ * throws what `conflict` returns when one of that kind already has the name under that parent.
+ */
+export function insertChild(deps: Pick<ResourceDeps, "resources" | "clock">, ctx: OpContext, record: ChildRecord, conflict: () => Error): void {
+  const { createdMs = deps.clock.now(), ...key } = record;
+  if (!deps.resources.tryInsert({ workspace: ctx.workspace, createdMs, ...key })) throw conflict();
 }
 
 const spec = (doc: ResourceDoc) => doc.spec as { enabled?: boolean };

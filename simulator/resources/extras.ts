@@ -3,8 +3,9 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { signJwt } from "../auth/jwt.js";
+import { scopeFor } from "../auth/scopes.js";
 import type { Operation, OpContext } from "../http/operation.js";
-import { buildNew, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
+import { buildNew, insertChild, insertNew, loadItem, renderDoc, save, showSecrets } from "./crud.js";
 import type { AnyResourceKind, ResourceDeps, ResourceDoc, ResourceKind } from "./kind.js";
 import { customDomainKind, integrationConnectionKind, policyKind } from "./kinds/config.js";
 import { egressGatewayKind, egressIpKind } from "./kinds/network.js";
@@ -93,18 +94,9 @@ function shareDomain(deps: ExtraDeps, ctx: OpContext) {
     throw errors.badRequest(`targetWorkspace: "${targetWorkspace}" is not a workspace of this account`);
   if (targetWorkspace === ctx.workspace) throw errors.badRequest("targetWorkspace: cannot share a domain with its own workspace");
   const share = { workspace: targetWorkspace, status: "active", workspaceDisplayName: String(target?.doc.displayName ?? "account") };
-  if (
-    !deps.resources.tryInsert({
-      workspace: ctx.workspace,
-      kind: SHARE_KIND,
-      parent: item.name,
-      name: targetWorkspace,
-      createdMs: deps.clock.now(),
-      status: "active",
-      doc: share,
-    })
-  )
-    throw errors.conflict(`domain already shared with "${targetWorkspace}"`);
+  insertChild(deps, ctx, { kind: SHARE_KIND, parent: item.name, name: targetWorkspace, status: "active", doc: share }, () =>
+    errors.conflict(`domain already shared with "${targetWorkspace}"`),
+  );
   return renderDoc(deps, customDomainKind, item.doc, false);
 }
 
@@ -116,7 +108,7 @@ export function extraOperations(deps: ExtraDeps): Operation[] {
       id: `list${kind.kind[0]!.toUpperCase()}${kind.kind.slice(1)}Revisions`,
       method: "get",
       path: `${kind.collection}/:${kind.param}/revisions`,
-      scope: `${kind.scope}:get` as never,
+      scope: scopeFor(kind.scope, "get"),
       handler: (ctx) => revisions(deps, kind, ctx),
     })),
     {

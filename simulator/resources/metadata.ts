@@ -53,8 +53,6 @@ export interface Metadata {
   [key: string]: unknown;
 }
 
-const WRITABLE = ["displayName", "labels", "externalId", "plan"] as const;
-
 export function newMetadata(input: MetadataInput, name: string, workspace: string, actor: string, nowMs: number): Metadata {
   const meta: Metadata = {
     name,
@@ -74,6 +72,9 @@ export function newMetadata(input: MetadataInput, name: string, workspace: strin
 /** PUT: writable fields replace, read-only ones stay. */
 export function updatedMetadata(current: Metadata, input: MetadataInput, actor: string, nowMs: number): Metadata {
   const next: Metadata = { ...current, updatedAt: iso(nowMs), updatedBy: actor };
-  for (const key of WRITABLE) if (input[key] !== undefined) next[key] = input[key] as never;
+  if (input.displayName !== undefined) next.displayName = input.displayName;
+  if (input.labels !== undefined) next.labels = input.labels;
+  if (input.externalId !== undefined) next.externalId = input.externalId;
+  if (input.plan !== undefined) next.plan = input.plan;
   return next;
 }

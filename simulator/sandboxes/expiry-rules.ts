@@ -1,5 +1,5 @@
 import { parseDuration } from "../../src/units.js";
-import type { SandboxResourceDeps } from "./runtime.js";
+import type { SandboxExpiryRuntime } from "./runtime.js";
 
 /**
  * Sandbox expiry rules (control-plane.md §3.2): `spec.runtime.ttl` (max age),
@@ -129,7 +129,12 @@ export function expiryOf(doc: ExpiringDoc, lastUsedMs?: number): Expiry | undefi
 }
 
 /** A sandbox's earliest expiry, its last use being the latest of the proxy's record (this process) and the stored lastUsedAt. */
-export function sandboxExpiry(deps: Pick<SandboxResourceDeps, "sandboxes">, workspace: string, name: string, doc: ExpiringDoc): Expiry | undefined {
+export function sandboxExpiry(
+  deps: { sandboxes: Pick<SandboxExpiryRuntime, "lastUsedMs"> },
+  workspace: string,
+  name: string,
+  doc: ExpiringDoc,
+): Expiry | undefined {
   if (!hasRules(doc)) return undefined;
   const lastUsed = Math.max(deps.sandboxes.lastUsedMs(workspace, name), dateMs(doc.lastUsedAt) ?? 0);
   return expiryOf(doc, lastUsed || undefined);

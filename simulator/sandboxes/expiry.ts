@@ -5,9 +5,9 @@ import type { SimClock } from "../clock.js";
 import type { UsageMeter } from "../metrics/meter.js";
 import type { AccountStore } from "../store/accounts.js";
 import type { ResourceStore } from "../store/resources.js";
-import type { SandboxResourceDeps } from "./runtime.js";
+import type { SandboxExpiryRuntime } from "./runtime.js";
 import { recordStatus } from "./status.js";
-import { unmeterResource } from "../resources/usage.js";
+import { unmeterResource } from "../resources/resource-usage.js";
 import { dateMs, sandboxExpiry, terminatedRetentionMs, type ExpiringDoc } from "./expiry-rules.js";
 
 /** What applying expiries uses: the sandboxes' records, their runtime, the clock, the meter and the log. */
@@ -18,7 +18,7 @@ export interface ExpiryDeps {
   clock: SimClock;
   accounts: AccountStore;
   resources: ResourceStore;
-  sandboxes: SandboxResourceDeps["sandboxes"];
+  sandboxes: SandboxExpiryRuntime;
   logger: Logger;
   meter: UsageMeter;
 }
@@ -72,7 +72,7 @@ function expireIfDue(deps: ExpiryDeps, ws: string, item: StoredResource, now: nu
     deps.logger.warn({ workspace: ws, sandbox: item.name, err: err.message }, "expired sandbox agent cleanup failed"),
   );
   deps.resources.deleteChildren(ws, SANDBOX_CHILDREN, item.name);
-  unmeterResource(deps, item as never);
+  unmeterResource(deps, item);
   recordStatus(deps, ws, item.name, "TERMINATED", "terminated: the expired sandbox's agent is stopped and its files are retired");
   const terminated = deps.resources.get(ws, "sandbox", item.name);
   if (terminated) {

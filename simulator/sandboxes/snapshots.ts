@@ -4,7 +4,7 @@ import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import { toIso as iso } from "../../src/clock.js";
 import { Reply, type Operation, type OpContext } from "../http/operation.js";
-import { buildNew, insertNew, loadItem } from "../resources/crud.js";
+import { buildNew, insertChild, insertNew, loadItem } from "../resources/crud.js";
 import type { ResourceDoc } from "../resources/kind.js";
 import { sandboxKind } from "./kind.js";
 import { dropTerminated } from "./expiry.js";
@@ -72,20 +72,10 @@ async function snapshotOf(deps: SandboxResourceDeps, ctx: OpContext, sandbox: Re
   const exists = () => errors.conflict(`snapshot "${snapshot.name}" already exists`);
   if (deps.resources.get(ctx.workspace, SNAPSHOT_KIND, snapshot.name)) throw exists();
   await deps.sandboxes.saveSnapshot(ctx.workspace, id, sandbox.metadata.name);
-  if (
-    !deps.resources.tryInsert({
-      workspace: ctx.workspace,
-      kind: SNAPSHOT_KIND,
-      parent: "",
-      name: snapshot.name,
-      createdMs: deps.clock.now(),
-      status: "ready",
-      doc: snapshot as never,
-    })
-  ) {
-    deps.sandboxes.removeSnapshot(ctx.workspace, id);
-    throw exists();
-  }
+  insertChild(deps, ctx, { kind: SNAPSHOT_KIND, parent: "", name: snapshot.name, status: "ready", doc: snapshot }, () => {
+    deps.sandboxes.removeSnapshot(ctx.workspace, id); // the saved files of a snapshot that lost the race for its name
+    return exists();
+  });
   meterSnapshot(deps, ctx, snapshot);
   return snapshot;
 }

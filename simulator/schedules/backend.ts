@@ -154,7 +154,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
       createdAt: iso(now),
       __firedUntilMs: now,
     };
-    const stored = { workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, name: entry.id, createdMs: now, status: type, doc: entry as never };
+    const stored = { workspace: ctx.workspace, kind: SCHEDULE_KIND, parent: sandbox, name: entry.id, createdMs: now, status: type, doc: entry };
     if (!this.deps.resources.tryInsert(stored)) throw errors.conflict(`schedule "${entry.id}" already exists on sandbox "${sandbox}"`);
     return entry;
   }
@@ -171,7 +171,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
     keepMaskedSecrets(next, item.doc.input); // a masked env value sent back keeps the stored one
     item.doc = { ...item.doc, type, value, input: next ?? item.doc.input, maxExecutions: input.maxExecutions ?? item.doc.maxExecutions };
     item.status = type;
-    this.deps.resources.update(item as never);
+    this.deps.resources.update(item);
     return item.doc;
   }
 
@@ -199,7 +199,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
           continue;
         }
         entry.__firedUntilMs = now;
-        resources.update(item as never);
+        resources.update(item);
       }
     })();
   }
@@ -231,7 +231,7 @@ export class LocalScheduleBackend implements ScheduleBackend {
       name: id,
       createdMs: atMs,
       status: "succeeded",
-      doc: execution as never,
+      doc: execution,
     });
     // maxExecutions: recording beyond the cap deletes the oldest record of this schedule.
     const mine = resources

@@ -19,7 +19,7 @@ export interface StoredResource<D = Record<string, unknown>> {
 /** A resource written ("saved": inserted or updated) or deleted through the store (ResourceStore.onChange). */
 export interface ResourceChange {
   type: "saved" | "deleted";
-  item: StoredResource;
+  item: StoredResource<object>;
 }
 
 export interface Row {
@@ -103,7 +103,7 @@ export interface RenderedEntry {
 }
 export const cacheKey = (workspace: string, kind: string, parent: string, name: string) => `${workspace}\u0000${kind}\u0000${parent}\u0000${name}`;
 
-export function keyOf(item: StoredResource) {
+export function keyOf(item: StoredResource<unknown>) {
   return { workspace: item.workspace, kind: item.kind, parent: item.parent, name: item.name };
 }
 

@@ -98,7 +98,7 @@ export class ResourceStore {
     this.#listeners.push(listener);
   }
 
-  #changed(type: ResourceChange["type"], item: StoredResource): void {
+  #changed(type: ResourceChange["type"], item: StoredResource<object>): void {
     for (const listener of this.#listeners) listener({ type, item });
   }
 
@@ -173,7 +173,7 @@ export class ResourceStore {
   }
 
   /** Inserts; returns false when the key exists already. */
-  insert(item: StoredResource): boolean {
+  insert(item: StoredResource<object>): boolean {
     const result = this.#insert.run({
       ...keyOf(item),
       createdMs: item.createdMs,
@@ -189,7 +189,7 @@ export class ResourceStore {
     return result.changes === 1;
   }
 
-  tryInsert(item: StoredResource): boolean {
+  tryInsert(item: StoredResource<object>): boolean {
     try {
       return this.insert(item);
     } catch (err) {
@@ -198,7 +198,7 @@ export class ResourceStore {
     }
   }
 
-  update(item: StoredResource): void {
+  update(item: StoredResource<object>): void {
     const rowid = this.#update.get({ ...keyOf(item), status: item.status, search: searchText(item.doc), doc: JSON.stringify(item.doc) }) as number | undefined;
     // The saved object may be the cached one changed in place: its rendered texts go either way.
     this.#rendered.delete(item);

@@ -1,6 +1,6 @@
 import { bootstrap } from "../accounts/seed.js";
 import type { ResourceStore } from "../store/resources.js";
-import type { UsageStore } from "../metrics/store.js";
+import type { UsageStore } from "../metrics/usage-store.js";
 import type { SimConfig } from "../config.js";
 import type { CredentialStore } from "../auth/credentials.js";
 import type { PrincipalCache } from "../auth/principal-cache.js";

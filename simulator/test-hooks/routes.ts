@@ -10,6 +10,7 @@ import { DEPLOYMENT_STATUSES, forceStatus, settle, stepOnce, type Deployable, ty
 import { expireDueSandboxes, type ExpiryDeps } from "../sandboxes/expiry.js";
 import type { TestHooksState } from "../http/test-hooks-state.js";
 import type { SandboxIsolation } from "../sandboxes/isolation.js";
+import type { SandboxStandby } from "../sandboxes/runtime.js";
 
 /**
  * Control routes, mounted only with --test-hooks (never by default). They
@@ -48,7 +49,7 @@ const DnsBody = z.strictObject({ txt: z.record(z.string(), z.string()).optional(
  * The test hooks (/_sim): a reset and a seed write every table, and expiry, forced statuses and standby reach the
  * sandboxes' runtime; their type says so (the reset's, expiry's, and the runtime with its description).
  */
-export type TestHooksDeps = ResetDeps & ExpiryDeps & { sandboxIsolation: SandboxIsolation };
+export type TestHooksDeps = ResetDeps & ExpiryDeps & { sandboxes: SandboxStandby; sandboxIsolation: SandboxIsolation };
 
 export function testHooksRouter(deps: TestHooksDeps): Router {
   const router = express.Router();
@@ -93,7 +94,7 @@ export function testHooksRouter(deps: TestHooksDeps): Router {
     settle(item.doc, now);
     const moved = body.status ? (forceStatus(item.doc, body.status, now), true) : stepOnce(item.doc, now);
     item.status = item.doc.status ?? "";
-    deps.resources.update(item as never); // usage follows forced and stepped moves (the root's metering listener)
+    deps.resources.update(item); // usage follows forced and stepped moves (the root's metering listener)
     // A real sandbox's agent follows a forced status, so status and agent never contradict each other.
     if (body.status && body.kind === "sandbox" && body.parent === "") await deps.sandboxes.followForcedStatus(workspace, body.name, body.status);
     const after = deps.resources.get<Deployable>(workspace, body.kind, body.name, body.parent)?.doc ?? item.doc;

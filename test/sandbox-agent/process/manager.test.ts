@@ -8,7 +8,7 @@ import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
 import { SandboxPaths } from "../../../sandbox-agent/paths/sandbox-path.js";
 import { ProcessManager } from "../../../sandbox-agent/process/manager.js";
 import { groupAlive, isAlive } from "../../../sandbox-agent/process/os.js";
-import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
+import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/process-store.js";
 import { tempDir } from "../../helpers/agent.js";
 
 let dir: string;

@@ -11,7 +11,7 @@ import { groupAlive, isAlive } from "../../../sandbox-agent/process/os.js";
 import { LogFiles } from "../../../sandbox-agent/process/output.js";
 import { execute } from "../../../sandbox-agent/process/execute.js";
 import { portsOfTree } from "../../../sandbox-agent/ports/sockets.js";
-import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
+import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/process-store.js";
 import { tempDir } from "../../helpers/agent.js";
 import { nsSandboxUnavailable, startNsSandbox, type NsSandbox } from "../../helpers/ns-sandbox.js";
 import { pidNamespaceOf, pidsInNamespace } from "../../helpers/sandbox-procs.js";

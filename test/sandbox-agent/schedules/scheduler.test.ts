@@ -11,7 +11,7 @@ import { migrate, openDatabase, type Db } from "../../../src/sqlite.js";
 import { ScheduleBodySchema } from "../../../sandbox-agent/schedules/definition.js";
 import { FIRE_RETRY_MS, HEARTBEAT_MS } from "../../../sandbox-agent/schedules/scheduler.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "../../../sandbox-agent/schedules/schedules.js";
-import { RETIRED_KEPT } from "../../../sandbox-agent/schedules/store.js";
+import { RETIRED_KEPT } from "../../../sandbox-agent/schedules/schedule-store.js";
 import { FakeRunner, settle } from "./fake-runner.js";
 
 const MIN = 60_000;

@@ -1,7 +1,7 @@
 import type { SandboxScheduleEntry, SandboxScheduleExecution } from "@blaxel/core";
 import { describe, expect, it } from "vitest";
 import { presentExecution, presentSchedule } from "../../../sandbox-agent/schedules/present.js";
-import type { ExecutionRow, ScheduleRow } from "../../../sandbox-agent/schedules/store.js";
+import type { ExecutionRow, ScheduleRow } from "../../../sandbox-agent/schedules/schedule-store.js";
 
 // Compile-time: the agent's shapes are supersets of @blaxel/core's. An
 // execution's status adds "running" and "skipped" to the SDK's two values

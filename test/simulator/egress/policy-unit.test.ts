@@ -97,7 +97,7 @@ describe("spec.network as the egress proxy reads it", () => {
 
 describe("the simulator's /_sim routes from inside", () => {
   it("are recognised however they are spelled", async () => {
-    const { isSimRoute } = await import("../../../simulator/egress/proxy.js");
+    const { isSimRoute } = await import("../../../simulator/egress/egress-proxy.js");
     for (const path of ["/_sim/clock", "/_SIM/clock", "/%5Fsim/clock", "//_sim/x", "/_sim", "/_sim?x=1", "/%E0%A4%A"])
       expect(isSimRoute(path), path).toBe(true);
     for (const path of ["/v0/sandboxes", "/_simulator", "/x/_sim/clock"]) expect(isSimRoute(path), path).toBe(false);

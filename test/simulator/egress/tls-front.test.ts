@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EgressCa } from "../../../simulator/egress/ca.js";
 import { parseNetwork, type EgressPolicy } from "../../../simulator/egress/policy.js";
-import { EgressProxy } from "../../../simulator/egress/proxy.js";
+import { EgressProxy } from "../../../simulator/egress/egress-proxy.js";
 import { createLogger } from "../../../src/logging.js";
 import { ECHO_SERVER, H1_CLIENT, H2_CLIENT } from "./proxy-clients.js";
 

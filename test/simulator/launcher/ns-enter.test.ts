@@ -7,7 +7,7 @@ import { migrate, openDatabase } from "../../../src/sqlite.js";
 import { SandboxPaths } from "../../../sandbox-agent/paths/sandbox-path.js";
 import { ProcessManager } from "../../../sandbox-agent/process/manager.js";
 import { cgroupProcsOf, namespaceSpawner, nsexecPath } from "../../../sandbox-agent/process/ns-spawn.js";
-import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/store.js";
+import { PROCESS_MIGRATIONS } from "../../../sandbox-agent/process/process-store.js";
 import { BwrapLauncher, type AgentHandle } from "../../../simulator/launcher/index.js";
 import { COMMAND_CAPABILITIES } from "../../../simulator/launcher/sandbox-kit.js";
 import { isolationUnavailable } from "../../helpers/sandbox-procs.js";

@@ -6,7 +6,7 @@ import { errorMiddleware } from "../../../src/http.js";
 import { silentLogger } from "../../../src/logging.js";
 import { openDatabase } from "../../../src/sqlite.js";
 import { createMetricsRouter, createMetricsTestHooksRouter, type MetricsAccess } from "../../../simulator/metrics/routes.js";
-import { UsageStore, type UsageEvent } from "../../../simulator/metrics/store.js";
+import { UsageStore, type UsageEvent } from "../../../simulator/metrics/usage-store.js";
 
 export const ACCOUNT = "acc-1";
 export const WORKSPACES = ["ws-a", "ws-b", "ws-c"];

@@ -8,7 +8,7 @@ import { openDatabase } from "../../../src/sqlite.js";
 import { UsageMeter } from "../../../simulator/metrics/meter.js";
 import { recordSpan, recordUsage, type ResourceRef } from "../../../simulator/metrics/record.js";
 import { createMetricsRouter } from "../../../simulator/metrics/routes.js";
-import { UsageStore } from "../../../simulator/metrics/store.js";
+import { UsageStore } from "../../../simulator/metrics/usage-store.js";
 import { ACCOUNT, stubAccess } from "./harness.js";
 import express from "express";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/sqlite.js";
-import { UsageStore, type UsageEvent } from "../../../simulator/metrics/store.js";
+import { UsageStore, type UsageEvent } from "../../../simulator/metrics/usage-store.js";
 
 const ev = (over: Partial<UsageEvent> = {}): UsageEvent => ({
   ts: Date.parse("2026-04-01T10:00:00Z"),

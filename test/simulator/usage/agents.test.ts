@@ -10,7 +10,7 @@ import { assembleDeps, openState, type SimRuntime } from "../../../simulator/roo
 import { describeLauncher, ProcessLauncher } from "../../../simulator/launcher/index.js";
 import { HOST_ROOT } from "../../../simulator/images/sandbox-images.js";
 import { SIMULATED_JOBS } from "../../../simulator/jobs/executor.js";
-import { resourceUid } from "../../../simulator/resources/usage.js";
+import { resourceUid } from "../../../simulator/resources/resource-usage.js";
 import { eventually, tempBase } from "../launcher/helpers.js";
 
 /**
@@ -95,7 +95,7 @@ describe("a real sandbox agent's run time is metered", () => {
     expect((await api.call("POST", "/_sim/clock", { freeze: true })).status).toBe(200);
     const created = await api.call("POST", "/v0/sandboxes", { metadata: { name: "fragile" }, spec: { runtime: { memory: 1024 } } });
     expect(created.status, await created.clone().text()).toBe(200);
-    const uid = resourceUid(deps.resources.get("default", "sandbox", "fragile") as never);
+    const uid = resourceUid(deps.resources.get("default", "sandbox", "fragile")!);
     expect(deps.meter.isOpen(uid, "sandbox_compute_runtime_gbs")).toBe(true);
     await api.advance(HOUR / 2);
     process.kill(agents.get("default", "fragile")!.pid!, "SIGKILL");

@@ -1,6 +1,6 @@
 import type { SupervisorEvent } from "../launcher/index.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import { refOf } from "../resources/usage.js";
+import { refOf } from "../resources/resource-usage.js";
 import type { SandboxAgents } from "../agents/registry.js";
 import type { Clock } from "../../src/clock.js";
 import type { UsageMeter } from "../metrics/meter.js";

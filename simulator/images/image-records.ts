@@ -6,7 +6,7 @@ import type { ResourceDoc } from "../resources/kind.js";
 import { publicView } from "../resources/render.js";
 import type { StoredResource } from "../store/resources.js";
 import { IMAGE_KIND, RESOURCE_TYPES, SINGULAR, type ImageDoc, type ResourceType } from "./image-doc.js";
-import { meterImage } from "./usage.js";
+import { meterImage } from "./image-usage.js";
 import type { SimClock } from "../clock.js";
 import type { ResourceStore } from "../store/resources.js";
 import type { UsageMeter } from "../metrics/meter.js";
@@ -82,7 +82,7 @@ export function pushTag(deps: ImageRecordDeps, ctx: OpContext, type: ResourceTyp
   recomputeSizes(doc);
   if (existing) {
     existing.doc = doc;
-    deps.resources.update(existing as never);
+    deps.resources.update(existing);
   } else
     deps.resources.insert({
       workspace: ctx.workspace,
@@ -91,7 +91,7 @@ export function pushTag(deps: ImageRecordDeps, ctx: OpContext, type: ResourceTyp
       name,
       createdMs: deps.clock.now(),
       status: "DEPLOYED",
-      doc: doc as never,
+      doc: doc,
     });
   meterImage(deps, deps.resources.get<ImageDoc>(ctx.workspace, IMAGE_KIND, name, type)!);
   return doc;

@@ -1,11 +1,11 @@
 import { recordSpan } from "../metrics/record.js";
 import type { ResourceDoc } from "../resources/kind.js";
-import { DEFAULT_MEMORY_MB, refOf } from "../resources/usage.js";
+import { DEFAULT_MEMORY_MB, refOf } from "../resources/resource-usage.js";
 import type { ResourceStore, StoredResource } from "../store/resources.js";
 import { TERMINAL, type ExecutionPlan, type ExecutionState } from "./plan.js";
 import { executionState, type RunRecord } from "./run-state.js";
 import type { AccountStore } from "../store/accounts.js";
-import type { UsageStore } from "../metrics/store.js";
+import type { UsageStore } from "../metrics/usage-store.js";
 
 export const JOB_COMPUTE = "job_compute_runtime_gbs";
 const EXECUTION_KIND = "job-execution";
@@ -72,7 +72,7 @@ export function settleExecution(deps: { resources: ResourceStore; usage: UsageSt
   const metered = meterExecution(deps, item.workspace, item.doc, state);
   if (metered || state.status !== item.status) {
     item.status = state.status;
-    deps.resources.update(item as never);
+    deps.resources.update(item);
   }
   return state;
 }

@@ -2,8 +2,7 @@ import { createHash } from "node:crypto";
 import type { ResourceType } from "../metrics/dimensions.js";
 import type { ResourceRef } from "../metrics/record.js";
 import type { StoredResource } from "../store/resources.js";
-import type { ResourceDoc } from "./kind.js";
-import type { Deployable } from "./lifecycle.js";
+import type { PendingMove } from "./lifecycle.js";
 import type { Clock } from "../../src/clock.js";
 import type { UsageMeter } from "../metrics/meter.js";
 
@@ -18,7 +17,19 @@ import type { UsageMeter } from "../metrics/meter.js";
 /** Memory (MB) when a runtime names none: sandboxes get 4096 from their kind; the simulator's default for the others. */
 export const DEFAULT_MEMORY_MB = 2048;
 
-type Meterable = Pick<StoredResource<ResourceDoc>, "workspace" | "kind" | "parent" | "name" | "doc">;
+/**
+ * The fields of a stored document that metering reads. Any document may come (a schedule, a share, an image):
+ * those without them are simply not billed, or billed by their identity alone.
+ */
+interface MeterableDoc {
+  __uid?: unknown;
+  metadata?: { createdAt?: string };
+  spec?: Record<string, unknown>;
+  status?: string;
+  __pending?: PendingMove[];
+}
+
+type Meterable = Pick<StoredResource<MeterableDoc>, "workspace" | "kind" | "parent" | "name" | "doc">;
 
 /**
  * The resource's stable usage id: `__uid` (given at create), or for a
@@ -38,7 +49,7 @@ export function refOf(item: Meterable, resourceType: ResourceType): ResourceRef 
   return { workspace: item.workspace, resourceType, resourceName: item.name, resourceUuid: resourceUid(item) };
 }
 
-const memoryGb = (doc: ResourceDoc, fallback = DEFAULT_MEMORY_MB) => {
+const memoryGb = (doc: MeterableDoc, fallback = DEFAULT_MEMORY_MB) => {
   const memory = (doc.spec?.runtime as { memory?: number } | undefined)?.memory;
   return (typeof memory === "number" && memory > 0 ? memory : fallback) / 1024;
 };
@@ -53,7 +64,7 @@ interface Metering {
 
 /**
  * What a sandbox's compute is billed by: its record's DEPLOYED time (records only), or its agent's run time
- * ("agent": sandboxes/usage.ts meters it from the agent's events). The composition root picks it once.
+ * ("agent": sandboxes/sandbox-usage.ts meters it from the agent's events). The composition root picks it once.
  */
 export type SandboxCompute = "record" | "agent";
 
@@ -62,7 +73,7 @@ export function meteringOf(deps: { sandboxCompute: SandboxCompute }, item: Meter
   const doc = item.doc;
   switch (item.kind) {
     case "sandbox":
-      // With real agents, a sandbox is billed for its agent's run time (sandboxes/usage.ts).
+      // With real agents, a sandbox is billed for its agent's run time (sandboxes/sandbox-usage.ts).
       return deps.sandboxCompute === "agent"
         ? undefined
         : { type: "sandbox", dimension: "sandbox_compute_runtime_gbs", gb: memoryGb(doc, 4096), live: "deployment" };
@@ -87,11 +98,11 @@ export function meterResource(deps: { sandboxCompute: SandboxCompute; meter: Usa
   const now = deps.clock.now();
   if (m.live === "stored") return deps.meter.run(ref, m.dimension, m.gb, now);
   if (m.live === "verified") {
-    if ((item.doc.spec as { status?: string }).status === "verified") deps.meter.run(ref, m.dimension, undefined, now);
+    if (item.doc.spec?.status === "verified") deps.meter.run(ref, m.dimension, undefined, now);
     else deps.meter.stop(ref.resourceUuid, m.dimension, now);
     return;
   }
-  const doc = item.doc as Deployable;
+  const doc = item.doc;
   if (doc.status === "DEPLOYED") return deps.meter.run(ref, m.dimension, m.gb, now);
   // Due to reach DEPLOYED: a running span carries on (redeploy), else one opens at the due time.
   const due = doc.__pending?.find((p) => p.status === "DEPLOYED");
