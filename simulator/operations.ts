@@ -6,7 +6,10 @@ import { imageOperations } from "./images/routes.js";
 import type { ImageUploads } from "./sandboxes/image-uploads.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
 import { catalogueOperations } from "./resources/catalogue.js";
-import { extraOperations } from "./resources/extras.js";
+import { customDomainOperations } from "./resources/custom-domain-routes.js";
+import { networkConfigOperations } from "./resources/network-config-routes.js";
+import { revisionOperations } from "./resources/revision-routes.js";
+import { storageOperations } from "./resources/storage-routes.js";
 import { crudOperations } from "./resources/crud.js";
 import { RESOURCE_KINDS } from "./resource-kinds.js";
 import { sandboxOperations } from "./sandboxes/routes.js";
@@ -30,7 +33,10 @@ export function allOperations(deps: SimDeps, uploads: ImageUploads): Operation[]
     ...scheduleOperations(deps.schedules, deps),
     ...jobExecutionOperations(deps),
     ...imageOperations(deps),
-    ...extraOperations(deps),
+    ...revisionOperations(deps),
+    ...customDomainOperations(deps),
+    ...storageOperations(deps),
+    ...networkConfigOperations(deps),
     ...RESOURCE_KINDS.flatMap((kind) => crudOperations(deps, kind)),
     ...catalogueOperations,
   ];

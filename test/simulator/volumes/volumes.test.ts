@@ -48,7 +48,7 @@ describe("spec.volumes → LaunchSpec.mounts", () => {
     expect(() => volumeMounts("/sim", "ws", [{ name: "v" }])).toThrow(/mountPath/);
   });
 
-  it("docker binds each mount at its path and under /sandbox, readonly when asked", () => {
+  it("docker binds each mount at its path in the one root the agent and commands share, readonly when asked", () => {
     const spec = specFor("/data", "one", {
       mounts: [
         { source: "/sim/volumes/ws/data", target: "/data", readOnly: false },
@@ -58,9 +58,9 @@ describe("spec.volumes → LaunchSpec.mounts", () => {
     const argv = dockerRunArgs(spec, { name: "c", agentMain: "/srv/kit/dist/sandbox-agent/main.js", node: "/usr/bin/node", user: "0:0" });
     const mounts = argv.flatMap((a, i) => (argv[i - 1] === "--mount" ? [a] : []));
     expect(mounts).toContain("type=bind,source=/sim/volumes/ws/data,target=/data");
-    expect(mounts).toContain("type=bind,source=/sim/volumes/ws/data,target=/sandbox/data");
     expect(mounts).toContain("type=bind,source=/sim/volumes/ws/ro,target=/ro,readonly");
-    expect(mounts).toContain("type=bind,source=/sim/volumes/ws/ro,target=/sandbox/ro,readonly");
+    // The agent serves the container's own / (--root /): no second copy under /sandbox.
+    expect(mounts.filter((m) => m.includes("target=/sandbox"))).toEqual([]);
   });
 
   it("the process launcher refuses a start with mounts, naming the isolating launchers", async () => {
