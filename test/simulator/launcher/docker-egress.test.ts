@@ -123,8 +123,8 @@ describe.skipIf(unavailable !== undefined)(`docker sandboxes' network${unavailab
     const r = await b.process.exec({ command, waitForCompletion: true, timeout: 30 });
     return { code: r.exitCode, out: (r.logs ?? "").trim() };
   };
-  // The agent's filesystem API sees the sandbox's files under /sandbox in the container (docs/launchers.md, docker).
-  const viaProxy = (path: string) => run(`node /sandbox/tmp/connect.js https://${host}${path}`);
+  // The agent's filesystem API and commands share the container's one `/` (docs/launchers.md, docker).
+  const viaProxy = (path: string) => run(`node /tmp/connect.js https://${host}${path}`);
   const direct = (url: string) => run(`node -e '${DIRECT_GET}' ${url}`);
   const setNetwork = (network: Record<string, unknown> | undefined) => sdk.SandboxInstance.updateNetwork("client-b", { network } as never);
 
