@@ -43,7 +43,9 @@ const held: number[] = [];
 afterAll(() => held.forEach((fd) => closeSync(fd)));
 
 function instanceFor(sandbox: NsSandbox, root: RootDescriptor = rootOf(sandbox)): Promise<TestAgent> {
-  return startTestAgent({ token: TOKEN }, { root, spawner: namespaceSpawner(() => ({ pid: sandbox.pid })), baseEnv: ENV });
+  // bind: an unprivileged agent's auto choice is the symlink backend, which links drives by host path and so
+  // cannot serve a root held as a descriptor (always openat2); instances do not mount drives yet.
+  return startTestAgent({ token: TOKEN, driveBackend: "bind" }, { root, spawner: namespaceSpawner(() => ({ pid: sandbox.pid })), baseEnv: ENV });
 }
 
 async function call(agent: TestAgent, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {

@@ -110,7 +110,8 @@ describe("confinement choice", () => {
   });
   it("/health says which mode runs, and why not openat2", async () => {
     for (const confinement of ["auto", "path-checks"]) {
-      const agent = await startTestAgent({ confinement });
+      // bind: an unprivileged agent would pick the symlink backend, which keeps it on path-checks (tested above).
+      const agent = await startTestAgent({ confinement, driveBackend: "bind" });
       try {
         const health = (await (await fetch(`${agent.url}/health`)).json()) as { filesystem: unknown };
         if (confinement === "auto" && support.available) expect(health.filesystem).toEqual({ confinement: "openat2" });
