@@ -6,6 +6,7 @@
  *
  *   nsexec --target PID [--cgroup-procs FILE] [--caps HEXMASK] [--uid N] [--gid N]
  *          [--groups G,G... | --clear-groups] [--cwd DIR] [--tty] [--report FD] -- FILE ARG...
+ *   nsexec --idle      (inside a sandbox: says "ready" and waits; see idle())
  *
  * 1. opens /proc/PID/ns/{user,cgroup,ipc,uts,net,pid,mnt} and /proc/PID/root
  *    before entering anything (the host's /proc is gone once inside);
@@ -222,9 +223,43 @@ static void run_command(const struct options *o, int status_fd, const sigset_t *
   child_fail(status_fd, 6, errno);
 }
 
+/*
+ * --idle: the one process an agent host's sandbox runs (bwrap's command; bwrap's own init is PID 1 and reaps).
+ * "ready" on stdout says bwrap has built the sandbox's root and executed it; then it waits, and the sandbox
+ * lives as long as it does (SIGTERM or SIGKILL end both).
+ */
+static void idle(void) {
+  if (write(STDOUT_FILENO, "ready\n", 6) != 6) _exit(1);
+  close(STDOUT_FILENO);
+  for (;;) pause();
+}
+
+/*
+ * The command and its arguments are the sandbox's business: once they are copied, this helper's own command line
+ * (what `ps` and /proc/<pid>/cmdline show on the host) becomes "nsexec --target PID" alone, so a host's process
+ * list never mistakes the helper for the command it waits on, nor shows what runs in the sandbox.
+ */
+static void hide_command(int argc, char **argv, struct options *o) {
+  int n = 0;
+  while (o->argv[n]) n++;
+  char **copy = calloc((size_t)n + 1, sizeof *copy);
+  if (!copy) return;
+  for (int i = 0; i < n; i++)
+    if (!(copy[i] = strdup(o->argv[i]))) return;
+  o->argv = copy;
+  if (o->cwd && !(o->cwd = strdup(o->cwd))) return;
+  if (o->cgroup_procs && !(o->cgroup_procs = strdup(o->cgroup_procs))) return;
+  char *start = argv[0], *end = argv[argc - 1] + strlen(argv[argc - 1]);
+  size_t room = (size_t)(end - start);
+  memset(start, 0, room);
+  snprintf(start, room, "nsexec --target %ld", o->target);
+}
+
 int main(int argc, char **argv) {
   struct options o;
+  if (argc == 2 && !strcmp(argv[1], "--idle")) idle();
   parse(argc, argv, &o);
+  hide_command(argc, argv, &o);
   if (report_fd >= 0) fcntl(report_fd, F_SETFD, FD_CLOEXEC);
   if (o.has_caps) read_last_cap();
   if (o.cgroup_procs) join_cgroup(o.cgroup_procs);

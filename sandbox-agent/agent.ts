@@ -1,5 +1,4 @@
 import { mkdirSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { systemClock, type Clock } from "../src/clock.js";
 import { uuidIds, type Ids } from "../src/ids.js";
@@ -22,6 +21,7 @@ import { cpus } from "node:os";
 import { ProcessManager } from "./process/manager.js";
 import { readOomKills } from "./process/os.js";
 import type { Spawner } from "./process/spawn.js";
+import type { TerminalEntry } from "./process/ns-spawn.js";
 import { PROCESS_MIGRATIONS } from "./process/process-store.js";
 import { SecretBox } from "./schedules/sealed-env.js";
 import { createSchedules, SCHEDULE_MIGRATIONS, type Schedules } from "./schedules/schedules.js";
@@ -47,6 +47,8 @@ export interface AgentDeps {
   watches: WatchRegistry;
   /** Upgrades of this sandbox's agent (/health) and the hook POST /upgrade calls. */
   upgrades: UpgradeState;
+  /** Set by an agent host: terminals start through it (process/ns-spawn.ts). */
+  terminalEntry?: TerminalEntry;
   startedAt: number;
 }
 
@@ -67,6 +69,10 @@ export interface AgentOverrides {
   root?: RootDescriptor;
   /** The environment commands start with (default: this process's): an agent host passes the sandbox's own. */
   baseEnv?: NodeJS.ProcessEnv;
+  /** Search workers shared with other instances (an agent host); default: the agent's own pool, closed with it. */
+  search?: SearchPool;
+  /** How a terminal's shell enters the sandbox from outside (an agent host, with `spawner`); default: the agent's child. */
+  terminalEntry?: TerminalEntry;
 }
 
 /**
@@ -144,7 +150,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
   const schedules = createSchedules({ db, runner: processes, clock, ids, logger, sandbox: config.sandboxName, secrets });
   schedules.scheduler.start();
 
-  const search = new SearchPool({ size: Math.min(2, cpus().length), logger });
+  const search = overrides.search ?? new SearchPool({ size: Math.min(2, cpus().length), logger });
   const watches = new WatchRegistry();
   const upgrades = overrides.upgrades ?? new UpgradeState();
   const deps: AgentDeps = {
@@ -163,6 +169,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
     search,
     watches,
     upgrades,
+    terminalEntry: overrides.terminalEntry,
     startedAt: clock.now(),
   };
   let closed = false;
@@ -175,7 +182,7 @@ async function openLocked(config: AgentConfig, overrides: AgentOverrides, lock: 
       schedules.scheduler.stop();
       portMonitors.close();
       processes.close(); // stops watching; the processes themselves keep running
-      await search.close();
+      if (!overrides.search) await search.close();
       await paths.close(); // its root descriptor, rather than a FileHandle closed by the garbage collector
       // Drives are left mounted on purpose: processes may still use them.
       db.close();
@@ -205,7 +212,7 @@ export async function shutdownAgent(
 async function ensureWorkingDir(paths: SandboxPaths, workingDir: string, logger: Logger): Promise<void> {
   if (workingDir === "/") return;
   try {
-    await mkdir(await paths.resolve(workingDir), { recursive: true });
+    await paths.mkdirp(workingDir);
   } catch (err) {
     logger.warn({ workingDir, err: (err as Error).message }, "the default working directory could not be created");
   }

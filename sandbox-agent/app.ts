@@ -42,6 +42,7 @@ export function createApp(deps: AgentDeps): Express & UpgradeListener {
         logger: deps.logger,
         token: deps.config.token,
         wrapper: deps.config.processWrapper,
+        entry: deps.terminalEntry,
         browserRefusal: guarded ? browserRefusal : undefined,
       });
   app.onUpgrade = (req, socket, head) => {

@@ -254,6 +254,13 @@ export class DriveService {
    * not overlap the agent's own state.
    */
   async #hostPathOf(mountPath: string): Promise<string> {
+    // Drives are kernel mounts the service tracks by host path and the host's mount table: a sandbox served from
+    // outside (the simulator's agent host) has neither yet.
+    if (this.#o.paths.rootHeld)
+      throw new ApiError(
+        "not_implemented",
+        `drives are not mounted in sandboxes served by the simulator's agent host yet: start the simulator with --agent-mode process to use them (${mountPath})`,
+      );
     const hostPath = await this.#o.paths.resolveParent(mountPath).catch((e: unknown) => {
       throw asMountPathError(e, mountPath);
     });

@@ -19,7 +19,8 @@ export function fromInsideSandbox(req: IncomingMessage): boolean {
   return (req as IncomingMessage & { [IN_SANDBOX]?: true })[IN_SANDBOX] === true;
 }
 
-function marked(handler: RequestListener & UpgradeListener): RequestListener & UpgradeListener {
+/** The handler of a listener inside the sandbox (here, or an agent host's socket in the sandbox's network namespace). */
+export function markedInSandbox(handler: RequestListener & UpgradeListener): RequestListener & UpgradeListener {
   const inside: RequestListener & UpgradeListener = (req, res) => {
     (req as IncomingMessage & { [IN_SANDBOX]?: true })[IN_SANDBOX] = true;
     handler(req, res);
@@ -46,7 +47,7 @@ export async function withInSandboxPort(
   if (port === undefined) return primary;
   let inside: Serving;
   try {
-    inside = await listen(marked(handler), "127.0.0.1", port, { maxConnections });
+    inside = await listen(markedInSandbox(handler), "127.0.0.1", port, { maxConnections });
   } catch (err) {
     await primary.stop(0);
     throw new Error(`--in-sandbox-port ${port}: cannot listen on 127.0.0.1:${port} inside the sandbox: ${(err as Error).message}`);

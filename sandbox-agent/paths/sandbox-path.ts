@@ -95,6 +95,32 @@ export class SandboxPaths {
     }
   }
 
+  /**
+   * True when the root is a held descriptor (an agent host serving a sandbox from outside): no host path names
+   * anything of the sandbox (the kernel's name of a descriptor there is the sandbox's own), so `resolve` and
+   * Pinned.hostPath refuse, and every caller works through descriptors.
+   */
+  get rootHeld(): boolean {
+    return this.#heldRoot !== undefined;
+  }
+
+  /**
+   * mkdir -p of a sandbox path, each component created through its parent's confined descriptor (a component
+   * swapped for a link between two steps is never followed: mkdir does not follow its final name).
+   */
+  async mkdirp(sandboxPath: string): Promise<void> {
+    const segments = this.normalize(sandboxPath).split("/").filter(Boolean);
+    for (let i = 1; i <= segments.length; i++) {
+      await this.use(`/${segments.slice(0, i).join("/")}`, { follow: true }, async (p) => {
+        if (p.stat?.isDirectory()) return;
+        if (p.stat) throw errors.conflict(`${p.sandboxPath} exists and is not a directory`);
+        await fsp.mkdir(p.entryPath).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== "EEXIST") throw err;
+        });
+      });
+    }
+  }
+
   /** How paths are confined here, and why (for /health and the start-up log). */
   get confinement(): Confinement {
     return this.#confinement;
@@ -159,7 +185,7 @@ export class SandboxPaths {
   async use<T>(sandboxPath: string, options: WalkOptions, fn: (p: Pinned) => Promise<T>): Promise<T> {
     const walked = await this.#walk(sandboxPath, options);
     try {
-      return await fn(pinnedOf(sandboxPath, walked, this.ownWrites));
+      return await fn(pinnedOf(sandboxPath, walked, this.ownWrites, this.rootHeld));
     } finally {
       await walked.close();
     }
@@ -231,7 +257,7 @@ export class SandboxPaths {
   }
 }
 
-function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites): Pinned {
+function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites, rootHeld: boolean): Pinned {
   const dir = fdPath(w.parent);
   const entryPath = w.name === "" ? dir : `${dir}/${w.name}`;
   return {
@@ -246,6 +272,7 @@ function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites): Pinned 
     missingBelow: w.missingBelow,
     ownWrites,
     async hostPath() {
+      if (rootHeld) throw new Error(`no host path names ${sandboxPath}: the sandbox is served from outside its root (use its descriptors)`);
       const base = await fsp.readlink(w.entry ? fdPath(w.entry) : dir);
       return w.entry ? base : posix.join(base, w.name, ...w.missingBelow);
     },

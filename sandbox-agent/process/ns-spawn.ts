@@ -116,6 +116,21 @@ export function nsexecArgs(target: NamespaceTarget, workingDir: string, options:
   return [...args, "--"];
 }
 
+/**
+ * How a terminal's shell gets into a sandbox an agent host serves from outside: the argv a PTY spawns before
+ * the shell (nsexec with `--tty`), and whether a path exists inside the sandbox (the shell it looks for).
+ */
+export interface TerminalEntry {
+  argv(workingDir: string): string[];
+  exists(path: string): boolean;
+}
+
+/** A TerminalEntry through nsexec into `target()`'s sandbox; `exists` looks inside it (kernel-confined by the caller). */
+export function namespaceTerminal(target: () => NamespaceTarget, exists: (path: string) => boolean, helper = nsexecPath()): TerminalEntry {
+  if (!helper) throw new Error("native/nsexec is not built (no C compiler at install): terminals cannot enter a sandbox from outside");
+  return { argv: (workingDir) => [helper, ...nsexecArgs(target(), workingDir, { tty: true })], exists };
+}
+
 /** Why a command could not start, from nsexec's report: the stage and the OS's message. */
 export class NamespaceEntryError extends Error {
   constructor(

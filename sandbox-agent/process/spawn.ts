@@ -11,11 +11,13 @@ import type { LogFiles } from "./output.js";
  * argument at all), `-c` when unset or empty; then the command. A name without
  * a slash is looked up on the agent's PATH, as Go's exec.Command does.
  */
-export function shellFor(agentEnv: NodeJS.ProcessEnv): { file: string; args: string[] } {
+export function shellFor(agentEnv: NodeJS.ProcessEnv, lookHere = true): { file: string; args: string[] } {
   const shell = agentEnv.SHELL ?? "";
   const shellArgs = agentEnv.SHELL_ARGS ?? "";
   const args = shellArgs === "" ? ["-c"] : shellArgs.split(/\s+/).filter((a) => a !== "");
-  return { file: onPath(shell === "" ? "sh" : shell, agentEnv.PATH), args };
+  const name = shell === "" ? "sh" : shell;
+  // A command entered into a sandbox from outside (a custom spawner) finds its shell on PATH there, not here.
+  return { file: lookHere ? onPath(name, agentEnv.PATH) : name, args };
 }
 
 /** A program name resolved on PATH (an executable file), or the name as given (its spawn then fails with ENOENT). */

@@ -100,7 +100,15 @@ export class Supervisor {
     let run: SpawnedRun;
     try {
       run = await this.#spawn(
-        { command: input.command, cwd, workingDir, env: this.#env(input.env), shell: shellFor(this.#base()), stdin, wrapper: this.#o.wrapper },
+        {
+          command: input.command,
+          cwd,
+          workingDir,
+          env: this.#env(input.env),
+          shell: shellFor(this.#base(), this.#o.spawner === undefined),
+          stdin,
+          wrapper: this.#o.wrapper,
+        },
         files,
       );
     } catch (err) {
@@ -132,7 +140,10 @@ export class Supervisor {
       running.stdin = new StdinPipe(child.stdin, this.#o.clock, STDIN_STALL_MS);
       if (running.stdinClosed) running.stdin.close();
     }
-    child.once("exit", (code, signal) => void this.#ended(running, code, signal));
+    // A spawner that reads a report before resolving (ns-spawn.ts) can hand over a child that has already ended:
+    // its "exit" was emitted before anyone listened.
+    if (child.exitCode !== null || child.signalCode !== null) void this.#ended(running, child.exitCode, child.signalCode);
+    else child.once("exit", (code, signal) => void this.#ended(running, code, signal));
   }
 
   adopt(row: ProcessRow): void {
@@ -243,7 +254,7 @@ export class Supervisor {
       if (this.#closed) return;
       if (running.endReason) return void (await this.#finish(running, running.endReason, null, null));
       const run = await this.#spawn(
-        { ...spec, env: this.#env(spec.env), shell: shellFor(this.#base()), stdin: row.stdin, wrapper: this.#o.wrapper },
+        { ...spec, env: this.#env(spec.env), shell: shellFor(this.#base(), this.#o.spawner === undefined), stdin: row.stdin, wrapper: this.#o.wrapper },
         new LogFiles(this.#o.logDir, row.id),
       );
       running.betweenRuns = false;

@@ -1,6 +1,5 @@
-import { promises as fsp } from "node:fs";
 import { z } from "zod";
-import { errors, isErrno } from "../../src/errors.js";
+import { errors } from "../../src/errors.js";
 import { parse } from "../../src/http.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
 import type { StartProcessRequest } from "./types.js";
@@ -51,13 +50,11 @@ export function validateStartRequest(req: StartProcessRequest): StartProcessRequ
  * (403 if a symlink leads outside), which must exist and be a directory.
  */
 export async function resolveWorkingDir(paths: SandboxPaths, command: string, raw: string, sandboxDir: string): Promise<string> {
-  const host = await paths.resolve(sandboxDir);
-  const stat = await fsp.stat(host).catch((err: unknown) => {
-    if (isErrno(err, "ENOENT", "ENOTDIR")) return undefined;
-    throw err;
+  return paths.use(sandboxDir, { follow: true }, async (p) => {
+    // Same wording as the reference daemon, whose integration tests look for the command and the folder.
+    if (!p.stat) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because folder '${raw}' does not exist`);
+    if (!p.stat.isDirectory()) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because '${raw}' is not a folder`);
+    // A sandbox served from outside has no host path: its commands change to the sandbox path inside it (ns-spawn.ts).
+    return paths.rootHeld ? "/" : p.hostPath();
   });
-  // Same wording as the reference daemon, whose integration tests look for the command and the folder.
-  if (!stat) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because folder '${raw}' does not exist`);
-  if (!stat.isDirectory()) throw errors.unprocessable(`failed to start process: could not execute command '${command}' because '${raw}' is not a folder`);
-  return host;
 }

@@ -20,6 +20,8 @@ export type GrepResult = SearchMeta & { query: string; matches: ContentMatch[] |
 interface JobBase {
   hostDir: string;
   hostRoot: string;
+  /** The root is a held descriptor (an agent host): entries are opened through their directory's descriptor only. */
+  byDescriptor?: boolean;
   deadline: number;
   /** One share of a walk split across workers: only these entries of the directory (and what is below them). */
   topLevel?: string[];
@@ -53,6 +55,7 @@ function walkOptions(job: SearchJob, shouldStop: () => boolean): WalkOptions {
     maxDepth: o.maxDepth,
     shouldStop,
     topLevel: job.topLevel && new Set(job.topLevel),
+    byDescriptor: job.byDescriptor,
   };
 }
 
@@ -122,7 +125,8 @@ export function runGrep(job: Extract<SearchJob, { kind: "grep" }>, cancelled: ()
   const exclude = compilePatterns(o.excludePatterns);
   const searcher = new ContentSearcher(o);
   const root = job.hostRoot === "/" ? "/" : `${job.hostRoot}/`;
-  const insideRoot = (real: string) => real.startsWith(root);
+  // Opened through its directory's confined descriptor (O_NOFOLLOW), a file is inside by construction.
+  const insideRoot = job.byDescriptor ? () => true : (real: string) => real.startsWith(root);
   // One more than the limit tells a full page from a truncated one.
   const matches: ContentMatch[] = [];
   let files = 0;

@@ -114,7 +114,7 @@ export function searchRouter(paths: SandboxPaths, pool: SearchPool, route: Searc
   router.get("/{*rest}", async (req, res) => {
     const search = route.parse(req, paths);
     const json = await inSearchDir(paths, req, route.missing, (hostDir) =>
-      runShared(pool, { ...search, hostDir, hostRoot: paths.hostRoot, deadline: Date.now() + timeLimitMs }, res),
+      runShared(pool, { ...search, hostDir, hostRoot: paths.hostRoot, byDescriptor: paths.rootHeld, deadline: Date.now() + timeLimitMs }, res),
     );
     sendJson(res, json);
   });

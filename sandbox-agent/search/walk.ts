@@ -39,6 +39,11 @@ export interface WalkOptions {
   shouldStop: () => boolean;
   /** Only these of the directory's own entries (and what is below them): one share of a walk split across workers. */
   topLevel?: ReadonlySet<string>;
+  /**
+   * Entries' host paths go through their directory's descriptor (`/proc/self/fd/<dir>/<name>`), never a name the
+   * kernel gives the directory: for a root held as a descriptor (an agent host), that name is the sandbox's own.
+   */
+  byDescriptor?: boolean;
 }
 
 interface Frame {
@@ -78,7 +83,14 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
     }
     const pinned = `/proc/self/fd/${fd}`;
     try {
-      return { fd, host: host ?? readlinkSync(pinned), rel, depth, entries: readdirSync(pinned, { withFileTypes: true }), next: 0 };
+      return {
+        fd,
+        host: options.byDescriptor ? pinned : (host ?? readlinkSync(pinned)),
+        rel,
+        depth,
+        entries: readdirSync(pinned, { withFileTypes: true }),
+        next: 0,
+      };
     } catch {
       closeSync(fd);
       unreadable++;
@@ -111,7 +123,7 @@ export function walkTree(hostDir: string, options: WalkOptions, visit: (entry: W
       const depth = frame.depth + 1;
       entry.rel = rel;
       entry.name = name;
-      entry.dirHost = frame.host;
+      entry.dirHost = options.byDescriptor ? `/proc/self/fd/${frame.fd}` : frame.host;
       entry.isDirectory = isDirectory;
       entry.isFile = !isDirectory && dirent.isFile();
       entry.depth = depth;

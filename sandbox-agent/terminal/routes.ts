@@ -10,6 +10,7 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { TERMINAL_PAGE } from "./page.js";
 import { bridge, DEFAULT_FLOW, type FlowLimits } from "./session.js";
 import { findShell, terminalEnv } from "./shell.js";
+import type { TerminalEntry } from "../process/ns-spawn.js";
 
 export const TERMINAL_PATH = "/terminal";
 export const TERMINAL_WS_PATH = "/terminal/ws";
@@ -22,6 +23,8 @@ export interface TerminalDeps {
   token: string | undefined;
   /** Argv prefix every command starts through (the launcher's capability drop), as for processes. */
   wrapper?: readonly string[];
+  /** An agent host serving the sandbox from outside: the shell is looked for and started inside through it. */
+  entry?: TerminalEntry;
   /** Without a token: why a request a web page may have made is refused (guardUnauthenticated's checks). */
   browserRefusal?: (headers: IncomingMessage["headers"]) => string | undefined;
   flow?: FlowLimits;
@@ -97,24 +100,32 @@ export function createTerminals(deps: TerminalDeps): Terminals {
     return undefined;
   }
 
-  async function workingDir(requested: string | null, env: NodeJS.ProcessEnv): Promise<string> {
-    if (requested) return deps.paths.resolve(requested);
+  /** The shell's directory: its host path (a PTY here) and its sandbox path (a PTY entering the sandbox). */
+  async function workingDir(requested: string | null, env: NodeJS.ProcessEnv): Promise<{ host: string; sandbox: string }> {
+    const at = (path: string) =>
+      deps.paths.use(path, { follow: true }, async (p) => {
+        if (!p.stat?.isDirectory()) throw new Error(`${p.sandboxPath}: no such directory`);
+        return { host: deps.paths.rootHeld ? "/" : await p.hostPath(), sandbox: p.sandboxPath };
+      });
+    if (requested) return at(requested);
     // The reference starts the shell in the daemon's directory, which its images set with WORKDIR.
     try {
-      if (env.WORKDIR) return await deps.paths.resolve(env.WORKDIR);
+      if (env.WORKDIR) return await at(env.WORKDIR);
     } catch {
       // a WORKDIR outside the root or missing: the root then
     }
-    return deps.paths.resolve("/");
+    return at("/");
   }
 
   async function start(ws: import("ws").WebSocket, url: URL): Promise<void> {
     const env = deps.env();
     let pty: IPty;
     try {
-      const cwd = await workingDir(url.searchParams.get("workingDir"), env);
-      const shell = findShell(env, url.searchParams.get("shell") ?? undefined);
-      const [file, ...args] = [...(deps.wrapper ?? []), shell];
+      const dir = await workingDir(url.searchParams.get("workingDir"), env);
+      const shell = findShell(env, url.searchParams.get("shell") ?? undefined, deps.entry?.exists);
+      const [file, ...args] = deps.entry ? [...deps.entry.argv(dir.sandbox), shell] : [...(deps.wrapper ?? []), shell];
+      // Entering from outside, the helper's own directory is the host's "/"; it changes to dir.sandbox inside.
+      const cwd = deps.entry ? "/" : dir.host;
       const { spawn } = await loadPty();
       pty = spawn(file!, args, {
         name: "xterm-256color",
