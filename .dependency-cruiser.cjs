@@ -13,6 +13,7 @@ const SIMULATOR = [
   ["store"],
   ["auth"],
   ["http"],
+  ["agent-host"],
   ["metrics", "launcher"],
   ["resources"],
   ["proxy"],

@@ -3,6 +3,8 @@
  * Builds the native addons into dist/native with the system's C compiler and Node's own headers:
  *   native/splice.c  -> splice.node   the sandbox proxy's kernel splice (simulator/proxy/splice.ts)
  *   native/confine.c -> confine.node  openat2 for the agent's kernel-confined files (sandbox-agent/paths/openat2.ts)
+ *   native/netns.c   -> netns.node    sockets made in a sandbox's network namespace, for the agent host
+ *                                     (simulator/agent-host/netns.ts)
  * Optional: where there is no compiler, no headers or no Linux, it says so in one line per addon and the
  * proxy copies bytes in JS, the agent confines paths with its own descriptor walk (its /health says so).
  * No node-gyp: one C file with N-API needs no build system, and node-gyp would fetch headers from the network.
@@ -20,6 +22,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const ADDONS = [
   { name: "splice", libs: ["-lpthread"], without: "kernel splice not built", fallback: "the sandbox proxy copies bytes in JS" },
   { name: "confine", libs: [], without: "openat2 addon not built", fallback: "the agent confines paths with its descriptor walk" },
+  { name: "netns", libs: [], without: "network-namespace addon not built", fallback: "sandboxes keep an agent of their own (no agent host)" },
 ];
 
 function skip(addon, why) {

@@ -28,6 +28,7 @@ export const SIM_OPTIONS = {
   "start-concurrency": { type: "string" },
   prebuild: { type: "string" },
   "warm-sandboxes": { type: "string" },
+  "agent-mode": { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
   "write-env": { type: "string" },
@@ -110,6 +111,12 @@ export const SimConfigSchema = z.object({
   prebuild: z.string().min(1).default("none"),
   /** Sandboxes kept started ahead of need (namespaces, network, the agent loaded), taken over by creates and refilled. */
   warmSandboxes: z.coerce.number().int().min(0).max(64).default(2),
+  /**
+   * Who serves an isolated (bwrap) sandbox's agent API: the agent host in the simulator (no Node process per
+   * sandbox: simulator/agent-host), or an agent process in each sandbox (the default until the host mounts
+   * drives). auto: the host where it can run here.
+   */
+  agentMode: z.enum(["auto", "host", "process"]).default("process"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -162,6 +169,10 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
   --warm-sandboxes <n>  sandboxes kept started ahead of need, each taken whole by one create and replaced in the
                         background (default 2, 0 = none; env SANDBOX_SIM_WARM_SANDBOXES)
+  --agent-mode <mode>   who serves an isolated sandbox's agent API: process (default: an agent in each sandbox),
+                        host (the simulator's agent host: a sandbox then runs no Node process; drives are not
+                        mounted there yet) or auto (host where openat2, nsexec and the netns addon are here, else
+                        process; env SANDBOX_SIM_AGENT_MODE)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines
@@ -182,6 +193,7 @@ const FLAG_OF: Record<string, string> = {
   imageCache: "image-cache",
   startConcurrency: "start-concurrency",
   warmSandboxes: "warm-sandboxes",
+  agentMode: "agent-mode",
   swarmConstraints: "swarm-constraint",
   swarmRegistry: "swarm-registry",
 };
@@ -217,6 +229,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
     prebuild: values.prebuild ?? (env.SANDBOX_SIM_PREBUILD || DEFAULT_SANDBOX_IMAGE),
     warmSandboxes: values["warm-sandboxes"] ?? (env.SANDBOX_SIM_WARM_SANDBOXES || undefined),
+    agentMode: values["agent-mode"] ?? (env.SANDBOX_SIM_AGENT_MODE || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),
     writeEnv: values["write-env"],

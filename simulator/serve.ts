@@ -73,6 +73,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           : createLauncher(name, {
               network: core.config.sandboxNetwork,
               warm: core.config.warmSandboxes,
+              agents: { mode: core.config.agentMode, logger: core.logger },
               swarm: { constraints: core.config.swarmConstraints, registry: core.config.swarmRegistry },
             });
   } catch (err) {

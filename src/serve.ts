@@ -102,6 +102,19 @@ export function listenSocket(handler: RequestListener & UpgradeListener, path: s
   );
 }
 
+/**
+ * Serves on a listening socket made elsewhere (an agent host's socket inside a sandbox's network namespace,
+ * simulator/agent-host/netns.ts): the server takes the descriptor over and closes it when stopped.
+ */
+export function listenOnDescriptor(handler: RequestListener & UpgradeListener, fd: number, url: string, options: ListenOptions = {}): Promise<Serving> {
+  return serve(
+    handler,
+    options,
+    (server, ready) => server.listen({ fd }, ready),
+    () => ({ url, port: 0 }),
+  );
+}
+
 type Start = (server: Server, ready: () => void) => void;
 type Address = (server: Server) => { url: string; port: number };
 

@@ -136,14 +136,24 @@ export function writeSandboxEtc(spec: LaunchSpec): { resolv: string; hosts: stri
   return { resolv, hosts };
 }
 
-/** bwrap's arguments: the namespaces, the sandbox's binds, and the agent (or, `warm`, the warm agent) to run inside. */
+/**
+ * What runs in a sandbox besides what its user runs: its own agent, a warm agent waiting for its sandbox, or, for
+ * a sandbox the agent host serves (simulator/agent-host), nothing but the kit's idle process.
+ */
+export type SandboxTenant = "agent" | "warm" | "hosted";
+
+/** bwrap's arguments: the namespaces, the sandbox's binds, and its tenant's command. */
 export function bwrapArgv(
   spec: LaunchSpec,
   etc: { resolv: string; hosts: string },
   kit: SandboxKit,
   cgroup: MemoryCgroup | undefined,
-  warm: boolean,
+  tenant: SandboxTenant,
 ): string[] {
+  const command =
+    tenant === "hosted"
+      ? kit.idle
+      : [...kit.loader, ...(tenant === "warm" ? [kit.warmMain] : [kit.agentMain, ...agentArgv(spec, cgroup !== undefined, kit), ...tokenHandoff(spec)])];
   return [
     "--die-with-parent",
     "--new-session",
@@ -168,11 +178,11 @@ export function bwrapArgv(
     "/proc",
     "--dev",
     "/dev",
-    "--bind",
-    spec.dataDir,
-    AGENT_DATA,
+    // The agent's state is the agent's: a hosted sandbox's stays on the host, out of the sandbox's reach, but for
+    // the files the sandbox itself reads (its resolver, hosts, the egress proxy's trust: egress-trust.ts).
+    ...(tenant === "hosted" ? ["--ro-bind", join(spec.dataDir, "etc"), `${AGENT_DATA}/etc`] : ["--bind", spec.dataDir, AGENT_DATA]),
     ...(spec.drivesDir ? (mkdirSync(spec.drivesDir, { recursive: true }), ["--bind", spec.drivesDir, DRIVES]) : []),
-    ...(cgroup ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
+    ...(cgroup && tenant !== "hosted" ? ["--ro-bind", cgroup.eventsFile, MEMORY_EVENTS] : []),
     ...(spec.mounts ?? []).flatMap((m) => {
       if (!existsSync(m.source)) throw new LaunchError(`mount source ${m.source} (for ${m.target}) does not exist`);
       return [m.readOnly ? "--ro-bind" : "--bind", m.source, m.target];
@@ -180,7 +190,6 @@ export function bwrapArgv(
     "--chdir",
     "/",
     "--",
-    ...kit.loader,
-    ...(warm ? [kit.warmMain] : [kit.agentMain, ...agentArgv(spec, cgroup !== undefined, kit), ...tokenHandoff(spec)]),
+    ...command,
   ];
 }

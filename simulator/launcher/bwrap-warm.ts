@@ -29,6 +29,8 @@ export interface SpawnedSandbox {
   /** Attaches (true) or removes (false) the direct outbound network, applied in order (AgentHandle.setDirectOutbound). */
   setDirect: (on: boolean) => Promise<void>;
   sandboxPid: () => number | undefined;
+  /** Settles with the sandbox's PID 1 once bwrap reports it (rejects if bwrap ends first). */
+  reportedPid?: Promise<number>;
 }
 
 export interface WarmSandbox {

@@ -12,6 +12,7 @@ import {
   agentCaEnv,
   caEnv,
   overlay as overlayOf,
+  type SandboxTenant,
   SANDBOX_PATH,
   sandboxEnv,
   STAGE0,
@@ -21,6 +22,9 @@ import {
 } from "./bwrap-layout.js";
 import { BwrapWarmPool, killWarmSandbox, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
 import type { WarmActivation } from "./warm-agent.js";
+import type { AgentHost } from "../agent-host/host.js";
+import { nsexecPath } from "../../sandbox-agent/process/ns-spawn.js";
+import { startHosted } from "./bwrap-hosted.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { copyMappedTree, describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
@@ -52,6 +56,13 @@ export interface BwrapLauncherOptions {
    * can be had (id-map.ts); "single": uid 0 only (the mapping's cost, measured).
    */
   ids?: "auto" | "single";
+  /**
+   * The agent host serving every sandbox's agent API (simulator/agent-host): sandboxes then run no agent of
+   * their own (no Node process per sandbox) and no warm pool. Undefined: each sandbox runs its own agent.
+   */
+  agentHost?: AgentHost;
+  /** What /health says of who serves the agents (resolveAgentMode): the mode, and why not the host. */
+  agentMode?: { mode: "host" | "process"; reason?: string };
 }
 
 /**
@@ -85,12 +96,20 @@ export class BwrapLauncher implements Launcher {
       throw new LaunchError("outbound network for sandboxes needs slirp4netns: apt-get install -y slirp4netns, or pass --sandbox-network none");
     }
     this.memory = cgroupSupport();
-    this.pool = new BwrapWarmPool(options.warm ?? 0, (spec) => this.spawnSandbox(spec, true));
+    // A hosted sandbox's start is its namespaces' (no Node to load ahead of need): nothing to keep warm.
+    this.pool = new BwrapWarmPool(options.agentHost ? 0 : (options.warm ?? 0), (spec) => this.spawnSandbox(spec, "warm"));
   }
 
   describe(): LauncherDescription {
     const ids = this.mapIds();
-    return { launcher: this.name, isolated: true, detail: this.isolationDetail(), userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) } };
+    const agents = this.options.agentMode ?? (this.options.agentHost ? { mode: "host" as const } : { mode: "process" as const });
+    return {
+      launcher: this.name,
+      isolated: true,
+      detail: this.isolationDetail(),
+      userIds: { all: ids.kind === "range", detail: describeIdMapping(ids) },
+      agents,
+    };
   }
 
   /** One line for logs and /health: what a sandbox gets here. */
@@ -127,6 +146,12 @@ export class BwrapLauncher implements Launcher {
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
     const kit = this.sandboxKit();
+    if (this.options.agentHost) {
+      for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
+      await reapOrphan(spec.dataDir);
+      const host = { host: this.options.agentHost, kit, nsexec: nsexecPath()!, readyTimeoutMs: this.options.readyTimeoutMs };
+      return startHosted(host, spec, this.spawnSandbox(spec, "hosted"));
+    }
     const warm = await this.pool.take(spec);
     try {
       if (warm) {
@@ -139,7 +164,7 @@ export class BwrapLauncher implements Launcher {
       }
       for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
       await reapOrphan(spec.dataDir);
-      const sandbox = this.spawnSandbox(spec, false);
+      const sandbox = this.spawnSandbox(spec, "agent");
       return await adoptChild(sandbox.child, adoption(sandbox, spec, kit, this.options.readyTimeoutMs));
     } finally {
       this.pool.refill(spec); // after, not during: on a small machine the next warm-up would slow this start
@@ -174,13 +199,14 @@ export class BwrapLauncher implements Launcher {
     return this.pool.warmed();
   }
 
-  /** Stops the idle warm sandboxes (running ones belong to their sandboxes). */
-  close(): Promise<void> {
-    return this.pool.close();
+  /** Stops the idle warm sandboxes (running ones belong to their sandboxes) and the agent host's shared parts. */
+  async close(): Promise<void> {
+    await this.pool.close();
+    await this.options.agentHost?.close();
   }
 
   private sandboxKit(): SandboxKit {
-    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools);
+    this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools, this.options.agentHost ? nsexecPath() : undefined);
     return this.kit;
   }
 
@@ -215,10 +241,11 @@ export class BwrapLauncher implements Launcher {
   }
 
   /**
-   * Spawns the chain (cgroup, unshare + overlay, bwrap) with the agent inside,
-   * or, `warm`, the warm agent waiting on IPC for its sandbox (warm-agent.ts).
+   * Spawns the chain (cgroup, unshare + overlay, bwrap) with its tenant inside: the agent, the warm agent waiting
+   * on IPC for its sandbox (warm-agent.ts), or for the agent host only the kit's idle process (bwrap-hosted.ts).
    */
-  spawnSandbox(spec: LaunchSpec, warm: boolean): SpawnedSandbox {
+  spawnSandbox(spec: LaunchSpec, tenant: SandboxTenant): SpawnedSandbox {
+    const warm = tenant === "warm";
     const kit = this.sandboxKit();
     const outbound = spec.outboundNetwork ?? (this.options.network ?? "outbound") === "outbound";
     const etc = writeSandboxEtc(spec);
@@ -226,7 +253,7 @@ export class BwrapLauncher implements Launcher {
     if (overlay) addHostCertificates(imageLayers(spec), spec.rootDir);
     if (spec.egress) trustEgress(spec, spec.egress, overlay !== undefined);
     const cgroup = (warm || spec.memoryMb) && !this.memory.unavailable ? this.memoryCgroup(spec.memoryMb) : undefined;
-    const bwrapArgs = bwrapArgv(spec, etc, kit, cgroup, warm);
+    const bwrapArgs = bwrapArgv(spec, etc, kit, cgroup, tenant);
     const stage1 = [
       this.tools.unshare,
       ...unshareIdArgs(this.mapIds()),
@@ -244,13 +271,16 @@ export class BwrapLauncher implements Launcher {
     ];
     const argv = cgroup ? ["/bin/sh", "-c", STAGE0, cgroup.dir, ...stage1] : stage1;
     // fd 3: bwrap's --info-fd; fd 4: the agent's IPC channel (warm activation, then --port-handoff).
-    const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "ipc"];
+    const stdio: StdioOptions = tenant === "hosted" ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", "ipc"];
     // The token is never in the environment of the chain (its environ is readable from inside the sandbox):
     // a cold agent reads it from a 0600 file in its data dir and deletes it; a warm one gets it over IPC.
     const child = spawn(argv[0]!, argv.slice(1), {
-      env: warm
-        ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH }
-        : { ...caEnv(spec), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
+      env:
+        tenant === "hosted"
+          ? { PATH: SANDBOX_PATH }
+          : warm
+            ? { ...agentCaEnv(spec), PATH: SANDBOX_PATH }
+            : { ...caEnv(spec), ...agentEnvWithoutToken(spec, "/root"), PATH: spec.env?.PATH ?? SANDBOX_PATH },
       stdio,
     });
     child.on("error", () => {});
@@ -277,7 +307,7 @@ export class BwrapLauncher implements Launcher {
       void cgroup?.remove();
       if (overlay) unlockWorkDir(overlay.workDir);
     });
-    return { child, cgroup, network, setDirect, sandboxPid: () => sandboxPid };
+    return { child, cgroup, network, setDirect, sandboxPid: () => sandboxPid, reportedPid: info };
   }
 
   /** A memory cgroup, or none when the host refuses one after all (the sandbox then runs without a limit, rather than not at all). */

@@ -71,7 +71,12 @@ export async function reapOrphan(dataDir: string, graceMs = DEFAULT_STOP_GRACE_M
   return true;
 }
 
-function removePidFile(dataDir: string): void {
+/** Notes the chain's pid (and start time) in the data dir, for reapOrphan after a simulator that died. */
+export function writePidFile(dataDir: string, pid: number): void {
+  writeFileSync(join(dataDir, PID_FILE), `${pid} ${startTimeOf(pid) ?? ""}\n`);
+}
+
+export function removePidFile(dataDir: string): void {
   try {
     rmSync(join(dataDir, PID_FILE), { force: true });
   } catch {
@@ -182,7 +187,7 @@ export async function adoptChild(
     await exited;
     throw err;
   }
-  writeFileSync(join(spec.dataDir, PID_FILE), `${child.pid} ${startTimeOf(child.pid!) ?? ""}\n`);
+  writePidFile(spec.dataDir, child.pid!);
 
   let stopping: Promise<AgentExit> | undefined;
   let frozen = false;

@@ -2,6 +2,8 @@ import { BwrapLauncher } from "./bwrap.js";
 import { DockerLauncher } from "./docker.js";
 import { ProcessLauncher } from "./process.js";
 import { LaunchError, type Launcher, type LauncherDescription } from "./types.js";
+import type { Logger } from "../../src/logging.js";
+import { AgentHost, agentHostSupport } from "../agent-host/host.js";
 
 export type { AgentExit, AgentHandle, LaunchSpec, Launcher, LauncherDescription, LauncherNode, WarmPoolState } from "./types.js";
 
@@ -23,16 +25,44 @@ export { SwarmLauncher };
 export const LAUNCHER_NAMES = ["process", "bwrap", "docker", "swarm"] as const;
 export type LauncherName = (typeof LAUNCHER_NAMES)[number];
 
+/**
+ * Who serves isolated sandboxes' agent API (--agent-mode): the agent host where asked or (auto) where it can run,
+ * else an agent in each sandbox, with the reason. "host" demanded where it cannot run is a LaunchError.
+ */
+export function resolveAgentMode(mode: "auto" | "host" | "process", logger: Logger): { host?: AgentHost; mode: "host" | "process"; reason?: string } {
+  if (mode === "process") return { mode: "process", reason: "--agent-mode process" };
+  const support = agentHostSupport();
+  if (!support.available) {
+    if (mode === "host") throw new LaunchError(`--agent-mode host: ${support.reason}`);
+    return { mode: "process", reason: support.reason };
+  }
+  return { host: new AgentHost(logger.child({ component: "agent-host" })), mode: "host" };
+}
+
 /** The launcher `--launcher <name>` selects. */
 export function createLauncher(
   name: string,
-  options: { agentMain?: string; network?: "outbound" | "none"; warm?: number; swarm?: { constraints?: string[]; registry?: string } } = {},
+  options: {
+    agentMain?: string;
+    network?: "outbound" | "none";
+    warm?: number;
+    swarm?: { constraints?: string[]; registry?: string };
+    agents?: { mode: "auto" | "host" | "process"; logger: Logger };
+  } = {},
 ): Launcher {
   switch (name) {
     case "process":
       return new ProcessLauncher({ agentMain: options.agentMain });
-    case "bwrap":
-      return new BwrapLauncher({ agentMain: options.agentMain, network: options.network, warm: options.warm });
+    case "bwrap": {
+      const agents = options.agents ? resolveAgentMode(options.agents.mode, options.agents.logger) : { mode: "process" as const };
+      return new BwrapLauncher({
+        agentMain: options.agentMain,
+        network: options.network,
+        warm: options.warm,
+        agentHost: agents.host,
+        agentMode: { mode: agents.mode, reason: agents.reason },
+      });
+    }
     case "docker":
       return new DockerLauncher({ agentMain: options.agentMain });
     case "swarm":

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 
 /** Reads /proc to find processes; Linux only, like the agent itself. */
 
@@ -106,21 +106,47 @@ export function stateOf(pid: number): string | undefined {
  * holds the parent there for good. A process that stays in D has its stopped children let go (SIGCONT) until
  * it stops; the next round stops them again, past their exec.
  */
-export async function stopTree(root: number, timeoutMs = 10_000): Promise<number[]> {
+export async function stopTree(root: number, timeoutMs = 10_000, members: (root: number) => number[] = treeOf): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   const stopped = new Set<number>();
   for (;;) {
-    signalTree(root, stopped, "SIGSTOP");
+    signalTree(root, stopped, "SIGSTOP", members);
     const released = await waitUntilStopped(stopped, deadline);
     if (released.length === 0) return [...stopped];
     for (const pid of released) stopped.delete(pid);
   }
 }
 
+const treeOf = (root: number) => [root, ...descendantsOf(root)];
+
+/**
+ * Every process in the PID namespace `pid1` is the init of (compared by the namespace's inode, as the host sees
+ * it): a sandbox an agent host serves runs its commands under helpers outside it, so they are no descendants of
+ * its init.
+ */
+export function pidNamespaceMembers(pid1: number): number[] {
+  let ns: string;
+  try {
+    ns = readlinkSync(`/proc/${pid1}/ns/pid`);
+  } catch {
+    return [];
+  }
+  const members: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/ns/pid`) === ns) members.push(Number(entry));
+    } catch {
+      // Gone, or not ours to look at (then not in a sandbox of ours either).
+    }
+  }
+  return members;
+}
+
 /** Sends `sig` to `root` and its descendants not yet in `done`, pass after pass until a pass finds none new. */
-function signalTree(root: number, done: Set<number>, sig: NodeJS.Signals): void {
+function signalTree(root: number, done: Set<number>, sig: NodeJS.Signals, members: (root: number) => number[] = treeOf): void {
   for (let pass = 0; pass < 20; pass++) {
-    const pids = [root, ...descendantsOf(root)].filter((p) => !done.has(p));
+    const pids = members(root).filter((p) => !done.has(p));
     if (pids.length === 0) break;
     for (const pid of pids) {
       signal(pid, sig);

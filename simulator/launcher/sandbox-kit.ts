@@ -56,6 +56,8 @@ export interface SandboxKit {
   /** Argv prefixes of the kit's mount(8) and umount(8) (the agent's --mount-program, --umount-program). */
   mountProgram: string[];
   umountProgram: string[];
+  /** The one process of a sandbox the agent host serves (native/nsexec --idle), or [] where nsexec is not built. */
+  idle: string[];
 }
 
 /** The host's util-linux programs the kit carries. */
@@ -122,7 +124,7 @@ export function dependencyRoots(pkg: string): { source: string; target: string }
   return roots;
 }
 
-export function sandboxKit(agentMainOnHost: string, programs: KitPrograms): SandboxKit {
+export function sandboxKit(agentMainOnHost: string, programs: KitPrograms, nsexec?: string): SandboxKit {
   const agentMain = realpathSync(agentMainOnHost);
   const pkg = packageRootOf(agentMain);
   const node = realpathSync(process.execPath);
@@ -145,6 +147,9 @@ export function sandboxKit(agentMainOnHost: string, programs: KitPrograms): Sand
     ...ro(join(pkg, "dist"), `${KIT}/dist`),
     ...dependencyRoots(pkg).flatMap((r) => ro(r.source, r.target)),
   ];
+  // nsexec is linked statically where the C library allows; a dynamic one needs only libc, which node's libraries hold.
+  const nsexecStatic = nsexec !== undefined && parseLdd(ldd(nsexec)).loader === undefined;
+  if (nsexec) binds.push(...ro(realpathSync(nsexec), `${KIT}/bin/nsexec`));
   const loaderInside = loader ? `${KIT_LIB}/${basename(loader)}` : undefined;
   if (loader) binds.push(...ro(loader, loaderInside!));
   // A static node (no loader) runs as is.
@@ -164,5 +169,6 @@ export function sandboxKit(agentMainOnHost: string, programs: KitPrograms): Sand
     processWrapper: [...run(`${KIT}/bin/setpriv`), "--inh-caps=-all", `--bounding-set=-all,${COMMAND_CAPABILITIES.map((c) => `+${c}`).join(",")}`, "--"],
     mountProgram: run(`${KIT}/bin/mount`),
     umountProgram: run(`${KIT}/bin/umount`),
+    idle: nsexec ? [...(nsexecStatic ? [`${KIT}/bin/nsexec`] : run(`${KIT}/bin/nsexec`)), "--idle"] : [],
   };
 }

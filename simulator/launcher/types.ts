@@ -122,6 +122,8 @@ export interface LauncherDescription {
   detail: string;
   /** Whether every user id exists in a sandbox (subordinate ids), and how they map. */
   userIds?: { all: boolean; detail: string };
+  /** Who serves an isolated sandbox's agent API: the simulator's agent host, or an agent process in each sandbox (and why). */
+  agents?: { mode: "host" | "process"; reason?: string };
 }
 
 export interface Launcher {

@@ -4,6 +4,8 @@ export interface SandboxIsolation {
   isolated: boolean;
   detail: string;
   userIds?: { all: boolean; detail: string };
+  /** Who serves the sandboxes' agent API (LauncherDescription.agents). */
+  agents?: { mode: "host" | "process"; reason?: string };
   /** Standby: the idle period, or why sandboxes never sleep with this launcher. */
   standby?: { afterMs: number } | { unavailable: string };
 }
