@@ -120,8 +120,8 @@ export class TaskWatcher {
     private readonly run: DockerRun,
     private readonly targetPort: number,
     private readonly pollMs: number,
-    /** Every poll's view of the swarm's nodes (when the manager answered). */
-    private readonly onNodes: (nodes: Map<string, NodeStatus>) => void = () => {},
+    /** Every poll's view of the swarm's nodes; undefined when the manager did not answer. */
+    private readonly onNodes: (nodes: Map<string, NodeStatus> | undefined) => void = () => {},
   ) {}
 
   watch(taskId: string, settle: Watched["settle"]): void {
@@ -135,7 +135,7 @@ export class TaskWatcher {
     try {
       const ids = [...this.watched.keys()];
       const [tasks, nodes] = await Promise.all([inspectTasks(this.run, ids, this.targetPort), listNodes(this.run)]);
-      if (nodes) this.onNodes(nodes);
+      this.onNodes(nodes);
       const byId = new Map(tasks.map((t) => [t.id, t]));
       for (const id of ids) {
         const watched = this.watched.get(id);
