@@ -139,6 +139,12 @@ export class Cluster {
         `type=bind,source=${node},target=${node},readonly`,
         ...shared.flatMap((dir) => ["--mount", `type=bind,source=${dir},target=${dir}`]),
         image,
+        // Tasks' traffic out of the node (docker_gwbridge) leaves with the node's address: with --iptables=false
+        // dockerd masquerades nothing, and every node's gwbridge has the same subnet, so replies could not return.
+        "sh",
+        "-c",
+        'iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE || echo "no NAT for the node\'s containers" >&2; exec "$@"',
+        "node-init",
         "dockerd",
         "--host",
         "unix:///var/run/docker.sock",
@@ -146,7 +152,7 @@ export class Cluster {
         `tcp://0.0.0.0:${ENGINE_PORT}`,
         "--insecure-registry",
         subnet,
-        // The host's iptables belong to its own dockerd; nodes publish through docker-proxy.
+        // Nodes publish through docker-proxy; the one NAT rule their tasks need is set above.
         "--iptables=false",
       ]);
       const address = await this.sh(["inspect", "--format", `{{(index .NetworkSettings.Networks "${network}").IPAddress}}`, container]);

@@ -17,8 +17,8 @@ import { LaunchError, type LaunchSpec } from "./types.js";
  * handed to the egress proxy tagged with the sandbox, so sandbox URLs, previews, `BL_API_URL`, the proxy's
  * routing and secret injection all work from any node. The direct outbound path (the node's docker_gwbridge)
  * is cut while the sandbox's policy restricts destinations by rules in the task's own network namespace, set by
- * a short-lived container of its node's engine sharing that namespace (the node's own iptables, its root
- * mounted read-only): only the agent's replies and loopback leave then.
+ * a short-lived container of its node's engine sharing that namespace (the node's own chroot and iptables, its
+ * root mounted read-only): only the agent's replies and loopback leave then.
  */
 
 /** The agent's files for the sandbox's egress: the trust bundle (its system store) and /etc/hosts, kept current. */
@@ -162,8 +162,9 @@ export async function setTaskOutbound(engines: NodeEngines, nodeId: string, cont
     "type=bind,source=/,target=/host,readonly",
     "--label",
     "sandbox-kit.kind=swarm-network-helper",
+    // The node's own chroot, run with the image's C library (an image here must be glibc-compatible with its node anyway).
     "--entrypoint",
-    "chroot",
+    "/host/usr/sbin/chroot",
     image.stdout.trim(),
     "/host",
     "/bin/sh",

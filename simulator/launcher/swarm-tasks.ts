@@ -31,6 +31,8 @@ export interface NodeStatus {
   addr: string;
   /** manager | worker */
   role?: string;
+  /** Its sandbox-kit.engine label (swarm-nodes.ts): where the simulator reaches its own engine. */
+  engine?: string;
 }
 
 /** States after which a task never runs again (swarmkit's api.TaskState). */
@@ -81,7 +83,13 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
     .filter(Boolean);
   if (ids.length === 0) return new Map();
   const inspected = await run(
-    ["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}} {{json .Spec.Role}}", ...ids],
+    [
+      "node",
+      "inspect",
+      "--format",
+      '{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}} {{json .Spec.Role}} {{json (index .Spec.Labels "sandbox-kit.engine")}}',
+      ...ids,
+    ],
     30_000,
   );
   const nodes = new Map<string, NodeStatus>();
@@ -90,7 +98,8 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
       .trim()
       .match(/"(?:[^"\\]|\\.)*"/g)
       ?.map((f) => JSON.parse(f) as string);
-    if (fields && fields.length >= 4) nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]!, role: fields[4] });
+    if (fields && fields.length >= 4)
+      nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]!, role: fields[4], engine: fields[5] || undefined });
   }
   return nodes;
 }

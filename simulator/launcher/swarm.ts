@@ -116,7 +116,7 @@ export class SwarmLauncher implements Launcher {
 
   /** The swarm's nodes as the last poll saw them, with this simulator's sandboxes on each. */
   nodes(): LauncherNode[] {
-    return nodeList(this.swarmNodes, this.taskNodes);
+    return nodeList(this.swarmNodes, this.taskNodes, this.engines.localId);
   }
 
   useImages(supply: ImageSupply): void {
@@ -147,6 +147,7 @@ export class SwarmLauncher implements Launcher {
     if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
     if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
     if (manager !== "true") return "the Docker daemon is a swarm worker: point DOCKER_HOST at a manager";
+    await this.engines.local();
     // A failed reap does not stop sandboxes from starting: each start still removes what holds its own data dir.
     await this.services.reapOrphans().catch(() => undefined);
     this.sweeper = setInterval(() => void this.sweep(), this.options.sweepMs ?? 30_000);

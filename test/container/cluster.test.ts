@@ -15,7 +15,8 @@ import { sdkForSimulator } from "../helpers/sdk.js";
  * node with its own daemon, address and storage, one swarm, a registry on the manager), and the simulator's swarm
  * launcher pointed at it (DOCKER_HOST of the manager): an image only the simulator's store has reaches every node
  * (imported into the manager, pushed to the registry), 12 sandboxes spread over the nodes (events and /health say
- * where), each writes and runs a file, a preview on a worker's sandbox answers; a worker killed (`docker kill` of
+ * where), each writes and runs a file, a preview on a worker's sandbox answers, and from it the simulator's API
+ * answers while a policy cuts its direct outbound path live; a worker killed (`docker kill` of
  * its node) ends its sandboxes with an event naming it while creates land on live nodes, and its return is seen;
  * teardown leaves no
  * container, volume or network of the cluster, by id.
@@ -121,6 +122,25 @@ describe.skipIf(unavailable !== undefined)(`a three-node cluster${unavailable ? 
     const preview = await box.previews.create({ metadata: { name: "site" }, spec: { port: 3000, public: true } });
     const page = await fetch(`${preview.spec!.url}/hello`);
     expect(await page.text()).toBe(`from ${onWorker}:/hello`);
+    // The sandbox network on a worker: the simulator's API by its URL (over the agent's tunnels), and a policy
+    // restricting destinations cuts the direct path out (here to the manager's registry) live.
+    const run = async (command: string) => ((await box.process.exec({ command, waitForCompletion: true } as never)).logs ?? "").trim();
+    const direct = () =>
+      run(
+        `/opt/sandbox-kit/bin/node -e 'fetch("http://${info!.registry}/v2/", { signal: AbortSignal.timeout(4000) }).then((r) => r.text()).then(console.log, (e) => console.log("ERR " + (e.cause?.code ?? e.message)))'`,
+      );
+    const api = () =>
+      run(
+        `/opt/sandbox-kit/bin/node -e 'fetch("${sim!.env.BL_API_URL}/sandboxes/${onWorker}", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "${WS}" } }).then((r) => console.log(r.status))'`,
+      );
+    expect(await direct()).toBe("{}");
+    expect(await api()).toBe("200");
+    const current = (await call("GET", `/v0/sandboxes/${onWorker}`)).body;
+    expect(
+      (await call("PUT", `/v0/sandboxes/${onWorker}`, { ...current, spec: { ...current.spec, network: { forbiddenDomains: ["blocked.example"] } } })).status,
+    ).toBe(200);
+    expect(await direct()).toMatch(/^ERR /);
+    expect(await api()).toBe("200");
     // A worker dies: its sandboxes end with an event naming its node; creates meanwhile land on live nodes.
     const victim = workers[1]!;
     const lost = names.filter((n) => where.get(n) === victim);

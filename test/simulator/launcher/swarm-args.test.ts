@@ -4,6 +4,7 @@ import { parseSimConfig } from "../../../simulator/config.js";
 import { LAUNCHER_NAMES } from "../../../simulator/launcher/index.js";
 import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../../simulator/launcher/swarm-args.js";
 import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
+import { nodeList } from "../../../simulator/launcher/swarm-nodes.js";
 import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
 import { specFor } from "./helpers.js";
 
@@ -102,5 +103,20 @@ describe("swarm launcher: the service it creates", () => {
     ]);
     expect(() => parseSimConfig(["--swarm-constraint", "anywhere"], {})).toThrow(/--swarm-constraint/);
     expect(() => parseSimConfig(["--swarm-registry", "http://x"], {})).toThrow(/--swarm-registry/);
+  });
+
+  it("/health's nodes say whether the simulator reaches each node's own engine, and why not", () => {
+    const nodes = new Map([
+      ["m", { id: "m", hostname: "manager", state: "ready", addr: "10.0.0.1", role: "manager" }],
+      ["w1", { id: "w1", hostname: "worker-1", state: "ready", addr: "10.0.0.2", role: "worker", engine: "tcp://10.0.0.2:2375" }],
+      ["w2", { id: "w2", hostname: "worker-2", state: "down", addr: "10.0.0.3", role: "worker" }],
+    ]);
+    const list = nodeList(nodes, new Map([["task", "w1"]]), "m");
+    expect(list.map((n) => [n.name, n.sandboxes, n.engine?.reachable])).toEqual([
+      ["manager", 0, true],
+      ["worker-1", 1, true],
+      ["worker-2", 0, false],
+    ]);
+    expect(list[2]!.engine).toMatchObject({ why: expect.stringMatching(/no sandbox-kit.engine label: its sandboxes never go to standby/) });
   });
 });

@@ -387,6 +387,10 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     try {
       expect((await call("GET", "/health")).body.sandboxes.standby.unavailable).toBeUndefined();
       expect((await call("POST", "/v0/sandboxes", { metadata: { name: "sleeper" }, spec: { runtime: { image } } })).status).toBe(200);
+      // Its node's engine is the launcher's own daemon: /health says standby (and a policy's cut) can be done there.
+      expect((await call("GET", "/health")).body.sandboxes.nodes).toEqual([
+        expect.objectContaining({ state: "ready", sandboxes: 1, engine: { reachable: true, via: "the launcher's own Docker daemon" } }),
+      ]);
       await call("POST", `/sbx/${WS}/sleeper/process`, { command: "sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.1; done'", waitForCompletion: false });
       const [service] = servicesOf("sandbox-kit.sandbox=sleeper");
       const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
