@@ -51,6 +51,7 @@ export function serveEgressTunnel(port: number, token: string | undefined, logge
   };
 
   const servers: Server[] = [];
+  let closed = false;
   for (const host of ["127.0.0.1", "::1"]) {
     const server = createServer({ pauseOnConnect: true }, (client) => {
       client.setNoDelay(true);
@@ -65,9 +66,12 @@ export function serveEgressTunnel(port: number, token: string | undefined, logge
       waiting.push(client);
       pair();
     });
-    server.once("error", (err: NodeJS.ErrnoException) => {
+    let tries = 0;
+    server.on("error", (err: NodeJS.ErrnoException) => {
       // A container without IPv6 has no ::1: the IPv4 address is enough there.
       if (host === "::1" && (err.code === "EADDRNOTAVAIL" || err.code === "EAFNOSUPPORT")) return;
+      // After an upgrade the agent this one replaces may still be closing its listener.
+      if (err.code === "EADDRINUSE" && tries++ < 50) return void setTimeout(() => !closed && server.listen({ host, port, exclusive: true }), 100);
       logger?.warn({ host, port, err: err.code }, "egress tunnel: cannot listen");
     });
     server.listen({ host, port, exclusive: true });
@@ -98,6 +102,7 @@ export function serveEgressTunnel(port: number, token: string | undefined, logge
       return true;
     },
     close() {
+      closed = true;
       servers.forEach((s) => s.close());
       for (const s of [...idle, ...waiting]) s.destroy();
       idle.length = 0;

@@ -313,7 +313,7 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     }
   }, 120_000);
 
-  it("the sandbox network: the simulator's URLs from inside, the proxy's routing with secret injection, a policy cutting direct outbound live", async () => {
+  it("the sandbox network: the simulator's URLs from inside, the proxy's routing with secret injection, a policy cutting direct outbound live; the tunnels after the agent's upgrade", async () => {
     const hostAny = createHttpServer((_q, r) => r.end("host-any"));
     await new Promise<void>((r) => hostAny.listen(0, "0.0.0.0", r));
     const gateway = docker("network", "inspect", "docker_gwbridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
@@ -365,6 +365,16 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
       await setNetwork({ proxy: { routing } });
       expect((await direct()).out).toBe("host-any");
       expect((await run(`node /tmp/connect.js https://${host}/echo/again`)).code).toBe(0);
+      // After the agent's own upgrade (a new agent in the same container) the tunnels lead to the new one.
+      expect(await b.system.upgrade({ version: "latest" } as never)).toMatchObject({ message: "Upgrade initiated" });
+      for (let tries = 0; ; tries++) {
+        const health = await fetch(`${b.metadata!.url}/health`, { headers: { "x-blaxel-authorization": `Bearer ${KEY}` } }).catch(() => undefined);
+        const body = health?.ok ? ((await health.json()) as { upgradeCount?: number; lastUpgrade?: { status: string } }) : undefined;
+        if (body?.upgradeCount && body.lastUpgrade?.status === "completed") break;
+        if (tries > 300) throw new Error(`the upgrade did not complete: ${JSON.stringify(body)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(JSON.parse((await run(`node /tmp/connect.js https://${host}/echo/upgraded`)).out)).toMatchObject({ url: "/echo/upgraded" });
     } finally {
       await net.stop();
       hostAny.close();
