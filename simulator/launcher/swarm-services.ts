@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AGENT_PORT } from "./docker-args.js";
 import type { Ran } from "./docker-cli.js";
@@ -66,7 +67,8 @@ export class SwarmServices {
       chosen.map(({ id, labels }) => {
         const rootDir = labels[SWARM_LABELS.rootDir];
         const base = labels[SWARM_LABELS.baseImage];
-        return this.remove(id, 10_000, undefined, rootDir && base ? { rootDir, base, keep: true } : undefined);
+        // A sandbox whose directory is gone (deleted, or another run's temp dir) has no files to keep.
+        return this.remove(id, 10_000, undefined, rootDir && base && existsSync(rootDir) ? { rootDir, base, keep: true } : undefined);
       }),
     );
   }
