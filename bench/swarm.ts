@@ -4,6 +4,9 @@
  *   create-to-ready   POST /v0/sandboxes until it answers (the agent healthy), median over the sandboxes;
  *   /port/n upload    a PUT through the simulator's proxy to a sink server in the sandbox (the agent's /port/{n}
  *                     in both: neither launcher hands the proxy a socket), best of the rounds;
+ *   egress request    from inside the sandbox, GET of the simulator's /health by its own URL on a new connection
+ *                     each time (docker: the agent's relay to the sandbox's listener; swarm: a tunnel the
+ *                     simulator opened to the agent), median of BENCH_SWARM_EGRESS sequential requests;
  * as ratios swarm / docker, with this process's peak RSS. Needs a Docker daemon (a single-node swarm is made
  * with `docker swarm init --advertise-addr 127.0.0.1` when the daemon is in none, and left afterwards) and an
  * image with a glibc the host's node runs on (BENCH_SWARM_IMAGE, default the tests' local
@@ -12,6 +15,7 @@
  *   BENCH_SWARM_SANDBOXES  creates per launcher (default 5)
  *   BENCH_SWARM_UPLOAD_MB  size of each upload (default 64)
  *   BENCH_SWARM_ROUNDS     upload rounds per launcher (default 2)
+ *   BENCH_SWARM_EGRESS     egress requests per launcher (default 50)
  * `npm run bench:swarm -- --cluster`: on a three-node cluster of this machine beside bwrap instead (swarm-cluster.ts).
  */
 import { execFileSync } from "node:child_process";
@@ -28,6 +32,7 @@ const MiB = 1024 * 1024;
 const sandboxes = Number(process.env.BENCH_SWARM_SANDBOXES ?? 5);
 const uploadMiB = Number(process.env.BENCH_SWARM_UPLOAD_MB ?? 64);
 const rounds = Number(process.env.BENCH_SWARM_ROUNDS ?? 2);
+const egressRequests = Number(process.env.BENCH_SWARM_EGRESS ?? 50);
 const image = process.env.BENCH_SWARM_IMAGE ?? "sandbox-kit-test/node20:bookworm";
 const KEY = "bench-swarm-admin-key";
 const WS = "benchswarm";
@@ -37,7 +42,11 @@ const SINK = `require("node:http").createServer((q, s) => { let n = 0; q.on("dat
 interface Measured {
   createMs: number[];
   uploadMBs: number;
+  egressMs: number;
 }
+
+/** Sequential GETs of argv[1], each on a new connection; prints the sorted times (ms) as JSON. */
+const EGRESS_CLIENT = `const http = require("node:http"); const t = []; (async () => { for (let i = 0; i < ${egressRequests}; i++) { const s = performance.now(); await new Promise((ok, ko) => http.get(process.argv[1], { agent: false }, (r) => { r.resume(); r.on("end", ok); }).on("error", ko)); t.push(performance.now() - s); } console.log(JSON.stringify(t.sort((a, b) => a - b))); })()`;
 
 async function call(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
   const res = await fetch(`${base}${path}`, {
@@ -94,8 +103,11 @@ async function measure(launcher: Launcher): Promise<Measured> {
     }
     let uploadMBs = 0;
     for (let r = 0; r < rounds; r++) uploadMBs = Math.max(uploadMBs, await upload(`${sim.url}/sbx/${WS}/b-0/port/${SINK_PORT}/upload`));
+    const egress = await call(sim.url, "POST", `/sbx/${WS}/b-0/process`, { command: `node -e '${EGRESS_CLIENT}' ${sim.url}/health`, waitForCompletion: true });
+    const egressTimes = JSON.parse((JSON.parse(egress.text) as { stdout?: string }).stdout || "null") as number[] | null;
+    if (!egressTimes) throw new Error(`egress requests with ${launcher.name}: ${egress.text.slice(0, 300)}`);
     await call(sim.url, "DELETE", "/v0/sandboxes/b-0");
-    return { createMs: createMs.sort((a, b) => a - b), uploadMBs };
+    return { createMs: createMs.sort((a, b) => a - b), uploadMBs, egressMs: percentile(egressTimes, 50) };
   } finally {
     await sim.stop();
   }
@@ -121,6 +133,9 @@ export async function benchSwarm(log: (line: string) => void = console.log): Pro
       `create-to-ready  swarm median ${fmt(median(swarm))} ms (max ${fmt(swarm.createMs.at(-1)!)}) | docker median ${fmt(median(docker))} ms (max ${fmt(docker.createMs.at(-1)!)}) | ratio ${fmt(median(swarm) / median(docker), 2)}`,
     );
     log(`/port/n upload   swarm ${fmt(swarm.uploadMBs)} MB/s | docker ${fmt(docker.uploadMBs)} MB/s | ratio ${fmt(swarm.uploadMBs / docker.uploadMBs, 2)}`);
+    log(
+      `egress request   swarm median ${fmt(swarm.egressMs, 2)} ms | docker median ${fmt(docker.egressMs, 2)} ms | ratio ${fmt(swarm.egressMs / docker.egressMs, 2)} (${egressRequests} each, a new connection each)`,
+    );
     log(`memory           bench process (simulator in it) peak RSS ${fmt(peakRssMiB(process.pid))} MiB`);
   } finally {
     if (initialised) execFileSync("docker", ["swarm", "leave", "--force"], { stdio: "ignore" });

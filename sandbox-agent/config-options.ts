@@ -37,6 +37,7 @@ export const AGENT_OPTIONS = {
   "memory-events": { type: "string" },
   "port-handoff": { type: "boolean" },
   "egress-relay": { type: "string" },
+  "egress-tunnel": { type: "string" },
   confinement: { type: "string" },
   "log-level": { type: "string" },
   "log-format": { type: "string" },
@@ -86,6 +87,8 @@ export const AGENT_USAGE = `Usage: sandbox-agent [options]
                              for it and hand over the connected sockets (its proxy then speaks to the server directly)
   --egress-relay <p>=<a>:<q> relay connections to 127.0.0.1:<p> and [::1]:<p> inside the sandbox to <a>:<q>, the
                              simulator's egress for this sandbox (a container launcher, which has no IPC channel)
+  --egress-tunnel <p>        hand connections to 127.0.0.1:<p> and [::1]:<p> inside the sandbox to the launcher over
+                             tunnels it opens to the agent (GET /egress-tunnel with the token, an HTTP upgrade)
   --log-level <level>        fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>         auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
 
@@ -122,6 +125,7 @@ export const FLAG_OF: Record<string, string> = {
   memoryEvents: "memory-events",
   portHandoff: "port-handoff",
   egressRelay: "egress-relay",
+  egressTunnel: "egress-tunnel",
 };
 
 /** A bad option or flag combination: the agent says why and exits (2) instead of starting. */

@@ -135,6 +135,8 @@ export const AgentConfigSchema = z.object({
     })
     .refine((r) => [r.port, r.targetPort].every((p) => p >= 1 && p <= 65_535), "ports must be 1-65535")
     .optional(),
+  /** Accept connections to 127.0.0.1 and ::1 on this port inside the sandbox and hand each to the launcher over a tunnel it opened (GET /egress-tunnel, ports/egress-tunnel.ts). */
+  egressTunnel: z.coerce.number().int().min(1).max(65535).optional(),
   /** How API paths are confined under --root (paths/confinement.ts): openat2 where it can run, else the descriptor walk. */
   confinement: z.enum(CONFINEMENT_SETTINGS).default("auto"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -194,6 +196,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv): AgentC
     memoryEvents: values["memory-events"],
     portHandoff: values["port-handoff"] ?? false,
     egressRelay: values["egress-relay"],
+    egressTunnel: values["egress-tunnel"],
     confinement: values.confinement ?? (env.SANDBOX_AGENT_CONFINEMENT || undefined),
     logLevel: values["log-level"] ?? env.LOG_LEVEL,
     logFormat: values["log-format"] ?? (env.LOG_FORMAT || undefined),

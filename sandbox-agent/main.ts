@@ -12,6 +12,7 @@ import { AGENT_USAGE, ConfigError, parseAgentConfig } from "./config.js";
 import { servePortHandoff } from "./ports/handoff.js";
 import { serveEgressGateway } from "./ports/gateway.js";
 import { serveEgressRelay } from "./ports/egress-relay.js";
+import { serveEgressTunnel } from "./ports/egress-tunnel.js";
 import { ensureDirectory } from "./start-checks.js";
 import { openat2Support } from "./paths/openat2.js";
 import { withInSandboxPort } from "./http/in-sandbox-port.js";
@@ -41,7 +42,8 @@ async function main(): Promise<void> {
     servePortHandoff(process, logger);
     serveEgressGateway(process, logger);
   }
-  if (config.egressRelay) serveEgressRelay(config.egressRelay, logger);
+  const relays = config.egressRelay ? serveEgressRelay(config.egressRelay, logger) : [];
+  const tunnels = config.egressTunnel ? serveEgressTunnel(config.egressTunnel, config.token, logger) : undefined;
   // The port is taken before anything starts (scheduler, sweepers), so a port in use ends the agent
   // before it has done or logged anything; requests are answered once the app exists, which is before
   // the "listening on" line launchers wait for.
@@ -50,12 +52,16 @@ async function main(): Promise<void> {
     if (app) return app(req, res);
     res.writeHead(503, { "content-type": "application/json" }).end('{"error":"the agent is starting"}');
   };
-  handler.onUpgrade = (req, socket, head) => (app?.onUpgrade ? app.onUpgrade(req, socket, head) : socket.destroy());
+  handler.onUpgrade = (req, socket, head) => {
+    if (tunnels?.upgrade(req, socket, head)) return;
+    if (app?.onUpgrade) app.onUpgrade(req, socket, head);
+    else socket.destroy();
+  };
   // --socket: a Unix socket (the isolating launcher binds its directory out of the sandbox), else host:port.
   const listening = config.socket
     ? listenSocket(handler, config.socket, { maxConnections: config.maxConnections })
     : listen(handler, config.host, config.port, { maxConnections: config.maxConnections });
-  const serving = await withInSandboxPort(
+  const served = await withInSandboxPort(
     await listening.catch((err: unknown) => {
       throw listenFailure(err, config.host, config.port) ?? err;
     }),
@@ -63,6 +69,15 @@ async function main(): Promise<void> {
     config.inSandboxPort,
     config.maxConnections,
   );
+  // The egress listeners go with the agent's own (an upgrade's new agent binds them again once this one lets go).
+  const serving = {
+    ...served,
+    stop: (graceMs?: number) => {
+      relays.forEach((s) => s.close());
+      tunnels?.close();
+      return served.stop(graceMs);
+    },
+  };
   const rootState = ensureDirectory(config.root, "--root");
   ensureDirectory(config.dataDir, "--data-dir");
   if (rootState === "created") logger.info({ root: config.root }, "the sandbox root did not exist: created it");

@@ -24,6 +24,8 @@ import { ensureNodeImage } from "./node-image.js";
 export const CLUSTER_LABEL = "sandbox-kit.cluster";
 export const ENGINE_PORT = 2375;
 export const REGISTRY_PORT = 5000;
+/** The registry's configuration in the manager's container (kept across its restarts). */
+const REGISTRY_CONFIG = "/etc/sandbox-kit-registry.yml";
 
 export interface ClusterOptions {
   name?: string;
@@ -139,6 +141,14 @@ export class Cluster {
         `type=bind,source=${node},target=${node},readonly`,
         ...shared.flatMap((dir) => ["--mount", `type=bind,source=${dir},target=${dir}`]),
         image,
+        // Tasks' traffic out of the node (docker_gwbridge) leaves with the node's address: with --iptables=false
+        // dockerd masquerades nothing, and every node's gwbridge has the same subnet, so replies could not return.
+        "sh",
+        "-c",
+        // A manager started again (its container restarted) serves its registry again, from the same volume.
+        `iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE || echo "no NAT for the node's containers" >&2; ` +
+          `if [ -f ${REGISTRY_CONFIG} ]; then docker-registry serve ${REGISTRY_CONFIG} & fi; exec "$@"`,
+        "node-init",
         "dockerd",
         "--host",
         "unix:///var/run/docker.sock",
@@ -146,7 +156,7 @@ export class Cluster {
         `tcp://0.0.0.0:${ENGINE_PORT}`,
         "--insecure-registry",
         subnet,
-        // The host's iptables belong to its own dockerd; nodes publish through docker-proxy.
+        // Nodes publish through docker-proxy; the one NAT rule their tasks need is set above.
         "--iptables=false",
       ]);
       const address = await this.sh(["inspect", "--format", `{{(index .NetworkSettings.Networks "${network}").IPAddress}}`, container]);
@@ -165,8 +175,8 @@ export class Cluster {
     }
     // Debian's default config asks for htpasswd auth: a config of our own, the blobs on the manager's volume.
     const config = `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/docker/sandbox-kit-registry\n  delete:\n    enabled: true\nhttp:\n  addr: :${REGISTRY_PORT}\n`;
-    await this.sh(["exec", manager!.container, "sh", "-c", 'printf "%s" "$1" > /etc/sandbox-kit-registry.yml', "sh", config]);
-    await this.sh(["exec", "--detach", manager!.container, "docker-registry", "serve", "/etc/sandbox-kit-registry.yml"]);
+    await this.sh(["exec", manager!.container, "sh", "-c", `printf "%s" "$1" > ${REGISTRY_CONFIG}`, "sh", config]);
+    await this.sh(["exec", "--detach", manager!.container, "docker-registry", "serve", REGISTRY_CONFIG]);
     await this.waitRegistry(manager!.address);
     const info = { name: this.name, network, nodes, dockerHost: managerHost, registry: `${manager!.address}:${REGISTRY_PORT}` };
     this.log(`cluster ${this.name} is up: ${nodes.map((n) => `${n.name} ${n.address}`).join(", ")}`);

@@ -103,7 +103,10 @@ export function agentCommand(spec: LaunchSpec, agentMain: string): string[] {
 }
 
 /** The `--mount` flags: node and this package read-only, the sandbox's data and drives, its volumes (its files are the container's own layer). */
-export function containerMounts(spec: LaunchSpec, inputs: Pick<DockerRunInputs, "agentMain" | "node" | "network">): string[] {
+export function containerMounts(
+  spec: LaunchSpec,
+  inputs: Pick<DockerRunInputs, "agentMain" | "node"> & { network?: Pick<NonNullable<DockerRunInputs["network"]>, "caBundle" | "hostsFile"> },
+): string[] {
   const pkg = packageRootOf(inputs.agentMain);
   return [
     ...bind(inputs.node, IN_CONTAINER.node, true),

@@ -15,6 +15,8 @@ import type { LaunchSpec } from "./types.js";
  *                                         kernel has, and adds a hop; an overlay IP is unreachable from a host)
  *   --network sandbox-kit-<workspace>     the workspace's own overlay: its sandboxes share it, other workspaces'
  *                                         sandboxes are on networks of their own
+ *   --egress-tunnel <simulator port>      the simulator's address inside, led to its egress over tunnels the
+ *                                         simulator opens to the agent (swarm-egress.ts)
  *   labels                                workspace, sandbox, data dir and the owning simulator, so a later run
  *                                         finds (and reaps) what a killed one left
  */
@@ -27,6 +29,9 @@ export const SWARM_LABELS = {
   dataDir: DATA_DIR_LABEL,
   /** `<hostname>/<pid>/<process start>` of the simulator that created it: orphaned once that process is gone. */
   owner: "sandbox-kit.owner",
+  /** The sandbox's root on the simulator's host and the image its files started from: a reaped service's layer is kept there. */
+  rootDir: "sandbox-kit.root-dir",
+  baseImage: "sandbox-kit.base-image",
 } as const;
 export const SWARM_KIND = "swarm-sandbox";
 
@@ -35,6 +40,8 @@ export interface SwarmServiceInputs extends Pick<DockerRunInputs, "agentMain" | 
   name: string;
   /** The image reference the nodes run (a registry's copy when --swarm-registry is set). */
   image: string;
+  /** The sandbox's image its files started from (docker-files.ts), for the label that keeps them when the service is reaped. */
+  base?: string;
   /** The workspace's overlay network. */
   network: string;
   owner: string;
@@ -44,8 +51,8 @@ export interface SwarmServiceInputs extends Pick<DockerRunInputs, "agentMain" | 
   stopGraceSeconds: number;
   /** The node whose engine alone holds the sandbox's files (docker-files.ts, a swarm without a registry). */
   pinnedNode?: string;
-  /** The simulator's egress for this sandbox (its trust bundle and hosts file, as with docker). */
-  egress?: DockerRunInputs["network"];
+  /** The simulator's egress for this sandbox: the agent's tunnel port (swarm-egress.ts), its trust bundle and hosts file (as with docker). */
+  egress?: { tunnelPort: number; caBundle: string; hostsFile: string };
 }
 
 /** A name Docker accepts (services and networks: [a-zA-Z0-9_.-], at most 63), unique for distinct inputs. */
@@ -94,6 +101,7 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     `${SWARM_LABELS.dataDir}=${spec.dataDir}`,
     "--label",
     `${SWARM_LABELS.owner}=${inputs.owner}`,
+    ...(inputs.base ? ["--label", `${SWARM_LABELS.rootDir}=${spec.rootDir}`, "--label", `${SWARM_LABELS.baseImage}=${inputs.base}`] : []),
     "--container-label",
     `${SWARM_LABELS.sandbox}=${spec.workspace}/${spec.sandbox}`,
     ...(spec.memoryMb ? ["--limit-memory", `${spec.memoryMb}M`] : []),
@@ -113,7 +121,7 @@ export function swarmServiceArgs(spec: LaunchSpec, inputs: SwarmServiceInputs): 
     IN_CONTAINER.node,
     inputs.image,
     ...agentCommand(spec, inputs.agentMain),
-    ...(inputs.egress ? ["--egress-relay", inputs.egress.relay] : []),
+    ...(inputs.egress ? ["--egress-tunnel", String(inputs.egress.tunnelPort)] : []),
   ];
 }
 

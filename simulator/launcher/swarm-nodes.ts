@@ -25,6 +25,8 @@ export class NodeEngines {
   /** The engines already looked up, for synchronous callers (Launcher.removeTree). */
   private readonly resolved = new Map<string, NodeEngine>();
   private localNode: Promise<string> | undefined;
+  /** The launcher's own node once known, for synchronous callers (/health). */
+  localId: string | undefined;
 
   constructor(
     private readonly run: Run,
@@ -33,8 +35,8 @@ export class NodeEngines {
   ) {}
 
   /** The node the launcher's daemon itself is (a manager). */
-  private local(): Promise<string> {
-    return (this.localNode ??= this.run(["info", "--format", "{{.Swarm.NodeID}}"], this.base, 15_000).then((r) => r.stdout.trim()));
+  local(): Promise<string> {
+    return (this.localNode ??= this.run(["info", "--format", "{{.Swarm.NodeID}}"], this.base, 15_000).then((r) => (this.localId = r.stdout.trim())));
   }
 
   of(nodeId: string): Promise<NodeEngine> {
@@ -95,11 +97,30 @@ export class NodeEngines {
   }
 }
 
-/** /health's nodes: the swarm's as last seen, with how many of the launcher's live tasks each runs. */
-export function nodeList(nodes: Map<string, NodeStatus>, taskNodes: Map<string, string>): LauncherNode[] {
+/**
+ * /health's nodes: the swarm's as last seen, with how many of the launcher's live tasks each runs and whether
+ * the simulator reaches its own engine (the manager's own node is the launcher's daemon).
+ */
+export function nodeList(nodes: Map<string, NodeStatus>, taskNodes: Map<string, string>, localId?: string): LauncherNode[] {
   const counts = new Map<string, number>();
   for (const nodeId of taskNodes.values()) counts.set(nodeId, (counts.get(nodeId) ?? 0) + 1);
   return [...nodes.values()]
-    .map((n) => ({ name: n.hostname, state: n.state, role: n.role ?? "", address: n.addr, sandboxes: counts.get(n.id) ?? 0 }))
+    .map((n) => ({
+      name: n.hostname,
+      state: n.state,
+      role: n.role ?? "",
+      address: n.addr,
+      sandboxes: counts.get(n.id) ?? 0,
+      engine: engineOf(n, localId),
+    }))
     .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function engineOf(node: NodeStatus, localId?: string): NonNullable<LauncherNode["engine"]> {
+  if (node.id === localId) return { reachable: true, via: "the launcher's own Docker daemon" };
+  if (node.engine) return { reachable: true, via: node.engine };
+  return {
+    reachable: false,
+    why: `no ${ENGINE_LABEL} label: its sandboxes never go to standby (docker pause is the node's own) and cannot start with a policy restricting destinations (the cut of their direct outbound is the node's own)`,
+  };
 }

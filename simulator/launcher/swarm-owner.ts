@@ -1,6 +1,5 @@
 import { execFileSync } from "node:child_process";
 import { hostname } from "node:os";
-import type { Ran } from "./docker-cli.js";
 import { isAlive, startTimeOf } from "./proc.js";
 
 /**
@@ -47,24 +46,4 @@ export function ownerGone(owner: string): boolean {
   const [host, pid, started] = owner.split("/");
   if (host !== hostname() || !/^\d+$/.test(pid ?? "")) return false; // another host's simulator reaps its own
   return !isAlive(Number(pid)) || startTimeOf(Number(pid)) !== started;
-}
-
-/** The services the filter finds whose labels `pick` accepts (`docker service ls`, then their labels). */
-export async function servicesMatching(
-  run: (args: string[]) => Promise<Ran>,
-  filter: string,
-  pick: (labels: Record<string, string> | null) => boolean = () => true,
-): Promise<string[]> {
-  const found = await run(["service", "ls", "--quiet", "--filter", filter]);
-  const ids = found.stdout
-    .split("\n")
-    .map((s) => s.trim())
-    .filter(Boolean);
-  if (ids.length === 0) return [];
-  const labels = await run(["service", "inspect", "--format", "{{.ID}} {{json .Spec.Labels}}", ...ids]);
-  return labels.stdout.split("\n").flatMap((line) => {
-    const space = line.indexOf(" ");
-    if (space < 0) return [];
-    return pick(JSON.parse(line.slice(space + 1)) as Record<string, string> | null) ? [line.slice(0, space)] : [];
-  });
 }

@@ -31,6 +31,8 @@ export interface NodeStatus {
   addr: string;
   /** manager | worker */
   role?: string;
+  /** Its sandbox-kit.engine label (swarm-nodes.ts): where the simulator reaches its own engine. */
+  engine?: string;
 }
 
 /** States after which a task never runs again (swarmkit's api.TaskState). */
@@ -81,7 +83,13 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
     .filter(Boolean);
   if (ids.length === 0) return new Map();
   const inspected = await run(
-    ["node", "inspect", "--format", "{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}} {{json .Spec.Role}}", ...ids],
+    [
+      "node",
+      "inspect",
+      "--format",
+      '{{json .ID}} {{json .Description.Hostname}} {{json .Status.State}} {{json .Status.Addr}} {{json .Spec.Role}} {{json (index .Spec.Labels "sandbox-kit.engine")}}',
+      ...ids,
+    ],
     30_000,
   );
   const nodes = new Map<string, NodeStatus>();
@@ -90,7 +98,8 @@ export async function listNodes(run: DockerRun): Promise<Map<string, NodeStatus>
       .trim()
       .match(/"(?:[^"\\]|\\.)*"/g)
       ?.map((f) => JSON.parse(f) as string);
-    if (fields && fields.length >= 4) nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]!, role: fields[4] });
+    if (fields && fields.length >= 4)
+      nodes.set(fields[0]!, { id: fields[0]!, hostname: fields[1]!, state: fields[2]!, addr: fields[3]!, role: fields[4], engine: fields[5] || undefined });
   }
   return nodes;
 }
@@ -120,8 +129,8 @@ export class TaskWatcher {
     private readonly run: DockerRun,
     private readonly targetPort: number,
     private readonly pollMs: number,
-    /** Every poll's view of the swarm's nodes (when the manager answered). */
-    private readonly onNodes: (nodes: Map<string, NodeStatus>) => void = () => {},
+    /** Every poll's view of the swarm's nodes; undefined when the manager did not answer. */
+    private readonly onNodes: (nodes: Map<string, NodeStatus> | undefined) => void = () => {},
   ) {}
 
   watch(taskId: string, settle: Watched["settle"]): void {
@@ -135,7 +144,7 @@ export class TaskWatcher {
     try {
       const ids = [...this.watched.keys()];
       const [tasks, nodes] = await Promise.all([inspectTasks(this.run, ids, this.targetPort), listNodes(this.run)]);
-      if (nodes) this.onNodes(nodes);
+      this.onNodes(nodes);
       const byId = new Map(tasks.map((t) => [t.id, t]));
       for (const id of ids) {
         const watched = this.watched.get(id);

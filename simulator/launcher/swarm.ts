@@ -5,13 +5,16 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { agentMainPath } from "./agent-main.js";
 import { DEFAULT_STOP_GRACE_MS, waitHealthy } from "./child.js";
 import { AGENT_PORT, dockerCliEnv, TOKEN_HANDOFF, writeEnvHandoff } from "./docker-args.js";
-import { dockerPath, exitOf, runDocker, type Ran } from "./docker.js";
+import { dockerPath, runDocker, type Ran } from "./docker-cli.js";
 import { removeLayersAndTree, startImage } from "./docker-files.js";
 import { SwarmFiles } from "./swarm-files.js";
 import { SwarmPrepare } from "./swarm-prepare.js";
 import { nodeList, NodeEngines } from "./swarm-nodes.js";
-import { liveServices, ownerGone, ownerLabel, servicesMatching, trackService } from "./swarm-owner.js";
-import { specImage, SWARM_KIND, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { liveServices, ownerLabel, trackService } from "./swarm-owner.js";
+import { specImage, SWARM_LABELS, swarmName, swarmServiceArgs, workspaceNetwork } from "./swarm-args.js";
+import { writeSwarmEgressFiles } from "./swarm-egress.js";
+import { swarmTaskHandle } from "./swarm-handle.js";
+import { SwarmServices, type SandboxFiles } from "./swarm-services.js";
 import { inspectTasks, listNodes, TaskWatcher, TERMINAL_STATES, type NodeStatus, type TaskStatus } from "./swarm-tasks.js";
 import {
   LaunchError,
@@ -33,8 +36,9 @@ import {
  * marks the sandbox FAILED with the reason. `stop` scales the service to 0 (SIGTERM, SIGKILL after the grace)
  * and removes it once its task has stopped and its layer (the sandbox's files, docker-files.ts) was committed
  * by its node's engine (swarm-nodes.ts), pushed to the registry when there is one, else kept on that node,
- * where the sandbox's next task is then placed. Services a killed simulator left (its owner label names a process
- * of this host that is gone) are removed before the first start.
+ * where the sandbox's next task is then placed (the services themselves: swarm-services.ts). With the simulator's
+ * egress, the sandbox's connections to the simulator's address reach it over tunnels to the agent, and its
+ * direct outbound path is cut while its policy restricts destinations (swarm-egress.ts, swarm-handle.ts).
  */
 
 export interface SwarmLauncherOptions {
@@ -51,14 +55,8 @@ export interface SwarmLauncherOptions {
   env?: NodeJS.ProcessEnv;
   /** How often live tasks are polled (default 500 ms). */
   pollMs?: number;
-}
-
-/** A sandbox's files across its tasks (docker-files.ts): `keep` cleared for a start that failed; `error` why they could not be kept. */
-interface SandboxFiles {
-  rootDir: string;
-  base: string;
-  keep: boolean;
-  error?: string;
+  /** How often services of this simulator it no longer tracks are looked for and removed (default 30 s). */
+  sweepMs?: number;
 }
 
 /** The owner label (swarm-owner.ts) and the registry's image name (swarm-args.ts), importable from here as before. */
@@ -72,6 +70,8 @@ export class SwarmLauncher implements Launcher {
    * sandboxes on a node whose engine the simulator cannot reach (no sandbox-kit.engine label) never sleep.
    */
   readonly standby = true as const;
+  /** The simulator's egress reaches each sandbox over tunnels to its agent (swarm-egress.ts). */
+  readonly egress = true;
   private readonly docker: string;
   private readonly owner = ownerLabel();
   private readonly watcher: TaskWatcher;
@@ -79,6 +79,10 @@ export class SwarmLauncher implements Launcher {
   private readonly ready: Promise<string | undefined>;
   private readonly engines: NodeEngines;
   private readonly files: SwarmFiles;
+  private readonly services: SwarmServices;
+  private sweeper: NodeJS.Timeout | undefined;
+  /** False while the manager does not answer the poll: its return triggers a sweep. */
+  private managerAnswers = true;
   /** The running task of each sandbox root (a snapshot or fork of a running sandbox commits its container). */
   private readonly live = new Map<string, { taskId: string; base: string }>();
   private supply: ImageSupply | undefined;
@@ -100,16 +104,19 @@ export class SwarmLauncher implements Launcher {
       AGENT_PORT,
       options.pollMs ?? 500,
       (nodes) => {
-        this.swarmNodes = nodes;
+        if (nodes && !this.managerAnswers) void this.sweep();
+        this.managerAnswers = nodes !== undefined;
+        if (nodes) this.swarmNodes = nodes;
       },
     );
+    this.services = new SwarmServices((args, env, timeoutMs) => this.run(args, env, timeoutMs), this.files, this.watcher, this.live, this.owner);
     this.ready = this.init();
     this.ready.catch(() => {});
   }
 
   /** The swarm's nodes as the last poll saw them, with this simulator's sandboxes on each. */
   nodes(): LauncherNode[] {
-    return nodeList(this.swarmNodes, this.taskNodes);
+    return nodeList(this.swarmNodes, this.taskNodes, this.engines.localId);
   }
 
   useImages(supply: ImageSupply): void {
@@ -140,42 +147,17 @@ export class SwarmLauncher implements Launcher {
     if (info.code !== 0) return `no Docker daemon is reachable (${info.stderr.trim().split("\n").pop()?.slice(0, 200)})`;
     if (state !== "active") return `the Docker daemon is not in a swarm (state ${state}): run docker swarm init, or point DOCKER_HOST at a manager`;
     if (manager !== "true") return "the Docker daemon is a swarm worker: point DOCKER_HOST at a manager";
+    await this.engines.local();
     // A failed reap does not stop sandboxes from starting: each start still removes what holds its own data dir.
-    await this.reapServices(`label=${SWARM_LABELS.kind}=${SWARM_KIND}`, (labels) => ownerGone(labels?.[SWARM_LABELS.owner] ?? "")).catch(() => undefined);
+    await this.services.reapOrphans().catch(() => undefined);
+    this.sweeper = setInterval(() => void this.sweep(), this.options.sweepMs ?? 30_000);
+    this.sweeper.unref();
     return undefined;
   }
 
-  /** Removes the services the filter finds (those `pick` accepts by their labels), waiting until their tasks have stopped. */
-  private async reapServices(filter: string, pick?: (labels: Record<string, string> | null) => boolean): Promise<void> {
-    const chosen = await servicesMatching((args) => this.run(args), filter, pick);
-    await Promise.all(chosen.map((id) => this.removeService(id, DEFAULT_STOP_GRACE_MS)));
-  }
-
-  /**
-   * Scales the service to 0 (its agent gets SIGTERM, then SIGKILL after the grace) and removes it once its task
-   * has stopped; resolves with the task's last status (its exit code) when it was seen.
-   */
-  private async removeService(service: string, graceMs: number, taskIds?: string[], files?: SandboxFiles): Promise<TaskStatus | undefined> {
-    const ids =
-      taskIds ??
-      (await this.run(["service", "ps", "--quiet", "--no-trunc", service])).stdout
-        .split("\n")
-        .map((s) => s.trim())
-        .filter(Boolean);
-    await this.run(["service", "update", "--detach", "--replicas", "0", service]);
-    const deadline = Date.now() + graceMs + 15_000;
-    let last: TaskStatus[] = [];
-    while (Date.now() < deadline) {
-      last = await inspectTasks((a, t) => this.run(a, this.env, t), ids, AGENT_PORT);
-      if (last.every((t) => TERMINAL_STATES.has(t.state))) break;
-      await sleep(100);
-    }
-    const kept = files?.keep && last[0] ? await this.files.keep(last[0], files.rootDir, files.base) : undefined;
-    if (files && kept?.error) files.error = kept.error;
-    await this.run(["service", "rm", service]);
-    await kept?.release?.();
-    liveServices.delete(service);
-    return last[0];
+  /** Removes services of this simulator it no longer tracks (swarm-services.ts); resolves with their names. */
+  sweep(): Promise<string[]> {
+    return this.services.sweep().catch(() => []);
   }
 
   async start(spec: LaunchSpec): Promise<AgentHandle> {
@@ -184,15 +166,18 @@ export class SwarmLauncher implements Launcher {
     for (const dir of [spec.rootDir, spec.dataDir, ...(spec.drivesDir ? [spec.drivesDir] : [])]) mkdirSync(dir, { recursive: true });
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000);
     // A service an earlier run left for this data dir holds its database: stop it first.
-    await this.reapServices(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
+    await this.services.reap(`label=${SWARM_LABELS.dataDir}=${spec.dataDir}`);
     const base = specImage(spec, this.options.image);
     const { image: start, layer } = startImage(spec.rootDir, base);
     const [image] = await Promise.all([layer ? Promise.resolve(start) : this.needs.image(spec, base, this.supply), this.needs.network(spec.workspace)]);
     const name = swarmName("sbx", spec.workspace, spec.sandbox, randomBytes(4).toString("hex"));
     const graceMs = DEFAULT_STOP_GRACE_MS;
+    const egressFiles = spec.egress ? writeSwarmEgressFiles(spec, spec.egress) : undefined;
     const args = swarmServiceArgs(spec, {
       name,
       image,
+      base,
+      egress: egressFiles,
       network: workspaceNetwork(spec.workspace),
       owner: this.owner,
       constraints: this.options.constraints ?? [],
@@ -210,38 +195,43 @@ export class SwarmLauncher implements Launcher {
     trackService(this.docker, name, this.env.DOCKER_HOST);
     const created = await this.run(args, dockerCliEnv(this.env), Math.max(1_000, deadline - Date.now()));
     if (created.code !== 0) {
+      egressFiles?.stopHosts();
       await this.run(["service", "rm", name]);
       liveServices.delete(name);
       throw new LaunchError(`docker service create for sandbox "${spec.sandbox}" failed (exit ${created.code}): ${created.stderr.trim().slice(-500)}`);
     }
     const { task, url } = await this.placed(name, deadline).catch(async (err: unknown) => {
-      await this.removeService(name, 1_000);
+      egressFiles?.stopHosts();
+      await this.services.remove(name, 1_000);
       throw err;
     });
     const files: SandboxFiles = { rootDir: spec.rootDir, base, keep: true };
     this.live.set(spec.rootDir, { taskId: task.id, base });
-    const exited = this.watch(name, task.id, files);
+    const exited = this.services.watch(name, task.id, files);
+    void exited.then(() => egressFiles?.stopHosts());
     let gone = false;
     void exited.then(() => (gone = true));
-    try {
-      await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 });
-    } catch (err) {
+    const failed = async (err: unknown): Promise<never> => {
       files.keep = false; // a start that failed leaves the sandbox's files as they were
-      const last = await this.removeService(name, 1_000, [task.id]);
+      const last = await this.services.remove(name, 1_000, [task.id]);
       this.watcher.settleNow(task.id, last, `the task ${last?.state ?? "was removed"}`);
       const exit = await exited;
       throw new LaunchError(`${(err as Error).message}${exit.stderr.trim() ? `: ${exit.stderr.trim().slice(-500)}` : ""}`);
-    }
-    this.taskNodes.set(task.id, task.nodeId!);
+    };
+    await waitHealthy({ url }, deadline, { gone: () => (gone ? "the agent's task stopped before it was healthy" : undefined), pollMs: 50 }).catch(failed);
+    const nodeId = task.nodeId!;
+    this.taskNodes.set(task.id, nodeId);
     void exited.then(() => this.taskNodes.delete(task.id));
-    const handle = this.handle(name, task.id, url, exited, files);
-    const node = this.swarmNodes.get(task.nodeId!);
-    const engine = await this.engines.of(task.nodeId!);
-    const placement = `on node ${node?.hostname ?? task.nodeId}`;
-    if (!engine.env || !task.containerId) return { ...handle, placement };
-    const pausing = this.engines.pausing(task.nodeId!, task.containerId);
-    // A paused container's processes cannot take SIGTERM: it goes on first, then drains.
-    return { ...handle, ...pausing, placement, stop: (graceMs) => pausing.resumed().then(() => handle.stop(graceMs)) };
+    const node = this.swarmNodes.get(nodeId);
+    return swarmTaskHandle({
+      task: { ...task, nodeId },
+      url,
+      exited,
+      placement: `on node ${node?.hostname ?? nodeId}`,
+      engines: this.engines,
+      stop: this.stopper(name, task.id, exited, files),
+      egress: spec.egress && egressFiles ? { spec: spec.egress, token: spec.token, files: egressFiles, outbound: spec.outboundNetwork !== false } : undefined,
+    }).catch(failed);
   }
 
   /** Waits until the swarm has placed the service's task and it runs, and answers the agent's URL on its node. */
@@ -276,30 +266,6 @@ export class SwarmLauncher implements Launcher {
     return remote ?? "127.0.0.1";
   }
 
-  /** Settles once the task stopped (or its node went), with its exit code and last log lines; the service is then removed. */
-  private watch(service: string, taskId: string, files: SandboxFiles): Promise<AgentExit> {
-    return new Promise<AgentExit>((resolve) => {
-      this.watcher.watch(taskId, (task, reason, removed) => {
-        void (async () => {
-          const logs =
-            task && !removed && task.state !== "shutdown" ? await this.run(["service", "logs", "--raw", "--tail", "40", service], this.env, 10_000) : undefined;
-          // Ended by itself (a crash, not the launcher's stop): its files are kept where its node still answers.
-          // (A task whose node went down is not asked: that node's engine is gone, and its files with it.)
-          const kept = !removed && files.keep && task && TERMINAL_STATES.has(task.state) ? await this.files.keep(task, files.rootDir, files.base) : undefined;
-          if (kept?.error) files.error = kept.error;
-          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
-          if (!removed) await this.run(["service", "rm", service]);
-          await kept?.release?.();
-          liveServices.delete(service);
-          const exit = exitOf(task?.exitCode ?? null, `${logs ? `${logs.stderr}${logs.stdout}`.slice(-4096) : ""}`);
-          // The swarm's reason last: the crash event shows the exit's last line.
-          const lost = files.error ? `the sandbox's files could not be kept: ${files.error}\n` : "";
-          resolve({ ...exit, stderr: `${exit.stderr}${exit.stderr && !exit.stderr.endsWith("\n") ? "\n" : ""}${lost}swarm: ${reason}` });
-        })();
-      });
-    });
-  }
-
   /** Launcher.copyTree: a running sandbox's container committed on its node, a stopped one's layer tagged again. */
   async copyTree(source: string, target: string): Promise<void> {
     const live = this.live.get(source);
@@ -312,24 +278,21 @@ export class SwarmLauncher implements Launcher {
     removeLayersAndTree(this.docker, path, (layer) => (layer.node ? this.engines.envOf(layer.node) : undefined));
   }
 
-  private handle(service: string, taskId: string, url: string, exited: Promise<AgentExit>, files: SandboxFiles): AgentHandle {
+  /** The handle's stop: the service removed (its files kept), the watch settled at once rather than at the next poll. */
+  private stopper(service: string, taskId: string, exited: Promise<AgentExit>, files: SandboxFiles): AgentHandle["stop"] {
     let stopping: Promise<AgentExit> | undefined;
-    return {
-      url,
-      exited,
-      stop: (graceMs = DEFAULT_STOP_GRACE_MS) =>
-        (stopping ??= (async () => {
-          const last = await this.removeService(service, graceMs, [taskId], files);
-          if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
-          // Settled here rather than at the watcher's next round: the task is known to have ended.
-          this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
-          return exited;
-        })()),
-    };
+    return (graceMs = DEFAULT_STOP_GRACE_MS) =>
+      (stopping ??= (async () => {
+        const last = await this.services.remove(service, graceMs, [taskId], files);
+        if (this.live.get(files.rootDir)?.taskId === taskId) this.live.delete(files.rootDir);
+        this.watcher.settleNow(taskId, last, `the task ${last?.state ?? "was removed"} (stopped)`);
+        return exited;
+      })());
   }
 
   async close(): Promise<void> {
     await this.ready.catch(() => undefined);
+    if (this.sweeper) clearInterval(this.sweeper);
     this.watcher.close();
   }
 }

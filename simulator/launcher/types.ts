@@ -195,6 +195,8 @@ export interface LauncherNode {
   address: string;
   /** This simulator's sandboxes running there. */
   sandboxes: number;
+  /** Whether the simulator reaches the node's own engine (swarm: standby and a policy's cut of direct outbound go through it), or why not. */
+  engine?: { reachable: true; via: string } | { reachable: false; why: string };
 }
 
 /** The engine a launcher asks for an image: a way to run its docker CLI, and who it is (errors, events). */

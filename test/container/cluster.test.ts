@@ -15,9 +15,11 @@ import { sdkForSimulator } from "../helpers/sdk.js";
  * node with its own daemon, address and storage, one swarm, a registry on the manager), and the simulator's swarm
  * launcher pointed at it (DOCKER_HOST of the manager): an image only the simulator's store has reaches every node
  * (imported into the manager, pushed to the registry), 12 sandboxes spread over the nodes (events and /health say
- * where), each writes and runs a file, a preview on a worker's sandbox answers; a worker killed (`docker kill` of
+ * where), each writes and runs a file, a preview on a worker's sandbox answers, and from it the simulator's API
+ * answers while a policy cuts its direct outbound path live; a worker killed (`docker kill` of
  * its node) ends its sandboxes with an event naming it while creates land on live nodes, and its return is seen;
- * teardown leaves no
+ * the manager restarted, the records and the swarm's services agree again (a service whose sandbox was deleted
+ * meanwhile is swept); teardown leaves no
  * container, volume or network of the cluster, by id.
  */
 const unavailable = await ensureDockerDaemon();
@@ -87,7 +89,7 @@ describe.skipIf(unavailable !== undefined)(`a three-node cluster${unavailable ? 
     );
   };
 
-  it("spreads 12 sandboxes over the three nodes; each writes and runs a file; a preview answers from a worker; a killed worker's sandboxes end naming it", async (ctx) => {
+  it("spreads 12 sandboxes over the three nodes; each writes and runs a file; a preview answers from a worker; a killed worker's sandboxes end naming it; a manager restart leaves records and services consistent", async (ctx) => {
     if (why) return ctx.skip(why);
     const { SandboxInstance } = await sdkForSimulator(sim!.env);
     const names = Array.from({ length: 12 }, (_, i) => `c${i}`);
@@ -121,6 +123,25 @@ describe.skipIf(unavailable !== undefined)(`a three-node cluster${unavailable ? 
     const preview = await box.previews.create({ metadata: { name: "site" }, spec: { port: 3000, public: true } });
     const page = await fetch(`${preview.spec!.url}/hello`);
     expect(await page.text()).toBe(`from ${onWorker}:/hello`);
+    // The sandbox network on a worker: the simulator's API by its URL (over the agent's tunnels), and a policy
+    // restricting destinations cuts the direct path out (here to the manager's registry) live.
+    const run = async (command: string) => ((await box.process.exec({ command, waitForCompletion: true } as never)).logs ?? "").trim();
+    const direct = () =>
+      run(
+        `/opt/sandbox-kit/bin/node -e 'fetch("http://${info!.registry}/v2/", { signal: AbortSignal.timeout(4000) }).then((r) => r.text()).then(console.log, (e) => console.log("ERR " + (e.cause?.code ?? e.message)))'`,
+      );
+    const api = () =>
+      run(
+        `/opt/sandbox-kit/bin/node -e 'fetch("${sim!.env.BL_API_URL}/sandboxes/${onWorker}", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "${WS}" } }).then((r) => console.log(r.status))'`,
+      );
+    expect(await direct()).toBe("{}");
+    expect(await api()).toBe("200");
+    const current = (await call("GET", `/v0/sandboxes/${onWorker}`)).body;
+    expect(
+      (await call("PUT", `/v0/sandboxes/${onWorker}`, { ...current, spec: { ...current.spec, network: { forbiddenDomains: ["blocked.example"] } } })).status,
+    ).toBe(200);
+    expect(await direct()).toMatch(/^ERR /);
+    expect(await api()).toBe("200");
     // A worker dies: its sandboxes end with an event naming its node; creates meanwhile land on live nodes.
     const victim = workers[1]!;
     const lost = names.filter((n) => where.get(n) === victim);
@@ -148,6 +169,41 @@ describe.skipIf(unavailable !== undefined)(`a three-node cluster${unavailable ? 
       if (state !== "ready") await new Promise((r) => setTimeout(r, 1_000));
     }
     expect(state).toBe("ready");
+    // The manager restarts (its container stopped, then started: same volume, its registry served again). A
+    // sandbox deleted meanwhile leaves a service nothing tracks any more (its removal could not reach the
+    // manager): once the manager answers it is swept; every other record gets (or keeps) exactly one service.
+    const manager = info!.nodes.find((n) => n.role === "manager")!;
+    const onManager = (label: string) =>
+      execFileSync("docker", ["service", "ls", "--quiet", "--filter", `label=${label}`], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, DOCKER_HOST: info!.dockerHost },
+      })
+        .split("\n")
+        .filter(Boolean);
+    const doomed = names.find((n) => where.get(n) === workers[0] && n !== onWorker)!;
+    expect(onManager(`sandbox-kit.sandbox=${doomed}`)).toHaveLength(1);
+    docker("stop", "--time", "1", manager.container);
+    await SandboxInstance.delete(doomed);
+    for (let tries = 0; (await call("GET", `/v0/sandboxes/${doomed}`)).status !== 404 && tries < 120; tries++) await new Promise((r) => setTimeout(r, 500));
+    docker("start", manager.container);
+    const alive = [...names.filter((n) => n !== doomed && !lost.includes(n)), "after-kill"];
+    const consistent = async () => {
+      if (onManager(`sandbox-kit.sandbox=${doomed}`).length > 0) return false;
+      for (const name of alive) {
+        if ((await call("GET", `/v0/sandboxes/${name}`)).body?.status !== "DEPLOYED") return false;
+        if (onManager(`sandbox-kit.sandbox=${name}`).length !== 1) return false;
+      }
+      return true;
+    };
+    let agreed = false;
+    for (const started = Date.now(); Date.now() - started < 180_000 && !agreed;) {
+      agreed = await consistent().catch(() => false);
+      if (!agreed) await new Promise((r) => setTimeout(r, 2_000));
+    }
+    expect(agreed).toBe(true);
+    const again = await SandboxInstance.get(alive[0]!);
+    expect((await again.process.exec({ command: "echo after the manager restarted", waitForCompletion: true })).logs).toContain("after the manager restarted");
     for (const name of [...names, "after-kill"]) await SandboxInstance.delete(name).catch(() => undefined);
   }, 600_000);
 });

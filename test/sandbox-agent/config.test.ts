@@ -73,3 +73,11 @@ describe("--egress-relay", () => {
     expect(() => parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-relay", "0=1.2.3.4:5"], {})).toThrow(/--egress-relay/);
   });
 });
+
+describe("--egress-tunnel", () => {
+  it("takes the port inside the sandbox, and names the flag when it is not one", () => {
+    const config = parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-tunnel", "45123"], {});
+    expect(config !== "help" && config.egressTunnel).toBe(45123);
+    expect(() => parseAgentConfig(["--root", "/tmp", "--data-dir", "/tmp/d", "--no-auth", "--egress-tunnel", "70000"], {})).toThrow(/--egress-tunnel/);
+  });
+});

@@ -1,17 +1,15 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { realpathSync, writeFileSync } from "node:fs";
-import { hostname, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { createServer, type AddressInfo } from "node:net";
+import { createServer as createHttpServer } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
-import { parseSimConfig } from "../../../simulator/config.js";
-import { LAUNCHER_NAMES, SwarmLauncher } from "../../../simulator/launcher/index.js";
-import { specImage, swarmName, swarmServiceArgs, workspaceNetwork } from "../../../simulator/launcher/swarm-args.js";
-import { nodeGone, parseTasks } from "../../../simulator/launcher/swarm-tasks.js";
+import { SwarmLauncher } from "../../../simulator/launcher/index.js";
 import { isAlive } from "../../../simulator/launcher/proc.js";
-import { ownerGone, ownerLabel, registryRef } from "../../../simulator/launcher/swarm.js";
+import { ownerLabel } from "../../../simulator/launcher/swarm.js";
 import { ensureDockerDaemon, ensureLocalBaseImage, filesImages, removeFilesImagesSince, tinyImage } from "../../helpers/docker.js";
 import { startSandboxApp } from "../../helpers/sandbox-app.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
@@ -19,109 +17,14 @@ import { spawnSimulatorProcess } from "../../helpers/simulator.js";
 import { exec, eventually, specFor, tempBase } from "./helpers.js";
 
 /**
- * The swarm launcher: its `docker service create` argv, task and owner logic everywhere; the real thing on a
- * single-node swarm this file starts (`docker swarm init --advertise-addr 127.0.0.1`, left afterwards; one
- * already active is used and left alone), through the SDK: create, files, a command, /port/n, a preview,
- * delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next start reaps it);
- * --swarm-registry with Debian's docker-registry; then a second engine in a container as a worker node.
+ * The swarm launcher on a single-node swarm this file starts (`docker swarm init --advertise-addr 127.0.0.1`,
+ * left afterwards; one already active is used and left alone), through the SDK: create, files, a command,
+ * /port/n, a preview, delete — and no service outlives delete, the simulator's stop, or its kill -9 (the next
+ * start reaps it, keeping the files of the sandboxes it brings back); the sandbox network (the simulator's URLs
+ * from inside, the proxy's routing and secret injection, a policy cutting direct outbound live); standby with a
+ * request across it; --swarm-registry with Debian's docker-registry; then a second engine in a container as a
+ * worker node. Argv, task and owner logic: swarm-args.test.ts.
  */
-const inputs = {
-  name: "sbx-ws-one-abcd",
-  image: "python:3.12",
-  network: "sandbox-kit-ws-1234",
-  owner: "host/1/2",
-  constraints: ["node.labels.pool==sbx"],
-  resolveImage: false,
-  stopGraceSeconds: 5,
-  agentMain: "/srv/kit/dist/sandbox-agent/main.js",
-  node: "/usr/bin/node",
-  user: "0:0",
-};
-
-describe("swarm launcher: the service it creates", () => {
-  const spec = specFor("/data", "one", { env: { API_KEY: "s3cret-value" }, memoryMb: 512 });
-  const argv = swarmServiceArgs(spec, inputs);
-  const values = (flag: string) => argv.flatMap((a, i) => (argv[i - 1] === flag ? [a] : []));
-
-  it("one replica that is never restarted by the swarm, the memory limit, the constraints, labels naming the sandbox", () => {
-    expect(argv.slice(0, 2)).toEqual(["service", "create"]);
-    expect(values("--replicas")).toEqual(["1"]);
-    expect(values("--restart-condition")).toEqual(["none"]);
-    expect(values("--limit-memory")).toEqual(["512M"]);
-    expect(values("--constraint")).toEqual(["node.labels.pool==sbx"]);
-    expect(values("--label")).toEqual(
-      expect.arrayContaining([
-        `sandbox-kit.workspace=${spec.workspace}`,
-        "sandbox-kit.sandbox=one",
-        `sandbox-kit.data-dir=${spec.dataDir}`,
-        "sandbox-kit.owner=host/1/2",
-      ]),
-    );
-    expect(values("--network")).toEqual(["sandbox-kit-ws-1234"]);
-    expect(argv).toContain("--no-resolve-image");
-    expect(swarmServiceArgs(spec, { ...inputs, resolveImage: true })).not.toContain("--no-resolve-image");
-  });
-
-  it("publishes only the agent's port, on the node (mode=host), and never puts the token or env values in argv", () => {
-    expect(values("--publish")).toEqual(["mode=host,target=8080,protocol=tcp"]);
-    expect(argv.join(" ")).not.toContain(spec.token);
-    expect(argv.join(" ")).not.toContain("s3cret-value");
-    // The variables are handed over in a file (docker-args.ts ENV_HANDOFF), never kept in the service's spec.
-    expect(values("--env")).toEqual([]);
-    expect(argv).not.toContain("--workdir");
-    expect(argv.slice(-2)).toEqual(["/run/sandbox-agent/token.handoff", "--token-file-remove"]);
-    expect(values("--mount")).toContain("type=bind,source=/srv/kit/dist,target=/opt/sandbox-kit/dist,readonly");
-  });
-
-  it("names: Docker's alphabet, at most 63, distinct per workspace", () => {
-    const long = swarmName("sbx", "w".repeat(60), "Sandbox_Name!");
-    expect(long.length).toBeLessThanOrEqual(63);
-    expect(long).toMatch(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/);
-    expect(workspaceNetwork("a-b")).not.toBe(workspaceNetwork("a_b"));
-    expect(specImage({}, "fallback")).toBe("fallback");
-  });
-
-  it("a registry's copy of an image drops the source's registry host", () => {
-    expect(registryRef("127.0.0.1:5000", "sandbox-kit-test/node20:bookworm")).toBe("127.0.0.1:5000/sandbox-kit-test/node20:bookworm");
-    expect(registryRef("reg.local:5000/", "ghcr.io/blaxel-ai/sandbox:latest")).toBe("reg.local:5000/blaxel-ai/sandbox:latest");
-    expect(registryRef("reg:5000", "debian")).toBe("reg:5000/debian");
-  });
-
-  it("an owner is gone once its process is (same host only); a task's node that left or is down ends it", () => {
-    expect(ownerGone(ownerLabel())).toBe(false);
-    expect(ownerGone(`${hostname()}/${process.pid}/1`)).toBe(true); // the pid was reused by another process
-    expect(ownerGone(`${hostname()}/999999999/1`)).toBe(true);
-    expect(ownerGone("another-host/999999999/1")).toBe(false);
-    const nodes = new Map([
-      ["n1", { id: "n1", hostname: "worker", state: "down", addr: "10.0.0.2" }],
-      ["n2", { id: "n2", hostname: "mgr", state: "ready", addr: "10.0.0.1" }],
-    ]);
-    expect(nodeGone("n1", nodes)).toBe("its node worker (n1) is down");
-    expect(nodeGone("n3", nodes)).toBe("its node n3 left the swarm");
-    expect(nodeGone("n2", nodes)).toBeUndefined();
-    const [task] = parseTasks(
-      JSON.stringify([{ ID: "t", NodeID: "n2", Status: { State: "running", PortStatus: { Ports: [{ TargetPort: 8080, PublishedPort: 30001 }] } } }]),
-      8080,
-    );
-    expect(task).toEqual({ id: "t", state: "running", err: undefined, nodeId: "n2", exitCode: undefined, publishedPort: 30001 });
-  });
-
-  it("is selected by --launcher swarm, with --swarm-constraint (repeatable) and --swarm-registry", () => {
-    expect(LAUNCHER_NAMES).toContain("swarm");
-    const config = parseSimConfig(
-      ["--launcher", "swarm", "--swarm-constraint", "node.role==worker", "--swarm-constraint", "node.labels.pool!=gpu", "--swarm-registry", "127.0.0.1:5000"],
-      {},
-    );
-    expect(config !== "help" && [config.launcher, config.swarmConstraints, config.swarmRegistry]).toEqual([
-      "swarm",
-      ["node.role==worker", "node.labels.pool!=gpu"],
-      "127.0.0.1:5000",
-    ]);
-    expect(() => parseSimConfig(["--swarm-constraint", "anywhere"], {})).toThrow(/--swarm-constraint/);
-    expect(() => parseSimConfig(["--swarm-registry", "http://x"], {})).toThrow(/--swarm-registry/);
-  });
-});
-
 const docker = (...args: string[]) => execFileSync("docker", args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
 const servicesOf = (label: string) => docker("service", "ls", "--quiet", "--filter", `label=${label}`).split("\n").filter(Boolean);
 
@@ -160,6 +63,23 @@ const hasRegistry = (() => {
   }
 })();
 const KEY = "swarm-launcher-key-01";
+
+/** A CONNECT through HTTPS_PROXY, then https over it; prints the body, exits 1 on a refusal (as docker-egress.test.ts). */
+const CONNECT_CLIENT = String.raw`
+const http = require("node:http"), https = require("node:https");
+const t = new URL(process.argv[2]), p = new URL(process.env.HTTPS_PROXY);
+const connect = http.request({ host: p.hostname, port: p.port, method: "CONNECT", path: t.hostname + ":443" });
+connect.on("connect", (res, socket) => {
+  if (res.statusCode !== 200) { console.log("CONNECT " + res.statusCode); process.exit(1); }
+  https.get({ socket, agent: false, servername: t.hostname, host: t.hostname, path: t.pathname }, (r) => {
+    let d = ""; r.on("data", (c) => (d += c)); r.on("end", () => { console.log(d); process.exit(r.statusCode < 400 ? 0 : 1); });
+  }).on("error", (e) => { console.log("REQ " + e.message); process.exit(1); });
+});
+connect.on("error", (e) => { console.log("PROXY " + e.message); process.exit(1); });
+connect.end();
+`;
+/** GET argv[1] with Node, straight (no proxy); prints the body or the error's code. */
+const DIRECT_GET = `fetch(process.argv[1], { signal: AbortSignal.timeout(4000) }).then((r) => r.text()).then(console.log, (e) => console.log("ERR " + (e.cause?.code ?? e.message)))`;
 
 describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-node swarm${swarm.unavailable ? ` (skipped: ${swarm.unavailable})` : ""}`, () => {
   let image = "";
@@ -294,30 +214,213 @@ describe.skipIf(swarm.unavailable !== undefined)(`swarm launcher on a single-nod
     expect(servicesOf("sandbox-kit.sandbox=until-stop")).toHaveLength(0);
   }, 300_000);
 
-  it("after kill -9 of the simulator, its next start removes the services it left", async () => {
+  it("after kill -9 of the simulator, its next start keeps the records and the services consistent: its sandboxes come back with their files, services without a record go", async () => {
     const data = join(tempBase("swarm-kill-"), "sim.db");
     const args = ["--api-key", KEY, "--workspace", WS, "--data", data, "--launcher", "swarm", "--log-level", "warn"];
     const first = await spawnSimulatorProcess(args, { track: children });
-    const created = await fetch(`${first.url}/v0/sandboxes`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
-      body: JSON.stringify({ metadata: { name: "orphan" }, spec: { runtime: { image } } }),
-    });
-    expect(created.status).toBe(200);
-    expect(servicesOf("sandbox-kit.sandbox=orphan")).toHaveLength(1);
+    const api = (url: string, method: string, path: string, body?: unknown) =>
+      fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    expect((await api(first.url, "POST", "/v0/sandboxes", { metadata: { name: "orphan" }, spec: { runtime: { image } } })).status).toBe(200);
+    await api(first.url, "POST", `/sbx/${WS}/orphan/process`, { command: "echo kept > /kept.txt", waitForCompletion: true });
+    const [before] = servicesOf("sandbox-kit.sandbox=orphan");
+    expect(before).toBeTruthy();
+    // A service of that simulator whose sandbox has no record (its delete never finished).
+    const stray = docker(
+      "service",
+      "create",
+      "--detach",
+      "--quiet",
+      "--no-resolve-image",
+      "--restart-condition",
+      "none",
+      "--name",
+      `stray-${process.pid}`,
+      "--label",
+      "sandbox-kit.kind=swarm-sandbox",
+      "--label",
+      `sandbox-kit.owner=${ownerLabel(first.child.pid!)}`,
+      "--label",
+      `sandbox-kit.workspace=${WS}`,
+      "--label",
+      `sandbox-kit.data-dir=${tempBase("swarm-stray-")}`,
+      image,
+      "sleep",
+      "600",
+    );
     const killed = new Promise((resolve) => first.child.once("exit", resolve));
     first.child.kill("SIGKILL");
     await killed;
-    const left = servicesOf("sandbox-kit.sandbox=orphan");
-    expect(left).toHaveLength(1); // nothing can remove it while no simulator runs
-    // The next simulator on this host, even one with other state that never restarts "orphan" (so nothing
-    // reaps by data dir), removes it: its owner label names a process of this host that is gone.
+    expect(servicesOf("sandbox-kit.sandbox=orphan")).toEqual([before]); // nothing can remove it while no simulator runs
+    // The next simulator on the same data: the stray service is removed, the sandbox gets a service of its own
+    // again, DEPLOYED, with the file written before the kill (the reaped task's layer was kept).
+    const second = await spawnSimulatorProcess(args, { track: children });
+    for (let tries = 0; (await api(second.url, "GET", "/v0/sandboxes/orphan")).body.status !== "DEPLOYED"; tries++) {
+      if (tries > 600) throw new Error("the sandbox did not come back DEPLOYED");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const after = servicesOf("sandbox-kit.sandbox=orphan");
+    expect(after).toHaveLength(1);
+    expect(after[0]).not.toBe(before);
+    expect(docker("service", "ls", "--quiet", "--filter", `name=stray-${process.pid}`)).toBe("");
+    expect(servicesOf("sandbox-kit.kind=swarm-sandbox")).not.toContain(stray);
+    expect((await api(second.url, "POST", `/sbx/${WS}/orphan/process`, { command: "cat /kept.txt", waitForCompletion: true })).body.stdout).toBe("kept\n");
+    // Another simulator with other state, after this one is killed too, removes what it left (no record of its own).
+    const killedAgain = new Promise((resolve) => second.child.once("exit", resolve));
+    second.child.kill("SIGKILL");
+    await killedAgain;
     const fresh = ["--api-key", KEY, "--workspace", WS, "--data", join(tempBase("swarm-next-"), "sim.db"), "--launcher", "swarm", "--log-level", "warn"];
-    const second = await spawnSimulatorProcess(fresh, { track: children });
+    const third = await spawnSimulatorProcess(fresh, { track: children });
     await eventually(() => servicesOf("sandbox-kit.sandbox=orphan").length === 0, 60_000);
-    const exited = new Promise((resolve) => second.child.once("exit", resolve));
-    second.child.kill("SIGTERM");
+    const exited = new Promise((resolve) => third.child.once("exit", resolve));
+    third.child.kill("SIGTERM");
     await exited;
+  }, 400_000);
+
+  it("services of this simulator it no longer tracks (a removal lost while the manager was away) are swept", async () => {
+    const launcher = new SwarmLauncher({ image, readyTimeoutMs: 60_000, pollMs: 250 });
+    const spec = { ...specFor(tempBase("swarm-sweep-"), "tracked"), workspace: WS };
+    const agent = await launcher.start(spec);
+    const untracked = docker(
+      "service",
+      "create",
+      "--detach",
+      "--quiet",
+      "--no-resolve-image",
+      "--restart-condition",
+      "none",
+      "--name",
+      `untracked-${process.pid}`,
+      "--label",
+      "sandbox-kit.kind=swarm-sandbox",
+      "--label",
+      `sandbox-kit.owner=${ownerLabel()}`,
+      image,
+      "sleep",
+      "600",
+    );
+    try {
+      expect(await launcher.sweep()).toEqual([`untracked-${process.pid}`]);
+      expect(docker("service", "ls", "--quiet", "--filter", `name=untracked-${process.pid}`)).toBe("");
+      expect(servicesOf(`sandbox-kit.data-dir=${spec.dataDir}`)).toHaveLength(1); // the live one stays
+    } finally {
+      await agent.stop(1_000);
+      await launcher.close();
+      if (docker("service", "ls", "--quiet", "--filter", `id=${untracked}`)) docker("service", "rm", untracked);
+    }
+  }, 120_000);
+
+  it("the sandbox network: the simulator's URLs from inside, the proxy's routing with secret injection, a policy cutting direct outbound live; the tunnels after the agent's upgrade", async () => {
+    const hostAny = createHttpServer((_q, r) => r.end("host-any"));
+    await new Promise<void>((r) => hostAny.listen(0, "0.0.0.0", r));
+    const gateway = docker("network", "inspect", "docker_gwbridge", "--format", "{{(index .IPAM.Config 0).Gateway}}");
+    const hostAnyUrl = `http://${gateway}:${(hostAny.address() as AddressInfo).port}/`;
+    const net = await serveSimulator(
+      { port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", previewUrls: "host" },
+      { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) },
+    );
+    // The SDK keeps the first simulator's control-plane URL for the process: this one is called over HTTP, its
+    // sandboxes through SDK instances of what it returned (their own URLs).
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(`${net.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    try {
+      const { SandboxInstance } = await sdkForSimulator(net.env);
+      const a = new SandboxInstance((await call("POST", "/v0/sandboxes", { metadata: { name: "net-a" }, spec: { runtime: { image } } })).body);
+      const port = await startSandboxApp(a as never);
+      const preview = await call("POST", "/v0/sandboxes/net-a/previews", { metadata: { name: "pub" }, spec: { port, public: true } });
+      const host = new URL(preview.body.spec.url).hostname;
+      const routing = [{ destinations: [host], headers: { "X-Injected": "{{SECRET:k}}" }, secrets: { k: "swarm-secret-1" } }];
+      const created = await call("POST", "/v0/sandboxes", { metadata: { name: "net-b" }, spec: { runtime: { image }, network: { proxy: { routing } } } });
+      expect(created.status).toBe(200);
+      const b = new SandboxInstance(created.body);
+      const setNetwork = async (network: unknown) => {
+        const current = (await call("GET", "/v0/sandboxes/net-b")).body;
+        expect((await call("PUT", "/v0/sandboxes/net-b", { ...current, spec: { ...current.spec, network } })).status).toBe(200);
+      };
+      const run = async (command: string) => {
+        const r = await b.process.exec({ command, waitForCompletion: true, timeout: 30 } as never);
+        return { code: r.exitCode, out: (r.logs ?? "").trim() };
+      };
+      await b.fs.write("/tmp/connect.js", CONNECT_CLIENT);
+      expect((await run("env")).out).toContain(`HTTPS_PROXY=https://127.0.0.1:${new URL(net.url).port}`);
+      const listed = await run(
+        `node -e 'fetch("${net.env.BL_API_URL}/sandboxes", { headers: { authorization: "Bearer ${KEY}", "x-blaxel-workspace": "${WS}" } }).then((r) => r.json()).then((l) => console.log(l.map((s) => s.metadata.name).sort().join(",")))'`,
+      );
+      expect(listed.out).toContain("net-a,net-b");
+      const proxied = await run(`node /tmp/connect.js https://${host}/echo/swarm`);
+      expect(proxied.code, proxied.out).toBe(0);
+      expect(JSON.parse(proxied.out)).toMatchObject({ url: "/echo/swarm", headers: { "x-injected": "swarm-secret-1" } });
+      const direct = () => run(`node -e '${DIRECT_GET}' ${hostAnyUrl}`);
+      expect((await direct()).out).toBe("host-any");
+      await setNetwork({ forbiddenDomains: [host], proxy: { routing } });
+      expect((await direct()).out).toMatch(/^ERR /);
+      expect((await run(`node /tmp/connect.js https://${host}/echo/blocked`)).out).toContain("CONNECT 403");
+      await setNetwork({ proxy: { routing } });
+      expect((await direct()).out).toBe("host-any");
+      expect((await run(`node /tmp/connect.js https://${host}/echo/again`)).code).toBe(0);
+      // After the agent's own upgrade (a new agent in the same container) the tunnels lead to the new one.
+      expect(await b.system.upgrade({ version: "latest" } as never)).toMatchObject({ message: "Upgrade initiated" });
+      for (let tries = 0; ; tries++) {
+        const health = await fetch(`${b.metadata!.url}/health`, { headers: { "x-blaxel-authorization": `Bearer ${KEY}` } }).catch(() => undefined);
+        const body = health?.ok ? ((await health.json()) as { upgradeCount?: number; lastUpgrade?: { status: string } }) : undefined;
+        if (body?.upgradeCount && body.lastUpgrade?.status === "completed") break;
+        if (tries > 300) throw new Error(`the upgrade did not complete: ${JSON.stringify(body)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(JSON.parse((await run(`node /tmp/connect.js https://${host}/echo/upgraded`)).out)).toMatchObject({ url: "/echo/upgraded" });
+    } finally {
+      await net.stop();
+      hostAny.close();
+    }
+    expect(servicesOf("sandbox-kit.sandbox=net-a")).toHaveLength(0);
+    expect(docker("ps", "--all", "--quiet", "--filter", "label=sandbox-kit.kind=swarm-network-helper")).toBe("");
+  }, 400_000);
+
+  it("standby pauses the task's container through its node's engine; a request wakes it and is answered", async () => {
+    const sleepy = await serveSimulator(
+      { port: 0, apiKey: KEY, workspace: WS, logLevel: "silent", testHooks: true },
+      { launcher: new SwarmLauncher({ image, readyTimeoutMs: 180_000, pollMs: 250 }) },
+    );
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(`${sleepy.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${KEY}`, "x-blaxel-workspace": WS, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    try {
+      expect((await call("GET", "/health")).body.sandboxes.standby.unavailable).toBeUndefined();
+      expect((await call("POST", "/v0/sandboxes", { metadata: { name: "sleeper" }, spec: { runtime: { image } } })).status).toBe(200);
+      // Its node's engine is the launcher's own daemon: /health says standby (and a policy's cut) can be done there.
+      expect((await call("GET", "/health")).body.sandboxes.nodes).toEqual([
+        expect.objectContaining({ state: "ready", sandboxes: 1, engine: { reachable: true, via: "the launcher's own Docker daemon" } }),
+      ]);
+      await call("POST", `/sbx/${WS}/sleeper/process`, { command: "sh -c 'while :; do date +%s%N >> /tmp/ticks; sleep 0.1; done'", waitForCompletion: false });
+      const [service] = servicesOf("sandbox-kit.sandbox=sleeper");
+      const task = docker("service", "ps", "--quiet", "--no-trunc", service!).split("\n")[0]!;
+      const container = docker("inspect", "--type", "task", "--format", "{{.Status.ContainerStatus.ContainerID}}", task);
+      expect((await call("POST", "/_sim/standby", { workspace: WS, sandbox: "sleeper", state: "STANDBY" })).status).toBe(200);
+      expect(docker("inspect", "--format", "{{.State.Paused}}", container)).toBe("true");
+      expect((await call("GET", "/v0/sandboxes/sleeper")).body.state).toBe("STANDBY");
+      // A request across it: the proxy thaws the sandbox first, then the command runs and answers.
+      const woke = await call("POST", `/sbx/${WS}/sleeper/process`, { command: "wc -l < /tmp/ticks", waitForCompletion: true });
+      expect(woke.status).toBe(200);
+      expect(Number(woke.body.stdout)).toBeGreaterThan(0);
+      expect(docker("inspect", "--format", "{{.State.Paused}}", container)).toBe("false");
+      expect((await call("GET", "/v0/sandboxes/sleeper")).body.state).toBe("RUNNING");
+      // Asleep again, then deleted: the stop unpauses first and the service goes.
+      expect((await call("POST", "/_sim/standby", { workspace: WS, sandbox: "sleeper", state: "STANDBY" })).status).toBe(200);
+      expect((await call("DELETE", "/v0/sandboxes/sleeper")).status).toBe(200);
+      await eventually(() => servicesOf("sandbox-kit.sandbox=sleeper").length === 0, 60_000);
+    } finally {
+      await sleepy.stop();
+    }
   }, 300_000);
 
   it.skipIf(!hasRegistry)(
