@@ -1,0 +1,22 @@
+/**
+ * What the control plane asks of whatever runs applications (runner.ts): the application kind's hooks and the
+ * routes name this, not the runner, so the kinds' dependencies do not import the launcher.
+ */
+export interface ApplicationWorkloads {
+  /** Whether applications run for real; if not, their status follows the simulated plan (records only). */
+  readonly runs: boolean;
+  /** (Re)starts the application from its record's active revision (its record already reads DEPLOYING). */
+  deploy(workspace: string, name: string): void;
+  /** Stops the application's workload, if any (disabled, deleted); resolves once no process of it is left. */
+  stop(workspace: string, name: string): Promise<void>;
+  /** Whether its workload runs this revision now (an update that changed no compute keeps it running). */
+  runsRevision(workspace: string, name: string, revision: string | undefined): boolean;
+}
+
+/** The records-only simulator's: nothing runs, applications follow their simulated plan. */
+export const SIMULATED_APPLICATIONS: ApplicationWorkloads = {
+  runs: false,
+  deploy() {},
+  stop: async () => {},
+  runsRevision: () => false,
+};

@@ -1,0 +1,135 @@
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
+import { findBuilder } from "../../../simulator/images/builders.js";
+import { defaultImageCacheDir, ImageStore } from "../../../simulator/images/image-store.js";
+import { builderTag } from "../../../simulator/images/template-build.js";
+import { isolationUnavailable, pidsWithMarker } from "../../helpers/sandbox-procs.js";
+import { sdkForSimulator } from "../../helpers/sdk.js";
+
+/**
+ * Applications run their image and answer on their URL: an image built through ImageInstance whose ENTRYPOINT
+ * is an HTTP server, an application of it DEPLOYED once the server answers on its port (PORT, 8080 by
+ * default), its metadata.url reaching that server; one whose program exits, and one that never listens on its
+ * port, end FAILED with the program's last lines; deleting the application leaves no process of it.
+ */
+
+const found = await findBuilder();
+const skip =
+  (found.builder ? "" : ` (skipped: no image builder here: ${found.unavailable.join("; ")})`) ||
+  (isolationUnavailable ? ` (skipped: ${isolationUnavailable})` : "");
+const store = new ImageStore({ dir: defaultImageCacheDir() });
+const suffix = randomBytes(3).toString("hex");
+const SANDBOX = `app-http-${suffix}`;
+const IMAGE = `sandbox/${SANDBOX}:latest`;
+/** The server's file name carries the marker its processes are found by. */
+const SCRIPT = `/app/server-${suffix}.js`;
+const SERVER = [
+  `const http = require("http");`,
+  `if (process.env.FAIL_WITH) { console.log("about-to-fail: " + process.env.FAIL_WITH); process.exit(4); }`,
+  `const port = Number(process.env.APP_PORT || process.env.PORT || 3000);`,
+  `http.createServer((req, res) => { res.writeHead(200, { "content-type": "text/plain" }); res.end("hello-from-app " + req.method + " " + req.url + " PORT=" + process.env.PORT + " GREETING=" + process.env.GREETING); })`,
+  `  .listen(port, () => console.log("listening on " + port));`,
+].join(" ");
+
+type Sdk = Awaited<ReturnType<typeof sdkForSimulator>>;
+interface AppEvent {
+  status?: string;
+  message?: string;
+}
+
+describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
+  let sim: ServedSimulator;
+  let sdk: Sdk;
+  const apps: string[] = [];
+  beforeAll(async () => {
+    sim = await serveSimulator({
+      port: 0,
+      apiKey: "app-runtime-key",
+      workspace: "app-runtime",
+      logLevel: "silent",
+      imageCache: defaultImageCacheDir(),
+      applicationListenTimeoutMs: 15_000,
+    });
+    sdk = await sdkForSimulator(sim.env);
+    const image = sdk.ImageInstance.fromRegistry("node:20-slim")
+      .workdir("/app")
+      .runCommands(`echo '${SERVER}' > ${SCRIPT}`)
+      .expose(8080)
+      .entrypoint("node", SCRIPT);
+    const built = await image.build({ name: SANDBOX, memory: 2048, timeout: 900_000 });
+    expect(built.status).toBe("DEPLOYED");
+    // The build's sandbox runs the entrypoint too: gone, only the applications' processes carry the marker.
+    await sdk.SandboxInstance.delete(SANDBOX);
+    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
+    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+  }, 900_000);
+  afterAll(async () => {
+    for (const name of apps) await sdk.ApplicationInstance.delete(name).catch(() => undefined);
+    await sdk.SandboxInstance.delete(SANDBOX).catch(() => undefined);
+    await sim?.stop();
+    for (const image of store.list().filter((i) => i.ref.startsWith(`sandbox/${SANDBOX}:`))) store.remove(image.ref);
+    await found.builder?.remove(builderTag(IMAGE));
+  }, 180_000);
+
+  /** Polls the application through the SDK until its status is one of `statuses` (the SDK has no wait for applications). */
+  async function until(name: string, statuses: string[]): Promise<Awaited<ReturnType<Sdk["ApplicationInstance"]["get"]>>> {
+    for (;;) {
+      const app = await sdk.ApplicationInstance.get(name);
+      if (statuses.includes(app.status ?? "")) return app;
+      await sleep(500);
+    }
+  }
+
+  it("runs the image's entrypoint, DEPLOYED once it answers on 8080, its URL reaching the server; deleting it ends its processes", async () => {
+    const name = `app-serve-${suffix}`;
+    apps.push(name);
+    const created = await sdk.ApplicationInstance.create({ name, image: IMAGE, memory: 2048, envs: [{ name: "GREETING", value: "hi" }] });
+    expect(created.status).toBe("DEPLOYING");
+    const app = await until(name, ["DEPLOYED", "FAILED"]);
+    expect(app.status).toBe("DEPLOYED");
+    expect((app.events as AppEvent[]).at(-1)?.message).toContain("answering on port 8080");
+    const url = app.metadata.url!;
+    expect(url).toBe(`${sim.url}/app-runtime/applications/${name}`);
+    // Public, as applications are: no credential.
+    const res = await fetch(`${url}/some/path?x=1`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("hello-from-app GET /some/path?x=1 PORT=8080 GREETING=hi");
+    const posted = await fetch(`${url}/`, { method: "POST", body: "x" });
+    expect(await posted.text()).toContain("hello-from-app POST /");
+
+    const pids = pidsWithMarker(`server-${suffix}.js`);
+    expect(pids.length).toBeGreaterThan(0);
+    await sdk.ApplicationInstance.delete(name);
+    apps.splice(apps.indexOf(name), 1);
+    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
+    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+    const gone = await fetch(`${url}/`);
+    expect(gone.status).toBe(404);
+  }, 300_000);
+
+  it("an application whose program exits is FAILED with its last lines; one that never listens on its port is FAILED too", async () => {
+    const exits = `app-exits-${suffix}`;
+    const deaf = `app-deaf-${suffix}`;
+    apps.push(exits, deaf);
+    await sdk.ApplicationInstance.create({ name: exits, image: IMAGE, memory: 2048, envs: [{ name: "FAIL_WITH", value: "no-config" }] });
+    await sdk.ApplicationInstance.create({ name: deaf, image: IMAGE, memory: 2048, port: 9090, envs: [{ name: "APP_PORT", value: "7000" }] });
+
+    const failed = await until(exits, ["DEPLOYED", "FAILED"]);
+    expect(failed.status).toBe("FAILED");
+    const last = (failed.events as AppEvent[]).at(-1)!;
+    expect(last.message).toContain("exit code 4");
+    expect(last.message).toContain("about-to-fail: no-config");
+    const unavailable = await fetch(failed.metadata.url!);
+    expect(unavailable.status).toBe(503);
+
+    const never = await until(deaf, ["DEPLOYED", "FAILED"]);
+    expect(never.status).toBe("FAILED");
+    const said = (never.events as AppEvent[]).at(-1)!.message!;
+    expect(said).toContain("nothing answered on port 9090");
+    expect(said).toContain("listening on 7000");
+    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
+    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+  }, 300_000);
+});
