@@ -153,6 +153,9 @@ export class ApplicationRunner implements ApplicationWorkloads {
       const services = await this.options.images.prepareLaunch(spec, compute.image);
       const program = services.find((s) => s.name === ENTRYPOINT_PROCESS) ?? this.storedEntrypoint(compute.image);
       if (!program) throw new Error(`image ${compute.image} has no ENTRYPOINT or CMD: the application has nothing to run`);
+      // A sandbox image (ImageInstance.build adds ENTRYPOINT ["/usr/local/bin/sandbox-api"]): on the platform the
+      // daemon is what answers on 8080; here the agent is that daemon, so it keeps its in-sandbox port.
+      if (runsSandboxApi(program)) delete spec.inSandboxApi;
       if (app.stopped) return;
       app.handle = await launcher.start(spec);
       if (app.stopped) return void (await app.handle.stop(5_000));
@@ -230,6 +233,12 @@ export class ApplicationRunner implements ApplicationWorkloads {
     if (reply.status === 200 && body.status !== "running")
       throw new Error(`the application's program exited (${body.status}, exit code ${body.exitCode ?? "none"})`);
   }
+}
+
+/** Whether the program is the platform's sandbox daemon (`sandbox-api`, whatever its directory). */
+export function runsSandboxApi(program: ImageService): boolean {
+  const first = program.command.replace(/^exec /, "").split(" ")[0] ?? "";
+  return /(^|\/)sandbox-api'?$/.test(first.replace(/^'/, ""));
 }
 
 /** Whether a server answers on `port` inside the workload: a connection it accepts (or, without one, the agent's /port/{n}). */
