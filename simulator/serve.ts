@@ -191,7 +191,8 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   };
   // WebSockets (a dev server's hot reload) through sandbox URLs (/port/{n}) and previews.
   handler.onUpgrade = (req, socket, head) => {
-    if (!proxy.upgrade(req, socket, head)) rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
+    if (!proxy.upgrade(req, socket, head) && !applicationUrls.upgrade(req, socket, head))
+      rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
   };
   const serving = await listen(handler, deps.config.host, deps.config.port).catch(async (err: unknown) => {
     // Nothing is left behind by a failed start (a port in use): no temp dir, no warm agent, no open database.

@@ -1,7 +1,8 @@
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from "node:http";
-import { pipeline } from "node:stream";
+import { pipeline, type Duplex } from "node:stream";
 import { ApiError, errors } from "../../src/errors.js";
 import { withoutHopByHop } from "../../src/hop-by-hop.js";
+import { rawReply, spliceSockets } from "../../src/tunnel.js";
 import { agentRequest } from "../launcher/endpoint.js";
 import { edgeError, edgeErrorReply } from "../proxy/edge-errors.js";
 import { OWN_PATHS } from "../proxy/route.js";
@@ -44,9 +45,26 @@ export function createApplicationProxy(runner: ApplicationRunner, resources: Res
     res.writeHead(reply.status, { ...reply.headers, "content-length": Buffer.byteLength(reply.body) }).end(reply.body);
   };
 
-  async function open(app: RunningApplication, req: IncomingMessage, path: string): Promise<ClientRequest> {
+  /** The running application a request is for, or the edge's error (404 unknown, 503 not running). */
+  function running(target: ApplicationTarget): RunningApplication | ApiError {
+    const status = resources.get(target.workspace, "application", target.name)?.status;
+    const app = runner.get(target.workspace, target.name);
+    if (status === undefined || status === "DELETING")
+      return edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`application "${target.name}" not found in workspace "${target.workspace}"`));
+    if (!app?.handle || status !== "DEPLOYED") {
+      const why = status === "DEPLOYED" ? "it is not running" : `it is ${status}`;
+      return edgeError(
+        "WORKLOAD_UNAVAILABLE",
+        errors.serviceUnavailable(`application "${target.name}" in workspace "${target.workspace}" is unavailable: ${why}`),
+      );
+    }
+    return app;
+  }
+
+  async function open(app: RunningApplication, req: IncomingMessage, path: string, upgrade = false): Promise<ClientRequest> {
     const headers = withoutHopByHop(req.headers);
-    headers.connection = "close";
+    if (upgrade) Object.assign(headers, { connection: "Upgrade", upgrade: req.headers.upgrade ?? "websocket" });
+    else headers.connection = "close";
     const handle = app.handle!;
     if (handle.openPort) {
       const socket = await handle.openPort(app.port);
@@ -64,21 +82,8 @@ export function createApplicationProxy(runner: ApplicationRunner, resources: Res
   function handle(req: IncomingMessage, res: ServerResponse): boolean {
     const target = applicationTarget(req.url ?? "/");
     if (!target) return false;
-    const status = resources.get(target.workspace, "application", target.name)?.status;
-    const app = runner.get(target.workspace, target.name);
-    if (status === undefined || status === "DELETING") {
-      fail(req, res, edgeError("WORKLOAD_NOT_FOUND", errors.notFound(`application "${target.name}" not found in workspace "${target.workspace}"`)));
-      return true;
-    }
-    if (!app?.handle || status !== "DEPLOYED") {
-      const why = status === "DEPLOYED" ? "it is not running" : `it is ${status}`;
-      fail(
-        req,
-        res,
-        edgeError("WORKLOAD_UNAVAILABLE", errors.serviceUnavailable(`application "${target.name}" in workspace "${target.workspace}" is unavailable: ${why}`)),
-      );
-      return true;
-    }
+    const app = running(target);
+    if (app instanceof ApiError) return (fail(req, res, app), true);
     open(app, req, target.path).then(
       (upReq) => {
         upReq.on("response", (upRes) => {
@@ -96,5 +101,40 @@ export function createApplicationProxy(runner: ApplicationRunner, resources: Res
     return true;
   }
 
-  return { handle };
+  /** A WebSocket (a dev server's hot reload) on an application's URL: piped to its program once it answers 101. */
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const target = applicationTarget(req.url ?? "/");
+    if (!target) return false;
+    socket.on("error", () => socket.destroy());
+    const refuse = (err: ApiError) => rawReply(socket, err.status, { error: err.code, code: err.status, message: err.message });
+    const app = running(target);
+    if (app instanceof ApiError) return (refuse(app), true);
+    open(app, req, target.path, true).then(
+      (upReq) => {
+        upReq.on("upgrade", (upRes, upSocket, upHead) => {
+          if (socket.destroyed) return void upSocket.destroy();
+          const lines = [`HTTP/1.1 101 ${upRes.statusMessage ?? "Switching Protocols"}`];
+          for (let i = 0; i + 1 < upRes.rawHeaders.length; i += 2) lines.push(`${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}`);
+          socket.write(`${lines.join("\r\n")}\r\n\r\n`);
+          if (upHead.length > 0) socket.write(upHead);
+          if (head.length > 0) upSocket.write(head);
+          spliceSockets(socket, upSocket);
+        });
+        // The program refused the upgrade: its reply goes back as it is, then the connection closes.
+        upReq.on("response", (upRes) => {
+          const lines = [`HTTP/1.1 ${upRes.statusCode ?? 502} ${upRes.statusMessage ?? ""}`];
+          for (const [k, v] of Object.entries(withoutHopByHop(upRes.headers))) lines.push(`${k}: ${String(v)}`);
+          socket.write(`${[...lines, "connection: close"].join("\r\n")}\r\n\r\n`);
+          pipeline(upRes, socket, () => {});
+        });
+        upReq.on("error", (err: Error) => refuse(badGateway(`application "${target.name}" did not answer on port ${app.port}: ${err.message}`)));
+        socket.on("close", () => upReq.destroy());
+        upReq.end();
+      },
+      (err: Error) => refuse(badGateway(`application "${target.name}" does not answer on port ${app.port}: ${err.message}`)),
+    );
+    return true;
+  }
+
+  return { handle, upgrade };
 }

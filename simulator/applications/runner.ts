@@ -54,6 +54,10 @@ export interface RunningApplication {
   ended: Promise<void>;
 }
 
+/** Launchers whose agent listens on 8080 inside the container (docker-args.ts AGENT_PORT): an application cannot take it there. */
+const CONTAINER_LAUNCHERS = new Set(["docker", "swarm"]);
+const CONTAINER_AGENT_PORT = 8080;
+
 const keyOf = (workspace: string, name: string) => `${workspace}/${name}`;
 
 export class ApplicationRunner implements ApplicationWorkloads {
@@ -156,6 +160,10 @@ export class ApplicationRunner implements ApplicationWorkloads {
       // A sandbox image (ImageInstance.build adds ENTRYPOINT ["/usr/local/bin/sandbox-api"]): on the platform the
       // daemon is what answers on 8080; here the agent is that daemon, so it keeps its in-sandbox port.
       if (runsSandboxApi(program)) delete spec.inSandboxApi;
+      else if (app.port === CONTAINER_AGENT_PORT && CONTAINER_LAUNCHERS.has(launcher.name))
+        throw new Error(
+          `the ${launcher.name} launcher's agent listens on port ${CONTAINER_AGENT_PORT} in the application's container: give the application another spec.port (its program gets it as PORT)`,
+        );
       if (app.stopped) return;
       app.handle = await launcher.start(spec);
       if (app.stopped) return void (await app.handle.stop(5_000));

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
@@ -30,8 +31,30 @@ const SERVER = [
   `if (process.env.FAIL_WITH) { console.log("about-to-fail: " + process.env.FAIL_WITH); process.exit(4); }`,
   `const port = Number(process.env.APP_PORT || process.env.PORT || 3000);`,
   `http.createServer((req, res) => { res.writeHead(200, { "content-type": "text/plain" }); res.end("hello-from-app " + req.method + " " + req.url + " PORT=" + process.env.PORT + " GREETING=" + process.env.GREETING); })`,
+  `  .on("upgrade", (req, socket) => { const crlf = String.fromCharCode(13, 10); socket.write("HTTP/1.1 101 Switching Protocols" + crlf + "Upgrade: echo" + crlf + "Connection: Upgrade" + crlf + crlf); socket.pipe(socket); })`,
   `  .listen(port, () => console.log("listening on " + port));`,
 ].join(" ");
+
+/** Upgrades a connection to `url` and returns what the program sends back for `text`. */
+function upgradeEcho(url: string, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { connection: "Upgrade", upgrade: "echo" } });
+    req.once("error", reject);
+    req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+    req.once("upgrade", (_res, socket) => {
+      let got = "";
+      socket.on("data", (d: Buffer) => {
+        got += d.toString();
+        if (got.length >= text.length) {
+          socket.destroy();
+          resolve(got);
+        }
+      });
+      socket.write(text);
+    });
+    req.end();
+  });
+}
 
 type Sdk = Awaited<ReturnType<typeof sdkForSimulator>>;
 interface AppEvent {
@@ -98,6 +121,27 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     expect(await res.text()).toBe("hello-from-app GET /some/path?x=1 PORT=8080 GREETING=hi");
     const posted = await fetch(`${url}/`, { method: "POST", body: "x" });
     expect(await posted.text()).toContain("hello-from-app POST /");
+
+    // An upgrade (a dev server's WebSocket) reaches the program too: here it echoes what it is sent.
+    expect(await upgradeEcho(url, "ping-through-the-url")).toBe("ping-through-the-url");
+
+    // A new revision (other envs) replaces the running program: DEPLOYING, then DEPLOYED with the new envs.
+    const first = pidsWithMarker(`server-${suffix}.js`);
+    expect(first.length).toBeGreaterThan(0);
+    const updated = await sdk.ApplicationInstance.update(name, { envs: [{ name: "GREETING", value: "hello" }] });
+    expect(updated.spec?.revisions).toHaveLength(2);
+    expect(updated.status).toBe("DEPLOYING");
+    expect((await until(name, ["DEPLOYED", "FAILED"])).status).toBe("DEPLOYED");
+    expect(await (await fetch(`${url}/`)).text()).toContain("GREETING=hello");
+    expect(first.filter((pid) => pidsWithMarker(`server-${suffix}.js`).includes(pid))).toEqual([]);
+
+    // Disabled: its program stops, its URL is unavailable.
+    await sdk.ApplicationInstance.update(name, { enabled: false });
+    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
+    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+    expect((await fetch(`${url}/`)).status).toBe(503);
+    await sdk.ApplicationInstance.update(name, { enabled: true });
+    expect((await until(name, ["DEPLOYED", "FAILED"])).status).toBe("DEPLOYED");
 
     const pids = pidsWithMarker(`server-${suffix}.js`);
     expect(pids.length).toBeGreaterThan(0);
