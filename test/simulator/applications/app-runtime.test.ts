@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
@@ -8,6 +9,7 @@ import { defaultImageCacheDir, ImageStore } from "../../../simulator/images/imag
 import { builderTag } from "../../../simulator/images/template-build.js";
 import { isolationUnavailable, pidsWithMarker } from "../../helpers/sandbox-procs.js";
 import { sdkForSimulator } from "../../helpers/sdk.js";
+import { trackedTempDir } from "../../helpers/temp-dirs.js";
 
 /**
  * Applications run their image and answer on their URL: an image built through ImageInstance whose ENTRYPOINT
@@ -96,6 +98,12 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     await found.builder?.remove(builderTag(IMAGE));
   }, 180_000);
 
+  /** Waits (bounded) until no process of the test's server is left, then says so. */
+  async function noneLeft(): Promise<void> {
+    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
+    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+  }
+
   /** Polls the application through the SDK until its status is one of `statuses` (the SDK has no wait for applications). */
   async function until(name: string, statuses: string[]): Promise<Awaited<ReturnType<Sdk["ApplicationInstance"]["get"]>>> {
     for (;;) {
@@ -175,5 +183,49 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     expect(said).toContain("listening on 7000");
     for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
     expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+  }, 300_000);
+
+  it("with --data, a stopped simulator's applications run again when it restarts", async () => {
+    const data = join(trackedTempDir("app-restart-"), "sim.db");
+    const key = "app-restart-key";
+    const config = { port: 0, apiKey: key, workspace: "app-restart", logLevel: "silent" as const, imageCache: defaultImageCacheDir(), data };
+    const name = `app-again-${suffix}`;
+    // Plain HTTP here: the SDK keeps the first simulator it was pointed at.
+    const api = (base: string, path: string, init: RequestInit = {}) =>
+      fetch(`${base}/v0${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${key}`, "x-blaxel-workspace": "app-restart", "content-type": "application/json" },
+      });
+    const deployed = async (base: string) => {
+      for (;;) {
+        const doc = (await (await api(base, `/applications/${name}`)).json()) as { status: string; events: AppEvent[] };
+        if (doc.status === "DEPLOYED" || doc.status === "FAILED") return doc;
+        await sleep(500);
+      }
+    };
+    const first = await serveSimulator(config);
+    try {
+      const created = await api(first.url, "/applications", {
+        method: "POST",
+        body: JSON.stringify({ metadata: { name }, spec: { image: IMAGE, memory: 2048 } }),
+      });
+      expect(created.status).toBe(200);
+      expect((await deployed(first.url)).status).toBe("DEPLOYED");
+      expect(pidsWithMarker(`server-${suffix}.js`).length).toBeGreaterThan(0);
+    } finally {
+      await first.stop();
+    }
+    // Stopped with the simulator: nothing of it left running.
+    await noneLeft();
+    const second = await serveSimulator(config);
+    try {
+      const again = await deployed(second.url);
+      expect(again.status).toBe("DEPLOYED");
+      expect(again.events.some((e) => e.message?.includes("the simulator restarted"))).toBe(true);
+      expect(await (await fetch(`${second.url}/app-restart/applications/${name}/again`)).text()).toContain("hello-from-app GET /again");
+    } finally {
+      await second.stop();
+    }
+    await noneLeft();
   }, 300_000);
 });
