@@ -112,6 +112,10 @@ export class ApplicationRunner implements ApplicationWorkloads {
     await this.stopping.get(key);
   }
 
+  async stopWorkspace(workspace: string): Promise<void> {
+    await Promise.all([...this.apps.values()].filter((a) => a.workspace === workspace).map((a) => this.stop(a.workspace, a.name)));
+  }
+
   /** Simulator stop: every application's workload ends (their records keep their status: a restart with --data starts them again). */
   async stopAll(): Promise<void> {
     await Promise.all([...this.apps.values()].map((a) => this.stop(a.workspace, a.name)));

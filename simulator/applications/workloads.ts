@@ -9,6 +9,8 @@ export interface ApplicationWorkloads {
   deploy(workspace: string, name: string): void;
   /** Stops the application's workload, if any (disabled, deleted); resolves once no process of it is left. */
   stop(workspace: string, name: string): Promise<void>;
+  /** Workspace deletion: every application of the workspace stops. */
+  stopWorkspace(workspace: string): Promise<void>;
   /** Whether its workload runs this revision now (an update that changed no compute keeps it running). */
   runsRevision(workspace: string, name: string, revision: string | undefined): boolean;
 }
@@ -18,5 +20,6 @@ export const SIMULATED_APPLICATIONS: ApplicationWorkloads = {
   runs: false,
   deploy() {},
   stop: async () => {},
+  stopWorkspace: async () => {},
   runsRevision: () => false,
 };

@@ -185,6 +185,32 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
   }, 300_000);
 
+  it("deleting its workspace stops an application's program", async () => {
+    const headers = (workspace?: string) => ({
+      authorization: "Bearer app-runtime-key",
+      "content-type": "application/json",
+      ...(workspace ? { "x-blaxel-workspace": workspace } : {}),
+    });
+    const ws = `app-ws-${suffix}`;
+    expect((await fetch(`${sim.url}/v0/workspaces`, { method: "POST", headers: headers(), body: JSON.stringify({ name: ws }) })).status).toBe(200);
+    const name = `in-doomed-${suffix}`;
+    const created = await fetch(`${sim.url}/v0/applications`, {
+      method: "POST",
+      headers: headers(ws),
+      body: JSON.stringify({ metadata: { name }, spec: { image: IMAGE, memory: 2048 } }),
+    });
+    expect(created.status).toBe(200);
+    for (;;) {
+      const doc = (await (await fetch(`${sim.url}/v0/applications/${name}`, { headers: headers(ws) })).json()) as { status: string };
+      expect(doc.status).not.toBe("FAILED");
+      if (doc.status === "DEPLOYED") break;
+      await sleep(500);
+    }
+    expect(pidsWithMarker(`server-${suffix}.js`).length).toBeGreaterThan(0);
+    expect((await fetch(`${sim.url}/v0/workspaces/${ws}`, { method: "DELETE", headers: headers() })).status).toBe(200);
+    await noneLeft();
+  }, 300_000);
+
   it("with --data, a stopped simulator's applications run again when it restarts", async () => {
     const data = join(trackedTempDir("app-restart-"), "sim.db");
     const key = "app-restart-key";
