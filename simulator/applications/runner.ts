@@ -104,10 +104,10 @@ export class ApplicationRunner implements ApplicationWorkloads {
       app.stopped = true;
       this.apps.delete(key);
       const done = app.handle ? app.handle.stop(5_000).then(() => undefined) : Promise.resolve();
-      this.stopping.set(
-        key,
-        Promise.all([done, app.ended]).then(() => undefined),
-      );
+      const stopped: Promise<void> = Promise.all([done, app.ended]).then(() => {
+        if (this.stopping.get(key) === stopped) this.stopping.delete(key);
+      });
+      this.stopping.set(key, stopped);
     }
     await this.stopping.get(key);
   }

@@ -181,8 +181,15 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     const said = (never.events as AppEvent[]).at(-1)!.message!;
     expect(said).toContain("nothing answered on port 9090");
     expect(said).toContain("listening on 7000");
-    for (let i = 0; i < 100 && pidsWithMarker(`server-${suffix}.js`).length > 0; i++) await sleep(200);
-    expect(pidsWithMarker(`server-${suffix}.js`)).toEqual([]);
+    await noneLeft();
+
+    // An image no source has: FAILED naming it, nothing started.
+    const missing = `app-missing-${suffix}`;
+    apps.push(missing);
+    await sdk.ApplicationInstance.create({ name: missing, image: `sandbox/no-such-image-${suffix}:latest`, memory: 2048 });
+    const notFound = await until(missing, ["DEPLOYED", "FAILED"]);
+    expect(notFound.status).toBe("FAILED");
+    expect((notFound.events as AppEvent[]).at(-1)!.message).toContain(`no-such-image-${suffix}`);
   }, 300_000);
 
   it("deleting its workspace stops an application's program", async () => {
