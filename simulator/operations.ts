@@ -4,6 +4,7 @@ import type { SimDeps } from "./deps.js";
 import type { Operation } from "./http/operation.js";
 import { imageOperations } from "./images/routes.js";
 import { startImagePush } from "./images/image-push.js";
+import { buildLogOperations } from "./images/build-logs.js";
 import { Reply } from "./http/operation.js";
 import type { ImageUploads } from "./sandboxes/image-uploads.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
@@ -44,6 +45,7 @@ export function allOperations(deps: SimDeps, uploads: ImageUploads): Operation[]
       });
       return new Reply(200, reply, { "X-Blaxel-Upload-Url": url });
     }),
+    ...buildLogOperations(deps),
     ...revisionOperations(deps),
     ...customDomainOperations(deps),
     ...storageOperations(deps),

@@ -140,6 +140,13 @@ describe.skipIf(skip !== "")(`bl push of an image, and a restart in the middle o
     expect(image.metadata.events.some((e) => e.type === "ai.blaxel.controlplane.buildimage.log" && e.message.includes("Step 2/"))).toBe(true);
     expect(image.spec.tags).toEqual([expect.objectContaining({ name: "latest" })]);
     expect(image.spec.tags[0]!.size).toBeGreaterThan(0);
+    // What the CLI's build log watcher prints meanwhile (GET /observability/logs): the build's lines.
+    const window = `start=${new Date(Date.now() - 600_000).toISOString().slice(0, 19)}&end=${new Date(Date.now() + 3_600_000).toISOString().slice(0, 19)}`;
+    const logs = (await (await sim.api(`/observability/logs?${window}&resourceType=sandboxes&workloadIds=${name}&limit=1000&offset=0`)).json()) as Record<
+      string,
+      { logs: { message: string }[] }
+    >;
+    expect(logs[name]!.logs.some((l) => l.message.includes("Step 2/"))).toBe(true);
     const listed = (await (await sim.api("/images")).json()) as ImageReply[];
     expect(listed.find((i) => i.metadata.name === name)?.metadata.status).toBe("BUILT");
 

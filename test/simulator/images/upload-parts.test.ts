@@ -252,5 +252,22 @@ describe("the upload routes' refusals", () => {
     expect(doc.metadata?.status).toBe("FAILED");
     expect(doc.metadata?.events?.at(-1)).toMatchObject({ type: "ai.blaxel.controlplane.buildimage.failed" });
     expect(doc.metadata?.events?.at(-1)?.message).toContain("would be written outside the context");
+
+    // The CLI's build log watcher (GET /observability/logs) reads the build's lines, the failure among them.
+    const start = new Date(Date.now() - 60_000).toISOString().slice(0, 19);
+    const end = new Date(Date.now() + 3_600_000).toISOString().slice(0, 19);
+    const logs = (path: string) => fetch(`${sim.url}/v0/observability/logs?${path}`, { headers });
+    const read = await logs(`start=${start}&end=${end}&resourceType=sandboxes&workloadIds=push-bad-zip&type=all&traceId=&limit=1000&offset=0&search=`);
+    expect(read.status).toBe(200);
+    const body = (await read.json()) as Record<string, { logs: { message: string; severity: number; timestamp: string }[]; totalCount: number }>;
+    expect(body["push-bad-zip"]!.totalCount).toBeGreaterThan(1);
+    expect(body["push-bad-zip"]!.logs[0]).toMatchObject({ severity: 17 }); // newest first: the failure
+    expect(body["push-bad-zip"]!.logs[0]!.message).toContain("build failed");
+    const later = new Date(Date.now() + 600_000).toISOString().slice(0, 19);
+    const none = (await (await logs(`start=${later}&resourceType=sandboxes&workloadIds=push-bad-zip`)).json()) as typeof body;
+    expect(none["push-bad-zip"]).toEqual({ logs: [], totalCount: 0 });
+    expect((await logs("resourceType=models&workloadIds=x")).status).toBe(400);
+    expect((await logs("resourceType=sandboxes")).status).toBe(400);
+    expect((await logs("resourceType=sandboxes&workloadIds=x&start=yesterday")).status).toBe(400);
   });
 });
