@@ -10,7 +10,7 @@ import { entrypointService, ENTRYPOINT_PROCESS } from "../images/entrypoint.js";
 import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImageSource } from "../images/sandbox-images.js";
 import type { ResourceStore } from "../store/resources.js";
-import { activeCompute, applicationPort, recordApplicationStatus, type ActiveCompute } from "./app-status.js";
+import { activeCompute, recordApplicationStatus, type ActiveCompute } from "./app-status.js";
 import type { ApplicationWorkloads } from "./workloads.js";
 
 /**
