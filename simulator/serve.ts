@@ -23,7 +23,8 @@ import { SandboxAgents } from "./agents/registry.js";
 
 import { mountsUnder } from "../src/mounts.js";
 import { JobRunner } from "./jobs/runner.js";
-import { ApplicationRunner } from "./applications/runner.js";
+import { ApplicationRunner, applicationOfLaunch } from "./applications/runner.js";
+import { recordApplicationEvent } from "./applications/app-status.js";
 import { createApplicationProxy } from "./applications/app-proxy.js";
 import { failInterruptedPushes } from "./images/image-push.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
@@ -107,8 +108,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           launcher.usesImageRoot === true,
           core.logger,
           (workspace, sandbox, text) => {
-            // A build on first use: what it is doing goes to the sandbox's events (its status stays).
+            // A build on first use: what it is doing goes to the sandbox's (or the application's) events (its status stays).
             core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+            const application = applicationOfLaunch(sandbox);
+            if (application) return recordApplicationEvent(core, workspace, application, `image: ${text}`, "image");
             const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
             if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
           },

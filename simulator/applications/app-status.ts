@@ -56,3 +56,12 @@ export function recordApplicationStatus(
   item.status = status;
   deps.resources.update(item);
 }
+
+/** Adds an event to an application's record, its status kept (an image build on first use says what it does). */
+export function recordApplicationEvent(deps: { resources: ResourceStore; clock: Clock }, workspace: string, name: string, message: string, type: string): void {
+  const item = deps.resources.get<AppDoc>(workspace, "application", name);
+  if (!item) return;
+  const doc = item.doc;
+  doc.events = [...(doc.events ?? []), { type, status: item.status, message, revision: `rev-${doc.__revision ?? 1}`, time: iso(deps.clock.now()) }];
+  deps.resources.update(item);
+}

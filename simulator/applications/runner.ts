@@ -58,6 +58,11 @@ export interface RunningApplication {
 const CONTAINER_LAUNCHERS = new Set(["docker", "swarm"]);
 const CONTAINER_AGENT_PORT = 8080;
 
+/** What an application's machine is called among the launcher's (LaunchSpec.sandbox): its name and this. */
+const LAUNCH_SUFFIX = ".app";
+/** The application a launch is for (the image source's progress names the launch), or undefined for a sandbox's. */
+export const applicationOfLaunch = (sandbox: string) => (sandbox.endsWith(LAUNCH_SUFFIX) ? sandbox.slice(0, -LAUNCH_SUFFIX.length) : undefined);
+
 const keyOf = (workspace: string, name: string) => `${workspace}/${name}`;
 
 export class ApplicationRunner implements ApplicationWorkloads {
@@ -147,7 +152,7 @@ export class ApplicationRunner implements ApplicationWorkloads {
     const spec: LaunchSpec = {
       workspace: app.workspace,
       // Not a sandbox name (those have no "."): nothing of a sandbox of the same name is touched.
-      sandbox: `${app.name}.app`,
+      sandbox: `${app.name}${LAUNCH_SUFFIX}`,
       rootDir: join(base, "root"),
       dataDir: join(base, "agent"),
       token: app.token,

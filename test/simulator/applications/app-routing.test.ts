@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { applicationTarget } from "../../../simulator/applications/app-proxy.js";
-import { runsSandboxApi } from "../../../simulator/applications/runner.js";
+import { applicationOfLaunch, runsSandboxApi } from "../../../simulator/applications/runner.js";
 import { entrypointService } from "../../../simulator/images/entrypoint.js";
 import { startTestSim } from "../../helpers/simulator.js";
 import { applicationPort, DEFAULT_APPLICATION_PORT } from "../../../simulator/applications/app-status.js";
@@ -36,6 +36,12 @@ describe("the program an application runs", () => {
     expect(runsSandboxApi(of(["node", "server.js"]))).toBe(false);
     expect(runsSandboxApi(of(["/bin/sh", "-c", "sandbox-api & node server.js"]))).toBe(false);
     expect(runsSandboxApi(of(["/usr/local/bin/not-sandbox-api-really"]))).toBe(false);
+  });
+
+  it("runs on a machine named apart from every sandbox (sandbox names have no '.'), by which its image's progress finds it", () => {
+    expect(applicationOfLaunch("web.app")).toBe("web");
+    expect(applicationOfLaunch("web")).toBeUndefined();
+    expect(applicationOfLaunch("web-app")).toBeUndefined();
   });
 
   it("listens on the revision's port, else the spec's, else 8080 (ApplicationSpec.port's default)", () => {
