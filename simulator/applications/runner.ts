@@ -11,7 +11,7 @@ import type { ImageService } from "../images/recipes.js";
 import { startImageServices, type SandboxImageSource } from "../images/sandbox-images.js";
 import type { ResourceStore } from "../store/resources.js";
 import { activeCompute, recordApplicationStatus, type ActiveCompute } from "./app-status.js";
-import type { ApplicationWorkloads } from "./workloads.js";
+import { runsOwnCompute, type ApplicationWorkloads } from "./workloads.js";
 
 /**
  * Applications run for real, as the platform's application runtime runs them: the active revision's image
@@ -130,7 +130,7 @@ export class ApplicationRunner implements ApplicationWorkloads {
   recover(workspaces: string[]): void {
     for (const workspace of workspaces) {
       for (const item of this.options.deps.resources.allOfKind(workspace, ["application"])) {
-        if (item.status !== "DEPLOYED" && item.status !== "DEPLOYING") continue;
+        if ((item.status !== "DEPLOYED" && item.status !== "DEPLOYING") || !runsOwnCompute(item.doc as { spec: Record<string, unknown> })) continue;
         recordApplicationStatus(this.options.deps, workspace, item.name, "DEPLOYING", "the simulator restarted: starting the application again");
         this.deploy(workspace, item.name);
       }

@@ -1,4 +1,14 @@
 /**
+ * ApplicationSpec.proxy: "the application proxies to an existing sandbox (the active revision image is the sandbox
+ * name) instead of building and deploying its own compute. Proxy applications have no deployment pipeline and
+ * are always reported as deployed" (so does the bind-to-sandbox extension that replaces it): such an application,
+ * or a disabled one, has nothing to run.
+ */
+const BIND_TO_SANDBOX = "ai.blaxel.experimental/bind-to-sandbox";
+export const runsOwnCompute = (doc: { spec: Record<string, unknown> }): boolean =>
+  doc.spec.enabled !== false && doc.spec.proxy !== true && !(doc.spec.extensions as Record<string, unknown> | undefined)?.[BIND_TO_SANDBOX];
+
+/**
  * What the control plane asks of whatever runs applications (runner.ts): the application kind's hooks and the
  * routes name this, not the runner, so the kinds' dependencies do not import the launcher.
  */

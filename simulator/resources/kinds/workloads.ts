@@ -3,7 +3,7 @@ import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 import { checkReferences, runUrl } from "../references.js";
 import { maskConfigurations, maskEnvs } from "../render.js";
 import { reviseApplication } from "../../applications/revisions.js";
-import type { ApplicationWorkloads } from "../../applications/workloads.js";
+import { runsOwnCompute, type ApplicationWorkloads } from "../../applications/workloads.js";
 import { envSchema, flavorSchema, names, revisionSchema, runtimeSchema, triggerSchema, volumeAttachmentSchema } from "../schemas.js";
 
 /** Agents, functions (MCP servers included), jobs, models, applications: deployed through UPLOADING → … → DEPLOYED. */
@@ -149,7 +149,6 @@ export interface ApplicationKindDeps extends ResourceDeps {
 }
 
 const activeRevision = (doc: ResourceDoc | undefined) => (doc?.spec.revision as { active?: string } | undefined)?.active;
-
 export const applicationKind: ResourceKind<ApplicationKindDeps> = {
   kind: "application",
   collection: "/applications",
@@ -181,12 +180,13 @@ export const applicationKind: ResourceKind<ApplicationKindDeps> = {
   // An update that changed no compute leaves a running revision as it is.
   deployPlan(doc, deps, previous) {
     if (!deps.applications.runs || doc.spec.enabled === false) return undefined;
+    if (!runsOwnCompute(doc)) return ["DEPLOYED"];
     const running = previous?.status === "DEPLOYED" && deps.applications.runsRevision(doc.metadata.workspace as string, doc.metadata.name, activeRevision(doc));
     return running ? ["DEPLOYED"] : ["DEPLOYING"];
   },
   afterWrite(doc, ctx, deps, previous) {
     if (!deps.applications.runs) return;
-    if (doc.spec.enabled === false) return void deps.applications.stop(ctx.workspace, doc.metadata.name);
+    if (!runsOwnCompute(doc)) return void deps.applications.stop(ctx.workspace, doc.metadata.name);
     if (doc.status === "DEPLOYING" || activeRevision(doc) !== activeRevision(previous)) deps.applications.deploy(ctx.workspace, doc.metadata.name);
   },
   beforeDelete(item, ctx, deps) {

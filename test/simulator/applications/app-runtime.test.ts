@@ -183,6 +183,17 @@ describe.skipIf(skip !== "")(`applications run their image${skip}`, () => {
     expect(said).toContain("listening on 7000");
     await noneLeft();
 
+    // A proxy application (and one bound to a sandbox) runs no compute of its own: always reported DEPLOYED.
+    for (const [suffixed, spec] of [
+      [`app-proxy-${suffix}`, { proxy: true, revisions: [{ image: SANDBOX }] }],
+      [`app-bound-${suffix}`, { image: SANDBOX, extensions: { "ai.blaxel.experimental/bind-to-sandbox": { sandbox: SANDBOX } } }],
+    ] as const) {
+      apps.push(suffixed);
+      const bound = await sdk.ApplicationInstance.create({ metadata: { name: suffixed }, spec } as Parameters<typeof sdk.ApplicationInstance.create>[0]);
+      expect(bound.status).toBe("DEPLOYED");
+      expect((await sdk.ApplicationInstance.get(suffixed)).status).toBe("DEPLOYED");
+    }
+
     // An image no source has: FAILED naming it, nothing started.
     const missing = `app-missing-${suffix}`;
     apps.push(missing);
