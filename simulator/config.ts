@@ -26,6 +26,7 @@ export const SIM_OPTIONS = {
   "image-source": { type: "string" },
   "image-cache": { type: "string" },
   "start-concurrency": { type: "string" },
+  "app-listen-timeout": { type: "string" },
   prebuild: { type: "string" },
   "warm-sandboxes": { type: "string" },
   "agent-mode": { type: "string" },
@@ -78,6 +79,19 @@ export const SimConfigSchema = z.object({
         return parseDuration(v, ["s", "m", "h", "d"]);
       } catch (e) {
         ctx.addIssue({ code: "custom", message: `${(e as Error).message}, or 0` });
+        return z.NEVER;
+      }
+    }),
+  /** How long an application may take to answer on its port before it is FAILED, in ms (real time; simulator/applications). */
+  applicationListenTimeoutMs: z
+    .union([z.number().int().min(1), z.string()])
+    .default(120_000)
+    .transform((v, ctx) => {
+      if (typeof v === "number") return v;
+      try {
+        return parseDuration(v, ["ms", "s", "m"]);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
         return z.NEVER;
       }
     }),
@@ -164,6 +178,8 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         "local" = beside the --data file; env SANDBOX_SIM_IMAGE_CACHE)
   --start-concurrency <n>  how many sandboxes start at once; the others wait their turn, DEPLOYING, in arrival
                         order (default: one per CPU, at least 2; env SANDBOX_SIM_START_CONCURRENCY)
+  --app-listen-timeout <dur>  how long an application's program may take to answer on its port (spec.port, default
+                        8080) before the application is FAILED, e.g. 30s, 2m (default 2m; env SANDBOX_SIM_APP_LISTEN_TIMEOUT)
   --prebuild <image>    build this image in the background at start, so the first create does not wait for it
                         (default blaxel/base-image, the SDK's default; none = build on first use;
                         env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
@@ -192,6 +208,7 @@ const FLAG_OF: Record<string, string> = {
   imageSource: "image-source",
   imageCache: "image-cache",
   startConcurrency: "start-concurrency",
+  applicationListenTimeoutMs: "app-listen-timeout",
   warmSandboxes: "warm-sandboxes",
   agentMode: "agent-mode",
   swarmConstraints: "swarm-constraint",
@@ -227,6 +244,7 @@ export function parseSimConfig(argv: string[], env: NodeJS.ProcessEnv): SimConfi
     imageSource: values["image-source"] ?? (env.SANDBOX_SIM_IMAGE_SOURCE || undefined),
     imageCache: values["image-cache"] ?? (env.SANDBOX_SIM_IMAGE_CACHE || undefined),
     startConcurrency: values["start-concurrency"] ?? (env.SANDBOX_SIM_START_CONCURRENCY || undefined),
+    applicationListenTimeoutMs: values["app-listen-timeout"] ?? (env.SANDBOX_SIM_APP_LISTEN_TIMEOUT || undefined),
     prebuild: values.prebuild ?? (env.SANDBOX_SIM_PREBUILD || DEFAULT_SANDBOX_IMAGE),
     warmSandboxes: values["warm-sandboxes"] ?? (env.SANDBOX_SIM_WARM_SANDBOXES || undefined),
     agentMode: values["agent-mode"] ?? (env.SANDBOX_SIM_AGENT_MODE || undefined),

@@ -11,6 +11,7 @@ import type { ScheduleBackend } from "./schedules/backend.js";
 import type { SimClock } from "./clock.js";
 import type { SandboxAgents } from "./agents/registry.js";
 import type { JobExecutor } from "./jobs/executor.js";
+import type { ApplicationWorkloads } from "./applications/workloads.js";
 import type { SandboxRuntime } from "./sandboxes/runtime.js";
 import type { SandboxImageSource } from "./images/sandbox-images.js";
 import type { SimConfig } from "./config.js";
@@ -51,6 +52,8 @@ export interface RealWorkloads {
   agents: SandboxAgents;
   /** Runs job executions' tasks through the launcher. */
   jobs: JobExecutor;
+  /** Runs applications' images through the launcher (absent: applications follow their simulated plan). */
+  applications?: ApplicationWorkloads;
   /** Sandbox images: the image store (--image-source store), or the host's root (HOST_ROOT). */
   images: SandboxImageSource;
   sandboxIsolation: SandboxIsolation;
@@ -71,6 +74,8 @@ export interface SimDeps extends SimCore {
   readonly sandboxes: SandboxRuntime<OpContext>;
   /** Runs job executions' tasks for real, or (records only) leaves them to their simulated plan. */
   readonly jobs: JobExecutor;
+  /** Runs applications for real, or (records only) leaves them to their simulated plan. */
+  readonly applications: ApplicationWorkloads;
   /** Where sandbox schedules live: each sandbox's agent (real sandboxes), or records (records only). */
   readonly schedules: ScheduleBackend;
   /** To call with every supervisor event of a sandbox's agent: meters the sandbox's real run time. */

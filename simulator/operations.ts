@@ -3,6 +3,9 @@ import { serviceAccountOperations } from "./accounts/service-accounts.js";
 import type { SimDeps } from "./deps.js";
 import type { Operation } from "./http/operation.js";
 import { imageOperations } from "./images/routes.js";
+import { startImagePush } from "./images/image-push.js";
+import { buildLogOperations } from "./images/build-logs.js";
+import { Reply } from "./http/operation.js";
 import type { ImageUploads } from "./sandboxes/image-uploads.js";
 import { jobExecutionOperations } from "./jobs/routes.js";
 import { catalogueOperations } from "./resources/catalogue.js";
@@ -32,7 +35,17 @@ export function allOperations(deps: SimDeps, uploads: ImageUploads): Operation[]
     ...snapshotOperations(deps),
     ...scheduleOperations(deps.schedules, deps),
     ...jobExecutionOperations(deps),
-    ...imageOperations(deps),
+    // `bl push`: the upload URL comes from the sandbox uploads, the build is the image push's (images/image-push.ts).
+    ...imageOperations(deps, (ctx) => {
+      let reply: Record<string, unknown> = {};
+      const url = uploads.pushImage(deps, ctx, (store) => {
+        const push = startImagePush(deps, ctx, store);
+        reply = push.reply;
+        return push;
+      });
+      return new Reply(200, reply, { "X-Blaxel-Upload-Url": url });
+    }),
+    ...buildLogOperations(deps),
     ...revisionOperations(deps),
     ...customDomainOperations(deps),
     ...storageOperations(deps),

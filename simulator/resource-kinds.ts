@@ -2,12 +2,12 @@ import type { ResourceKind } from "./resources/kind.js";
 import { customDomainKind, integrationConnectionKind, policyKind } from "./resources/kinds/config.js";
 import { egressGatewayKind, egressIpKind, vpcKind } from "./resources/kinds/network.js";
 import { driveKind, volumeKind, volumeTemplateKind, type StorageKindDeps } from "./resources/kinds/storage.js";
-import { agentKind, applicationKind, functionKind, jobKind, modelKind, type JobKindDeps } from "./resources/kinds/workloads.js";
+import { agentKind, applicationKind, functionKind, jobKind, modelKind, type ApplicationKindDeps, type JobKindDeps } from "./resources/kinds/workloads.js";
 import { previewKind, previewTokenKind, sandboxKind } from "./sandboxes/kind.js";
 import type { SandboxResourceDeps } from "./sandboxes/runtime.js";
 
 /** What the kinds' hooks need, together: each kind names its own part (resources/kind.ts's ResourceDeps, or a wider one in its module). */
-export type ResourceKindsDeps = SandboxResourceDeps & StorageKindDeps & JobKindDeps;
+export type ResourceKindsDeps = SandboxResourceDeps & StorageKindDeps & JobKindDeps & ApplicationKindDeps;
 
 /**
  * Every table-driven resource kind, beside the composition root that serves them (the way Miniflare lists its

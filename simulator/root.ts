@@ -24,6 +24,7 @@ import { meterSandboxAgent } from "./sandboxes/sandbox-usage.js";
 import { meterResource, unmeterResource } from "./resources/resource-usage.js";
 import { settleJobUsage } from "./jobs/job-usage.js";
 import { SIMULATED_JOBS } from "./jobs/executor.js";
+import { SIMULATED_APPLICATIONS } from "./applications/workloads.js";
 import { HOST_ROOT } from "./images/sandbox-images.js";
 import { RECORDS_ONLY } from "./sandboxes/isolation.js";
 import { agentSandboxes } from "./sandboxes/agent-runtime.js";
@@ -106,6 +107,7 @@ export function assembleDeps(core: SimCore, workloads?: RealWorkloads): SimDeps 
     images: workloads?.images ?? HOST_ROOT,
     sandboxIsolation: workloads?.sandboxIsolation ?? RECORDS_ONLY,
     jobs: workloads?.jobs ?? SIMULATED_JOBS,
+    applications: workloads?.applications ?? SIMULATED_APPLICATIONS,
     schedules: agents ? new AgentScheduleBackend(agents, core) : new LocalScheduleBackend(core),
     // Only real agents send events (records only, nothing runs to send them).
     onSandboxAgentEvent: agents

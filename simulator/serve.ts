@@ -23,6 +23,10 @@ import { SandboxAgents } from "./agents/registry.js";
 
 import { mountsUnder } from "../src/mounts.js";
 import { JobRunner } from "./jobs/runner.js";
+import { ApplicationRunner, applicationOfLaunch } from "./applications/runner.js";
+import { recordApplicationEvent } from "./applications/app-status.js";
+import { createApplicationProxy } from "./applications/app-proxy.js";
+import { failInterruptedPushes } from "./images/image-push.js";
 import { loopVolumesUnsupported, unmountAllVolumeImages } from "./agents/volume-fs.js";
 import { recoverSandboxes } from "./sandboxes/recovery.js";
 import { recordAgentEvent, recordStatus } from "./sandboxes/status.js";
@@ -105,8 +109,10 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
           launcher.usesImageRoot === true,
           core.logger,
           (workspace, sandbox, text) => {
-            // A build on first use: what it is doing goes to the sandbox's events (its status stays).
+            // A build on first use: what it is doing goes to the sandbox's (or the application's) events (its status stays).
             core.logger.info({ workspace, sandbox, image: text }, "sandbox image");
+            const application = applicationOfLaunch(sandbox);
+            if (application) return recordApplicationEvent(core, workspace, application, `image: ${text}`, "image");
             const status = core.resources.get(workspace, "sandbox", sandbox)?.status;
             if (status) recordStatus(core, workspace, sandbox, status, `image: ${text}`, "image", false);
           },
@@ -170,16 +176,27 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
     egress: (workspace, task) => egress.launchFor({ workspace, sandbox: task, job: true }),
   });
   jobs.failInterrupted(core.accounts.allWorkspaces().map((w) => w.name));
+  // Applications run their images through the same launcher too (simulator/applications/runner.ts).
+  const applications = new ApplicationRunner({
+    launcher,
+    dir,
+    images,
+    deps: core,
+    logLevel: core.config.logLevel === "silent" ? "silent" : "warn",
+    listenTimeoutMs: core.config.applicationListenTimeoutMs,
+  });
   // Everything is built: the dependencies handlers see, once and complete.
-  const deps = assembleDeps(core, { agents, jobs, images, sandboxIsolation });
+  const deps = assembleDeps(core, { agents, jobs, applications, images, sandboxIsolation });
   const proxy = createSimulatorSandboxProxy(deps, agents);
+  const applicationUrls = createApplicationProxy(applications, core.resources, () => core.clock.now());
   const app = createSimulatorApp(deps);
   const handler: RequestListener & UpgradeListener = (req: IncomingMessage, res: ServerResponse) => {
-    if (!proxy.handle(req, res)) app(req, res);
+    if (!proxy.handle(req, res) && !applicationUrls.handle(req, res)) app(req, res);
   };
   // WebSockets (a dev server's hot reload) through sandbox URLs (/port/{n}) and previews.
   handler.onUpgrade = (req, socket, head) => {
-    if (!proxy.upgrade(req, socket, head)) rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
+    if (!proxy.upgrade(req, socket, head) && !applicationUrls.upgrade(req, socket, head))
+      rawReply(socket, 404, { error: "not_found", code: 404, message: `no upgrade route for ${req.url}` });
   };
   const serving = await listen(handler, deps.config.host, deps.config.port).catch(async (err: unknown) => {
     // Nothing is left behind by a failed start (a port in use): no temp dir, no warm agent, no open database.
@@ -197,6 +214,11 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
   expireDueSandboxes(deps);
   // With --data, sandboxes from the previous run get their agents back (sandboxes/recovery.ts).
   recoverSandboxes(deps, agents);
+  applications.recover(core.accounts.allWorkspaces().map((w) => w.name));
+  failInterruptedPushes(
+    core,
+    core.accounts.allWorkspaces().map((w) => w.name),
+  ); // `bl push` builds the previous run left unfinished
   agents.prepare(deps.config.workspace); // the default workspace's first create finds a warm sandbox
   // The image the first sandboxes will want, built now rather than on their create (docs/images.md); a create
   // meanwhile joins this build. Its progress goes to the log and GET /health (the console shows it).
@@ -230,7 +252,7 @@ export async function serveSimulator(config: Partial<SimConfig>, options: ServeO
         stopExpiry();
         const builds = images.close(); // a build under way ends now; sandboxes waiting for it fail fast
         await serving.stop(1_000);
-        await Promise.all([jobs.stopAll(), agents.stopAll(), builds]);
+        await Promise.all([jobs.stopAll(), applications.stopAll(), agents.stopAll(), builds]);
         unmountAllVolumeImages(dir); // their images stay beside --data; a restart mounts them again
         proxy.close();
         egress.close();

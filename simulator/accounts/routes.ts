@@ -11,6 +11,7 @@ import type { Logger } from "../../src/logging.js";
 import type { SimClock } from "../clock.js";
 import type { WorkspaceSandboxRetirement } from "../sandboxes/runtime.js";
 import type { JobExecutor } from "../jobs/executor.js";
+import type { ApplicationWorkloads } from "../applications/workloads.js";
 import type { Ids } from "../../src/ids.js";
 import type { UsageMeter } from "../metrics/meter.js";
 import type { AccountStore } from "../store/accounts.js";
@@ -22,6 +23,7 @@ export interface AccountRouteDeps {
   clock: SimClock;
   ids: Ids;
   jobs: JobExecutor;
+  applications: Pick<ApplicationWorkloads, "stopWorkspace">;
   sandboxes: WorkspaceSandboxRetirement;
   logger: Logger;
   meter: UsageMeter;
@@ -172,6 +174,7 @@ export function accountOperations(deps: AccountRouteDeps): Operation[] {
           .filter((i) => i.parent === "")
           .map((i) => i.name);
         deps.jobs.cancelJob(ws.name); // job tasks running for real stop with their workspace
+        void deps.applications.stopWorkspace(ws.name); // and so do its applications' programs
         void deps.sandboxes.retireWorkspace(ws.name, sandboxes, (err) =>
           deps.logger.warn({ workspace: ws.name, err: err.message }, "workspace sandbox cleanup failed"),
         );

@@ -102,10 +102,17 @@ export function tagUsers(deps: ImageRecordDeps, ctx: OpContext, name: string, ta
   const matches = (image: unknown) =>
     typeof image === "string" &&
     (image === `${name}:${tag}` || image.endsWith(`/${name}:${tag}`) || (tag === "latest" && (image === name || image.endsWith(`/${name}`))));
+  // An application names its image in spec.image (its active revision's), the other kinds in spec.runtime.image.
   return deps.resources
-    .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "sandbox", "job"])
-    .filter((r) => matches((r.doc.spec?.runtime as { image?: unknown } | undefined)?.image))
+    .allOfKind<ResourceDoc>(ctx.workspace, ["agent", "function", "sandbox", "job", "application"])
+    .filter((r) => matches(r.kind === "application" ? applicationImage(r.doc) : (r.doc.spec?.runtime as { image?: unknown } | undefined)?.image))
     .map((r) => `${r.kind} ${r.name}`);
+}
+
+/** The image an application runs: its active revision's (newest first), else spec.image. */
+function applicationImage(doc: ResourceDoc): unknown {
+  const revisions = doc.spec?.revisions as { image?: unknown }[] | undefined;
+  return revisions?.[0]?.image ?? doc.spec?.image;
 }
 
 export function renderImage(doc: ImageDoc): unknown {

@@ -26,10 +26,23 @@ export interface ImageRouteDeps {
   images: SandboxImageSource;
 }
 
-const CreateBody = z.strictObject({ name: z.string().min(1), resourceType: z.string(), image: z.string().optional(), generation: z.string().optional() });
+const CreateBody = z.strictObject({
+  name: z.string().min(1),
+  resourceType: z.string(),
+  image: z.string().optional(),
+  generation: z.string().optional(),
+  // What `bl push` sends beside (cli/push.go createImageRequest): kept by the platform for its build worker.
+  labels: z.record(z.string(), z.string()).optional(),
+  dockerConfig: z.string().optional(),
+  memoryMb: z.number().int().optional(),
+  volumeMb: z.number().int().optional(),
+});
 
-/** Image registry operations, then sharing (shares.ts). */
-export function imageOperations(deps: ImageRouteDeps): Operation[] {
+/**
+ * Image registry operations, then sharing (shares.ts). `push` serves `POST /images?upload=true` (`bl push` of a
+ * source build: image-push.ts); without it that form registers the name only.
+ */
+export function imageOperations(deps: ImageRouteDeps, push?: (ctx: OpContext) => Reply): Operation[] {
   return [
     {
       id: "listImages",
@@ -50,6 +63,7 @@ export function imageOperations(deps: ImageRouteDeps): Operation[] {
       path: "/images",
       scope: "admin",
       handler: (ctx) => {
+        if (push && queryBool(ctx.query.upload)) return push(ctx);
         const body = parse(CreateBody, ctx.body ?? {}, "body");
         const type = parseResourceType(body.resourceType);
         const ref = body.image ?? body.name;

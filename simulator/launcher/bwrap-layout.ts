@@ -66,8 +66,7 @@ export function agentArgv(spec: LaunchSpec, memoryEvents: boolean, kit: SandboxK
     "--socket",
     AGENT_SOCKET,
     // The sandbox's own processes (a template's entrypoint: curl localhost:8080/process) reach it as on the platform.
-    "--in-sandbox-port",
-    String(IN_SANDBOX_API_PORT),
+    ...(spec.inSandboxApi === false ? [] : ["--in-sandbox-port", String(IN_SANDBOX_API_PORT)]),
     "--port-handoff",
     "--process-wrapper",
     JSON.stringify(wrapperAs(kit.processWrapper, spec.user)),

@@ -47,6 +47,11 @@ export interface LaunchSpec {
   workingDir?: string;
   /** The simulator's egress (simulator/egress): its address inside the sandbox and the CA to trust; only for launchers with `egress`. */
   egress?: SandboxEgressSpec;
+  /**
+   * false: the agent leaves the platform daemon's port (8080) free inside the sandbox, for a workload whose own
+   * server listens there (an application). Default true (isolating launchers: the agent answers there too).
+   */
+  inSandboxApi?: boolean;
   /** Who commands run as (the image's User, resolved in its /etc/passwd); default root. Applied by launchers that run images (usesImageRoot). */
   user?: ProcessUser;
 }

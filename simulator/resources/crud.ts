@@ -95,8 +95,11 @@ export function buildNew<D extends ResourceDeps>(deps: D, kind: ResourceKind<D>,
   };
   for (const key of Object.keys(kind.extra ?? {})) if ((body as Record<string, unknown>)[key] !== undefined) doc[key] = (body as Record<string, unknown>)[key];
   kind.prepare?.(doc, ctx, deps);
-  if (kind.lifecycle === "deployment")
-    startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, deps.testHooks.transitions);
+  if (kind.lifecycle === "deployment") {
+    const own = kind.deployPlan?.(doc, deps);
+    if (own) startPlan(doc as Deployable, own, now, "manual");
+    else startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.deploy, now, deps.testHooks.transitions);
+  }
   if (kind.lifecycle === "synchronous")
     startPlan(doc as Deployable, kind.createPlan ?? ["DEPLOYED"], now, kind.createPlan ? deps.testHooks.transitions : "immediate");
   return doc;
@@ -188,6 +191,7 @@ export function crudOperations<D extends ResourceDeps>(deps: D, kind: ResourceKi
         const doc = buildNew(deps, kind, ctx, parent);
         const finish = () => {
           insertNew(deps, kind, ctx, parent, doc); // a name taken while provisioning still answers 409
+          kind.afterWrite?.(doc, ctx, deps);
           return renderDoc(deps, kind, doc, false, ctx);
         };
         // Synchronous unless the kind provisions something: callers of a kind without it get a value, not a promise.
@@ -240,10 +244,13 @@ export function crudOperations<D extends ResourceDeps>(deps: D, kind: ResourceKi
         const finish = () => {
           if (kind.lifecycle === "deployment") {
             (doc as Deployable).__revision = ((previous as Deployable).__revision ?? 1) + 1;
-            startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);
+            const own = kind.deployPlan?.(doc, deps, previous);
+            if (own) startPlan(doc as Deployable, own, now, "manual");
+            else startPlan(doc as Deployable, spec(doc).enabled === false ? PLANS.deactivate : PLANS.redeploy, now, deps.testHooks.transitions);
           }
           found.doc = doc;
           save(deps, found);
+          kind.afterWrite?.(doc, ctx, deps, previous);
           return renderDoc(deps, kind, doc, false, ctx);
         };
         if (!kind.provision) return finish(); // synchronous: the sandbox runtimes call this handler directly

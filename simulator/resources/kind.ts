@@ -90,6 +90,13 @@ export interface ResourceKind<D extends ResourceDeps = ResourceDeps> {
    * the simulator's other requests.
    */
   provision?: (doc: ResourceDoc, ctx: OpContext, deps: D, previous?: ResourceDoc) => Promise<void>;
+  /**
+   * The statuses a "deployment" kind's create or update starts with, when a real workload (not the clock) moves
+   * it on (applications with a runtime: DEPLOYING, then what the workload reports); undefined = the clock's plan.
+   */
+  deployPlan?: (doc: ResourceDoc, deps: D, previous?: ResourceDoc) => readonly DeploymentStatus[] | undefined;
+  /** After the generic create or update has written the record (applications: start, restart or stop the workload). */
+  afterWrite?: (doc: ResourceDoc, ctx: OpContext, deps: D, previous?: ResourceDoc) => void;
   /** Secret masking; `show` is true only for an admin passing show_secrets=true. */
   mask?: (doc: ResourceDoc, show: boolean) => ResourceDoc;
   /** Fields that depend on the moment of reading (a sandbox's expiresIn): added to every read, never cached. */

@@ -48,6 +48,8 @@ interface PendingUpload {
   /** What a PUT ?upload=true asked beside the build (bl deploy sends the whole resource): applied with the image. */
   spec?: Record<string, unknown>;
   labels?: Record<string, unknown>;
+  /** Another build than a sandbox's (`bl push`: POST /images?upload=true, images/image-push.ts). */
+  build?: (work: string, zip: string, bytes: number) => Promise<void>;
 }
 
 export const builtImageName = (sandbox: string) => `${BUILT_SANDBOX_REPOSITORY}/${sandbox}:latest`;
@@ -99,7 +101,16 @@ export class ImageUploads {
     return new Reply(200, doc, { "X-Blaxel-Upload-Url": this.issue(deps, ctx, name, asked) });
   }
 
-  private issue(deps: SandboxResourceDeps, ctx: OpContext, sandbox: string, asked: Pick<PendingUpload, "spec" | "labels"> = {}): string {
+  /**
+   * POST /images?upload=true (`bl push`): an upload URL whose zip `build` builds (images/image-push.ts); 501
+   * without an image store, as the sandbox uploads.
+   */
+  pushImage(deps: SandboxResourceDeps, ctx: OpContext, push: (store: ImageStore) => { key: string; build: NonNullable<PendingUpload["build"]> }): string {
+    const { key, build } = push(this.store);
+    return this.issue(deps, ctx, key, { build });
+  }
+
+  private issue(deps: SandboxResourceDeps, ctx: OpContext, sandbox: string, asked: Pick<PendingUpload, "spec" | "labels" | "build"> = {}): string {
     const token = randomBytes(24).toString("base64url");
     const generation = ++this.generations;
     this.latest.set(`${ctx.workspace}/${sandbox}`, generation);
@@ -133,7 +144,8 @@ export class ImageUploads {
       await rm(work, { recursive: true, force: true });
       throw err;
     }
-    void this.build(deps, upload, work, zip, bytes).finally(() => rm(work, { recursive: true, force: true }));
+    const building = upload.build ? upload.build(work, zip, bytes) : this.build(deps, upload, work, zip, bytes);
+    void building.finally(() => rm(work, { recursive: true, force: true }));
   }
 
   private superseded(upload: PendingUpload): boolean {

@@ -3,6 +3,7 @@ import type { ResourceDeps, ResourceDoc, ResourceKind } from "../kind.js";
 import { checkReferences, runUrl } from "../references.js";
 import { maskConfigurations, maskEnvs } from "../render.js";
 import { reviseApplication } from "../../applications/revisions.js";
+import { runsOwnCompute, type ApplicationWorkloads } from "../../applications/workloads.js";
 import { envSchema, flavorSchema, names, revisionSchema, runtimeSchema, triggerSchema, volumeAttachmentSchema } from "../schemas.js";
 
 /** Agents, functions (MCP servers included), jobs, models, applications: deployed through UPLOADING → … → DEPLOYED. */
@@ -142,7 +143,13 @@ export const modelKind: ResourceKind = {
   mask: maskRuntimeEnvs,
 };
 
-export const applicationKind: ResourceKind = {
+/** What the application kind's hooks need besides the records: what runs applications (or nothing, records only). */
+export interface ApplicationKindDeps extends ResourceDeps {
+  applications: ApplicationWorkloads;
+}
+
+const activeRevision = (doc: ResourceDoc | undefined) => (doc?.spec.revision as { active?: string } | undefined)?.active;
+export const applicationKind: ResourceKind<ApplicationKindDeps> = {
   kind: "application",
   collection: "/applications",
   param: "applicationName",
@@ -168,6 +175,22 @@ export const applicationKind: ResourceKind = {
   prepare(doc, ctx, deps, previous) {
     reviseApplication(doc, ctx, deps, previous);
     doc.metadata.url = runUrl(deps, ctx, "applications", doc.metadata.name);
+  },
+  // With a runtime, the workload moves the status: DEPLOYING until it answers on its port (applications/runner.ts).
+  // An update that changed no compute leaves a running revision as it is.
+  deployPlan(doc, deps, previous) {
+    if (!deps.applications.runs || doc.spec.enabled === false) return undefined;
+    if (!runsOwnCompute(doc)) return ["DEPLOYED"];
+    const running = previous?.status === "DEPLOYED" && deps.applications.runsRevision(doc.metadata.workspace as string, doc.metadata.name, activeRevision(doc));
+    return running ? ["DEPLOYED"] : ["DEPLOYING"];
+  },
+  afterWrite(doc, ctx, deps, previous) {
+    if (!deps.applications.runs) return;
+    if (!runsOwnCompute(doc)) return void deps.applications.stop(ctx.workspace, doc.metadata.name);
+    if (doc.status === "DEPLOYING" || activeRevision(doc) !== activeRevision(previous)) deps.applications.deploy(ctx.workspace, doc.metadata.name);
+  },
+  beforeDelete(item, ctx, deps) {
+    void deps.applications.stop(ctx.workspace, item.name);
   },
   mask: (doc, show) => {
     if (show) return doc;

@@ -45,6 +45,15 @@ describe("images", () => {
     await sim.api.delete("/v0/images/sandboxes/web/tags/nope").expect(404);
   });
 
+  it("counts an application running a tag (its active revision's image) as a user of it", async () => {
+    await sim.api.post("/v0/images", { name: "app-img", resourceType: "sandbox", image: "app-img:v1" }).expect(200);
+    await sim.api.post("/v0/applications", { metadata: { name: "runs-app-img" }, spec: { revisions: [{ image: "sandbox/app-img:v1" }] } }).expect(200);
+    const refused = await sim.api.delete("/v0/images/sandboxes/app-img/tags/v1").expect(409);
+    expect(refused.body.message).toContain("application runs-app-img");
+    await sim.api.delete("/v0/applications/runs-app-img").expect(200);
+    await sim.api.delete("/v0/images/sandboxes/app-img/tags/v1").expect(200);
+  });
+
   it("shares within the account at once (200, metadata copied with sourceWorkspace)", async () => {
     const res = await sim.api.post("/v0/images/sandboxes/web/share", { targetWorkspace: "sibling" }).expect(200);
     expect(res.body.metadata).toMatchObject({ name: "web", workspace: "sibling", sourceWorkspace: "default" });

@@ -223,5 +223,51 @@ describe("the upload routes' refusals", () => {
     const r = await fetch(`${host.url}/v0/sandboxes?upload=true`, { method: "POST", headers, body: JSON.stringify({ metadata: { name: "no-store" } }) });
     expect(r.status).toBe(501);
     expect(((await r.json()) as { message: string }).message).toContain("need the image store");
+    const push = await fetch(`${host.url}/v0/images?upload=true`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ name: "no-store", resourceType: "sandbox" }),
+    });
+    expect(push.status).toBe(501);
+    expect((await fetch(`${host.url}/v0/images/sandbox/no-store`, { headers })).status).toBe(404); // nothing recorded
+  });
+
+  it("bl push's request is validated before anything is recorded, and a bad context fails its image's build with the reason", async () => {
+    const push = (body: object) => fetch(`${sim.url}/v0/images?upload=true`, { method: "POST", headers, body: JSON.stringify(body) });
+    expect((await push({ name: "bad-type", resourceType: "model" })).status).toBe(400);
+    expect((await push({ name: "Not_A_Name", resourceType: "sandbox" })).status).toBe(400);
+    expect((await push({ resourceType: "sandbox" })).status).toBe(400);
+    expect((await fetch(`${sim.url}/v0/images/sandbox/bad-type`, { headers })).status).toBe(404);
+    const ok = await push({ name: "push-bad-zip", resourceType: "sandbox", generation: "mk3", labels: { memory: "2048" } });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ name: "push-bad-zip", resourceType: "sandbox", image: "sandbox/push-bad-zip:latest", build: true });
+    const url = ok.headers.get("x-blaxel-upload-url")!;
+    const bad = new Uint8Array(zipOf([{ name: "../Dockerfile", data: "FROM scratch\n" }]));
+    expect((await fetch(url, { method: "PUT", headers: { "content-type": "application/zip" }, body: bad })).status).toBe(200);
+    let doc: { metadata?: { status?: string; events?: { type: string; message: string }[] } } = {};
+    for (let i = 0; i < 100 && doc.metadata?.status !== "FAILED"; i++) {
+      doc = (await (await fetch(`${sim.url}/v0/images/sandbox/push-bad-zip`, { headers })).json()) as typeof doc;
+      if (doc.metadata?.status !== "FAILED") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(doc.metadata?.status).toBe("FAILED");
+    expect(doc.metadata?.events?.at(-1)).toMatchObject({ type: "ai.blaxel.controlplane.buildimage.failed" });
+    expect(doc.metadata?.events?.at(-1)?.message).toContain("would be written outside the context");
+
+    // The CLI's build log watcher (GET /observability/logs) reads the build's lines, the failure among them.
+    const start = new Date(Date.now() - 60_000).toISOString().slice(0, 19);
+    const end = new Date(Date.now() + 3_600_000).toISOString().slice(0, 19);
+    const logs = (path: string) => fetch(`${sim.url}/v0/observability/logs?${path}`, { headers });
+    const read = await logs(`start=${start}&end=${end}&resourceType=sandboxes&workloadIds=push-bad-zip&type=all&traceId=&limit=1000&offset=0&search=`);
+    expect(read.status).toBe(200);
+    const body = (await read.json()) as Record<string, { logs: { message: string; severity: number; timestamp: string }[]; totalCount: number }>;
+    expect(body["push-bad-zip"]!.totalCount).toBeGreaterThan(1);
+    expect(body["push-bad-zip"]!.logs[0]).toMatchObject({ severity: 17 }); // newest first: the failure
+    expect(body["push-bad-zip"]!.logs[0]!.message).toContain("build failed");
+    const later = new Date(Date.now() + 600_000).toISOString().slice(0, 19);
+    const none = (await (await logs(`start=${later}&resourceType=sandboxes&workloadIds=push-bad-zip`)).json()) as typeof body;
+    expect(none["push-bad-zip"]).toEqual({ logs: [], totalCount: 0 });
+    expect((await logs("resourceType=models&workloadIds=x")).status).toBe(400);
+    expect((await logs("resourceType=sandboxes")).status).toBe(400);
+    expect((await logs("resourceType=sandboxes&workloadIds=x&start=yesterday")).status).toBe(400);
   });
 });
