@@ -87,7 +87,7 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
       drives: spec.drivesDir
         ? { sandboxDir: DRIVES, mount: [...enter(), ...start.kit.mountProgram], umount: [...enter(), ...start.kit.umountProgram] }
         : undefined,
-      inSandboxPort: IN_SANDBOX_API_PORT,
+      inSandboxPort: spec.inSandboxApi === false ? undefined : IN_SANDBOX_API_PORT,
     });
     const [opened] = await Promise.all([
       hosted,
