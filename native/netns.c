@@ -7,6 +7,10 @@
  *   socketIn(userFd, netFd, family, address, port, listen, timeoutMs, cb)   cb(errno, fd) on the JS thread
  *     listen = 1: a TCP socket bound to address:port and listening (backlog 511), non-blocking
  *     listen = 0: a TCP socket connected to address:port (ECONNREFUSED: nothing listens), non-blocking
+ *   openPty(rootFd) -> [master, peer]                         a terminal of the sandbox's own devpts instance
+ *     (bwrap --dev mounts one): its /dev/pts/ptmx opened through the root descriptor (openat2, RESOLVE_IN_ROOT),
+ *     unlocked, and its peer opened from the master (TIOCGPTPEER), so inside the sandbox `tty` names it
+ *   setWindowSize(fd, cols, rows)                             TIOCSWINSZ (the shell gets SIGWINCH)
  *
  * Entering a network namespace needs CAP_SYS_ADMIN in the caller's user namespace and in the namespace's owner;
  * a simulator run by a normal user has it only inside the sandbox's user namespace, which a threaded process
@@ -28,7 +32,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,11 +165,77 @@ static napi_value socket_in(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+static napi_value throw_errno(napi_env env, int err, const char *what) {
+  char message[256];
+  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
+static napi_value open_pty(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out, value;
+  int32_t root;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &root) != napi_ok) {
+    napi_throw_type_error(env, NULL, "openPty(rootFd): bad arguments");
+    return NULL;
+  }
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = O_RDWR | O_NOCTTY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  int master = (int)syscall(SYS_openat2, root, "dev/pts/ptmx", &how, sizeof how);
+  if (master < 0) return throw_errno(env, errno, "open the sandbox's /dev/pts/ptmx");
+  int unlock = 0;
+  if (ioctl(master, TIOCSPTLCK, &unlock) < 0) {
+    int err = errno;
+    close(master);
+    return throw_errno(env, err, "unlock the terminal");
+  }
+  int peer = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (peer < 0) {
+    int err = errno;
+    close(master);
+    return throw_errno(env, err, "open the terminal's peer");
+  }
+  napi_create_array_with_length(env, 2, &out);
+  napi_create_int32(env, master, &value);
+  napi_set_element(env, out, 0, value);
+  napi_create_int32(env, peer, &value);
+  napi_set_element(env, out, 1, value);
+  return out;
+}
+
+static napi_value set_window_size(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  int32_t fd, cols, rows;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int32(env, argv[1], &cols) != napi_ok ||
+      napi_get_value_int32(env, argv[2], &rows) != napi_ok) {
+    napi_throw_type_error(env, NULL, "setWindowSize(fd, cols, rows): bad arguments");
+    return NULL;
+  }
+  struct winsize ws = {(unsigned short)rows, (unsigned short)cols, 0, 0};
+  if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return throw_errno(env, errno, "resize the terminal");
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"socketIn", NULL, socket_in, NULL, NULL, NULL, napi_default, NULL},
+      {"openPty", NULL, open_pty, NULL, NULL, NULL, napi_default, NULL},
+      {"setWindowSize", NULL, set_window_size, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_define_properties(env, exports, 1, props);
+  napi_define_properties(env, exports, 3, props);
   return exports;
 }
 

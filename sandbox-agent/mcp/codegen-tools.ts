@@ -4,8 +4,8 @@ import { posix } from "node:path";
 import { z } from "zod";
 import { errors, fromFsError } from "../../src/errors.js";
 import { DirectorySchema, toolResult, WORKING_DIRECTORY, type ToolContext } from "./context.js";
-import { listTool, readPinned, resolveToolPath, toolPath } from "./fs-tools.js";
-import { globMatcher, isSubsequence, walk } from "./search.js";
+import { listTool, readPinned, toolPath } from "./fs-tools.js";
+import { globMatcher, isSubsequence, openEntry, walk } from "./search.js";
 
 const FILE_SEARCH_MAX = 10; // reference: at most 10 paths
 const WALK_MAX_ENTRIES = 200_000;
@@ -60,6 +60,31 @@ function rgLine(type: string, data: object): string {
   return `${JSON.stringify({ type, data })}\n`;
 }
 
+/** Runs `fn` on a tool's directory held open (its pinned `/proc/self/fd` path): walks start from descriptors, never host paths. */
+async function inToolDirectory<T>(ctx: ToolContext, raw: string, fn: (path: string, pinned: string) => Promise<T>): Promise<T> {
+  const path = toolPath(ctx, raw);
+  return ctx.paths.use(path, { follow: true }, async ({ pinned, stat }) => {
+    if (!pinned || !stat) throw errors.notFound(`${path}: no such directory`);
+    if (!stat.isDirectory()) throw errors.badRequest(`${path} is not a directory`);
+    return fn(path, pinned);
+  });
+}
+
+/** A file of a walk, up to GREP_MAX_FILE_BYTES + 1 bytes (more: skipped), or undefined (gone, a link, unreadable). */
+async function readEntry(host: string): Promise<Buffer | undefined> {
+  const handle = await openEntry(host).catch(() => undefined);
+  if (!handle) return undefined;
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile() || stat.size > GREP_MAX_FILE_BYTES) return undefined;
+    return await handle.readFile();
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
 /** The reference's codegen tools (§9.11): the local ones for real, the model ones as clear errors. */
 export function registerCodegenTools(server: McpServer, ctx: ToolContext): void {
   server.registerTool(
@@ -75,12 +100,13 @@ export function registerCodegenTools(server: McpServer, ctx: ToolContext): void 
       outputSchema: z.object({ success: z.boolean(), matches: z.array(z.string()).nullable(), query: z.string() }),
     },
     async ({ query, directory }) => {
-      const { path, host } = await resolveToolPath(ctx, directory ?? WORKING_DIRECTORY);
       const matches: string[] = [];
-      await walk(host, { maxEntries: WALK_MAX_ENTRIES, skipHidden: true, sandboxStart: path }, (e) => {
-        if (e.kind === "file" && isSubsequence(query, e.name)) matches.push(posix.join(path, e.rel));
-        return matches.length < FILE_SEARCH_MAX;
-      });
+      await inToolDirectory(ctx, directory ?? WORKING_DIRECTORY, (path, pinned) =>
+        walk(pinned, { maxEntries: WALK_MAX_ENTRIES, skipHidden: true, sandboxStart: path }, (e) => {
+          if (e.kind === "file" && isSubsequence(query, e.name)) matches.push(posix.join(path, e.rel));
+          return matches.length < FILE_SEARCH_MAX;
+        }),
+      );
       return toolResult({ success: true, matches: matches.length ? matches : null, query });
     },
   );
@@ -108,43 +134,44 @@ export function registerCodegenTools(server: McpServer, ctx: ToolContext): void 
       }
       const include = includePattern ? globMatcher(includePattern) : undefined;
       const exclude = excludePattern ? globMatcher(excludePattern) : undefined;
-      const { path, host } = await resolveToolPath(ctx, WORKING_DIRECTORY);
       let out = "";
       let matches = 0;
       let filesWithMatch = 0;
       let searched = 0;
-      await walk(host, { maxEntries: WALK_MAX_ENTRIES, skipHidden: true, sandboxStart: path }, async (e) => {
-        if (e.kind !== "file" || (include && !include(e.rel)) || (exclude && exclude(e.rel))) return true;
-        const data = await fsp.readFile(e.host).catch(() => undefined);
-        if (!data || data.length > GREP_MAX_FILE_BYTES || data.subarray(0, 8192).includes(0)) return true; // binary: skipped, as rg does
-        searched++;
-        let found = 0;
-        let offset = 0;
-        let lineNumber = 0;
-        for (const line of data.toString("utf8").split(/(?<=\n)/)) {
-          lineNumber++;
-          re.lastIndex = 0;
-          const subs = [...line.matchAll(re)]
-            .filter((m) => m[0] !== "")
-            .map((m) => ({
-              match: { text: m[0] },
-              start: Buffer.byteLength(line.slice(0, m.index)),
-              end: Buffer.byteLength(line.slice(0, m.index + m[0].length)),
-            }));
-          if (subs.length > 0) {
-            if (found++ === 0) out += rgLine("begin", { path: { text: e.rel } });
-            out += rgLine("match", { path: { text: e.rel }, lines: { text: line }, line_number: lineNumber, absolute_offset: offset, submatches: subs });
-            matches++;
+      await inToolDirectory(ctx, WORKING_DIRECTORY, (path, pinned) =>
+        walk(pinned, { maxEntries: WALK_MAX_ENTRIES, skipHidden: true, sandboxStart: path }, async (e) => {
+          if (e.kind !== "file" || (include && !include(e.rel)) || (exclude && exclude(e.rel))) return true;
+          const data = await readEntry(e.host);
+          if (!data || data.length > GREP_MAX_FILE_BYTES || data.subarray(0, 8192).includes(0)) return true; // binary: skipped, as rg does
+          searched++;
+          let found = 0;
+          let offset = 0;
+          let lineNumber = 0;
+          for (const line of data.toString("utf8").split(/(?<=\n)/)) {
+            lineNumber++;
+            re.lastIndex = 0;
+            const subs = [...line.matchAll(re)]
+              .filter((m) => m[0] !== "")
+              .map((m) => ({
+                match: { text: m[0] },
+                start: Buffer.byteLength(line.slice(0, m.index)),
+                end: Buffer.byteLength(line.slice(0, m.index + m[0].length)),
+              }));
+            if (subs.length > 0) {
+              if (found++ === 0) out += rgLine("begin", { path: { text: e.rel } });
+              out += rgLine("match", { path: { text: e.rel }, lines: { text: line }, line_number: lineNumber, absolute_offset: offset, submatches: subs });
+              matches++;
+            }
+            offset += Buffer.byteLength(line);
+            if (matches >= GREP_MAX_MATCHES || out.length > GREP_MAX_OUTPUT_BYTES) break;
           }
-          offset += Buffer.byteLength(line);
-          if (matches >= GREP_MAX_MATCHES || out.length > GREP_MAX_OUTPUT_BYTES) break;
-        }
-        if (found > 0) {
-          filesWithMatch++;
-          out += rgLine("end", { path: { text: e.rel }, binary_offset: null, stats: { matched_lines: found, matches: found } });
-        }
-        return matches < GREP_MAX_MATCHES && out.length <= GREP_MAX_OUTPUT_BYTES;
-      });
+          if (found > 0) {
+            filesWithMatch++;
+            out += rgLine("end", { path: { text: e.rel }, binary_offset: null, stats: { matched_lines: found, matches: found } });
+          }
+          return matches < GREP_MAX_MATCHES && out.length <= GREP_MAX_OUTPUT_BYTES;
+        }),
+      );
       // rg exits 1 when nothing matched; the reference reports that as a tool error.
       if (matches === 0) throw errors.notFound("grep search failed: exit status 1 (no match)");
       out += rgLine("summary", { stats: { matched_lines: matches, matches, searches: searched, searches_with_match: filesWithMatch } });

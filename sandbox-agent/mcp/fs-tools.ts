@@ -40,11 +40,6 @@ export async function readPinned(ctx: ToolContext, path: string, check?: (stat: 
   });
 }
 
-export async function resolveToolPath(ctx: ToolContext, raw: string): Promise<{ path: string; host: string }> {
-  const path = toolPath(ctx, raw);
-  return { path, host: await ctx.paths.resolve(path) };
-}
-
 /** Lists through the directory's pinned descriptor, as GET /filesystem does (no swap between check and listing). */
 export async function listTool(ctx: ToolContext, raw: string) {
   const path = toolPath(ctx, raw);

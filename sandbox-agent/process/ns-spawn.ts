@@ -123,12 +123,54 @@ export function nsexecArgs(target: NamespaceTarget, workingDir: string, options:
 export interface TerminalEntry {
   argv(workingDir: string): string[];
   exists(path: string): boolean;
+  /**
+   * Starts `shell` in the sandbox on a terminal of the sandbox's own (its devpts: `tty` names it inside), where
+   * the host can make one; undefined: the PTY is node-pty's, the host's.
+   */
+  open?(shell: string, workingDir: string, size: { cols: number; rows: number }, env: Record<string, string>): Promise<TerminalProcess>;
+}
+
+/** What a terminal session uses of its PTY (node-pty's IPty has it all). */
+export interface TerminalProcess {
+  /** Host pid of the shell: its session is what ends with the terminal. */
+  readonly pid: number;
+  onData(listener: (data: string) => void): { dispose(): void };
+  onExit(listener: (e: { exitCode: number; signal?: number }) => void): { dispose(): void };
+  write(data: string): void;
+  resize(cols: number, rows: number): void;
+  pause(): void;
+  resume(): void;
 }
 
 /** A TerminalEntry through nsexec into `target()`'s sandbox; `exists` looks inside it (kernel-confined by the caller). */
-export function namespaceTerminal(target: () => NamespaceTarget, exists: (path: string) => boolean, helper = nsexecPath()): TerminalEntry {
+export function namespaceTerminal(
+  target: () => NamespaceTarget,
+  exists: (path: string) => boolean,
+  open?: TerminalEntry["open"],
+  helper = nsexecPath(),
+): TerminalEntry {
   if (!helper) throw new Error("native/nsexec is not built (no C compiler at install): terminals cannot enter a sandbox from outside");
-  return { argv: (workingDir) => [helper, ...nsexecArgs(target(), workingDir, { tty: true })], exists };
+  return { argv: (workingDir) => [helper, ...nsexecArgs(target(), workingDir, { tty: true })], exists, open };
+}
+
+/** Starts nsexec with `tty` as its stdio and a report pipe; resolves with the child and the command's host pid. */
+export async function spawnOnTerminal(
+  target: NamespaceTarget,
+  workingDir: string,
+  argv: string[],
+  tty: number,
+  env: NodeJS.ProcessEnv,
+  helper = nsexecPath(),
+): Promise<{ child: import("node:child_process").ChildProcess; pid: number }> {
+  if (!helper) throw new Error("native/nsexec is not built");
+  const child = spawn(helper, [...nsexecArgs(target, workingDir, { tty: true, reportFd: 3 }), ...argv], { cwd: "/", env, stdio: [tty, tty, tty, "pipe"] });
+  child.on("error", () => {});
+  const report = await readReport(child.stdio[3] as Readable);
+  const ok = /^ok (\d+) (\d+)\n$/.exec(report);
+  if (ok) return { child, pid: Number(ok[1]) };
+  const failed = /^error (\S+) (\d+) (.*)\n$/.exec(report);
+  if (failed) throw new NamespaceEntryError(failed[1]!, Number(failed[2]), failed[3]!);
+  throw new Error(`the namespace helper ended without a report (${report.trim() || "nothing"})`);
 }
 
 /** Why a command could not start, from nsexec's report: the stage and the OS's message. */

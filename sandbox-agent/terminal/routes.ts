@@ -10,7 +10,7 @@ import type { SandboxPaths } from "../paths/sandbox-path.js";
 import { TERMINAL_PAGE } from "./page.js";
 import { bridge, DEFAULT_FLOW, type FlowLimits } from "./session.js";
 import { findShell, terminalEnv } from "./shell.js";
-import type { TerminalEntry } from "../process/ns-spawn.js";
+import type { TerminalEntry, TerminalProcess } from "../process/ns-spawn.js";
 
 export const TERMINAL_PATH = "/terminal";
 export const TERMINAL_WS_PATH = "/terminal/ws";
@@ -89,7 +89,7 @@ const loadWs = (): typeof import("ws") => (wsModule ??= createRequire(import.met
 export function createTerminals(deps: TerminalDeps): Terminals {
   let server: import("ws").WebSocketServer | undefined;
   const wss = () => (server ??= new (loadWs().WebSocketServer)({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false }));
-  const live = new Set<IPty>();
+  const live = new Set<TerminalProcess>();
 
   function authorized(req: IncomingMessage, url: URL): string | undefined {
     if (deps.token) {
@@ -119,21 +119,19 @@ export function createTerminals(deps: TerminalDeps): Terminals {
 
   async function start(ws: import("ws").WebSocket, url: URL): Promise<void> {
     const env = deps.env();
-    let pty: IPty;
+    let pty: TerminalProcess;
     try {
       const dir = await workingDir(url.searchParams.get("workingDir"), env);
       const shell = findShell(env, url.searchParams.get("shell") ?? undefined, deps.entry?.exists);
       const [file, ...args] = deps.entry ? [...deps.entry.argv(dir.sandbox), shell] : [...(deps.wrapper ?? []), shell];
       // Entering from outside, the helper's own directory is the host's "/"; it changes to dir.sandbox inside.
       const cwd = deps.entry ? "/" : dir.host;
-      const { spawn } = await loadPty();
-      pty = spawn(file!, args, {
-        name: "xterm-256color",
-        cols: dimension(url.searchParams.get("cols"), DEFAULT_SIZE.cols),
-        rows: dimension(url.searchParams.get("rows"), DEFAULT_SIZE.rows),
-        cwd,
-        env: terminalEnv(env),
-      });
+      const size = { cols: dimension(url.searchParams.get("cols"), DEFAULT_SIZE.cols), rows: dimension(url.searchParams.get("rows"), DEFAULT_SIZE.rows) };
+      if (deps.entry?.open) pty = await deps.entry.open(shell, dir.sandbox, size, terminalEnv(env));
+      else {
+        const { spawn } = await loadPty();
+        pty = spawn(file!, args, { name: "xterm-256color", ...size, cwd, env: terminalEnv(env) });
+      }
     } catch (err) {
       // As the reference: the socket is open, the failure goes as an error frame, then the socket closes.
       ws.send(JSON.stringify({ type: "error", data: `could not start the terminal: ${(err as Error).message}` }));

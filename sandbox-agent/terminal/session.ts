@@ -1,4 +1,5 @@
 import type { IPty } from "node-pty";
+import type { TerminalProcess } from "../process/ns-spawn.js";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { Logger } from "../../src/logging.js";
@@ -22,7 +23,7 @@ export interface FlowLimits {
 export const DEFAULT_FLOW: FlowLimits = { outputHighBytes: 256 * 1024, outputLowBytes: 64 * 1024, inputHighBytes: 1024 * 1024 };
 
 /** node-pty's write queue (lib/unixTerminal.js CustomWriteStream): not public, read only to apply backpressure to input. */
-function queuedInput(pty: IPty): number | undefined {
+function queuedInput(pty: TerminalProcess | IPty): number | undefined {
   const queue = (pty as unknown as { _writeStream?: { _writeQueue?: { buffer: Buffer; offset: number }[] } })._writeStream?._writeQueue;
   if (!Array.isArray(queue)) return undefined;
   let bytes = 0;
@@ -45,7 +46,7 @@ export function exitReason(exitCode: number, signal: number | undefined): string
  * socket with code 1000 and its status as the reason (the reference just
  * drops the connection; a close frame lets a client tell exit from failure).
  */
-export function bridge(ws: WebSocket, pty: IPty, logger: Logger, flow: FlowLimits = DEFAULT_FLOW): Promise<void> {
+export function bridge(ws: WebSocket, pty: TerminalProcess, logger: Logger, flow: FlowLimits = DEFAULT_FLOW): Promise<void> {
   let pendingOutput = 0;
   let outputPaused = false;
   let inputPaused = false;

@@ -15,6 +15,7 @@ import type { SearchPool } from "../../sandbox-agent/search/pool.js";
 import { UpgradeState } from "../../sandbox-agent/system/upgrade.js";
 import { boundRequests, type RequestBounds } from "./bounds.js";
 import { NetNamespace } from "./netns.js";
+import { sandboxTerminal } from "./pty.js";
 
 /**
  * One sandbox's agent inside the agent host: the sandbox-agent's own modules (openAgent + createApp, as the
@@ -132,7 +133,7 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
       logger: deps.logger.child({ sandbox: spec.sandbox }),
       root,
       spawner: namespaceSpawner(() => spec.target, deps.nsexec),
-      terminalEntry: namespaceTerminal(() => spec.target, exists, deps.nsexec),
+      terminalEntry: namespaceTerminal(() => spec.target, exists, sandboxTerminal(rootFd, () => spec.target, deps.nsexec), deps.nsexec),
       baseEnv: spec.env,
       search: deps.search,
       upgrades,

@@ -10,6 +10,8 @@ import { getSystemErrorName } from "node:util";
  * an agent of their own.
  */
 interface NetnsAddon {
+  openPty(rootFd: number): [number, number];
+  setWindowSize(fd: number, cols: number, rows: number): void;
   socketIn(
     userFd: number,
     netFd: number,
@@ -43,6 +45,17 @@ function load(): { addon?: NetnsAddon; why?: string } {
 export function netnsSupport(): { available: true } | { available: false; reason: string } {
   const { addon, why } = load();
   return addon ? { available: true } : { available: false, reason: why! };
+}
+
+/** A terminal of the sandbox's own devpts, through its held root: [master, peer] (the same addon: native/netns.c). */
+export function openSandboxPty(rootFd: number): [number, number] {
+  const { addon, why } = load();
+  if (!addon) throw new Error(why);
+  return addon.openPty(rootFd);
+}
+
+export function setWindowSize(fd: number, cols: number, rows: number): void {
+  load().addon?.setWindowSize(fd, cols, rows);
 }
 
 /** A sandbox's user and network namespaces, held open (its PID 1 may be gone by the time a socket is needed). */
