@@ -1,8 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { promises as fsp } from "node:fs";
 import { posix } from "node:path";
 import { z } from "zod";
-import { errors, fromFsError } from "../../src/errors.js";
+import { errors } from "../../src/errors.js";
 import { DirectorySchema, toolResult, WORKING_DIRECTORY, type ToolContext } from "./context.js";
 import { listTool, readPinned, toolPath } from "./fs-tools.js";
 import { globMatcher, isSubsequence, openEntry, walk } from "./search.js";

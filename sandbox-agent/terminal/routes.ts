@@ -1,7 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { RequestHandler } from "express";
-import type { IPty } from "node-pty";
 import { createRequire } from "node:module";
 import { bearerToken, secretsEqual } from "../../src/auth.js";
 import { redactUrl, type Logger } from "../../src/logging.js";

@@ -1,36 +1,33 @@
 import { spawn, spawnSync, type StdioOptions } from "node:child_process";
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { agentEnvWithoutToken, agentMainPath } from "./agent-main.js";
 import { adoptChild, reapOrphan } from "./child.js";
 import { adoption } from "./bwrap-adoption.js";
 import {
-  agentArgv,
   bwrapArgv,
   agentCaEnv,
   caEnv,
   overlay as overlayOf,
   type SandboxTenant,
   SANDBOX_PATH,
-  sandboxEnv,
   STAGE0,
   STAGE1,
   trustEgress,
   writeSandboxEtc,
 } from "./bwrap-layout.js";
-import { BwrapWarmPool, killWarmSandbox, type SpawnedSandbox, type WarmSandbox } from "./bwrap-warm.js";
-import type { WarmActivation } from "./warm-agent.js";
+import { BwrapWarmPool, killWarmSandbox, type SpawnedSandbox } from "./bwrap-warm.js";
 import type { AgentHost } from "../agent-host/host.js";
 import { nsexecPath } from "../../sandbox-agent/process/ns-spawn.js";
 import { startHosted } from "./bwrap-hosted.js";
+import { activateWarm } from "./bwrap-activate.js";
 import { cgroupSupport, type CgroupSupport, type MemoryCgroup } from "./cgroup.js";
 import { copyMappedTree, describeIdMapping, removeMappedTree, resolveIdMapping, unshareIdArgs, type IdMapping } from "./id-map.js";
 import { probeIsolation, which, type IsolationTools } from "./isolation.js";
 import { DirectOutbound } from "./network.js";
 import { sandboxKit, type SandboxKit } from "./sandbox-kit.js";
-import { addHostCertificates, hostsFile, imageLayers, keepHostsCurrent, readInfo, setHostname, unlockWorkDir } from "./sandbox-setup.js";
+import { addHostCertificates, imageLayers, keepHostsCurrent, readInfo, unlockWorkDir } from "./sandbox-setup.js";
 import { LaunchError, type AgentHandle, type LaunchSpec, type Launcher, type LauncherDescription, type WarmPoolState } from "./types.js";
 
 /** Paths inside every sandbox (bwrap-layout.ts), importable from here as before. */
@@ -155,7 +152,8 @@ export class BwrapLauncher implements Launcher {
     const warm = await this.pool.take(spec);
     try {
       if (warm) {
-        return await this.activate(warm, spec).catch(async (err: unknown) => {
+        const activation = { kit, readyTimeoutMs: this.options.readyTimeoutMs, limitFailed: (why: string) => (this.memory.unavailable = why) };
+        return await activateWarm(warm, spec, activation).catch(async (err: unknown) => {
           // Taken out of the pool but never adopted (a rename, the hostname, the network failed): nothing else
           // owns it now, so it ends here, its whole process tree, rather than outliving the simulator.
           await killWarmSandbox(warm.sandbox);
@@ -208,36 +206,6 @@ export class BwrapLauncher implements Launcher {
   private sandboxKit(): SandboxKit {
     this.kit ??= sandboxKit(this.options.agentMain ?? agentMainPath(), this.tools, this.options.agentHost ? nsexecPath() : undefined);
     return this.kit;
-  }
-
-  /** A warm sandbox becomes this one: its directories take the spec's paths, its agent gets the spec's argv and env. */
-  private async activate(warm: WarmSandbox, spec: LaunchSpec): Promise<AgentHandle> {
-    // The sandbox's binds follow the directories' inodes: renamed, they stay mounted where they were.
-    for (const [from, to] of [
-      [warm.rootDir, spec.rootDir],
-      [warm.dataDir, spec.dataDir],
-    ] as const) {
-      mkdirSync(dirname(to), { recursive: true });
-      renameSync(from, to);
-    }
-    try {
-      if (spec.memoryMb) warm.sandbox.cgroup?.limit(spec.memoryMb);
-    } catch (err) {
-      this.memory.unavailable = `setting a memory limit failed: ${(err as Error).message}`;
-    }
-    writeFileSync(join(spec.dataDir, "etc", "hosts"), hostsFile(spec.sandbox, spec.egress?.hosts));
-    keepHostsCurrent(join(spec.dataDir, "etc", "hosts"), spec, warm.sandbox.child);
-    if (spec.egress) trustEgress(spec, spec.egress, false);
-    if (spec.egress?.direct === false) await warm.sandbox.setDirect(false);
-    // Named while its agent activates (the agent never reads the hostname): the create answers once both are done.
-    const named = setHostname(warm.sandbox.sandboxPid()!, spec.sandbox.slice(0, 63));
-    const kit = this.sandboxKit();
-    const activation: WarmActivation = { argv: agentArgv(spec, warm.sandbox.cgroup !== undefined, kit), env: sandboxEnv(spec) as Record<string, string> };
-    const [handle] = await Promise.all([
-      adoptChild(warm.sandbox.child, adoption(warm.sandbox, spec, kit, this.options.readyTimeoutMs), () => warm.sandbox.child.send(activation)),
-      named,
-    ]);
-    return handle;
   }
 
   /**
