@@ -42,7 +42,21 @@ async function call(sim: Listening, method: string, path: string, body?: unknown
 
 async function measure(mode: "host" | "process", n: number): Promise<{ perSandbox: number; answered: number; createS: number }> {
   const simMain = fileURLToPath(new URL("../simulator/main.js", import.meta.url));
-  const sim = await spawnListening([simMain, "--port", "0", "--api-key", KEY, "--log-level", "warn", "--agent-mode", mode, "--image-source", "host", "--standby-after", "0"]);
+  const sim = await spawnListening([
+    simMain,
+    "--port",
+    "0",
+    "--api-key",
+    KEY,
+    "--log-level",
+    "warn",
+    "--agent-mode",
+    mode,
+    "--image-source",
+    "host",
+    "--standby-after",
+    "0",
+  ]);
   try {
     await settle(3_000);
     const mem0 = memAvailableMiB();
@@ -80,10 +94,15 @@ async function measure(mode: "host" | "process", n: number): Promise<{ perSandbo
 }
 
 async function main(): Promise<void> {
-  console.log(`bench:density  ${cpus().length} CPUs, load average ${loadavg().map((l) => fmt(l, 2)).join(" ")}, MemAvailable ${fmt(memAvailableMiB(), 0)} MiB`);
+  console.log(
+    `bench:density  ${cpus().length} CPUs, load average ${loadavg()
+      .map((l) => fmt(l, 2))
+      .join(" ")}, MemAvailable ${fmt(memAvailableMiB(), 0)} MiB`,
+  );
   const results: Record<string, { perSandbox: number }> = {};
   for (const mode of MODES) results[mode] = await measure(mode, mode === "host" ? HOST_N : N);
-  if (results.host && results.process) console.log(`ratio      idle memory per sandbox host/process: ${fmt(results.host.perSandbox / results.process.perSandbox, 3)}`);
+  if (results.host && results.process)
+    console.log(`ratio      idle memory per sandbox host/process: ${fmt(results.host.perSandbox / results.process.perSandbox, 3)}`);
 }
 
 main().catch((err) => {

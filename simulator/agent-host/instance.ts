@@ -133,7 +133,12 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
       logger: deps.logger.child({ sandbox: spec.sandbox }),
       root,
       spawner: namespaceSpawner(() => spec.target, deps.nsexec),
-      terminalEntry: namespaceTerminal(() => spec.target, exists, sandboxTerminal(rootFd, () => spec.target, deps.nsexec), deps.nsexec),
+      terminalEntry: namespaceTerminal(
+        () => spec.target,
+        exists,
+        sandboxTerminal(rootFd, () => spec.target, deps.nsexec),
+        deps.nsexec,
+      ),
       baseEnv: spec.env,
       search: deps.search,
       upgrades,
