@@ -299,8 +299,7 @@ async function main(): Promise<void> {
       }
       console.log(`           cloud (median/p99 ms, for context): ${CLOUD[mode]}`);
     }
-    const [host, proc] = [rows.sequential?.host ?? rows[MODES[0]!]?.host, rows.sequential?.process ?? rows[MODES[0]!]?.process];
-    if (host && proc) {
+    if (AGENT_MODES.includes("host") && AGENT_MODES.includes("process")) {
       const cpuRatio = MODES.map((m) => rows[m]!.host!.cpuPer / rows[m]!.process!.cpuPer);
       console.log(`ratios     CPU per sandbox host/process: ${MODES.map((m, i) => `${m} ${fmt(cpuRatio[i]!, 2)}`).join(", ")}`);
       if (rows.burst) console.log(`           burst p99 host/process: ${fmt(p99(rows.burst.host!) / p99(rows.burst.process!), 2)}`);

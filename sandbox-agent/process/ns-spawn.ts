@@ -117,17 +117,12 @@ export function nsexecArgs(target: NamespaceTarget, workingDir: string, options:
 }
 
 /**
- * How a terminal's shell gets into a sandbox an agent host serves from outside: the argv a PTY spawns before
- * the shell (nsexec with `--tty`), and whether a path exists inside the sandbox (the shell it looks for).
+ * How a terminal's shell gets into a sandbox an agent host serves from outside: whether a path exists inside the
+ * sandbox (the shell it looks for), and the shell started there on a terminal of the sandbox's own.
  */
 export interface TerminalEntry {
-  argv(workingDir: string): string[];
   exists(path: string): boolean;
-  /**
-   * Starts `shell` in the sandbox on a terminal of the sandbox's own (its devpts: `tty` names it inside), where
-   * the host can make one; undefined: the PTY is node-pty's, the host's.
-   */
-  open?(shell: string, workingDir: string, size: { cols: number; rows: number }, env: Record<string, string>): Promise<TerminalProcess>;
+  open(shell: string, workingDir: string, size: { cols: number; rows: number }, env: Record<string, string>): Promise<TerminalProcess>;
 }
 
 /** What a terminal session uses of its PTY (node-pty's IPty has it all). */
@@ -142,17 +137,6 @@ export interface TerminalProcess {
   resume(): void;
 }
 
-/** A TerminalEntry through nsexec into `target()`'s sandbox; `exists` looks inside it (kernel-confined by the caller). */
-export function namespaceTerminal(
-  target: () => NamespaceTarget,
-  exists: (path: string) => boolean,
-  open?: TerminalEntry["open"],
-  helper = nsexecPath(),
-): TerminalEntry {
-  if (!helper) throw new Error("native/nsexec is not built (no C compiler at install): terminals cannot enter a sandbox from outside");
-  return { argv: (workingDir) => [helper, ...nsexecArgs(target(), workingDir, { tty: true })], exists, open };
-}
-
 /** Starts nsexec with `tty` as its stdio and a report pipe; resolves with the child and the command's host pid. */
 export async function spawnOnTerminal(
   target: NamespaceTarget,
@@ -165,9 +149,13 @@ export async function spawnOnTerminal(
   if (!helper) throw new Error("native/nsexec is not built");
   const child = spawn(helper, [...nsexecArgs(target, workingDir, { tty: true, reportFd: 3 }), ...argv], { cwd: "/", env, stdio: [tty, tty, tty, "pipe"] });
   child.on("error", () => {});
-  const report = await readReport(child.stdio[3] as Readable);
+  return { child, pid: parseReport(await readReport(child.stdio[3] as Readable)).pid };
+}
+
+/** nsexec's report line: the command's host and sandbox pids, or why nothing runs (NamespaceEntryError). */
+function parseReport(report: string): { pid: number; sandboxPid: number } {
   const ok = /^ok (\d+) (\d+)\n$/.exec(report);
-  if (ok) return { child, pid: Number(ok[1]) };
+  if (ok) return { pid: Number(ok[1]), sandboxPid: Number(ok[2]) };
   const failed = /^error (\S+) (\d+) (.*)\n$/.exec(report);
   if (failed) throw new NamespaceEntryError(failed[1]!, Number(failed[2]), failed[3]!);
   throw new Error(`the namespace helper ended without a report (${report.trim() || "nothing"})`);
@@ -217,12 +205,12 @@ export function namespaceSpawner(target: () => NamespaceTarget, helper = nsexecP
     child.on("error", () => {});
     const report = await readReport(child.stdio[3] as Readable);
     child.unref();
-    const ok = /^ok (\d+) (\d+)\n$/.exec(report);
-    if (ok) return { child, pid: Number(ok[1]), sandboxPid: Number(ok[2]) };
-    child.stdin?.destroy();
-    const failed = /^error (\S+) (\d+) (.*)\n$/.exec(report);
-    if (failed) throw new NamespaceEntryError(failed[1]!, Number(failed[2]), failed[3]!);
-    throw new Error(`the namespace helper ended without a report (${report.trim() || "nothing"})`);
+    try {
+      return { child, ...parseReport(report) };
+    } catch (err) {
+      child.stdin?.destroy();
+      throw err;
+    }
   };
 }
 

@@ -122,14 +122,12 @@ export function createTerminals(deps: TerminalDeps): Terminals {
     try {
       const dir = await workingDir(url.searchParams.get("workingDir"), env);
       const shell = findShell(env, url.searchParams.get("shell") ?? undefined, deps.entry?.exists);
-      const [file, ...args] = deps.entry ? [...deps.entry.argv(dir.sandbox), shell] : [...(deps.wrapper ?? []), shell];
-      // Entering from outside, the helper's own directory is the host's "/"; it changes to dir.sandbox inside.
-      const cwd = deps.entry ? "/" : dir.host;
       const size = { cols: dimension(url.searchParams.get("cols"), DEFAULT_SIZE.cols), rows: dimension(url.searchParams.get("rows"), DEFAULT_SIZE.rows) };
-      if (deps.entry?.open) pty = await deps.entry.open(shell, dir.sandbox, size, terminalEnv(env));
+      if (deps.entry) pty = await deps.entry.open(shell, dir.sandbox, size, terminalEnv(env));
       else {
+        const [file, ...args] = [...(deps.wrapper ?? []), shell];
         const { spawn } = await loadPty();
-        pty = spawn(file!, args, { name: "xterm-256color", ...size, cwd, env: terminalEnv(env) });
+        pty = spawn(file!, args, { name: "xterm-256color", ...size, cwd: dir.host, env: terminalEnv(env) });
       }
     } catch (err) {
       // As the reference: the socket is open, the failure goes as an error frame, then the socket closes.

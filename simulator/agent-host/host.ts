@@ -48,7 +48,6 @@ export class AgentHost {
     const close = agent.close.bind(agent);
     return {
       ...agent,
-      socketPath: agent.socketPath,
       close: async (graceMs) => {
         await close(graceMs);
         this.#instances.delete(agent);

@@ -10,7 +10,7 @@ import { markedInSandbox } from "../../sandbox-agent/http/in-sandbox-port.js";
 import { O_PATH } from "../../sandbox-agent/paths/beneath.js";
 import { openat2Sync, resolveFlags } from "../../sandbox-agent/paths/openat2.js";
 import type { RootDescriptor } from "../../sandbox-agent/paths/sandbox-path.js";
-import { namespaceSpawner, namespaceTerminal, type NamespaceTarget } from "../../sandbox-agent/process/ns-spawn.js";
+import { namespaceSpawner, type NamespaceTarget } from "../../sandbox-agent/process/ns-spawn.js";
 import type { SearchPool } from "../../sandbox-agent/search/pool.js";
 import { UpgradeState } from "../../sandbox-agent/system/upgrade.js";
 import { boundRequests, type RequestBounds } from "./bounds.js";
@@ -44,8 +44,6 @@ export interface HostedSandbox {
   logLevel?: string;
   /** Host path of the sandbox cgroup's memory.events (OOM kills are reported as such). */
   memoryEvents?: string;
-  /** The workspace's drives: where they are inside the sandbox, and mount(8)/umount(8) as the sandbox runs them. */
-  drives?: { sandboxDir: string; mount: string[]; umount: string[] };
   /** Port of the API inside the sandbox (8080 as the platform's daemon), without a token. */
   inSandboxPort?: number;
 }
@@ -69,7 +67,7 @@ export interface HostedAgent {
 }
 
 /** What the agent config is parsed from: the standalone agent's own options, so both read the same defaults. */
-function configOf(spec: HostedSandbox, drivesDir: string | undefined): AgentConfig {
+function configOf(spec: HostedSandbox): AgentConfig {
   const argv = [
     "--root",
     "/",
@@ -87,11 +85,11 @@ function configOf(spec: HostedSandbox, drivesDir: string | undefined): AgentConf
     join(spec.dataDir, "bl-metadata"),
     ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
     ...(spec.memoryEvents ? ["--memory-events", spec.memoryEvents] : []),
+    // Drives are refused for a root held as a descriptor (drives/service.ts answers 501); of the backends, bind is
+    // the one that opens at all over such a root (symlink links by host path: paths/sandbox-path.ts requireHostLinks).
+    "--drive-backend",
+    "bind",
   ];
-  if (drivesDir && spec.drives) {
-    argv.push("--drives-dir", drivesDir, "--drives-existing-only", "--drive-backend", "bind");
-    argv.push("--mount-program", JSON.stringify(spec.drives.mount), "--umount-program", JSON.stringify(spec.drives.umount));
-  }
   const env: NodeJS.ProcessEnv = { SANDBOX_AGENT_TOKEN: spec.token };
   for (const key of ["BL_DISABLE_KEEPALIVE", "DISABLE_TERMINAL"]) if (spec.env[key] !== undefined) env[key] = spec.env[key];
   const config = parseAgentConfig(argv, env);
@@ -111,14 +109,6 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
     const root: RootDescriptor = { fd: rootFd, label: `/proc/${spec.target.pid}/root` };
     const flags = resolveFlags();
     const inRoot = flags.IN_ROOT | flags.NO_MAGICLINKS;
-    // The drives' directory inside the sandbox, held from the start (nothing of the sandbox has run yet): bind mounts
-    // take their source from the sandbox's own mount of it, and a link the sandbox makes later changes nothing.
-    let drivesDir: string | undefined;
-    if (spec.drives) {
-      const fd = openat2Sync(rootFd, spec.drives.sandboxDir, O_PATH | constants.O_DIRECTORY, inRoot);
-      held.push(fd);
-      drivesDir = `/proc/self/fd/${fd}`;
-    }
     const exists = (path: string) => {
       try {
         closeSync(openat2Sync(rootFd, path, O_PATH, inRoot));
@@ -127,18 +117,13 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
         return false;
       }
     };
-    const config = configOf(spec, drivesDir);
+    const config = configOf(spec);
     const upgrades = new UpgradeState();
     const overrides = {
       logger: deps.logger.child({ sandbox: spec.sandbox }),
       root,
       spawner: namespaceSpawner(() => spec.target, deps.nsexec),
-      terminalEntry: namespaceTerminal(
-        () => spec.target,
-        exists,
-        sandboxTerminal(rootFd, () => spec.target, deps.nsexec),
-        deps.nsexec,
-      ),
+      terminalEntry: { exists, open: sandboxTerminal(rootFd, () => spec.target, deps.nsexec) },
       baseEnv: spec.env,
       search: deps.search,
       upgrades,

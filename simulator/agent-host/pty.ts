@@ -11,7 +11,7 @@ import { openSandboxPty, setWindowSize } from "./netns.js";
  * `/dev/pts/N` and `ps` shows the terminal, as with an agent inside the sandbox. The host reads and writes the
  * master; the terminal route's flow control (pause/resume) applies as with node-pty.
  */
-export function sandboxTerminal(rootFd: number, target: () => NamespaceTarget, nsexec: string): NonNullable<TerminalEntry["open"]> {
+export function sandboxTerminal(rootFd: number, target: () => NamespaceTarget, nsexec: string): TerminalEntry["open"] {
   return async (shell, workingDir, size, env) => {
     const [master, peer] = openSandboxPty(rootFd);
     try {

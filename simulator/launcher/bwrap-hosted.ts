@@ -2,15 +2,14 @@ import type { Readable } from "node:stream";
 import { join } from "node:path";
 import type { AgentHost } from "../agent-host/host.js";
 import type { HostedAgent } from "../agent-host/instance.js";
-import { nsexecArgs } from "../../sandbox-agent/process/ns-spawn.js";
 import { agentEnvWithoutToken } from "./agent-main.js";
-import { caEnv, DRIVES, IN_SANDBOX_API_PORT, SANDBOX_PATH } from "./bwrap-layout.js";
+import { caEnv, IN_SANDBOX_API_PORT, SANDBOX_PATH } from "./bwrap-layout.js";
 import type { SpawnedSandbox } from "./bwrap-warm.js";
 import { removePidFile, writePidFile } from "./child.js";
 import { SOCKET_URL } from "./endpoint.js";
 import { PortRefused } from "./port-handoff.js";
 import { pidNamespaceMembers, signal, stopTree } from "./proc.js";
-import { COMMAND_CAPABILITIES, type SandboxKit } from "./sandbox-kit.js";
+import { COMMAND_CAPABILITIES } from "./sandbox-kit.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec } from "./types.js";
 
 /**
@@ -25,9 +24,6 @@ const DEFAULT_READY_MS = 20_000;
 
 export interface HostedStart {
   host: AgentHost;
-  kit: SandboxKit;
-  /** Host path of nsexec (what drives' mount(8) runs through, entering the sandbox with all its capabilities). */
-  nsexec: string;
   readyTimeoutMs?: number;
 }
 
@@ -66,7 +62,6 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
   });
   try {
     const pid1 = await whenReady(sandbox, start.readyTimeoutMs ?? DEFAULT_READY_MS, () => stderr);
-    const enter = (caps?: readonly string[]) => [start.nsexec, ...nsexecArgs({ pid: pid1, capabilities: caps }, "/")];
     const hosted = start.host.open({
       sandbox: spec.sandbox,
       token: spec.token,
@@ -82,11 +77,6 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
       workingDir: spec.workingDir,
       logLevel: spec.logLevel,
       memoryEvents: sandbox.cgroup?.eventsFile,
-      // mount(8) of the kit, run as the sandbox's root with its user namespace's capabilities (drives are kernel
-      // mounts in the sandbox's mount namespace), as the sandbox's own agent ran it.
-      drives: spec.drivesDir
-        ? { sandboxDir: DRIVES, mount: [...enter(), ...start.kit.mountProgram], umount: [...enter(), ...start.kit.umountProgram] }
-        : undefined,
       inSandboxPort: spec.inSandboxApi === false ? undefined : IN_SANDBOX_API_PORT,
     });
     const [opened] = await Promise.all([

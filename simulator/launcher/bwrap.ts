@@ -146,8 +146,7 @@ export class BwrapLauncher implements Launcher {
     if (this.options.agentHost) {
       for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
       await reapOrphan(spec.dataDir);
-      const host = { host: this.options.agentHost, kit, nsexec: nsexecPath()!, readyTimeoutMs: this.options.readyTimeoutMs };
-      return startHosted(host, spec, this.spawnSandbox(spec, "hosted"));
+      return startHosted({ host: this.options.agentHost, readyTimeoutMs: this.options.readyTimeoutMs }, spec, this.spawnSandbox(spec, "hosted"));
     }
     const warm = await this.pool.take(spec);
     try {

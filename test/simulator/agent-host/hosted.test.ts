@@ -98,6 +98,12 @@ describe.skipIf(SKIP !== undefined)(`sandboxes served by the agent host${SKIP ? 
     expect(data).toBe("etc");
   });
 
+  it("refuses drives in words (501, naming the mode that has them) rather than mounting by a host path", async () => {
+    const refused = await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/mnt/shared" });
+    expect(refused.status).toBe(501);
+    expect(refused.body.error).toContain("--agent-mode process");
+  });
+
   it("two sandboxes see nothing of each other's files, processes or records", async () => {
     await create("left");
     await create("right");
