@@ -1,6 +1,6 @@
-import { promises as fsp } from "node:fs";
-import { join } from "node:path";
-import { errors } from "../../src/errors.js";
+import { constants, promises as fsp } from "node:fs";
+import { errors, isErrno } from "../../src/errors.js";
+import { fdPath, O_PATH } from "../paths/beneath.js";
 
 /**
  * Drive permissions (the SDK's DriveSpec.permissions), enforced at mount
@@ -50,15 +50,31 @@ export function driveAccessDenied(
   return "the drive grants this sandbox read access only: mount it with readOnly: true";
 }
 
-async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
-  let text: string;
+/**
+ * A JSON file at `names` below `dir`, each component opened O_NOFOLLOW from the one before: the drives directory is
+ * writable from inside sandboxes, and a link planted there must never make the agent read a file outside it.
+ */
+async function readJson(dir: string, names: readonly string[]): Promise<Record<string, unknown> | undefined> {
+  let at = await fsp.open(dir, O_PATH | constants.O_DIRECTORY);
   try {
-    text = await fsp.readFile(path, "utf8");
+    for (const name of names.slice(0, -1)) {
+      const next = await fsp.open(`${fdPath(at)}/${name}`, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      await at.close();
+      at = next;
+    }
+    const text = await fsp.readFile(`${fdPath(at)}/${names.at(-1)!}`, { encoding: "utf8", flag: constants.O_RDONLY | constants.O_NOFOLLOW });
+    try {
+      return JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      throw errors.internal(`drive access file ${names.join("/")} is not valid JSON`);
+    }
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    if (isErrno(e, "ENOENT")) return undefined;
+    if (isErrno(e, "ELOOP", "ENOTDIR")) throw errors.forbidden(`driveName: permission denied: ${names.join("/")} is not a plain file in the drives directory`);
     throw e;
+  } finally {
+    await at.close();
   }
-  return JSON.parse(text) as Record<string, unknown>;
 }
 
 /**
@@ -66,10 +82,10 @@ async function readJson(path: string): Promise<Record<string, unknown> | undefin
  * platform's refused mount does (the SDK's drive ACL test looks for it). Files are read at each mount (labels change).
  */
 export async function checkDriveAccess(drivesDir: string, sandbox: string, driveName: string, drivePath: string, readOnly: boolean): Promise<void> {
-  const acl = await readJson(join(drivesDir, ACCESS_DIR, "drives", `${driveName}.json`));
+  const acl = await readJson(drivesDir, [ACCESS_DIR, "drives", `${driveName}.json`]);
   const permissions = Array.isArray(acl?.permissions) ? (acl.permissions as DrivePermission[]) : [];
   if (permissions.length === 0) return;
-  const workload = await readJson(join(drivesDir, ACCESS_DIR, "sandboxes", `${sandbox}.json`));
+  const workload = await readJson(drivesDir, [ACCESS_DIR, "sandboxes", `${sandbox}.json`]);
   const labels = (workload?.labels && typeof workload.labels === "object" ? workload.labels : {}) as Record<string, unknown>;
   const denied = driveAccessDenied(permissions, labels, drivePath, readOnly);
   if (denied) throw errors.forbidden(`driveName: permission denied: drive "${driveName}": ${denied}`);

@@ -3,7 +3,7 @@ import { posix } from "node:path";
 import { ApiError, errors, isErrno } from "../../src/errors.js";
 import { fdPath, O_PATH } from "../paths/beneath.js";
 import type { SandboxPaths } from "../paths/sandbox-path.js";
-import { readMountTable, type MountEntry } from "./mount-table.js";
+import { MOUNTINFO, readMountTable, type MountEntry } from "./mount-table.js";
 import { describeExit, DriveBusyError, outputTail, PATH_MOUNT_PROGRAMS, run, type MountPrograms } from "./run.js";
 
 /**
@@ -22,8 +22,10 @@ export interface MountTarget {
   parentFd: number;
   /** The mount point's name in it. */
   name: string;
-  /** The host path the service checked (under --root, clear of the agent's state). */
+  /** The host path the service checked (under --root, clear of the agent's state); under a held root, the sandbox's path. */
   hostPath: string;
+  /** The mount table that path is a mount point in (SandboxPaths.mountTable). */
+  table: string;
   /** The mount point itself, held open (O_PATH, opened O_NOFOLLOW): what a kernel mount lands on. Only when asked for. */
   dirFd?: number;
 }
@@ -64,8 +66,8 @@ export async function withMountTarget<T>(
   return paths.use(posix.dirname(mountPath), { follow: true }, async (parent) => {
     const name = posix.basename(mountPath);
     if (parent.pinnedFd === undefined || !parent.stat?.isDirectory()) throw changed(mountPath);
-    if (posix.join(await parent.hostPath(), name) !== hostPath) throw changed(mountPath);
-    const target: MountTarget = { parentFd: parent.pinnedFd, name, hostPath };
+    if (posix.join(await parent.namespacePath(), name) !== hostPath) throw changed(mountPath);
+    const target: MountTarget = { parentFd: parent.pinnedFd, name, hostPath, table: paths.mountTable };
     if (!openDir) return fn(target);
     let dir: fsp.FileHandle;
     try {
@@ -93,7 +95,7 @@ export async function withMountTarget<T>(
  * nothing is mounted on it. Found through the directory's own parent (`..`)
  * and name, and checked by mount id, so a path swapped meanwhile is never used.
  */
-export async function mountOn(dirFd: number): Promise<{ root: fsp.FileHandle; entry: MountEntry } | undefined> {
+export async function mountOn(dirFd: number, table = MOUNTINFO): Promise<{ root: fsp.FileHandle; entry: MountEntry } | undefined> {
   const at = await fsp.readlink(`/proc/self/fd/${dirFd}`);
   const under = mountIdOf(dirFd);
   const parent = await fsp.open(`/proc/self/fd/${dirFd}/..`, O_PATH | constants.O_DIRECTORY);
@@ -107,7 +109,7 @@ export async function mountOn(dirFd: number): Promise<{ root: fsp.FileHandle; en
     await parent.close();
   }
   const id = mountIdOf(root.fd);
-  const entry = (await readMountTable()).find((m) => m.mountId === id);
+  const entry = (await readMountTable(table)).find((m) => m.mountId === id);
   // (Not compared with `at`: a parent renamed since would tell a mount on the directory from one elsewhere wrongly.
   // The directory is a mount point, so its name cannot change: `..` and that name lead to it.)
   if (entry && id !== under && entry.parentId === under) return { root, entry };

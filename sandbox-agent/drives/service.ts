@@ -34,7 +34,7 @@ export class DriveService {
   constructor(options: DriveServiceOptions) {
     this.#o = options;
     this.backend = options.backend;
-    this.#readTable = options.readTable ?? (() => readMountTable());
+    this.#readTable = options.readTable ?? (() => readMountTable(options.paths.mountTable));
   }
 
   async mount(request: MountRequest): Promise<DriveMountInfo & { success: true; message: string }> {
@@ -119,7 +119,12 @@ export class DriveService {
     return this.#lock.run(hostPath, async () => {
       const table = await this.#readTable();
       const placed = await this.#join(table);
-      const found = driveAt(placed, hostPath, table) ?? placed.find((p) => p.record.hostPath === hostPath);
+      // By where the path leads now, by where it led at the mount, or by the path as the list shows it (a link in it
+      // changed since: the drive is still the one listed under that path, and unmounted where it is).
+      const found =
+        driveAt(placed, hostPath, table) ??
+        placed.find((p) => p.record.hostPath === hostPath) ??
+        placed.find((p) => p.state !== "gone" && p.record.sandboxPath === mountPath);
       // Moved with a parent directory: unmounted where it is now, if that is still inside the root.
       const now = found?.now !== undefined && this.#o.paths.isInside(found.now) ? found.now : undefined;
       if (!found || now === undefined) {
@@ -219,7 +224,7 @@ export class DriveService {
    * mount went with it) is detached again and the request answered 409.
    */
   async #landed(target: MountTarget, mountPath: string): Promise<MountEntry> {
-    const mounted = await mountOn(target.dirFd!);
+    const mounted = await mountOn(target.dirFd!, target.table);
     if (!mounted) throw errors.internal(`Failed to mount drive: ${mountPath} is not in the mount table after mounting`);
     try {
       if (mounted.entry.mountPoint === target.hostPath) return mounted.entry;
@@ -254,21 +259,13 @@ export class DriveService {
    * not overlap the agent's own state.
    */
   async #hostPathOf(mountPath: string): Promise<string> {
-    // Drives are kernel mounts the service tracks by host path and the host's mount table: a sandbox served from
-    // outside (the simulator's agent host) has neither yet.
-    if (this.#o.paths.rootHeld)
-      throw new ApiError(
-        "not_implemented",
-        `drives are not mounted in sandboxes served by the simulator's agent host yet: start the simulator with --agent-mode process to use them (${mountPath})`,
-      );
     const hostPath = await this.#o.paths.resolveParent(mountPath).catch((e: unknown) => {
       throw asMountPathError(e, mountPath);
     });
     checkMountTarget(this.#o.paths.toSandboxPath(hostPath), mountPath);
-    for (const [dir, what] of [
-      [this.#o.dataDir, "data directory"],
-      [this.#o.drivesDir, "drives directory"],
-    ] as const) {
+    // (Under a held root the paths are the sandbox's own, and the data dir is not in the sandbox at all.)
+    const own = this.#o.paths.rootHeld ? [] : [[this.#o.dataDir, "data directory"] as const];
+    for (const [dir, what] of [...own, [this.#o.drivesDir, "drives directory"] as const]) {
       if (overlaps(hostPath, realpathOrSelf(dir))) throw errors.badRequest(`mountPath: ${mountPath} overlaps the agent's ${what}`);
     }
     return hostPath;
@@ -276,7 +273,10 @@ export class DriveService {
 
   /** Error text from mount(8) names host paths; clients see sandbox paths only. */
   #scrub(message: string, hostPath: string, mountPath: string): string {
-    return message.split(hostPath).join(mountPath).split(realpathOrSelf(this.#o.drivesDir)).join("<drives-dir>");
+    // Only a path that starts there: inside a longer one (the mount path itself may end with a sandbox's own
+    // path, which is what the host path is under a held root) it is not the host's.
+    const starting = (path: string) => new RegExp(`(?<![^\\s'"(:=])${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "g");
+    return message.replace(starting(hostPath), () => mountPath).replace(starting(realpathOrSelf(this.#o.drivesDir)), "<drives-dir>");
   }
 
   #scrubError(e: unknown, hostPath: string, mountPath: string): unknown {

@@ -1,11 +1,11 @@
-import { constants, mkdirSync, promises as fsp, realpathSync, statSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, promises as fsp, realpathSync, statSync, type Stats } from "node:fs";
 import { join, posix } from "node:path";
 import { errors } from "../../src/errors.js";
 import { OwnWrites } from "./own-writes.js";
 import { fdPath, inodeKey, O_PATH, walkBeneath, type Beneath, type Walked, type WalkOptions } from "./beneath.js";
 import { chooseConfinement, type Confinement, type ConfinementSetting } from "./confinement.js";
 import { walkInRoot } from "./in-root.js";
-import { RawFd, type Held } from "./openat2.js";
+import { openat2Sync, RawFd, resolveFlags, type Held } from "./openat2.js";
 
 export { fdPath } from "./beneath.js";
 
@@ -30,6 +30,11 @@ export interface Pinned {
   missingBelow: string[];
   /** The host path (for logs, messages and tools that need a path string); not race-free. */
   hostPath(): Promise<string>;
+  /**
+   * The entry's path in the mount namespace its root lives in, as that namespace's mount table names it (the
+   * drives compare the two): the host path for a root given by path; for a held root, the sandbox's own path.
+   */
+  namespacePath(): Promise<string>;
   /** Where a write registers its temp file's name, so watchers do not report it. */
   ownWrites: OwnWrites;
 }
@@ -50,6 +55,8 @@ export interface SandboxPathsOptions {
 export interface RootDescriptor {
   fd: number;
   label: string;
+  /** The mount table of the namespace the root is in (`/proc/<pid1>/mountinfo`): where drives look for their mounts. */
+  mountinfo?: string;
 }
 
 /**
@@ -76,6 +83,8 @@ export class SandboxPaths {
   #root?: Promise<fsp.FileHandle>;
   #heldRoot?: Held;
   readonly #ownsRoot: boolean;
+  /** The mount table where the paths `toSandboxPath` and `isInside` take are mount points. */
+  readonly mountTable: string;
 
   constructor(root: string | RootDescriptor, options: SandboxPathsOptions = {}) {
     this.#hidden = options.hidden ?? [];
@@ -86,12 +95,14 @@ export class SandboxPaths {
       this.#setting = options.confinement ?? "auto";
       this.#confinement = chooseConfinement(this.#setting);
       this.#ownsRoot = true;
+      this.mountTable = "/proc/self/mountinfo";
     } else {
       this.hostRoot = root.label;
       this.#setting = "openat2";
       this.#confinement = chooseConfinement("openat2");
       this.#heldRoot = { fd: root.fd, stat: () => new RawFd(root.fd).stat(), close: async () => undefined };
       this.#ownsRoot = false;
+      this.mountTable = root.mountinfo ?? "/proc/self/mountinfo";
     }
   }
 
@@ -159,16 +170,25 @@ export class SandboxPaths {
     return sandboxPath === "/" ? this.hostRoot : join(this.hostRoot, sandboxPath);
   }
 
-  /** The sandbox path of a host path inside the root (for echoing back). */
+  /**
+   * The sandbox path of a namespace path (Pinned.namespacePath) inside the root (for echoing back). Under a
+   * held root, namespace paths are the sandbox's own: the root is `/` there.
+   */
   toSandboxPath(hostPath: string): string {
-    if (hostPath === this.hostRoot) return "/";
-    const rel = hostPath.slice(this.hostRoot === "/" ? 0 : this.hostRoot.length);
+    const root = this.#namespaceRoot;
+    if (hostPath === root) return "/";
+    const rel = hostPath.slice(root === "/" ? 0 : root.length);
     return posix.normalize(rel.startsWith("/") ? rel : `/${rel}`);
   }
 
   isInside(hostPath: string): boolean {
-    if (this.hostRoot === "/") return true;
-    return hostPath === this.hostRoot || hostPath.startsWith(`${this.hostRoot}/`);
+    const root = this.#namespaceRoot;
+    if (root === "/") return true;
+    return hostPath === root || hostPath.startsWith(`${root}/`);
+  }
+
+  get #namespaceRoot(): string {
+    return this.rootHeld ? "/" : this.hostRoot;
   }
 
   /** Whether a stat (of something listed or walked over) is one of the agent's hidden directories. */
@@ -185,7 +205,7 @@ export class SandboxPaths {
   async use<T>(sandboxPath: string, options: WalkOptions, fn: (p: Pinned) => Promise<T>): Promise<T> {
     const walked = await this.#walk(sandboxPath, options);
     try {
-      return await fn(pinnedOf(sandboxPath, walked, this.ownWrites, this.rootHeld));
+      return await fn(pinnedOf(sandboxPath, walked, this.ownWrites, this.#heldRoot?.fd));
     } finally {
       await walked.close();
     }
@@ -202,11 +222,12 @@ export class SandboxPaths {
 
   /**
    * Resolves the parent only: the final component is the entry itself, even
-   * if it is a symlink (delete removes the link, not its target).
+   * if it is a symlink (delete removes the link, not its target). Returns its
+   * namespace path (Pinned.namespacePath: a mount point as the mount table says it).
    */
   async resolveParent(sandboxPath: string): Promise<string> {
-    if (sandboxPath === "/") return this.hostRoot;
-    return this.use(sandboxPath, { follow: false }, (p) => p.hostPath());
+    if (sandboxPath === "/") return this.rootHeld ? "/" : this.hostRoot;
+    return this.use(sandboxPath, { follow: false }, (p) => p.namespacePath());
   }
 
   async #walk(sandboxPath: string, options: WalkOptions): Promise<Walked> {
@@ -257,8 +278,12 @@ export class SandboxPaths {
   }
 }
 
-function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites, rootHeld: boolean): Pinned {
+function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites, heldRoot: number | undefined): Pinned {
   const dir = fdPath(w.parent);
+  const named = async () => {
+    const base = await fsp.readlink(w.entry ? fdPath(w.entry) : dir);
+    return w.entry ? base : posix.join(base, w.name, ...w.missingBelow);
+  };
   const entryPath = w.name === "" ? dir : `${dir}/${w.name}`;
   return {
     sandboxPath,
@@ -272,9 +297,34 @@ function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites, rootHeld
     missingBelow: w.missingBelow,
     ownWrites,
     async hostPath() {
-      if (rootHeld) throw new Error(`no host path names ${sandboxPath}: the sandbox is served from outside its root (use its descriptors)`);
-      const base = await fsp.readlink(w.entry ? fdPath(w.entry) : dir);
-      return w.entry ? base : posix.join(base, w.name, ...w.missingBelow);
+      if (heldRoot !== undefined) throw new Error(`no host path names ${sandboxPath}: the sandbox is served from outside its root (use its descriptors)`);
+      return named();
+    },
+    async namespacePath() {
+      if (heldRoot === undefined) return named();
+      // The kernel names a descriptor of another mount namespace by its path from that namespace's root: the
+      // sandbox's own path. Taken only once it leads back, inside the root, to the very directory held.
+      const held = w.entry && w.stat?.isDirectory() ? w.entry : w.parent;
+      const path = await fsp.readlink(fdPath(held));
+      if (!path.startsWith("/") || !sameDirectory(heldRoot, path, held.fd)) throw errors.conflict(`${sandboxPath} changed during the request; retry`);
+      return held === w.entry ? path : posix.join(path, w.name, ...w.missingBelow);
     },
   };
+}
+
+/** Whether `path`, resolved inside the held root without following any link, is the directory or file `fd` holds. */
+function sameDirectory(rootFd: number, path: string, fd: number): boolean {
+  const flags = resolveFlags();
+  let found: number;
+  try {
+    found = openat2Sync(rootFd, path, O_PATH, flags.IN_ROOT | flags.NO_SYMLINKS | flags.NO_MAGICLINKS);
+  } catch {
+    return false;
+  }
+  try {
+    const [a, b] = [fstatSync(found), fstatSync(fd)];
+    return a.dev === b.dev && a.ino === b.ino;
+  } finally {
+    closeSync(found);
+  }
 }

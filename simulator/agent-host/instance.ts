@@ -46,6 +46,8 @@ export interface HostedSandbox {
   memoryEvents?: string;
   /** Port of the API inside the sandbox (8080 as the platform's daemon), without a token. */
   inSandboxPort?: number;
+  /** The workspace's drives: their directory inside the sandbox, and mount(8)/umount(8) as run in the sandbox. */
+  drives?: { sandboxDir: string; mount: string[]; umount: string[] };
 }
 
 export interface InstanceDeps {
@@ -67,7 +69,7 @@ export interface HostedAgent {
 }
 
 /** What the agent config is parsed from: the standalone agent's own options, so both read the same defaults. */
-function configOf(spec: HostedSandbox): AgentConfig {
+function configOf(spec: HostedSandbox, drivesDir: string | undefined): AgentConfig {
   const argv = [
     "--root",
     "/",
@@ -85,11 +87,15 @@ function configOf(spec: HostedSandbox): AgentConfig {
     join(spec.dataDir, "bl-metadata"),
     ...(spec.workingDir ? ["--working-dir", spec.workingDir] : []),
     ...(spec.memoryEvents ? ["--memory-events", spec.memoryEvents] : []),
-    // Drives are refused for a root held as a descriptor (drives/service.ts answers 501); of the backends, bind is
-    // the one that opens at all over such a root (symlink links by host path: paths/sandbox-path.ts requireHostLinks).
+    // Of the backends, bind is the one for a root held as a descriptor (symlink links by host path:
+    // paths/sandbox-path.ts requireHostLinks); its mount(8) runs in the sandbox's mount namespace.
     "--drive-backend",
     "bind",
   ];
+  if (drivesDir && spec.drives) {
+    argv.push("--drives-dir", drivesDir, "--drives-existing-only");
+    argv.push("--mount-program", JSON.stringify(spec.drives.mount), "--umount-program", JSON.stringify(spec.drives.umount));
+  }
   const env: NodeJS.ProcessEnv = { SANDBOX_AGENT_TOKEN: spec.token };
   for (const key of ["BL_DISABLE_KEEPALIVE", "DISABLE_TERMINAL"]) if (spec.env[key] !== undefined) env[key] = spec.env[key];
   const config = parseAgentConfig(argv, env);
@@ -106,9 +112,18 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
   try {
     const rootFd = openSync(`/proc/${spec.target.pid}/root`, O_PATH | constants.O_DIRECTORY);
     held.push(rootFd);
-    const root: RootDescriptor = { fd: rootFd, label: `/proc/${spec.target.pid}/root` };
+    const root: RootDescriptor = { fd: rootFd, label: `/proc/${spec.target.pid}/root`, mountinfo: `/proc/${spec.target.pid}/mountinfo` };
     const flags = resolveFlags();
     const inRoot = flags.IN_ROOT | flags.NO_MAGICLINKS;
+    // The drives' directory as the sandbox has it mounted, held from the start (nothing of the sandbox has run
+    // yet): a bind mount's source must be in the sandbox's mount namespace, and a link made there later changes
+    // nothing.
+    let drivesDir: string | undefined;
+    if (spec.drives) {
+      const fd = openat2Sync(rootFd, spec.drives.sandboxDir, O_PATH | constants.O_DIRECTORY, inRoot | flags.NO_SYMLINKS);
+      held.push(fd);
+      drivesDir = `/proc/self/fd/${fd}`;
+    }
     const exists = (path: string) => {
       try {
         closeSync(openat2Sync(rootFd, path, O_PATH, inRoot));
@@ -117,7 +132,7 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
         return false;
       }
     };
-    const config = configOf(spec);
+    const config = configOf(spec, drivesDir);
     const upgrades = new UpgradeState();
     const overrides = {
       logger: deps.logger.child({ sandbox: spec.sandbox }),

@@ -2,14 +2,15 @@ import type { Readable } from "node:stream";
 import { join } from "node:path";
 import type { AgentHost } from "../agent-host/host.js";
 import type { HostedAgent } from "../agent-host/instance.js";
+import { nsexecArgs } from "../../sandbox-agent/process/ns-spawn.js";
 import { agentEnvWithoutToken } from "./agent-main.js";
-import { caEnv, IN_SANDBOX_API_PORT, SANDBOX_PATH } from "./bwrap-layout.js";
+import { caEnv, DRIVES, IN_SANDBOX_API_PORT, SANDBOX_PATH } from "./bwrap-layout.js";
 import type { SpawnedSandbox } from "./bwrap-warm.js";
 import { removePidFile, writePidFile } from "./child.js";
 import { SOCKET_URL } from "./endpoint.js";
 import { PortRefused } from "./port-handoff.js";
 import { pidNamespaceMembers, signal, stopTree } from "./proc.js";
-import { COMMAND_CAPABILITIES } from "./sandbox-kit.js";
+import { COMMAND_CAPABILITIES, type SandboxKit } from "./sandbox-kit.js";
 import { LaunchError, type AgentExit, type AgentHandle, type LaunchSpec } from "./types.js";
 
 /**
@@ -24,6 +25,10 @@ const DEFAULT_READY_MS = 20_000;
 
 export interface HostedStart {
   host: AgentHost;
+  /** The sandbox kit: its mount(8) and umount(8) are what drives run inside the sandbox. */
+  kit: SandboxKit;
+  /** Host path of nsexec (what the drives' mount(8) runs through, entering the sandbox with all its capabilities). */
+  nsexec: string;
   readyTimeoutMs?: number;
 }
 
@@ -62,6 +67,7 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
   });
   try {
     const pid1 = await whenReady(sandbox, start.readyTimeoutMs ?? DEFAULT_READY_MS, () => stderr);
+    const enter = [start.nsexec, ...nsexecArgs({ pid: pid1 }, "/")];
     const hosted = start.host.open({
       sandbox: spec.sandbox,
       token: spec.token,
@@ -78,6 +84,9 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
       logLevel: spec.logLevel,
       memoryEvents: sandbox.cgroup?.eventsFile,
       inSandboxPort: spec.inSandboxApi === false ? undefined : IN_SANDBOX_API_PORT,
+      // mount(8) of the kit, run as the sandbox's root with its user namespace's capabilities: drives are kernel
+      // mounts in the sandbox's mount namespace, as the sandbox's own agent makes them in process mode.
+      drives: spec.drivesDir ? { sandboxDir: DRIVES, mount: [...enter, ...start.kit.mountProgram], umount: [...enter, ...start.kit.umountProgram] } : undefined,
     });
     const [opened] = await Promise.all([
       hosted,

@@ -146,7 +146,8 @@ export class BwrapLauncher implements Launcher {
     if (this.options.agentHost) {
       for (const dir of [spec.rootDir, spec.dataDir]) mkdirSync(dir, { recursive: true });
       await reapOrphan(spec.dataDir);
-      return startHosted({ host: this.options.agentHost, readyTimeoutMs: this.options.readyTimeoutMs }, spec, this.spawnSandbox(spec, "hosted"));
+      const start = { host: this.options.agentHost, kit, nsexec: nsexecPath()!, readyTimeoutMs: this.options.readyTimeoutMs };
+      return startHosted(start, spec, this.spawnSandbox(spec, "hosted"));
     }
     const warm = await this.pool.take(spec);
     try {

@@ -43,7 +43,7 @@ export class BindBackend implements DriveBackend {
     // A bind mount starts with its source's flags; read-only is a second,
     // per-mount remount (mount(8) "--bind -o ro" does the same two steps) of
     // the new mount's root, found through the held mount point.
-    const mounted = await mountOn(dirFd);
+    const mounted = await mountOn(dirFd, spec.target.table);
     if (!mounted) throw errors.internal(`Failed to mount drive: the bind mount is not on the mount point after mounting`);
     try {
       const ro = await run([...this.programs.mount, "--no-canonicalize", "-o", "remount,bind,ro", CHILD_FD[0]], { fds: [mounted.root.fd] });

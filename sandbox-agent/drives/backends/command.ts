@@ -105,7 +105,7 @@ export class CommandBackend implements DriveBackend {
       }
     }
     const deadline = this.options.clock.now() + UNMOUNT_WAIT_MS;
-    while (topMountAt(await readMountTable(), spec.hostMountPath)) {
+    while (topMountAt(await readMountTable(spec.target.table), spec.hostMountPath)) {
       if (this.options.clock.now() >= deadline)
         throw errors.internal(`Failed to unmount drive: still mounted ${UNMOUNT_WAIT_MS / 1000}s after the unmount command succeeded`);
       await sleep(this.options.clock, POLL_MS);
@@ -129,7 +129,7 @@ export class CommandBackend implements DriveBackend {
     killGroup(child, "SIGKILL");
     // Answer only once the program is really gone (reaped), not just signalled.
     await exitsWithin(child, EXIT_GRACE_MS, this.options.clock);
-    const mounted = await mountOn(spec.target.dirFd!).catch(() => undefined);
+    const mounted = await mountOn(spec.target.dirFd!, spec.target.table).catch(() => undefined);
     if (!mounted) return;
     await detach(mounted.root, this.options.programs ?? PATH_MOUNT_PROGRAMS).catch(() => undefined);
     await mounted.root.close();
@@ -146,7 +146,7 @@ function placeholders(spec: MountSpec) {
  * read-only drive; phase 2: it can be listed (a FUSE client answers).
  */
 async function isReady(spec: PinnedSpec): Promise<boolean> {
-  const mounted = await mountOn(spec.target.dirFd!);
+  const mounted = await mountOn(spec.target.dirFd!, spec.target.table);
   if (!mounted) return false;
   try {
     if (spec.readOnly && !mounted.entry.readOnly) return false;

@@ -98,10 +98,25 @@ describe.skipIf(SKIP !== undefined)(`sandboxes served by the agent host${SKIP ? 
     expect(data).toBe("etc");
   });
 
-  it("refuses drives in words (501, naming the mode that has them) rather than mounting by a host path", async () => {
-    const refused = await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/mnt/shared" });
-    expect(refused.status).toBe(501);
-    expect(refused.body.error).toContain("--agent-mode process");
+  it("mounts drives in the sandbox's own mount namespace: shared between sandboxes, the host's mount table untouched", async () => {
+    expect((await call("POST", "/v0/drives", { metadata: { name: "shared" }, spec: {} })).status).toBeLessThan(300);
+    await create("worker");
+    await create("drive-a");
+    const hostMounts = mountCount();
+    const mounted = await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/mnt/shared", drivePath: "/sub" });
+    expect(mounted.status, JSON.stringify(mounted.body)).toBe(200);
+    expect((await agent("drive-a", "POST", "/drives/mount", { driveName: "shared", mountPath: "/data", drivePath: "/sub", readOnly: true })).status).toBe(200);
+    expect((await exec("worker", "echo shared-ok > /mnt/shared/f.txt && grep /mnt/shared /proc/self/mountinfo | wc -l")).body.stdout.trim()).toBe("1");
+    expect((await agent("drive-a", "GET", "/filesystem/data/f.txt")).body.content).toBe("shared-ok\n");
+    expect((await exec("drive-a", "echo no > /data/g.txt")).body.exitCode).not.toBe(0);
+    expect((await agent("drive-a", "GET", "/drives/mount")).body).toMatchObject({ mounts: [{ driveName: "shared", mountPath: "/data", readOnly: true }] });
+    // Kernel mounts, made in the sandboxes' namespaces: the host's own table never changed.
+    expect(mountCount()).toBe(hostMounts);
+    // The drives' own directory is the agent's: refused through the API, as in process mode.
+    expect((await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/run/sandbox-drives/x" })).status).toBe(400);
+    expect((await agent("worker", "DELETE", "/drives/mount/mnt/shared")).status).toBe(200);
+    expect((await exec("worker", "grep -c /mnt/shared /proc/self/mountinfo")).body.stdout.trim()).toBe("0");
+    expect((await agent("drive-a", "DELETE", "/drives/mount/data")).status).toBe(200);
   });
 
   it("two sandboxes see nothing of each other's files, processes or records", async () => {

@@ -84,6 +84,36 @@ describe.skipIf(SKIP !== undefined)(`the agent host against a hostile sandbox${S
     expect(readdirSync("/").filter((n) => n.startsWith("escape-"))).toEqual([]);
   }, 300_000);
 
+  it("drives mounted through a flipping path land inside the sandbox's own namespace, never on the host", async () => {
+    const hostMounts = () => readFileSync("/proc/self/mountinfo", "utf8");
+    const before = hostMounts();
+    const hostDir = trackedTempDir("host-mount-target-");
+    expect((await call("POST", "/v0/drives", { metadata: { name: "raced" }, spec: {} })).status).toBeLessThan(300);
+    expect((await call("POST", "/v0/sandboxes", { metadata: { name: "mounter" } })).status).toBe(200);
+    const flip = `i=0; while :; do i=$((i+1)); mkdir -p /tmp/mflip; mv -T /tmp/mflip /tmp/moved-$i 2>/dev/null; ln -s / /tmp/mflip; rm -f /tmp/mflip; done`;
+    expect((await agent("mounter", "POST", "/process", { command: flip, name: "mflip" })).status).toBe(200);
+    const statuses: number[] = [];
+    for (let round = 0; round < 60; round++) {
+      const mountPath = `/tmp/mflip${hostDir}/d${round}`;
+      const mounted = await agent("mounter", "POST", "/drives/mount", { driveName: "raced", mountPath });
+      statuses.push(mounted.status);
+      // (The path may lead elsewhere by now: a drive moved with its parent is unmounted below, where it is.)
+      if (mounted.status === 200) await agent("mounter", "DELETE", `/drives/mount${mountPath}`);
+    }
+    await agent("mounter", "DELETE", "/process/mflip/kill");
+    for (const left of JSON.parse((await agent("mounter", "GET", "/drives/mount")).text).mounts as { mountPath: string }[])
+      expect((await agent("mounter", "DELETE", `/drives/mount${left.mountPath}`)).status).toBe(200);
+    expect(
+      statuses.every((s) => s < 500),
+      JSON.stringify(statuses),
+    ).toBe(true);
+    // Whatever the path was at each moment, the host's mount table and the host directory of the same name are untouched.
+    expect(hostMounts()).toBe(before);
+    expect(readdirSync(hostDir)).toEqual([]);
+    // And the sandbox is left with no drive mounted and none recorded (`moved` ones unmounted where they went).
+    expect(JSON.parse((await agent("mounter", "GET", "/drives/mount")).text)).toEqual({ mounts: [] });
+  }, 300_000);
+
   it("a flood and a never-read log stream in one sandbox leave another answering; the flooded one answers or says 429", async () => {
     await call("POST", "/v0/sandboxes", { metadata: { name: "flooder" } });
     await call("POST", "/v0/sandboxes", { metadata: { name: "bystander" } });

@@ -21,7 +21,7 @@ async function api(method: string, path: string): Promise<{ status: number; body
 }
 
 beforeAll(async () => {
-  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: "drives-ws", logLevel: "silent" });
+  sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, workspace: "drives-ws", logLevel: "silent", agentMode: "host" });
   sdk = await sdkForSimulator(sim.env);
 });
 afterAll(async () => {
