@@ -130,7 +130,7 @@ export const SimConfigSchema = z.object({
    * sandbox: simulator/agent-host), or an agent process in each sandbox (the default until the host mounts
    * drives). auto: the host where it can run here.
    */
-  agentMode: z.enum(["auto", "host", "process"]).default("process"),
+  agentMode: z.enum(["auto", "host", "process"]).default("auto"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
   /** Also write the SDK's variables to this file as dotenv lines (KEY=value), for `--env-file`-style loaders. */
@@ -185,10 +185,10 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
   --warm-sandboxes <n>  sandboxes kept started ahead of need, each taken whole by one create and replaced in the
                         background (default 2, 0 = none; env SANDBOX_SIM_WARM_SANDBOXES)
-  --agent-mode <mode>   who serves an isolated sandbox's agent API: process (default: an agent in each sandbox),
-                        host (the simulator's agent host: a sandbox then runs no Node process; drives are not
-                        mounted there yet) or auto (host where openat2, nsexec and the netns addon are here, else
-                        process; env SANDBOX_SIM_AGENT_MODE)
+  --agent-mode <mode>   who serves an isolated sandbox's agent API: auto (default: the simulator's agent host where
+                        openat2, nsexec and the netns addon are here, else an agent in each sandbox), host (the
+                        agent host or fail: a sandbox then runs no Node process) or process (an agent in each
+                        sandbox, and the warm pool; env SANDBOX_SIM_AGENT_MODE)
   --log-level <level>   fatal|error|warn|info|debug|trace|silent (default info; env LOG_LEVEL)
   --log-format <fmt>    auto|pretty|json: auto = readable lines on a terminal, JSON lines otherwise (env LOG_FORMAT)
   --write-env <file>    also write the SDK's variables (BL_API_URL, ...) to <file> as dotenv lines

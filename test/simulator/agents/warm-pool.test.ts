@@ -5,7 +5,7 @@ import { sdkForSimulator } from "../../helpers/sdk.js";
 import { eventually, isAlive } from "../launcher/helpers.js";
 
 /**
- * The warm pool under the default (isolating) launcher: sandboxes started ahead of need, each taken whole by one
+ * The warm pool under the default (isolating) launcher with an agent per sandbox (`--agent-mode process`; the agent host keeps none): sandboxes started ahead of need, each taken whole by one
  * create and never reused — the next create gets another, with its own mount, PID and UTS namespaces and none of
  * the previous one's files (what computesdk's benchmark checks across iterations). /health says how many are
  * kept and ready, and what they cost the machine.
@@ -15,7 +15,15 @@ const KEY = "warm-pool-admin-key";
 describe.skipIf(isolationUnavailable !== undefined)(`the warm pool${isolationUnavailable ? ` [SKIPPED: ${isolationUnavailable}]` : ""}`, () => {
   let sim: ServedSimulator;
   beforeAll(async () => {
-    sim = await serveSimulator({ port: 0, imageSource: "host", apiKey: KEY, logLevel: "silent", sandboxRetentionMs: 0, warmSandboxes: 2 });
+    sim = await serveSimulator({
+      port: 0,
+      imageSource: "host",
+      apiKey: KEY,
+      logLevel: "silent",
+      sandboxRetentionMs: 0,
+      warmSandboxes: 2,
+      agentMode: "process",
+    });
   });
   afterAll(async () => {
     await sim?.stop();
