@@ -17,7 +17,10 @@ import { netnsSupport } from "./netns.js";
 export type AgentMode = "host" | "process";
 
 /** Whether sandboxes can be served by the host here, or why each keeps an agent of its own. */
-export function agentHostSupport(): { available: true } | { available: false; reason: string } {
+export function agentHostSupport(env: NodeJS.ProcessEnv = process.env): { available: true } | { available: false; reason: string } {
+  // The agents' own confinement setting, forcing the fallback: the host confines by the kernel or not at all.
+  if (env.SANDBOX_AGENT_CONFINEMENT === "path-checks")
+    return { available: false, reason: "SANDBOX_AGENT_CONFINEMENT=path-checks: the agent host confines files with openat2 only" };
   if (!nsexecPath()) return { available: false, reason: "native/nsexec is not built (no C compiler at install)" };
   const confine = openat2Support();
   if (!confine.available) return { available: false, reason: `the kernel confinement of files is unavailable: ${confine.reason}` };

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { agentHostSupport } from "../../../simulator/agent-host/host.js";
 import { eventually } from "./helpers.js";
 
 /**
@@ -50,5 +51,27 @@ describe("the default launcher", () => {
     } finally {
       res.kill();
     }
+  });
+
+  it("serves sandboxes from the agent host by default; the openat2 fallback forced keeps an agent per sandbox and /health says why", async () => {
+    const health = async (env: NodeJS.ProcessEnv, args: string[] = []) => {
+      const res = await run(args, env);
+      try {
+        const url = /sandbox-sim listening on (\S+)/.exec(res.stdout)?.[1];
+        if (!url) return { exit: res.code, stderr: res.stderr };
+        return ((await (await fetch(`${url}/health`)).json()) as { sandboxes: { agents: unknown } }).sandboxes.agents;
+      } finally {
+        res.kill();
+      }
+    };
+    const host = agentHostSupport();
+    if (host.available) expect(await health(process.env)).toEqual({ mode: "host" });
+    else expect(await health(process.env)).toEqual({ mode: "process", reason: host.reason });
+    const forced = { ...process.env, SANDBOX_AGENT_CONFINEMENT: "path-checks" };
+    expect(await health(forced)).toEqual({ mode: "process", reason: expect.stringContaining("SANDBOX_AGENT_CONFINEMENT=path-checks") });
+    // Asked for by name where it cannot run: a clear failure, not a silent fallback.
+    const refused = (await health(forced, ["--agent-mode", "host"])) as { exit: number; stderr: string };
+    expect(refused.exit).not.toBe(0);
+    expect(refused.stderr).toContain("--agent-mode host: SANDBOX_AGENT_CONFINEMENT=path-checks");
   });
 });
