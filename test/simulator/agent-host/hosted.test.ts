@@ -111,8 +111,19 @@ describe.skipIf(SKIP !== undefined)(`sandboxes served by the agent host${SKIP ? 
     expect((await agent("drive-a", "GET", "/drives/mount")).body).toMatchObject({ mounts: [{ driveName: "shared", mountPath: "/data", readOnly: true }] });
     // Kernel mounts, made in the sandboxes' namespaces: none in the host's own table.
     expect(readFileSync("/proc/self/mountinfo", "utf8")).not.toMatch(/ \/(mnt\/shared|data) /);
-    // The drives' own directory is the agent's: refused through the API, as in process mode.
-    expect((await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/run/sandbox-drives/x" })).status).toBe(400);
+    // The workspace's drives directory is covered inside (its processes see the drives they mount, no other): a
+    // drive's files are out of reach until it is mounted, and nothing can be mounted over the cover.
+    expect((await call("POST", "/v0/drives", { metadata: { name: "private" }, spec: {} })).status).toBeLessThan(300);
+    const seen = await exec(
+      "worker",
+      "ls -A /run/sandbox-drives | wc -l; cat /run/sandbox-drives/shared/sub/f.txt 2>&1; umount /run/sandbox-drives 2>&1 || echo kept",
+    );
+    expect(seen.body.stdout).not.toContain("shared-ok");
+    expect(seen.body.stdout.split("\n")[0]).toBe("0");
+    expect(seen.body.stdout).toContain("kept");
+    const over = await agent("worker", "POST", "/drives/mount", { driveName: "shared", mountPath: "/run/sandbox-drives/x" });
+    expect(over.status, JSON.stringify(over.body)).toBeGreaterThanOrEqual(400);
+    expect(over.status).toBeLessThan(500);
     expect((await agent("worker", "DELETE", "/drives/mount/mnt/shared")).status).toBe(200);
     expect((await exec("worker", "grep -c /mnt/shared /proc/self/mountinfo")).body.stdout.trim()).toBe("0");
     expect((await agent("drive-a", "DELETE", "/drives/mount/data")).status).toBe(200);
