@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveSimulator, type ServedSimulator } from "../../../simulator/serve.js";
@@ -31,6 +31,41 @@ async function call(method: string, path: string, body?: unknown, headers: Recor
   return { status: res.status, text: await res.text() };
 }
 const agent = (name: string, method: string, path: string, body?: unknown) => call(method, `/sbx/${WS}/${name}${path}`, body);
+
+/** A part put into an upload whose target is behind the flipping path, and the upload completed: the bodies. */
+async function uploadThrough(upload: string): Promise<string[]> {
+  const part = await fetch(`${sim.url}/sbx/${WS}/flipper/filesystem-multipart/${upload}/part?partNumber=1`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${KEY}`, connection: "close", "content-type": "application/octet-stream" },
+    body: "uploaded through the flip",
+  });
+  const etag = /"etag":"([^"]+)"/.exec(await part.text())?.[1];
+  const done = await agent("flipper", "POST", `/filesystem-multipart/${upload}/complete`, { parts: [{ partNumber: 1, etag }] });
+  return [String(part.status), done.text];
+}
+
+/** What a watch streams in ~150 ms while `act` runs on the host 50 ms in. */
+async function watchWhile(path: string, act: () => void): Promise<string> {
+  const abort = new AbortController();
+  let text = "";
+  const timer = setTimeout(act, 50);
+  const stop = setTimeout(() => abort.abort(), 150);
+  try {
+    const res = await fetch(`${sim.url}/sbx/${WS}/flipper${path}`, { headers: { authorization: `Bearer ${KEY}` }, signal: abort.signal });
+    const reader = res.body!.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("utf8");
+    }
+  } catch {
+    // aborted: what arrived is the answer
+  } finally {
+    clearTimeout(timer);
+    clearTimeout(stop);
+  }
+  return text;
+}
 
 beforeAll(async () => {
   if (SKIP) return;
@@ -72,9 +107,13 @@ describe.skipIf(SKIP !== undefined)(`the agent host against a hostile sandbox${S
         statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
         bodies.push(r.text);
         const upload = /"uploadId":"([^"]+)"/.exec(r.text)?.[1];
-        if (upload) await agent("flipper", "DELETE", `/filesystem-multipart/${upload}/abort`);
+        if (upload) bodies.push(...(await uploadThrough(upload)));
       }
+      // A watch through the flipping path while the host writes in the directory of the same name: no event of it.
+      bodies.push(await watchWhile(`/watch/filesystem${through}`, () => writeFileSync(join(secretDir, `event-${round}.txt`), "host")));
     }
+    for (const name of readdirSync(secretDir)) if (name.startsWith("event-")) unlinkSync(join(secretDir, name));
+    expect(bodies.filter((b) => b.includes("event-"))).toEqual([]);
     expect([...statuses.values()].reduce((a, b) => a + b)).toBe(1000);
     expect([...statuses.keys()].every((s) => s < 500)).toBe(true);
     expect(bodies.filter((b) => b.includes(secret))).toEqual([]);
