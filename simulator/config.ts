@@ -184,7 +184,8 @@ export const SIM_USAGE = `Usage: sandbox-sim [options]
                         (default blaxel/base-image, the SDK's default; none = build on first use;
                         env SANDBOX_SIM_PREBUILD). Only with --image-source store and the bwrap launcher
   --warm-sandboxes <n>  sandboxes kept started ahead of need, each taken whole by one create and replaced in the
-                        background (default 2, 0 = none; env SANDBOX_SIM_WARM_SANDBOXES)
+                        background, with an agent per sandbox only (default 2, 0 = none; env
+                        SANDBOX_SIM_WARM_SANDBOXES)
   --agent-mode <mode>   who serves an isolated sandbox's agent API: auto (default: the simulator's agent host where
                         openat2, nsexec and the netns addon are here, else an agent in each sandbox), host (the
                         agent host or fail: a sandbox then runs no Node process) or process (an agent in each
