@@ -127,8 +127,8 @@ export const SimConfigSchema = z.object({
   warmSandboxes: z.coerce.number().int().min(0).max(64).default(2),
   /**
    * Who serves an isolated (bwrap) sandbox's agent API: the agent host in the simulator (no Node process per
-   * sandbox: simulator/agent-host), or an agent process in each sandbox (the default until the host mounts
-   * drives). auto: the host where it can run here.
+   * sandbox: simulator/agent-host), or an agent process in each sandbox. auto (the default): the host where it can
+   * run here.
    */
   agentMode: z.enum(["auto", "host", "process"]).default("auto"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

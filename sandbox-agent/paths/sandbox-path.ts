@@ -312,7 +312,7 @@ function pinnedOf(sandboxPath: string, w: Walked, ownWrites: OwnWrites, heldRoot
   };
 }
 
-/** Whether `path`, resolved inside the held root without following any link, is the directory or file `fd` holds. */
+/** Whether `path`, resolved inside the held root without following any link, is the directory `fd` holds. */
 function sameDirectory(rootFd: number, path: string, fd: number): boolean {
   const flags = resolveFlags();
   let found: number;
@@ -322,8 +322,7 @@ function sameDirectory(rootFd: number, path: string, fd: number): boolean {
     return false;
   }
   try {
-    const [a, b] = [fstatSync(found), fstatSync(fd)];
-    return a.dev === b.dev && a.ino === b.ino;
+    return inodeKey(fstatSync(found)) === inodeKey(fstatSync(fd));
   } finally {
     closeSync(found);
   }

@@ -6,6 +6,7 @@ import { listenOnDescriptor, listenSocket, type Serving } from "../../src/serve.
 import { openAgent, type AgentRuntime } from "../../sandbox-agent/agent.js";
 import { createApp } from "../../sandbox-agent/app.js";
 import { parseAgentConfig, type AgentConfig } from "../../sandbox-agent/config.js";
+import { describeExit, outputTail, run } from "../../sandbox-agent/drives/run.js";
 import { markedInSandbox } from "../../sandbox-agent/http/in-sandbox-port.js";
 import { O_PATH } from "../../sandbox-agent/paths/beneath.js";
 import { openat2Sync, resolveFlags } from "../../sandbox-agent/paths/openat2.js";
@@ -117,12 +118,13 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
     const inRoot = flags.IN_ROOT | flags.NO_MAGICLINKS;
     // The drives' directory as the sandbox has it mounted, held from the start (nothing of the sandbox has run
     // yet): a bind mount's source must be in the sandbox's mount namespace, and a link made there later changes
-    // nothing.
+    // nothing. Then covered, so that the sandbox's processes see the drives they mount, not every drive.
     let drivesDir: string | undefined;
     if (spec.drives) {
       const fd = openat2Sync(rootFd, spec.drives.sandboxDir, O_PATH | constants.O_DIRECTORY, inRoot | flags.NO_SYMLINKS);
       held.push(fd);
       drivesDir = `/proc/self/fd/${fd}`;
+      await coverDrives(spec.drives);
     }
     const exists = (path: string) => {
       try {
@@ -206,4 +208,15 @@ export async function openHostedAgent(spec: HostedSandbox, deps: InstanceDeps): 
       return closing;
     },
   };
+}
+
+/**
+ * Covers the workspace's drives directory inside the sandbox with an empty read-only tmpfs, once it is held (the
+ * source of every drive the instance mounts) and before any process of the sandbox runs: a drive's permissions would
+ * mean nothing if every drive were readable there. Commands cannot unmount it: they hold COMMAND_CAPABILITIES, no
+ * CAP_SYS_ADMIN. (An agent inside, `--agent-mode process`, needs the directory in its own view, so there it stays.)
+ */
+async function coverDrives(drives: NonNullable<HostedSandbox["drives"]>): Promise<void> {
+  const covered = await run([...drives.mount, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec,size=4k,mode=0555", "sandbox-drives", drives.sandboxDir]);
+  if (covered.code !== 0) throw new Error(`could not cover the drives directory inside the sandbox: mount ${describeExit(covered)}: ${outputTail(covered)}`);
 }

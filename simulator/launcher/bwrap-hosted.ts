@@ -2,7 +2,6 @@ import type { Readable } from "node:stream";
 import { join } from "node:path";
 import type { AgentHost } from "../agent-host/host.js";
 import type { HostedAgent } from "../agent-host/instance.js";
-import { describeExit, outputTail, run } from "../../sandbox-agent/drives/run.js";
 import { nsexecArgs } from "../../sandbox-agent/process/ns-spawn.js";
 import { agentEnvWithoutToken } from "./agent-main.js";
 import { caEnv, DRIVES, IN_SANDBOX_API_PORT, SANDBOX_PATH } from "./bwrap-layout.js";
@@ -96,7 +95,6 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
       hosted.then((a) => Promise.all((spec.egress?.listen ?? []).map((l) => a.listenInside(l.host, l.port, (s) => spec.egress!.accept(s))))),
     ]);
     agent = opened;
-    if (spec.drivesDir) await hideDrives(enter, start.kit);
     if (child.exitCode !== null || child.signalCode !== null) await agent.close(0);
   } catch (err) {
     child.kill("SIGKILL");
@@ -139,17 +137,4 @@ export async function startHosted(start: HostedStart, spec: LaunchSpec, sandbox:
       return stopping;
     },
   };
-}
-
-/**
- * Covers the workspace's drives directory inside the sandbox with an empty read-only tmpfs, once the agent instance
- * holds it (the source of every drive it mounts) and before any process of the sandbox runs: its processes then see
- * the drives they mount, not every drive of the workspace (a drive's permissions would mean nothing). They cannot
- * unmount it: commands hold COMMAND_CAPABILITIES, no CAP_SYS_ADMIN. (An agent inside, `--agent-mode process`, needs
- * the directory in its own view, so there it stays visible: docs/launchers.md.)
- */
-async function hideDrives(enter: string[], kit: SandboxKit): Promise<void> {
-  const covered = await run([...enter, ...kit.mountProgram, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec,size=4k,mode=0555", "sandbox-drives", DRIVES]);
-  if (covered.code !== 0)
-    throw new LaunchError(`could not cover the drives directory inside the sandbox: mount ${describeExit(covered)}: ${outputTail(covered)}`);
 }
